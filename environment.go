@@ -1,0 +1,174 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/runtime"
+)
+
+// ErrInvalidOption is returned (wrapped) by Execute for an option with a
+// value that cannot work; the message names the option.
+var ErrInvalidOption = errors.New("invalid option")
+
+// ErrJobCanceled is returned by Execute and Job.Wait when the job was
+// cancelled; it also matches context.Canceled.
+var ErrJobCanceled = runtime.ErrJobCanceled
+
+// Job is the handle of a running job (see Environment.ExecuteAsync).
+type Job = runtime.Job
+
+// Environment holds a job's settings and the dataflow built on it.
+type Environment struct {
+	cfg  runtime.Config
+	plan runtime.Plan
+	errs []error
+	uids map[string]string // uid -> operator name
+}
+
+// Option configures an Environment.
+type Option func(*Environment)
+
+// NewEnvironment returns an environment with Flink's defaults: parallelism
+// 1, max parallelism 128, 32 KiB network buffers, a 100 ms buffer timeout,
+// 2 exclusive buffers per channel and 8 floating buffers per gate.
+func NewEnvironment(opts ...Option) *Environment {
+	e := &Environment{cfg: runtime.DefaultConfig(), uids: map[string]string{}}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+func (e *Environment) addErr(err error) { e.errs = append(e.errs, err) }
+
+func positive(e *Environment, name string, v int) bool {
+	if v < 1 {
+		e.addErr(fmt.Errorf("%w: %s must be at least 1, got %d", ErrInvalidOption, name, v))
+		return false
+	}
+	return true
+}
+
+// WithJobName names the job in logs and metrics.
+func WithJobName(name string) Option { return func(e *Environment) { e.cfg.JobName = name } }
+
+// WithParallelism sets the default parallelism of operators (Flink's
+// parallelism.default).
+func WithParallelism(n int) Option {
+	return func(e *Environment) {
+		if positive(e, "parallelism", n) {
+			e.cfg.Parallelism = n
+		}
+	}
+}
+
+// WithMaxParallelism sets the number of key groups (Flink's
+// pipeline.max-parallelism), default 128. Keyed state can be rescaled up to
+// this parallelism.
+func WithMaxParallelism(n int) Option {
+	return func(e *Environment) {
+		if positive(e, "max parallelism", n) {
+			if n > 1<<15 {
+				e.addErr(fmt.Errorf("%w: max parallelism %d exceeds 32768", ErrInvalidOption, n))
+				return
+			}
+			e.cfg.MaxParallelism = n
+		}
+	}
+}
+
+// WithBufferSize sets the size of a network buffer in bytes (Flink's
+// taskmanager.memory.segment-size), default 32 KiB.
+func WithBufferSize(bytes int) Option {
+	return func(e *Environment) {
+		if bytes < 64 {
+			e.addErr(fmt.Errorf("%w: buffer size must be at least 64 bytes, got %d", ErrInvalidOption, bytes))
+			return
+		}
+		e.cfg.Network.BufferSize = bytes
+	}
+}
+
+// WithBufferTimeout sets how long a partly filled buffer waits before it is
+// sent (Flink's execution.buffer-timeout), default 100 ms; 0 sends every
+// record at once.
+func WithBufferTimeout(d time.Duration) Option {
+	return func(e *Environment) {
+		if d < 0 {
+			e.addErr(fmt.Errorf("%w: buffer timeout must not be negative, got %v", ErrInvalidOption, d))
+			return
+		}
+		e.cfg.BufferTimeout = d
+	}
+}
+
+// WithExclusiveBuffers sets the exclusive buffers per input channel
+// (Flink's taskmanager.network.memory.buffers-per-channel), default 2.
+func WithExclusiveBuffers(n int) Option {
+	return func(e *Environment) {
+		if positive(e, "exclusive buffers per channel", n) {
+			e.cfg.Network.ExclusiveBuffersPerChannel = n
+		}
+	}
+}
+
+// WithFloatingBuffers sets the floating buffers per input gate (Flink's
+// taskmanager.network.memory.floating-buffers-per-gate), default 8.
+func WithFloatingBuffers(n int) Option {
+	return func(e *Environment) {
+		if n < 0 {
+			e.addErr(fmt.Errorf("%w: floating buffers per gate must not be negative, got %d", ErrInvalidOption, n))
+			return
+		}
+		e.cfg.Network.FloatingBuffersPerGate = n
+	}
+}
+
+// WithChaining turns operator chaining on (the default) or off
+// (pipeline.operator-chaining).
+func WithChaining(on bool) Option { return func(e *Environment) { e.cfg.Chaining = on } }
+
+// WithAutoWatermarkInterval sets how often sources emit periodic watermarks
+// (Flink's pipeline.auto-watermark-interval), default 200 ms.
+func WithAutoWatermarkInterval(d time.Duration) Option {
+	return func(e *Environment) {
+		if d <= 0 {
+			e.addErr(fmt.Errorf("%w: auto watermark interval must be positive, got %v", ErrInvalidOption, d))
+			return
+		}
+		e.cfg.AutoWatermarkInterval = d
+	}
+}
+
+// WithLogger sets the job's logger; the default is slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(e *Environment) { e.cfg.Logger = l } }
+
+// Config returns the job-wide settings.
+func (e *Environment) Config() runtime.Config { return e.cfg }
+
+// Plan returns the dataflow built so far.
+func (e *Environment) Plan() *runtime.Plan { return &e.plan }
+
+// ExecuteAsync starts the job and returns its handle: Wait, Cancel, Status
+// and Metrics. Cancelling ctx cancels the job.
+func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
+	if len(e.errs) > 0 {
+		return nil, errors.Join(e.errs...)
+	}
+	return runtime.Execute(ctx, &e.plan, e.cfg)
+}
+
+// Execute runs the job until every bounded source has finished, ctx is
+// cancelled (ErrJobCanceled) or the job fails (the error names the
+// operator, the subtask and the cause).
+func (e *Environment) Execute(ctx context.Context) error {
+	j, err := e.ExecuteAsync(ctx)
+	if err != nil {
+		return err
+	}
+	return j.Wait()
+}

@@ -1,0 +1,126 @@
+package operators
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+)
+
+// NoTimestamp marks a record that carries no event timestamp.
+const NoTimestamp int64 = math.MinInt64
+
+// MinWatermark is the watermark before any was seen.
+const MinWatermark int64 = math.MinInt64
+
+// MaxWatermark means event time has reached its end.
+const MaxWatermark int64 = math.MaxInt64
+
+// Input receives the records of one input of an operator.
+type Input[T any] interface {
+	ProcessElement(v T, ts int64) error
+}
+
+// Output is where an operator emits records and watermarks: the Input of
+// the next operator in the chain, a network writer, or a fan-out of both.
+type Output[T any] interface {
+	Collect(v T, ts int64) error
+	EmitWatermark(wm int64) error
+}
+
+// Operator is the lifecycle the runtime drives, type-erased. The typed
+// inputs of an operator are returned by its builder (see runtime.Node).
+type Operator interface {
+	// Open prepares the operator before the first record.
+	Open(ctx *Context) error
+	// ProcessWatermark tells the operator that event time has reached wm on
+	// every input: it fires due event-time timers and forwards wm.
+	ProcessWatermark(wm int64) error
+	// Finish is called once at end of input, before Close: the operator
+	// emits anything it still buffers.
+	Finish() error
+	// Close releases resources; it is called on every exit path.
+	Close() error
+}
+
+// ProcessingTimeService schedules callbacks on the task goroutine at a wall
+// clock time (Unix milliseconds).
+type ProcessingTimeService interface {
+	// Now returns the current processing time in Unix milliseconds.
+	Now() int64
+	// At schedules fn to run as a mail on the task goroutine at time ts (or
+	// soon after). It returns a function that cancels the callback.
+	At(ts int64, fn func() error) (cancel func())
+}
+
+// Context is what the runtime hands an operator at Open.
+type Context struct {
+	// OperatorName and UID identify the operator; UID is the stable id its
+	// state is mapped by.
+	OperatorName, UID string
+	// Subtask and Parallelism place this instance among its peers.
+	Subtask, Parallelism int
+	// MaxParallelism is the number of key groups.
+	MaxParallelism int
+	// ProcessingTime schedules processing-time callbacks.
+	ProcessingTime ProcessingTimeService
+	// Logger carries the job, vertex and subtask attributes.
+	Logger *slog.Logger
+}
+
+// Error is the error of a failing operator: it names the operator and the
+// subtask. Use errors.As to find it in a job's error.
+type Error struct {
+	Operator    string
+	Subtask     int
+	Parallelism int
+	Err         error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("operator %q (subtask %d/%d): %v", e.Operator, e.Subtask, e.Parallelism, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Wrap attributes err to the operator of ctx, unless an operator already
+// claimed it (an error that came up from further down the chain).
+func Wrap(ctx *Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *Error
+	if errors.As(err, &oe) {
+		return err
+	}
+	return &Error{Operator: ctx.OperatorName, Subtask: ctx.Subtask, Parallelism: ctx.Parallelism, Err: err}
+}
+
+// Collector is handed to user functions that emit any number of records.
+// Collect never fails from the user's view: the first error of the output
+// is kept and returned by the operator after the user function returns, and
+// later Collects are dropped.
+type Collector[T any] interface {
+	Collect(v T)
+}
+
+// collector adapts an Output to a Collector with a fixed timestamp.
+type collector[T any] struct {
+	out Output[T]
+	ts  int64
+	err error
+}
+
+func (c *collector[T]) Collect(v T) {
+	if c.err != nil {
+		return
+	}
+	c.err = c.out.Collect(v, c.ts)
+}
+
+// take returns the kept error and resets the collector for the next call.
+func (c *collector[T]) take() error {
+	err := c.err
+	c.err = nil
+	return err
+}

@@ -1,0 +1,175 @@
+package operators
+
+import "fmt"
+
+// KeyedProcessFunction is the user function of a keyed process operator.
+// It may also implement Opener, Closer and TimerHandler.
+type KeyedProcessFunction[K comparable, IN, OUT any] interface {
+	ProcessElement(ctx *KeyedContext[K], v IN, out Collector[OUT]) error
+}
+
+// TimerHandler is implemented by keyed process functions that use timers.
+type TimerHandler[K comparable, OUT any] interface {
+	OnTimer(ctx *KeyedContext[K], ts int64, out Collector[OUT]) error
+}
+
+// Opener is implemented by user functions that prepare at Open: the place
+// to obtain state handles.
+type Opener interface {
+	Open(ctx *Context) error
+}
+
+// Closer is implemented by user functions that release resources.
+type Closer interface {
+	Close() error
+}
+
+// ProcessFunc adapts a plain function to a KeyedProcessFunction.
+type ProcessFunc[K comparable, IN, OUT any] func(ctx *KeyedContext[K], v IN, out Collector[OUT]) error
+
+func (f ProcessFunc[K, IN, OUT]) ProcessElement(ctx *KeyedContext[K], v IN, out Collector[OUT]) error {
+	return f(ctx, v, out)
+}
+
+// KeyedContext is what a keyed process function sees: the current key, the
+// record's (or timer's) timestamp, and the timer service.
+type KeyedContext[K comparable] struct {
+	key     K
+	ts      int64
+	domain  TimeDomain
+	inTimer bool
+	timers  *TimerService[K]
+	runtime *Context
+}
+
+// Key returns the key of the record or timer being processed.
+func (c *KeyedContext[K]) Key() K { return c.key }
+
+// Timestamp returns the event timestamp of the record being processed, or
+// the timestamp of the firing timer; NoTimestamp if the record has none.
+func (c *KeyedContext[K]) Timestamp() int64 { return c.ts }
+
+// TimeDomain says which clock fired the current timer (only meaningful in
+// OnTimer).
+func (c *KeyedContext[K]) TimeDomain() TimeDomain { return c.domain }
+
+// Timers returns the timer service, scoped to the current key.
+func (c *KeyedContext[K]) Timers() *TimerService[K] { return c.timers }
+
+// Runtime returns the operator's runtime context.
+func (c *KeyedContext[K]) Runtime() *Context { return c.runtime }
+
+// KeyedProcess runs a KeyedProcessFunction on a keyed stream.
+type KeyedProcess[K comparable, IN, OUT any] struct {
+	fn    KeyedProcessFunction[K, IN, OUT]
+	keyOf func(IN) K
+	out   Output[OUT]
+	col   collector[OUT]
+	kctx  KeyedContext[K]
+	ctx   *Context
+}
+
+// NewKeyedProcess returns the operator running fn, keyed by keyOf.
+func NewKeyedProcess[K comparable, IN, OUT any](fn KeyedProcessFunction[K, IN, OUT], keyOf func(IN) K, out Output[OUT]) *KeyedProcess[K, IN, OUT] {
+	return &KeyedProcess[K, IN, OUT]{fn: fn, keyOf: keyOf, out: out, col: collector[OUT]{out: out}}
+}
+
+func (p *KeyedProcess[K, IN, OUT]) Open(ctx *Context) error {
+	p.ctx = ctx
+	p.kctx.runtime = ctx
+	p.kctx.timers = newTimerService[K](ctx.ProcessingTime, p.onTimer)
+	if o, ok := p.fn.(Opener); ok {
+		if err := o.Open(ctx); err != nil {
+			return Wrap(ctx, fmt.Errorf("open: %w", err))
+		}
+	}
+	return nil
+}
+
+func (p *KeyedProcess[K, IN, OUT]) ProcessElement(v IN, ts int64) error {
+	k := p.keyOf(v)
+	p.kctx.key, p.kctx.ts, p.kctx.inTimer = k, ts, false
+	p.kctx.timers.current = k
+	p.col.ts = ts
+	err := p.fn.ProcessElement(&p.kctx, v, &p.col)
+	if cerr := p.col.take(); cerr != nil {
+		return cerr
+	}
+	return Wrap(p.ctx, err)
+}
+
+func (p *KeyedProcess[K, IN, OUT]) onTimer(key K, ts int64, domain TimeDomain) error {
+	h, ok := p.fn.(TimerHandler[K, OUT])
+	if !ok {
+		return nil
+	}
+	p.kctx.key, p.kctx.ts, p.kctx.domain, p.kctx.inTimer = key, ts, domain, true
+	p.kctx.timers.current = key
+	if domain == EventTime {
+		p.col.ts = ts
+	} else {
+		p.col.ts = NoTimestamp
+	}
+	err := h.OnTimer(&p.kctx, ts, &p.col)
+	if cerr := p.col.take(); cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return Wrap(p.ctx, fmt.Errorf("on %s timer at %d: %w", domain, ts, err))
+	}
+	return nil
+}
+
+func (p *KeyedProcess[K, IN, OUT]) ProcessWatermark(wm int64) error {
+	if err := p.kctx.timers.advanceWatermark(wm); err != nil {
+		return err
+	}
+	return p.out.EmitWatermark(wm)
+}
+
+func (p *KeyedProcess[K, IN, OUT]) Finish() error { return nil }
+
+func (p *KeyedProcess[K, IN, OUT]) Close() error {
+	if p.kctx.timers != nil {
+		p.kctx.timers.close()
+	}
+	if c, ok := p.fn.(Closer); ok {
+		return Wrap(p.ctx, c.Close())
+	}
+	return nil
+}
+
+// Reduce keeps a running reduction per key and emits the updated value for
+// every record, as Flink's keyed reduce does.
+//
+// The per-key values live in the operator for now; the state issue moves
+// them into a ValueState so that they are checkpointed.
+type Reduce[K comparable, T any] struct {
+	base
+	fn    func(acc, v T) (T, error)
+	keyOf func(T) K
+	out   Output[T]
+	vals  map[K]T
+}
+
+// NewReduce returns the keyed reduce operator.
+func NewReduce[K comparable, T any](fn func(acc, v T) (T, error), keyOf func(T) K, out Output[T]) *Reduce[K, T] {
+	return &Reduce[K, T]{fn: fn, keyOf: keyOf, out: out, vals: make(map[K]T)}
+}
+
+func (r *Reduce[K, T]) ProcessElement(v T, ts int64) error {
+	k := r.keyOf(v)
+	acc, ok := r.vals[k]
+	if ok {
+		var err error
+		if acc, err = r.fn(acc, v); err != nil {
+			return Wrap(r.ctx, err)
+		}
+	} else {
+		acc = v
+	}
+	r.vals[k] = acc
+	return r.out.Collect(acc, ts)
+}
+
+func (r *Reduce[K, T]) ProcessWatermark(wm int64) error { return r.out.EmitWatermark(wm) }

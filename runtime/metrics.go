@@ -1,0 +1,70 @@
+package runtime
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// TaskMetrics are the figures of one subtask, read from the job handle
+// while it runs. Times are cumulative since the task started; the ratios
+// are over that span, as Flink's busy / idle / backpressured time.
+type TaskMetrics struct {
+	Vertex  string
+	Subtask int
+	Status  TaskStatus
+
+	Elapsed           time.Duration
+	BusyTime          time.Duration
+	IdleTime          time.Duration
+	BackPressuredTime time.Duration
+
+	RecordsIn  int64
+	RecordsOut int64
+	BytesIn    int64
+	BytesOut   int64
+}
+
+// BusyRatio is the share of time the task was processing.
+func (m TaskMetrics) BusyRatio() float64 { return ratio(m.BusyTime, m.Elapsed) }
+
+// IdleRatio is the share of time the task waited for input.
+func (m TaskMetrics) IdleRatio() float64 { return ratio(m.IdleTime, m.Elapsed) }
+
+// BackPressuredRatio is the share of time the task waited for an output
+// buffer.
+func (m TaskMetrics) BackPressuredRatio() float64 { return ratio(m.BackPressuredTime, m.Elapsed) }
+
+func ratio(d, total time.Duration) float64 {
+	if total <= 0 {
+		return 0
+	}
+	return float64(d) / float64(total)
+}
+
+// TaskStatus is the lifecycle state of a task.
+type TaskStatus int32
+
+const (
+	TaskCreated TaskStatus = iota
+	TaskRunning
+	TaskFinished
+	TaskFailed
+	TaskCanceled
+)
+
+func (s TaskStatus) String() string {
+	return [...]string{"CREATED", "RUNNING", "FINISHED", "FAILED", "CANCELED"}[s]
+}
+
+// taskCounters are written by the task goroutine and read by anyone.
+type taskCounters struct {
+	status     atomic.Int32
+	start      atomic.Int64 // unix nanos
+	end        atomic.Int64 // unix nanos, 0 while running
+	idleNanos  atomic.Int64
+	bpNanos    atomic.Int64 // waits for output availability in the loop
+	recordsIn  atomic.Int64
+	recordsOut atomic.Int64 // records emitted by a source
+	bytesIn    atomic.Int64
+	netBpPrev  int64
+}

@@ -1,0 +1,151 @@
+package runtime
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/operators"
+	"github.com/sluicehq/sluice/runtime/network"
+	"github.com/sluicehq/sluice/source"
+)
+
+// Partitioner says how an edge distributes records over the consuming
+// subtasks.
+type Partitioner int
+
+const (
+	// PartitionDefault is forward when both ends have the same parallelism,
+	// rebalance otherwise (Flink's default).
+	PartitionDefault Partitioner = iota
+	// PartitionForward sends subtask i's records to subtask i; both ends
+	// must have the same parallelism.
+	PartitionForward
+	// PartitionRebalance sends records round robin.
+	PartitionRebalance
+	// PartitionHash sends a record to the subtask owning its key group.
+	PartitionHash
+	// PartitionBroadcast sends every record to every subtask.
+	PartitionBroadcast
+)
+
+func (p Partitioner) String() string {
+	switch p {
+	case PartitionDefault:
+		return "DEFAULT"
+	case PartitionForward:
+		return "FORWARD"
+	case PartitionRebalance:
+		return "REBALANCE"
+	case PartitionHash:
+		return "HASH"
+	case PartitionBroadcast:
+		return "BROADCAST"
+	}
+	return fmt.Sprintf("Partitioner(%d)", int(p))
+}
+
+// SourceDriver is the type-erased reader of one source subtask, as the task
+// loop drives it.
+type SourceDriver interface {
+	PollNext() (source.Status, error)
+	Available() <-chan struct{}
+	Close() error
+}
+
+// SourceContext is handed to a source node's builder.
+type SourceContext struct {
+	Op *operators.Context
+	// SetIdle marks the source subtask idle (true) or active again (false)
+	// downstream, so that watermarks do not wait for an idle source.
+	SetIdle func(idle bool) error
+}
+
+// Node is one operator of a Plan. The typed parts are closures made by the
+// generic API, so the runtime itself never sees a record's type.
+type Node struct {
+	ID              int
+	Name            string
+	UID             string
+	Parallelism     int // 0: the job's default
+	MaxParallelism  int // 0: the job's default
+	DisableChaining bool
+	Inputs          []*Edge
+
+	// Out describes the node's output type; nil for sinks.
+	Out TypeInfo
+
+	// BuildSource makes the driver of a source subtask; out is the node's
+	// operators.Output[T] as any.
+	BuildSource func(sc *SourceContext, out any) (SourceDriver, error)
+	// Build makes an operator instance; out is its operators.Output[T] as
+	// any (nil for sinks); inputs are its operators.Input[Ti] as any, one
+	// per input index.
+	Build func(out any) (op operators.Operator, inputs []any, err error)
+}
+
+// IsSource reports whether the node is a source.
+func (n *Node) IsSource() bool { return n.BuildSource != nil }
+
+// Edge connects the output of From to input InputIndex of To.
+type Edge struct {
+	From, To    *Node
+	Partitioner Partitioner
+	InputIndex  int
+	// KeyHash is, for PartitionHash, a func(v T, scratch []byte) (uint32,
+	// []byte) giving the hash of the key of a record of From's output type
+	// T (state.HashKey of the encoded key, encoded into scratch, which it
+	// returns for reuse); the key group is hash mod the consumer's max
+	// parallelism.
+	KeyHash any
+}
+
+// Plan is the logical dataflow built by the API.
+type Plan struct {
+	Nodes []*Node
+}
+
+// Add appends a node and gives it its ID.
+func (p *Plan) Add(n *Node) *Node {
+	n.ID = len(p.Nodes)
+	p.Nodes = append(p.Nodes, n)
+	return n
+}
+
+// Connect adds an edge from one node to an input of another.
+func (p *Plan) Connect(from, to *Node, part Partitioner, inputIndex int, keyHash any) *Edge {
+	e := &Edge{From: from, To: to, Partitioner: part, InputIndex: inputIndex, KeyHash: keyHash}
+	to.Inputs = append(to.Inputs, e)
+	return e
+}
+
+// Config holds the job-wide settings.
+type Config struct {
+	JobName        string
+	Parallelism    int
+	MaxParallelism int
+	Network        network.Config
+	// BufferTimeout is how long a partly filled buffer may wait before it
+	// is flushed; 0 flushes after every record.
+	BufferTimeout time.Duration
+	// Chaining enables operator chaining.
+	Chaining bool
+	// AutoWatermarkInterval is how often sources emit periodic watermarks.
+	AutoWatermarkInterval time.Duration
+	Logger                *slog.Logger
+}
+
+// DefaultConfig returns Flink's defaults: parallelism 1, max parallelism
+// 128, 32 KiB buffers, 100 ms buffer timeout, chaining on, 200 ms
+// watermark interval.
+func DefaultConfig() Config {
+	return Config{
+		JobName:               "sluice job",
+		Parallelism:           1,
+		MaxParallelism:        128,
+		Network:               network.DefaultConfig(),
+		BufferTimeout:         100 * time.Millisecond,
+		Chaining:              true,
+		AutoWatermarkInterval: 200 * time.Millisecond,
+	}
+}

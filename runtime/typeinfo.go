@@ -1,0 +1,243 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/operators"
+	"github.com/sluicehq/sluice/runtime/network"
+	"github.com/sluicehq/sluice/state"
+)
+
+// ErrBadRecordHeader is returned (wrapped) when a record read from the
+// network does not start with a valid header.
+var ErrBadRecordHeader = errors.New("runtime: bad record header")
+
+// TypeInfo carries what the runtime needs to move records of one type
+// between operators: its codec, and the typed plumbing built once per task
+// so the per-record path has no type switches.
+type TypeInfo interface {
+	// Codec returns the codec as any (a codec.Codec[T]).
+	Codec() any
+	fanOut(outs []any) any
+	chainedOutput(in any, op operators.Operator) (any, error)
+	networkOutput(w *netWriter, keyHash any) (any, error)
+	decoder(target any) (recordDecoder, error)
+}
+
+// TypeOf returns the TypeInfo of T with codec c.
+func TypeOf[T any](c codec.Codec[T]) TypeInfo { return &typed[T]{codec: c} }
+
+type typed[T any] struct {
+	codec codec.Codec[T]
+}
+
+func (t *typed[T]) Codec() any { return t.codec }
+
+func (t *typed[T]) fanOut(outs []any) any {
+	if len(outs) == 0 {
+		return discardOutput[T]{}
+	}
+	if len(outs) == 1 {
+		return outs[0]
+	}
+	f := make(fanOut[T], len(outs))
+	for i, o := range outs {
+		f[i] = o.(operators.Output[T])
+	}
+	return f
+}
+
+func (t *typed[T]) chainedOutput(in any, op operators.Operator) (any, error) {
+	i, ok := in.(operators.Input[T])
+	if !ok {
+		return nil, fmt.Errorf("chained input is %T, want operators.Input[%T]", in, *new(T))
+	}
+	return chainOutput[T]{in: i, op: op}, nil
+}
+
+// chainOutput hands records to the next operator of the chain as Go values.
+type chainOutput[T any] struct {
+	in operators.Input[T]
+	op operators.Operator
+}
+
+func (c chainOutput[T]) Collect(v T, ts int64) error  { return c.in.ProcessElement(v, ts) }
+func (c chainOutput[T]) EmitWatermark(wm int64) error { return c.op.ProcessWatermark(wm) }
+
+func (t *typed[T]) networkOutput(w *netWriter, keyHash any) (any, error) {
+	o := &netOutput[T]{w: w, codec: t.codec}
+	if w.kind == PartitionHash {
+		h, ok := keyHash.(func(T, []byte) (uint32, []byte))
+		if !ok {
+			return nil, fmt.Errorf("hash edge %s: key hash function is %T, want func(%T, []byte) (uint32, []byte)", w.name, keyHash, *new(T))
+		}
+		o.keyHash = h
+	}
+	return o, nil
+}
+
+func (t *typed[T]) decoder(target any) (recordDecoder, error) {
+	in, ok := target.(operators.Input[T])
+	if !ok {
+		return nil, fmt.Errorf("input is %T, want operators.Input[%T]", target, *new(T))
+	}
+	return &typedDecoder[T]{codec: t.codec, in: in}, nil
+}
+
+// recordDecoder decodes one record off the wire and hands it to its input.
+// A decode failure is returned as decodeErr so the task can name the edge,
+// channel and position; err is the input's own failure.
+type recordDecoder interface {
+	decode(rec []byte) (decodeErr, err error)
+}
+
+type typedDecoder[T any] struct {
+	codec codec.Codec[T]
+	in    operators.Input[T]
+}
+
+func (d *typedDecoder[T]) decode(rec []byte) (error, error) {
+	ts, payload, err := splitRecord(rec)
+	if err != nil {
+		return err, nil
+	}
+	v, err := d.codec.Decode(payload)
+	if err != nil {
+		return err, nil
+	}
+	return nil, d.in.ProcessElement(v, ts)
+}
+
+// Records on the wire: one flag byte (0: no timestamp, 1: an 8-byte
+// big-endian timestamp follows), then the codec's bytes.
+func appendRecordHeader(dst []byte, ts int64) []byte {
+	if ts == operators.NoTimestamp {
+		return append(dst, 0)
+	}
+	dst = append(dst, 1)
+	return binary.BigEndian.AppendUint64(dst, uint64(ts))
+}
+
+func splitRecord(rec []byte) (int64, []byte, error) {
+	if len(rec) == 0 {
+		return 0, nil, fmt.Errorf("empty record: %w", ErrBadRecordHeader)
+	}
+	switch rec[0] {
+	case 0:
+		return operators.NoTimestamp, rec[1:], nil
+	case 1:
+		if len(rec) < 9 {
+			return 0, nil, fmt.Errorf("record of %d bytes too short for its timestamp: %w", len(rec), ErrBadRecordHeader)
+		}
+		return int64(binary.BigEndian.Uint64(rec[1:9])), rec[9:], nil
+	}
+	return 0, nil, fmt.Errorf("flag byte %#x: %w", rec[0], ErrBadRecordHeader)
+}
+
+// fanOut sends every record and watermark to several outputs.
+type fanOut[T any] []operators.Output[T]
+
+func (f fanOut[T]) Collect(v T, ts int64) error {
+	for _, o := range f {
+		if err := o.Collect(v, ts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f fanOut[T]) EmitWatermark(wm int64) error {
+	for _, o := range f {
+		if err := o.EmitWatermark(wm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// discardOutput is the output of a node nobody consumes.
+type discardOutput[T any] struct{}
+
+func (discardOutput[T]) Collect(T, int64) error    { return nil }
+func (discardOutput[T]) EmitWatermark(int64) error { return nil }
+
+// netWriter is the untyped half of a network output: one producing
+// subtask's result partition for one edge, and how records pick their
+// subpartition.
+type netWriter struct {
+	edge      *Edge
+	name      string
+	part      *network.ResultPartition
+	kind      Partitioner // resolved: never PartitionDefault
+	n         int         // number of subpartitions
+	next      int         // round robin position
+	maxPar    int         // the consumer's max parallelism: its number of key groups
+	ctx       context.Context
+	flushEach bool
+}
+
+func (w *netWriter) write(sub int, rec []byte) error {
+	if err := w.part.WriteRecord(w.ctx, sub, rec); err != nil {
+		return fmt.Errorf("write to %s: %w", w.name, err)
+	}
+	if w.flushEach {
+		w.part.Flush(sub)
+	}
+	return nil
+}
+
+// netOutput encodes records and writes them to a netWriter.
+type netOutput[T any] struct {
+	w       *netWriter
+	codec   codec.Codec[T]
+	keyHash func(T, []byte) (uint32, []byte)
+	scratch []byte
+	keyBuf  []byte
+}
+
+func (o *netOutput[T]) Collect(v T, ts int64) error {
+	buf, err := o.codec.Append(appendRecordHeader(o.scratch[:0], ts), v)
+	if err != nil {
+		return fmt.Errorf("encode record for %s: %w", o.w.name, err)
+	}
+	o.scratch = buf
+	w := o.w
+	switch w.kind {
+	case PartitionForward:
+		return w.write(0, buf)
+	case PartitionRebalance:
+		sub := w.next
+		if w.next++; w.next == w.n {
+			w.next = 0
+		}
+		return w.write(sub, buf)
+	case PartitionHash:
+		var h uint32
+		h, o.keyBuf = o.keyHash(v, o.keyBuf[:0])
+		kg := state.KeyGroupForHash(h, w.maxPar)
+		return w.write(state.OperatorIndexFor(kg, w.maxPar, w.n), buf)
+	default: // PartitionBroadcast
+		if err := w.part.BroadcastRecord(w.ctx, buf); err != nil {
+			return fmt.Errorf("broadcast to %s: %w", w.name, err)
+		}
+		if w.flushEach {
+			w.part.FlushAll()
+		}
+		return nil
+	}
+}
+
+func (o *netOutput[T]) EmitWatermark(wm int64) error {
+	return o.w.part.BroadcastEvent(Watermark{Timestamp: wm})
+}
+
+// Watermark is the network event that carries a watermark.
+type Watermark struct{ Timestamp int64 }
+
+// WatermarkStatus is the network event that marks a producing subtask idle
+// or active again.
+type WatermarkStatus struct{ Idle bool }

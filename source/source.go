@@ -1,0 +1,79 @@
+// Package source owns the source interfaces that the runtime drives (a
+// Source makes one Reader per subtask; the task's mailbox loop polls it) and
+// the sources for tests and demos: datagen and a slice source.
+package source
+
+import "math"
+
+// NoTimestamp marks a record that carries no event timestamp.
+const NoTimestamp int64 = math.MinInt64
+
+// MaxWatermark is the watermark a finished bounded source emits: event time
+// has reached its end.
+const MaxWatermark int64 = math.MaxInt64
+
+// Status is what a Reader reports after PollNext.
+type Status int
+
+const (
+	// MoreAvailable: call PollNext again right away.
+	MoreAvailable Status = iota
+	// NothingAvailable: wait until Available() fires, then poll again.
+	NothingAvailable
+	// EndOfInput: the reader has emitted everything it ever will.
+	EndOfInput
+)
+
+func (s Status) String() string {
+	switch s {
+	case MoreAvailable:
+		return "more-available"
+	case NothingAvailable:
+		return "nothing-available"
+	case EndOfInput:
+		return "end-of-input"
+	}
+	return "unknown"
+}
+
+// Output is where a Reader emits records and watermarks. It is called only
+// from the task goroutine, inside PollNext.
+type Output[T any] interface {
+	// Collect emits one record with its event timestamp (NoTimestamp if none).
+	Collect(v T, ts int64) error
+	// EmitWatermark declares that no record with a timestamp <= wm follows.
+	EmitWatermark(wm int64) error
+	// MarkIdle declares the reader idle: downstream watermarks do not wait
+	// for it until it emits again.
+	MarkIdle() error
+}
+
+// ReaderContext tells a Reader which subtask it runs in.
+type ReaderContext struct {
+	// Subtask is the index of this reader's subtask, in [0, Parallelism).
+	Subtask int
+	// Parallelism is the number of parallel readers of the source.
+	Parallelism int
+}
+
+// Source is a parallel source of records of type T.
+type Source[T any] interface {
+	// Bounded reports whether every reader reaches EndOfInput by itself.
+	Bounded() bool
+	// NewReader makes the reader of one subtask.
+	NewReader(ctx ReaderContext) (Reader[T], error)
+}
+
+// Reader reads the records of one subtask. All its methods run on the task
+// goroutine, so it needs no locks of its own.
+type Reader[T any] interface {
+	// PollNext emits a few records (typically one) to out and says whether
+	// more are available now. It must not block for long: the task checks
+	// its mailbox between calls.
+	PollNext(out Output[T]) (Status, error)
+	// Available returns a channel that receives (or is closed) when the
+	// reader may have data again after NothingAvailable.
+	Available() <-chan struct{}
+	// Close releases the reader's resources.
+	Close() error
+}
