@@ -33,7 +33,9 @@ type opSettings struct {
 func Name(name string) OpOption { return func(s *opSettings) { s.name = name } }
 
 // UID sets the operator's stable id, by which its state is mapped on
-// restore; it must be unique in the job. Without it the name is used.
+// restore; it must be unique in the job. Without it the name is used,
+// with "#2", "#3"... for later operators of the same name: set UIDs on
+// stateful operators so that a changed pipeline still maps their state.
 func UID(uid string) OpOption { return func(s *opSettings) { s.uid = uid } }
 
 // Parallelism sets the operator's number of parallel subtasks.
@@ -86,9 +88,13 @@ func newNode[OUT any](env *Environment, defName string, opts []OpOption, out boo
 		MaxParallelism: set.maxParallelism, DisableChaining: set.disableChaining,
 	}
 	if n.UID == "" {
+		// Without an explicit uid, the name (made unique by its position
+		// among operators of the same name) maps the state.
 		n.UID = n.Name
-	}
-	if prev, dup := env.uids[n.UID]; dup {
+		for i := 2; env.uids[n.UID] != ""; i++ {
+			n.UID = fmt.Sprintf("%s#%d", n.Name, i)
+		}
+	} else if prev, dup := env.uids[n.UID]; dup {
 		env.addErr(fmt.Errorf("%w: uid %q of operator %q is already used by operator %q", ErrInvalidOption, n.UID, n.Name, prev))
 	}
 	env.uids[n.UID] = n.Name

@@ -173,3 +173,10 @@ func (r *Reduce[K, T]) ProcessElement(v T, ts int64) error {
 }
 
 func (r *Reduce[K, T]) ProcessWatermark(wm int64) error { return r.out.EmitWatermark(wm) }
+
+// Collect and EmitWatermark let the previous operator of a chain call these
+// operators directly as its Output.
+func (p *KeyedProcess[K, IN, OUT]) Collect(v IN, ts int64) error { return p.ProcessElement(v, ts) }
+func (p *KeyedProcess[K, IN, OUT]) EmitWatermark(wm int64) error { return p.ProcessWatermark(wm) }
+func (r *Reduce[K, T]) Collect(v T, ts int64) error              { return r.ProcessElement(v, ts) }
+func (r *Reduce[K, T]) EmitWatermark(wm int64) error             { return r.ProcessWatermark(wm) }

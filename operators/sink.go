@@ -54,3 +54,8 @@ func (s *Sink[T]) Close() error {
 	}
 	return nil
 }
+
+// Collect and EmitWatermark let the previous operator of a chain call the
+// sink directly as its Output.
+func (s *Sink[T]) Collect(v T, ts int64) error  { return s.ProcessElement(v, ts) }
+func (s *Sink[T]) EmitWatermark(wm int64) error { return s.ProcessWatermark(wm) }

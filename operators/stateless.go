@@ -80,3 +80,12 @@ func (f *FlatMap[T, U]) ProcessElement(v T, ts int64) error {
 }
 
 func (f *FlatMap[T, U]) ProcessWatermark(wm int64) error { return f.out.EmitWatermark(wm) }
+
+// Collect and EmitWatermark let the previous operator of a chain call an
+// operator directly as its Output.
+func (m *Map[T, U]) Collect(v T, ts int64) error      { return m.ProcessElement(v, ts) }
+func (m *Map[T, U]) EmitWatermark(wm int64) error     { return m.ProcessWatermark(wm) }
+func (f *Filter[T]) Collect(v T, ts int64) error      { return f.ProcessElement(v, ts) }
+func (f *Filter[T]) EmitWatermark(wm int64) error     { return f.ProcessWatermark(wm) }
+func (f *FlatMap[T, U]) Collect(v T, ts int64) error  { return f.ProcessElement(v, ts) }
+func (f *FlatMap[T, U]) EmitWatermark(wm int64) error { return f.ProcessWatermark(wm) }

@@ -52,6 +52,10 @@ func (t *typed[T]) fanOut(outs []any) any {
 }
 
 func (t *typed[T]) chainedOutput(in any, op operators.Operator) (any, error) {
+	if o, ok := in.(operators.Output[T]); ok {
+		// The operator takes records as an Output itself: one call per hop.
+		return o, nil
+	}
 	i, ok := in.(operators.Input[T])
 	if !ok {
 		return nil, fmt.Errorf("chained input is %T, want operators.Input[%T]", in, *new(T))

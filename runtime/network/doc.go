@@ -1,0 +1,100 @@
+// Package network owns the exchange of records between Tasks: fixed-size
+// buffers and their bounded pools, result partitions and their
+// subpartitions on the producing side, input gates and their channels on
+// the consuming side, credit-based flow control between them, and the
+// framing of records on the wire. Everything runs in one process, but the
+// exchange behaves like Flink's credit-based remote exchange, so that memory
+// is bounded and backpressure is real.
+//
+// # Partitions, gates and channels
+//
+// A producing Task owns a ResultPartition with one subpartition per
+// consuming subtask; a consuming Task owns an InputGate with one input
+// channel per producing subtask. Connect wires subpartition s of a
+// partition to one channel of a gate before the job starts.
+//
+// # Buffers and pools
+//
+// Every buffer has Config.BufferSize bytes (32 KiB by default) and comes
+// from a bounded pool; buffers are allocated lazily and never more than the
+// pool holds, so memory never grows with the input rate:
+//
+//   - a partition's output pool has
+//     numSubpartitions*ExclusiveBuffersPerChannel plus
+//     FloatingBuffersPerGate buffers;
+//   - each input channel has ExclusiveBuffersPerChannel (2) exclusive buffers;
+//   - each gate has FloatingBuffersPerGate (8) floating buffers that its
+//     channels share.
+//
+// The producer writes records into a buffer of its output pool. A buffer is
+// finished and queued to its subpartition when it is full or when the Task
+// flushes it (Flush, FlushAll: every buffer timeout, or after each record
+// when the timeout is 0). When a record needs a new buffer and the output
+// pool is dry, WriteRecord blocks until one is recycled: that is
+// backpressure, and the time spent so is reported as BackPressuredNanos.
+// Available tells the Task cheaply whether a buffer is free, so it can wait
+// for its mailbox instead of blocking in the middle of a record.
+//
+// # Credit
+//
+// A channel's credit is its free exclusive buffers plus the floating
+// buffers it can take from its gate. A finished data buffer at the head of
+// a subpartition queue is transferred only against credit: its bytes are
+// copied into a consumer buffer (exclusive first, then floating) and the
+// producer buffer goes back to the output pool. The transfer happens
+// synchronously, under the subpartition's lock (which also guards the
+// connected channel), on whichever goroutine makes it possible: the
+// producer when it queues a buffer and there is credit, the consumer when
+// it recycles a buffer and data is waiting. There are no goroutines of the
+// network's own. A channel with backlog and no credit waits in its gate's
+// FIFO queue; a recycled floating buffer goes to the channel that has
+// waited longest, so channels share the floating buffers fairly.
+//
+// # Records
+//
+// A record is the caller's opaque bytes, framed as a uvarint length and the
+// bytes; it may span several buffers. RecordReader reassembles the records
+// of one channel, recycling each buffer once it is used up. Neither
+// WriteRecord nor RecordReader.Next allocates or takes a lock per record;
+// locks are taken once per buffer.
+//
+// # Events
+//
+// Events are any Go values (barriers, watermarks, cancellation markers)
+// and travel in the same queues as the data, in order; EndOfPartition,
+// added by ResultPartition.Finish, is the only one the network looks at,
+// and the gate delivers it once per channel. Events need no credit: an
+// event at the head of a subpartition queue is transferred at once. An
+// event never splits a record: the subpartition's partially filled buffer
+// is finished and queued before the event.
+//
+// # Priority events
+//
+// A priority event (an unaligned checkpoint barrier) is put at the head of
+// its queue and overtakes the data queued before it. On the producer side,
+// AddPriorityEvent returns copies of the queued buffers it overtook: the
+// output channel state of the checkpoint. It is then transferred at once,
+// and on the consumer side it overtakes the buffers received but not yet
+// polled; Poll delivers it before anything else, with copies of those
+// buffers in BufferOrEvent.Overtaken (the part of the input channel state
+// already in the gate). The overtaken buffers are still delivered and
+// processed after the event: a priority event overtakes only data that ends
+// up in channel state. PromoteEvent turns an already queued event (an
+// aligned barrier whose checkpoint timed out) into a priority event, on
+// either side, and returns the buffers it overtook.
+//
+// # Aligned checkpoints
+//
+// InputGate.Block makes Poll skip a channel whose barrier has arrived until
+// Unblock; its data stays queued and holds its credit, so the producer of a
+// blocked channel is backpressured.
+//
+// # Goroutines
+//
+// A ResultPartition's writing methods are called by its producing Task's
+// goroutine, and an InputGate's Poll, Block, Unblock and PromoteEvent by its
+// consuming Task's goroutine. Buffer.Recycle, Available, Stats and Release
+// are safe from any goroutine. The network signals a Task through its wake
+// channel (a non-blocking send) when a gate gets something to poll or an
+// output pool that was dry gets a buffer back.
+package network

@@ -1,0 +1,458 @@
+package network
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// InputGate is the consuming side of a network exchange: one input channel
+// per producing subtask. Each channel owns ExclusiveBuffersPerChannel
+// buffers; the gate shares FloatingBuffersPerGate floating buffers among
+// them. Poll, Block, Unblock, UnblockAll, PromoteEvent and Finished belong
+// to the consuming Task and must be called from one goroutine at a time;
+// Buffer.Recycle, Stats and Release may be called from any goroutine.
+type InputGate struct {
+	name     string
+	cfg      Config
+	wake     chan struct{}
+	channels []*inputChannel
+	finished atomic.Int32 // channels that delivered EndOfPartition
+
+	mu             sync.Mutex
+	ready          deque[int] // channels with data, round-robin order
+	prioReady      deque[int] // channels with a priority event
+	floatFree      []*Buffer
+	floatAllocated int
+	floatWaiters   deque[int] // channels with backlog and no credit, FIFO
+	released       bool
+
+	buffersIn atomic.Int64
+	bytesIn   atomic.Int64
+}
+
+// inputChannel is one channel of a gate, connected to one subpartition.
+type inputChannel struct {
+	g     *InputGate
+	index int
+	sp    *subpartition // set once by Connect, before the job runs
+
+	// Guarded by sp.mu.
+	received      deque[entry] // transferred, not yet polled
+	prio          deque[entry] // priority events, FIFO among themselves
+	queuedData    int          // data buffers in received
+	exclFree      []*Buffer
+	exclAllocated int
+	released      bool
+
+	// Guarded by g.mu.
+	inReady      bool
+	inPrio       bool
+	blocked      bool
+	waitingFloat bool
+
+	finished atomic.Bool // EndOfPartition polled
+}
+
+// NewInputGate returns a gate with numChannels channels. wake (may be nil)
+// gets a non-blocking send when a channel with nothing to poll gets data or
+// a priority event arrives. It panics on an invalid cfg or a negative
+// numChannels.
+func NewInputGate(name string, numChannels int, cfg Config, wake chan struct{}) *InputGate {
+	cfg = mustConfig(cfg, "network.NewInputGate "+name)
+	if numChannels < 0 {
+		panic(fmt.Sprintf("network.NewInputGate %s: %d channels", name, numChannels))
+	}
+	g := &InputGate{
+		name:      name,
+		cfg:       cfg,
+		wake:      wake,
+		channels:  make([]*inputChannel, numChannels),
+		floatFree: make([]*Buffer, 0, cfg.FloatingBuffersPerGate),
+	}
+	for i := range g.channels {
+		g.channels[i] = &inputChannel{
+			g:        g,
+			index:    i,
+			exclFree: make([]*Buffer, 0, cfg.ExclusiveBuffersPerChannel),
+		}
+	}
+	return g
+}
+
+// Connect wires subpartition sub of p to channel ch of g. It is wiring
+// done before the job starts (before any goroutine uses p or g). It panics
+// on an index out of range, a channel or subpartition connected twice, or
+// buffer sizes that differ between the two sides.
+func Connect(p *ResultPartition, sub int, g *InputGate, ch int) {
+	if sub < 0 || sub >= len(p.subs) || ch < 0 || ch >= len(g.channels) {
+		panic(fmt.Sprintf("network.Connect: %s[%d] -> %s[%d] out of range (%d subpartitions, %d channels)",
+			p.name, sub, g.name, ch, len(p.subs), len(g.channels)))
+	}
+	if p.cfg.BufferSize != g.cfg.BufferSize {
+		panic(fmt.Sprintf("network.Connect: %s has buffer size %d but %s has %d",
+			p.name, p.cfg.BufferSize, g.name, g.cfg.BufferSize))
+	}
+	sp, c := p.subs[sub], g.channels[ch]
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.ch != nil || c.sp != nil {
+		panic(fmt.Sprintf("network.Connect: %s[%d] -> %s[%d]: already connected", p.name, sub, g.name, ch))
+	}
+	sp.ch, c.sp = c, sp
+	sp.transferLocked(nil)
+}
+
+// Name returns the name given to NewInputGate.
+func (g *InputGate) Name() string { return g.name }
+
+// NumChannels returns the number of input channels.
+func (g *InputGate) NumChannels() int { return len(g.channels) }
+
+// transferLocked moves what it can from the head of sp's queue into the
+// connected channel: events at once (they need no credit), data buffers
+// while the channel has credit, each copied into a consumer buffer while
+// the producer's buffer goes back to the output pool. extra, if not nil, is
+// a floating buffer handed to the channel; it is used first and returned if
+// unused. sp.mu is held.
+func (sp *subpartition) transferLocked(extra *Buffer) (unused *Buffer) {
+	c := sp.ch
+	if c == nil {
+		return extra
+	}
+	g := c.g
+	var gotData, gotPrio bool
+	for sp.queue.len() > 0 {
+		head := sp.queue.front()
+		if head.buf == nil { // an event
+			e, _ := sp.queue.popFront()
+			switch {
+			case c.released:
+			case e.prio:
+				c.addPriorityLocked(e, true)
+				gotPrio = true
+			default:
+				c.received.pushBack(e)
+				gotData = true
+			}
+			continue
+		}
+		if c.released { // nobody will read it: drop it so the producer is not stuck
+			e, _ := sp.queue.popFront()
+			sp.backlog--
+			sp.p.pool.put(e.buf)
+			continue
+		}
+		dst := extra
+		if dst != nil {
+			extra = nil
+		} else if dst = c.takeBufferLocked(); dst == nil {
+			break // no credit: wait for a recycled buffer
+		}
+		e, _ := sp.queue.popFront()
+		sp.backlog--
+		dst.n = copy(dst.data, e.buf.Bytes())
+		dst.inUse.Store(true)
+		sp.p.pool.put(e.buf)
+		c.received.pushBack(entry{buf: dst})
+		c.queuedData++
+		g.buffersIn.Add(1)
+		g.bytesIn.Add(int64(dst.n))
+		gotData = true
+	}
+	if gotPrio {
+		g.notifyPriority(c)
+	}
+	if gotData {
+		g.notifyData(c)
+	}
+	return extra
+}
+
+// addPriorityLocked queues a priority event. fromProducer tells whether it
+// arrived over the exchange (then it overtakes the received, unpolled data
+// buffers, whose copies it carries) or was promoted on this side.
+func (c *inputChannel) addPriorityLocked(e entry, fromProducer bool) {
+	e.overtaken = nil
+	if fromProducer {
+		for i := 0; i < c.received.len(); i++ {
+			if b := c.received.at(i).buf; b != nil {
+				e.overtaken = append(e.overtaken, append([]byte(nil), b.Bytes()...))
+			}
+		}
+	}
+	c.prio.pushBack(e)
+}
+
+// takeBufferLocked returns a free buffer of the channel's credit: an
+// exclusive one first, else a floating one from the gate. It returns nil
+// when there is no credit; the channel then waits in the gate's queue for a
+// floating buffer. sp.mu is held.
+func (c *inputChannel) takeBufferLocked() *Buffer {
+	if n := len(c.exclFree); n > 0 {
+		b := c.exclFree[n-1]
+		c.exclFree[n-1] = nil
+		c.exclFree = c.exclFree[:n-1]
+		return b
+	}
+	if c.exclAllocated < c.g.cfg.ExclusiveBuffersPerChannel {
+		c.exclAllocated++
+		return newBuffer(c.g.cfg.BufferSize, kindExclusive, c)
+	}
+	return c.g.takeFloating(c)
+}
+
+// takeFloating returns a floating buffer for c, or nil after queueing c to
+// get the next one recycled.
+func (g *InputGate) takeFloating(c *inputChannel) *Buffer {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := len(g.floatFree); n > 0 {
+		b := g.floatFree[n-1]
+		g.floatFree[n-1] = nil
+		g.floatFree = g.floatFree[:n-1]
+		return b
+	}
+	if g.floatAllocated < g.cfg.FloatingBuffersPerGate {
+		g.floatAllocated++
+		return newBuffer(g.cfg.BufferSize, kindFloating, g)
+	}
+	if !c.waitingFloat && !g.released {
+		c.waitingFloat = true
+		g.floatWaiters.pushBack(c.index)
+	}
+	return nil
+}
+
+// recycleExclusive takes back one of c's exclusive buffers, which is new
+// credit: data waiting in the subpartition moves now.
+func (c *inputChannel) recycleExclusive(b *Buffer) {
+	sp := c.sp
+	sp.mu.Lock()
+	c.exclFree = append(c.exclFree, b)
+	sp.transferLocked(nil)
+	sp.mu.Unlock()
+}
+
+// recycleFloating takes back a floating buffer and hands it to the channel
+// that has waited longest for credit; if that channel no longer needs it,
+// to the next one, and to the free list when nobody waits.
+func (g *InputGate) recycleFloating(b *Buffer) {
+	for b != nil {
+		g.mu.Lock()
+		var c *inputChannel
+		if i, ok := g.floatWaiters.popFront(); ok {
+			c = g.channels[i]
+			c.waitingFloat = false
+		} else {
+			g.floatFree = append(g.floatFree, b)
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		c.sp.mu.Lock()
+		b = c.sp.transferLocked(b)
+		c.sp.mu.Unlock()
+	}
+}
+
+// notifyData puts c in the round-robin queue of channels with data, unless
+// it is there already or blocked, and wakes the task.
+func (g *InputGate) notifyData(c *inputChannel) {
+	g.mu.Lock()
+	push := !c.inReady && !c.blocked && !g.released
+	if push {
+		c.inReady = true
+		g.ready.pushBack(c.index)
+	}
+	g.mu.Unlock()
+	if push {
+		notify(g.wake)
+	}
+}
+
+// notifyPriority puts c in the queue of channels with a priority event and
+// wakes the task.
+func (g *InputGate) notifyPriority(c *inputChannel) {
+	g.mu.Lock()
+	push := !c.inPrio && !g.released
+	if push {
+		c.inPrio = true
+		g.prioReady.pushBack(c.index)
+	}
+	g.mu.Unlock()
+	if push {
+		notify(g.wake)
+	}
+}
+
+// Poll returns the next buffer or event without blocking, and false when
+// there is nothing to poll. Priority events come before anything else;
+// otherwise the channels that have data and are not blocked take turns.
+// EndOfPartition is delivered once per channel.
+func (g *InputGate) Poll() (BufferOrEvent, bool) {
+	for {
+		g.mu.Lock()
+		if g.released {
+			g.mu.Unlock()
+			return BufferOrEvent{}, false
+		}
+		var c *inputChannel
+		prio := false
+		if i, ok := g.prioReady.popFront(); ok {
+			c, prio = g.channels[i], true
+			c.inPrio = false
+		} else {
+			for {
+				i, ok := g.ready.popFront()
+				if !ok {
+					break
+				}
+				cand := g.channels[i]
+				cand.inReady = false
+				if !cand.blocked {
+					c = cand
+					break
+				}
+			}
+		}
+		g.mu.Unlock()
+		if c == nil {
+			return BufferOrEvent{}, false
+		}
+
+		c.sp.mu.Lock()
+		var e entry
+		var ok bool
+		if prio {
+			if e, ok = c.prio.popFront(); ok && c.prio.len() > 0 {
+				g.notifyPriority(c)
+			}
+		} else {
+			if e, ok = c.received.popFront(); ok {
+				if e.buf != nil {
+					c.queuedData--
+				}
+				if c.received.len() > 0 {
+					g.notifyData(c)
+				}
+			}
+		}
+		c.sp.mu.Unlock()
+		if !ok {
+			continue // a stale entry: the queue was drained meanwhile
+		}
+		boe := BufferOrEvent{Buffer: e.buf, Event: e.ev, Channel: c.index, Priority: prio, Overtaken: e.overtaken}
+		if _, eop := e.ev.(EndOfPartition); eop && c.finished.CompareAndSwap(false, true) {
+			g.finished.Add(1)
+		}
+		return boe, true
+	}
+}
+
+// Block makes Poll skip channel ch (for aligned checkpoints) until it is
+// unblocked. Priority events on ch are still delivered.
+func (g *InputGate) Block(ch int) {
+	g.mu.Lock()
+	g.channels[ch].blocked = true
+	g.mu.Unlock()
+}
+
+// Unblock lets Poll deliver channel ch again.
+func (g *InputGate) Unblock(ch int) {
+	g.mu.Lock()
+	g.unblockLocked(g.channels[ch])
+	g.mu.Unlock()
+}
+
+// UnblockAll unblocks every channel.
+func (g *InputGate) UnblockAll() {
+	g.mu.Lock()
+	for _, c := range g.channels {
+		g.unblockLocked(c)
+	}
+	g.mu.Unlock()
+}
+
+// unblockLocked clears c's block and queues it for Poll; Poll skips it if
+// it turns out to have nothing. g.mu is held.
+func (g *InputGate) unblockLocked(c *inputChannel) {
+	if !c.blocked {
+		return
+	}
+	c.blocked = false
+	if !c.inReady && c.sp != nil {
+		c.inReady = true
+		g.ready.pushBack(c.index)
+	}
+}
+
+// PromoteEvent finds the first event received on channel ch but not yet
+// polled for which match returns true, and moves it ahead of everything
+// else as a priority event: the next Poll delivers it, with Priority set
+// and Overtaken nil. It returns copies of the data buffers the event
+// overtook, in order (they are still delivered after it), or found=false.
+// match runs under the channel's lock and must not call into the network.
+func (g *InputGate) PromoteEvent(ch int, match func(ev any) bool) (overtaken [][]byte, found bool) {
+	c := g.channels[ch]
+	if c.sp == nil {
+		return nil, false
+	}
+	c.sp.mu.Lock()
+	defer c.sp.mu.Unlock()
+	if c.released {
+		return nil, false
+	}
+	for i := 0; i < c.received.len(); i++ {
+		e := c.received.at(i)
+		if e.buf != nil || !match(e.ev) {
+			continue
+		}
+		for j := 0; j < i; j++ {
+			if b := c.received.at(j).buf; b != nil {
+				overtaken = append(overtaken, append([]byte(nil), b.Bytes()...))
+			}
+		}
+		moved := c.received.removeAt(i)
+		moved.prio = true
+		c.addPriorityLocked(moved, false)
+		g.notifyPriority(c)
+		return overtaken, true
+	}
+	return nil, false
+}
+
+// Finished reports whether every channel has delivered EndOfPartition.
+func (g *InputGate) Finished() bool { return int(g.finished.Load()) == len(g.channels) }
+
+// Release fails the gate: queued buffers and events are dropped, Poll
+// returns nothing, and data that producers send from now on is discarded
+// so that they are never stuck waiting for credit. Buffers the task still
+// holds may be recycled afterwards. It may be called from any goroutine.
+func (g *InputGate) Release() {
+	g.mu.Lock()
+	if g.released {
+		g.mu.Unlock()
+		return
+	}
+	g.released = true
+	g.ready.clear()
+	g.prioReady.clear()
+	for g.floatWaiters.len() > 0 {
+		i, _ := g.floatWaiters.popFront()
+		g.channels[i].waitingFloat = false
+	}
+	g.mu.Unlock()
+	for _, c := range g.channels {
+		if c.sp == nil {
+			continue
+		}
+		c.sp.mu.Lock()
+		c.released = true
+		c.received.clear()
+		c.prio.clear()
+		c.queuedData = 0
+		c.sp.transferLocked(nil)
+		c.sp.mu.Unlock()
+	}
+}

@@ -1,0 +1,405 @@
+package network
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Partition states.
+const (
+	stateOpen int32 = iota
+	stateFinished
+	stateReleased
+)
+
+// ResultPartition is the producing side of a network exchange: one
+// subpartition (a queue of finished buffers and events) per consuming
+// subtask, all drawing buffers from one bounded output pool.
+//
+// The writing methods (WriteRecord, BroadcastRecord, WriteRaw, Flush,
+// FlushAll, AddEvent, BroadcastEvent, AddPriorityEvent, PromoteEvent,
+// Finish) belong to the producing Task and must be called from one
+// goroutine at a time. Available, Stats and Release may be called from any
+// goroutine.
+type ResultPartition struct {
+	name       string
+	cfg        Config
+	subs       []*subpartition
+	pool       *outputPool
+	state      atomic.Int32
+	released   chan struct{} // closed by Release
+	releaseOne sync.Once
+
+	buffersOut  atomic.Int64
+	bytesOut    atomic.Int64
+	recordsOut  atomic.Int64
+	blockedNano atomic.Int64
+}
+
+// subpartition is one outgoing queue of a partition, connected to one input
+// channel. Its mutex also guards the state of the connected channel (the
+// received queue and exclusive buffers), so that a transfer from one to the
+// other is a single critical section.
+type subpartition struct {
+	p     *ResultPartition
+	index int
+	cur   *Buffer // the partially filled buffer; producer goroutine only
+
+	mu      sync.Mutex
+	queue   deque[entry] // finished buffers and events not yet transferred
+	backlog int          // data buffers in queue
+	ch      *inputChannel
+}
+
+// entry is one element of a subpartition queue or a channel queue: a data
+// buffer (buf != nil) or an event.
+type entry struct {
+	buf       *Buffer
+	ev        any
+	prio      bool
+	overtaken [][]byte // consumer-side copies for a priority event
+}
+
+// NewResultPartition returns a partition with numSubpartitions
+// subpartitions and an output pool of
+// numSubpartitions*ExclusiveBuffersPerChannel + FloatingBuffersPerGate
+// buffers. wake (may be nil) gets a non-blocking send whenever the pool
+// turns from dry to having a free buffer. It panics on an invalid cfg or a
+// non-positive numSubpartitions (wiring bugs; see Config.Validate).
+func NewResultPartition(name string, numSubpartitions int, cfg Config, wake chan struct{}) *ResultPartition {
+	cfg = mustConfig(cfg, "network.NewResultPartition "+name)
+	if numSubpartitions <= 0 {
+		panic(fmt.Sprintf("network.NewResultPartition %s: %d subpartitions", name, numSubpartitions))
+	}
+	p := &ResultPartition{
+		name:     name,
+		cfg:      cfg,
+		subs:     make([]*subpartition, numSubpartitions),
+		released: make(chan struct{}),
+	}
+	size := numSubpartitions*cfg.ExclusiveBuffersPerChannel + cfg.FloatingBuffersPerGate
+	p.pool = newOutputPool(size, cfg.BufferSize, wake)
+	for i := range p.subs {
+		p.subs[i] = &subpartition{p: p, index: i}
+	}
+	return p
+}
+
+// Name returns the name given to NewResultPartition.
+func (p *ResultPartition) Name() string { return p.name }
+
+// NumSubpartitions returns the number of subpartitions.
+func (p *ResultPartition) NumSubpartitions() int { return len(p.subs) }
+
+// Available reports whether the output pool has a buffer free now. The task
+// checks it before processing its next input so that it does not block in
+// the middle of a record while mail is waiting.
+func (p *ResultPartition) Available() bool { return p.pool.available() }
+
+// checkOpen returns an error unless the partition accepts new data.
+func (p *ResultPartition) checkOpen() error {
+	switch p.state.Load() {
+	case stateOpen:
+		return nil
+	case stateFinished:
+		return fmt.Errorf("partition %s: %w", p.name, ErrFinished)
+	default:
+		return fmt.Errorf("partition %s: %w", p.name, ErrReleased)
+	}
+}
+
+func (p *ResultPartition) wrap(err error) error {
+	return fmt.Errorf("partition %s: %w", p.name, err)
+}
+
+// WriteRecord frames rec (uvarint length, then the bytes) and appends it to
+// subpartition sub, spanning buffers as needed. It blocks while the output
+// pool is dry (backpressure) and returns ctx's error if ctx is done first,
+// or ErrReleased (wrapped) once the partition is released. After an error
+// the subpartition may hold part of the record: the partition must then be
+// released, not written to further.
+func (p *ResultPartition) WriteRecord(ctx context.Context, sub int, rec []byte) error {
+	if err := p.checkOpen(); err != nil {
+		return err
+	}
+	if len(rec) > MaxRecordSize {
+		return p.wrap(fmt.Errorf("record of %d bytes: %w", len(rec), ErrRecordTooLarge))
+	}
+	var hdr [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(hdr[:], uint64(len(rec)))
+	sp := p.subs[sub]
+	if err := p.writeFramed(ctx, sp, hdr[:n], rec); err != nil {
+		return err
+	}
+	p.recordsOut.Add(1)
+	return nil
+}
+
+// BroadcastRecord writes rec to every subpartition.
+func (p *ResultPartition) BroadcastRecord(ctx context.Context, rec []byte) error {
+	if err := p.checkOpen(); err != nil {
+		return err
+	}
+	if len(rec) > MaxRecordSize {
+		return p.wrap(fmt.Errorf("record of %d bytes: %w", len(rec), ErrRecordTooLarge))
+	}
+	var hdr [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(hdr[:], uint64(len(rec)))
+	for _, sp := range p.subs {
+		if err := p.writeFramed(ctx, sp, hdr[:n], rec); err != nil {
+			return err
+		}
+	}
+	p.recordsOut.Add(int64(len(p.subs)))
+	return nil
+}
+
+// writeFramed appends hdr then rec to sp. The common case, both fitting in
+// the current buffer, is two copies.
+func (p *ResultPartition) writeFramed(ctx context.Context, sp *subpartition, hdr, rec []byte) error {
+	if b := sp.cur; b != nil && len(b.data)-b.n > len(hdr)+len(rec) {
+		b.n += copy(b.data[b.n:], hdr)
+		b.n += copy(b.data[b.n:], rec)
+		return nil
+	}
+	if err := p.write(ctx, sp, hdr); err != nil {
+		return err
+	}
+	return p.write(ctx, sp, rec)
+}
+
+// write appends data to sp's current buffer, finishing each buffer that
+// fills up and taking a new one from the pool (possibly blocking).
+func (p *ResultPartition) write(ctx context.Context, sp *subpartition, data []byte) error {
+	for len(data) > 0 {
+		b := sp.cur
+		if b == nil {
+			var err error
+			b, err = p.pool.get(ctx, p.released, &p.blockedNano)
+			if err != nil {
+				return p.wrap(fmt.Errorf("waiting for a buffer for subpartition %d: %w", sp.index, err))
+			}
+			sp.cur = b
+		}
+		k := copy(b.data[b.n:], data)
+		b.n += k
+		data = data[k:]
+		if b.n == len(b.data) {
+			sp.cur = nil
+			sp.enqueueBuffer(b)
+		}
+	}
+	return nil
+}
+
+// WriteRaw queues data, already framed bytes such as a persisted buffer of
+// output channel state, as one buffer of subpartition sub. Call it before
+// writing new records to sub. It may block like WriteRecord.
+func (p *ResultPartition) WriteRaw(ctx context.Context, sub int, data []byte) error {
+	if err := p.checkOpen(); err != nil {
+		return err
+	}
+	if len(data) > p.cfg.BufferSize {
+		return p.wrap(fmt.Errorf("raw buffer of %d bytes exceeds the buffer size %d: %w", len(data), p.cfg.BufferSize, ErrRecordTooLarge))
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	sp := p.subs[sub]
+	p.flush(sp)
+	b, err := p.pool.get(ctx, p.released, &p.blockedNano)
+	if err != nil {
+		return p.wrap(fmt.Errorf("waiting for a buffer for subpartition %d: %w", sub, err))
+	}
+	b.n = copy(b.data, data)
+	sp.enqueueBuffer(b)
+	return nil
+}
+
+// Flush finishes subpartition sub's partially filled buffer, if any, and
+// queues it so that the consumer can have it.
+func (p *ResultPartition) Flush(sub int) { p.flush(p.subs[sub]) }
+
+// FlushAll flushes every subpartition.
+func (p *ResultPartition) FlushAll() {
+	for _, sp := range p.subs {
+		p.flush(sp)
+	}
+}
+
+func (p *ResultPartition) flush(sp *subpartition) {
+	if b := sp.cur; b != nil {
+		sp.cur = nil
+		if b.n == 0 {
+			p.pool.put(b)
+			return
+		}
+		sp.enqueueBuffer(b)
+	}
+}
+
+// AddEvent queues ev to subpartition sub, in order with the data: the
+// partially filled buffer is finished and queued first, so an event never
+// splits a record. An event needs no credit.
+func (p *ResultPartition) AddEvent(sub int, ev any) error {
+	if err := p.checkOpen(); err != nil {
+		return err
+	}
+	return p.addEvent(p.subs[sub], ev)
+}
+
+func (p *ResultPartition) addEvent(sp *subpartition, ev any) error {
+	if ev == nil {
+		return p.wrap(ErrNilEvent)
+	}
+	p.flush(sp)
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if p.state.Load() == stateReleased {
+		return p.wrap(ErrReleased)
+	}
+	sp.queue.pushBack(entry{ev: ev})
+	sp.transferLocked(nil)
+	return nil
+}
+
+// BroadcastEvent adds ev to every subpartition.
+func (p *ResultPartition) BroadcastEvent(ev any) error {
+	if err := p.checkOpen(); err != nil {
+		return err
+	}
+	for _, sp := range p.subs {
+		if err := p.addEvent(sp, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AddPriorityEvent finishes sub's partially filled buffer, then puts ev at
+// the head of sub's queue, overtaking every queued buffer and event, and
+// transfers it at once. It returns copies of the data of every buffer it
+// overtook, in queue order: the output channel state of an unaligned
+// checkpoint. The overtaken buffers stay queued and are still sent.
+func (p *ResultPartition) AddPriorityEvent(sub int, ev any) (overtaken [][]byte, err error) {
+	if err := p.checkOpen(); err != nil {
+		return nil, err
+	}
+	if ev == nil {
+		return nil, p.wrap(ErrNilEvent)
+	}
+	sp := p.subs[sub]
+	p.flush(sp)
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if p.state.Load() == stateReleased {
+		return nil, p.wrap(ErrReleased)
+	}
+	overtaken = sp.copyDataLocked(sp.queue.len())
+	sp.queue.pushFront(entry{ev: ev, prio: true})
+	sp.transferLocked(nil)
+	return overtaken, nil
+}
+
+// PromoteEvent finds the first event still queued (not yet transferred) in
+// subpartition sub for which match returns true, moves it to the head of
+// the queue as a priority event and transfers it at once. It returns copies
+// of the data buffers the event overtook, in queue order, and found=false if
+// no queued event matches. match runs under the subpartition's lock and
+// must not call into the network.
+func (p *ResultPartition) PromoteEvent(sub int, match func(ev any) bool) (overtaken [][]byte, found bool) {
+	sp := p.subs[sub]
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if p.state.Load() == stateReleased {
+		return nil, false
+	}
+	for i := 0; i < sp.queue.len(); i++ {
+		e := sp.queue.at(i)
+		if e.buf != nil || e.prio || !match(e.ev) {
+			continue
+		}
+		overtaken = sp.copyDataLocked(i)
+		moved := sp.queue.removeAt(i)
+		moved.prio = true
+		sp.queue.pushFront(moved)
+		sp.transferLocked(nil)
+		return overtaken, true
+	}
+	return nil, false
+}
+
+// copyDataLocked returns copies of the data buffers among the first n
+// queue entries.
+func (sp *subpartition) copyDataLocked(n int) [][]byte {
+	var out [][]byte
+	for i := 0; i < n; i++ {
+		if b := sp.queue.at(i).buf; b != nil {
+			out = append(out, append([]byte(nil), b.Bytes()...))
+		}
+	}
+	return out
+}
+
+// Finish flushes every subpartition and ends each with EndOfPartition. No
+// data or event may be added afterwards. Finishing twice is a no-op.
+func (p *ResultPartition) Finish() error {
+	switch p.state.Load() {
+	case stateFinished:
+		return nil
+	case stateReleased:
+		return p.wrap(ErrReleased)
+	}
+	for _, sp := range p.subs {
+		if err := p.addEvent(sp, EndOfPartition{}); err != nil {
+			return err
+		}
+	}
+	p.state.CompareAndSwap(stateOpen, stateFinished)
+	return nil
+}
+
+// Release drops everything queued and fails the partition: blocked and
+// later writers return ErrReleased. It is for failure and cancellation,
+// may be called from any goroutine and more than once.
+func (p *ResultPartition) Release() {
+	p.releaseOne.Do(func() {
+		p.state.Store(stateReleased)
+		close(p.released)
+		for _, sp := range p.subs {
+			sp.mu.Lock()
+			for {
+				e, ok := sp.queue.popFront()
+				if !ok {
+					break
+				}
+				if e.buf != nil {
+					p.pool.put(e.buf)
+				}
+			}
+			sp.backlog = 0
+			sp.mu.Unlock()
+		}
+	})
+}
+
+// enqueueBuffer queues a finished data buffer and transfers what credit
+// allows.
+func (sp *subpartition) enqueueBuffer(b *Buffer) {
+	p := sp.p
+	p.buffersOut.Add(1)
+	p.bytesOut.Add(int64(b.n))
+	sp.mu.Lock()
+	if p.state.Load() == stateReleased {
+		sp.mu.Unlock()
+		p.pool.put(b)
+		return
+	}
+	sp.queue.pushBack(entry{buf: b})
+	sp.backlog++
+	sp.transferLocked(nil)
+	sp.mu.Unlock()
+}
