@@ -159,6 +159,9 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 	if len(e.errs) > 0 {
 		return nil, errors.Join(e.errs...)
 	}
+	if err := e.cfg.Network.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: network: %w", ErrInvalidOption, err)
+	}
 	return runtime.Execute(ctx, &e.plan, e.cfg)
 }
 

@@ -23,10 +23,11 @@ func TestDryPoolBlocksProducerThenResumes(t *testing.T) {
 	const records = 2000
 	rec := make([]byte, 40)
 	done := make(chan error, 1)
+	wctx := testCtx(t)
 	go func() {
 		for i := range records {
 			rec[0] = byte(i)
-			if err := p.WriteRecord(context.Background(), 0, rec); err != nil {
+			if err := p.WriteRecord(wctx, 0, rec); err != nil {
 				done <- err
 				return
 			}
@@ -35,6 +36,7 @@ func TestDryPoolBlocksProducerThenResumes(t *testing.T) {
 	}()
 
 	await(t, "the producer to block on a dry pool", func() bool { return p.Stats().BlockedWriters == 1 })
+	await(t, "the back-pressured time to include the wait in progress", func() bool { return p.Stats().BackPressuredNanos > 0 })
 	s := p.Stats()
 	if p.Available() || s.PoolFree != 0 || s.QueuedBuffers != s.PoolSize {
 		t.Fatalf("blocked producer but pool not dry: available=%v %+v", p.Available(), s)
@@ -84,10 +86,11 @@ func TestMemoryBoundedWhateverIsWritten(t *testing.T) {
 		network.Connect(p, i, gates[i], 0)
 	}
 	done := make(chan error, 1)
+	wctx := testCtx(t)
 	go func() {
 		rec := make([]byte, 1000) // spans buffers
 		for i := range 3000 {
-			if err := p.WriteRecord(context.Background(), i%subs, rec); err != nil {
+			if err := p.WriteRecord(wctx, i%subs, rec); err != nil {
 				done <- err
 				return
 			}
@@ -150,9 +153,10 @@ func TestReleaseUnblocksBlockedWriter(t *testing.T) {
 	g := network.NewInputGate("g", 1, cfg, nil)
 	network.Connect(p, 0, g, 0)
 	done := make(chan error, 1)
+	wctx := testCtx(t)
 	go func() {
 		for {
-			if err := p.WriteRecord(context.Background(), 0, make([]byte, 100)); err != nil {
+			if err := p.WriteRecord(wctx, 0, make([]byte, 100)); err != nil {
 				done <- err
 				return
 			}
@@ -181,7 +185,7 @@ func TestContextCancelUnblocksBlockedWriter(t *testing.T) {
 	p := network.NewResultPartition("p", 1, cfg, nil)
 	g := network.NewInputGate("g", 1, cfg, nil)
 	network.Connect(p, 0, g, 0)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testCtx(t))
 	done := make(chan error, 1)
 	go func() {
 		for {
@@ -208,9 +212,10 @@ func TestGateReleaseUnblocksProducer(t *testing.T) {
 	g := network.NewInputGate("g", 1, cfg, nil)
 	network.Connect(p, 0, g, 0)
 	done := make(chan error, 1)
+	wctx := testCtx(t)
 	go func() {
 		for range 1000 {
-			if err := p.WriteRecord(context.Background(), 0, make([]byte, 100)); err != nil {
+			if err := p.WriteRecord(wctx, 0, make([]byte, 100)); err != nil {
 				done <- err
 				return
 			}
@@ -238,7 +243,7 @@ func TestAvailableAndWake(t *testing.T) {
 	p := network.NewResultPartition("p", 1, cfg, wakeP)
 	g := network.NewInputGate("g", 1, cfg, nil)
 	network.Connect(p, 0, g, 0)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	full := make([]byte, 15)
 	for p.Available() {
 		if err := p.WriteRecord(ctx, 0, full); err != nil {
@@ -274,7 +279,7 @@ func TestWriteRawAndErrors(t *testing.T) {
 	p := network.NewResultPartition("p", 1, cfg, nil)
 	g := network.NewInputGate("g", 1, cfg, nil)
 	network.Connect(p, 0, g, 0)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	// A persisted buffer of output channel state: two framed records.
 	raw := []byte{2, 'h', 'i', 3, 'y', 'o', 'u'}
 	if err := p.WriteRaw(ctx, 0, raw); err != nil {

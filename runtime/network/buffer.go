@@ -67,9 +67,12 @@ type outputPool struct {
 	bufSize int
 	wake    chan struct{} // the producing task's notification channel
 
-	inUse   atomic.Int64  // buffers handed out (allocated and not free)
-	waiters atomic.Int32  // goroutines blocked in get
-	signal  chan struct{} // wakes a blocked get; capacity 1
+	inUse   atomic.Int64 // buffers handed out (allocated and not free)
+	waiters atomic.Int32 // goroutines blocked in get
+	// waitingSince is when the current wait began (Unix nanoseconds), 0
+	// when no writer is blocked; Stats adds the wait in progress.
+	waitingSince atomic.Int64
+	signal       chan struct{} // wakes a blocked get; capacity 1
 
 	mu        sync.Mutex
 	free      []*Buffer
@@ -121,9 +124,11 @@ func (p *outputPool) get(ctx context.Context, released <-chan struct{}, blocked 
 		return b, nil
 	}
 	start := time.Now()
+	p.waitingSince.CompareAndSwap(0, start.UnixNano())
 	p.waiters.Add(1)
 	defer func() {
 		p.waiters.Add(-1)
+		p.waitingSince.CompareAndSwap(start.UnixNano(), 0)
 		blocked.Add(int64(time.Since(start)))
 	}()
 	for {

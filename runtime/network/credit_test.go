@@ -2,7 +2,6 @@ package network
 
 import (
 	"bytes"
-	"context"
 	"testing"
 )
 
@@ -52,7 +51,7 @@ func TestCreditExclusiveThenFloatingThenBacklog(t *testing.T) {
 	p := NewResultPartition("p", 1, cfg, wakeP)
 	g := NewInputGate("g", 1, cfg, wakeG)
 	Connect(p, 0, g, 0)
-	ctx := context.Background()
+	ctx := testCtx(t)
 
 	// Pool: 1*2 + 3 = 5 buffers. Buffers 1-2 go to exclusive credit, 3-5 to
 	// floating credit; 6-10 stay in the backlog and hold the whole pool.
@@ -146,7 +145,7 @@ func TestFloatingGoesToWaitingChannelsFairly(t *testing.T) {
 		ps[i] = NewResultPartition("p", 1, cfg, nil)
 		Connect(ps[i], 0, g, i)
 	}
-	ctx := context.Background()
+	ctx := testCtx(t)
 	write := func(ch int, tags ...byte) {
 		for _, tag := range tags {
 			if err := ps[ch].WriteRecord(ctx, 0, fullRecord(16, tag)); err != nil {
@@ -222,7 +221,7 @@ func TestFloatingSkipsChannelThatNoLongerNeedsIt(t *testing.T) {
 	p1 := NewResultPartition("p1", 1, cfg, nil)
 	Connect(p0, 0, g, 0)
 	Connect(p1, 0, g, 1)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	for _, tag := range []byte{'a', 'b', 'c'} { // a: exclusive, b: floating, c: backlog
 		if err := p0.WriteRecord(ctx, 0, fullRecord(16, tag)); err != nil {
 			t.Fatal(err)
@@ -261,7 +260,7 @@ func TestRecycleTwicePanics(t *testing.T) {
 	p := NewResultPartition("p", 1, cfg, nil)
 	g := NewInputGate("g", 1, cfg, nil)
 	Connect(p, 0, g, 0)
-	if err := p.WriteRecord(context.Background(), 0, []byte("x")); err != nil {
+	if err := p.WriteRecord(testCtx(t), 0, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	p.FlushAll()
@@ -275,5 +274,29 @@ func TestRecycleTwicePanics(t *testing.T) {
 			t.Fatal("second Recycle did not panic")
 		}
 	}()
+	boe.Buffer.Recycle()
+}
+
+// TestBufferFlushedWhenFull: a buffer that a record fills exactly goes to
+// the consumer at once, without waiting for a flush or the next record.
+func TestBufferFlushedWhenFull(t *testing.T) {
+	cfg := Config{BufferSize: 16}
+	p := NewResultPartition("p", 1, cfg, nil)
+	g := NewInputGate("g", 1, cfg, nil)
+	Connect(p, 0, g, 0)
+	ctx := testCtx(t)
+	if err := p.WriteRecord(ctx, 0, make([]byte, 5)); err != nil { // 6 bytes framed
+		t.Fatal(err)
+	}
+	if _, ok := g.Poll(); ok {
+		t.Fatal("a partial buffer reached the consumer without a flush")
+	}
+	if err := p.WriteRecord(ctx, 0, make([]byte, 9)); err != nil { // 10 more: exactly full
+		t.Fatal(err)
+	}
+	boe, ok := g.Poll()
+	if !ok || boe.Buffer.Len() != 16 {
+		t.Fatalf("full buffer not delivered: %+v %v", boe, ok)
+	}
 	boe.Buffer.Recycle()
 }

@@ -26,6 +26,7 @@ func TestFIFOWithSpanningRecordsAndEvents(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	want := make([][]elem, 2) // by subpartition
+	wctx := testCtx(t)
 	var ops []func() error
 	for i := range 5000 {
 		sub := rng.IntN(2)
@@ -45,11 +46,11 @@ func TestFIFOWithSpanningRecordsAndEvents(t *testing.T) {
 			rec := randomRecord(rng, 0, i, 300)
 			want[0] = append(want[0], elem{rec: rec})
 			want[1] = append(want[1], elem{rec: rec})
-			ops = append(ops, func() error { return p.BroadcastRecord(context.Background(), rec) })
+			ops = append(ops, func() error { return p.BroadcastRecord(wctx, rec) })
 		default:
 			rec := randomRecord(rng, sub, i, 300)
 			want[sub] = append(want[sub], elem{rec: rec})
-			ops = append(ops, func() error { return p.WriteRecord(context.Background(), sub, rec) })
+			ops = append(ops, func() error { return p.WriteRecord(wctx, sub, rec) })
 		}
 	}
 
@@ -100,7 +101,7 @@ func TestEndOfPartition(t *testing.T) {
 	p1 := network.NewResultPartition("p1", 1, cfg, nil)
 	network.Connect(p0, 0, g, 0)
 	network.Connect(p1, 0, g, 1)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	if err := p0.WriteRecord(ctx, 0, []byte("last words")); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestBlockUnblock(t *testing.T) {
 	p1 := network.NewResultPartition("p1", 1, cfg, nil)
 	network.Connect(p0, 0, g, 0)
 	network.Connect(p1, 0, g, 1)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	for i := range 3 {
 		for _, p := range []*network.ResultPartition{p0, p1} {
 			if err := p.WriteRecord(ctx, 0, []byte{byte(i)}); err != nil {

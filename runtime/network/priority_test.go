@@ -2,7 +2,6 @@ package network_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"testing"
 
@@ -39,7 +38,7 @@ func smallExchange(exclusive, floating int) (*network.ResultPartition, *network.
 
 func mustWrite(t *testing.T, p *network.ResultPartition, tag byte, n int) {
 	t.Helper()
-	if err := p.WriteRecord(context.Background(), 0, bytes.Repeat([]byte{tag}, n)); err != nil {
+	if err := p.WriteRecord(testCtx(t), 0, bytes.Repeat([]byte{tag}, n)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -95,6 +94,18 @@ func TestPriorityEventOvertakesOnBothEnds(t *testing.T) {
 	pollBuffer(t, g, framed('D', 5)).Recycle()
 	if _, ok := g.Poll(); ok {
 		t.Fatal("unexpected extra element")
+	}
+	// The overtaken bytes are copies: reusing every buffer does not change
+	// them.
+	for range 4 {
+		mustWrite(t, p, 'Z', 15)
+		pollBuffer(t, g, framed('Z', 15)).Recycle()
+	}
+	if err := equalBuffers([][]byte{framed('C', 15), framed('D', 5)}, overtaken); err != nil {
+		t.Fatalf("producer overtaken after buffer reuse: %v", err)
+	}
+	if err := equalBuffers([][]byte{framed('B', 15)}, boe.Overtaken); err != nil {
+		t.Fatalf("consumer overtaken after buffer reuse: %v", err)
 	}
 
 	// With nothing queued anywhere, nothing is overtaken.

@@ -1,5 +1,7 @@
 package network
 
+import "time"
+
 // PartitionStats is a snapshot of a result partition's figures.
 type PartitionStats struct {
 	// BuffersOut and BytesOut count the data buffers finished and queued
@@ -10,7 +12,7 @@ type PartitionStats struct {
 	// subpartition).
 	RecordsOut int64
 	// BackPressuredNanos is the total time writers spent blocked waiting
-	// for a buffer of the output pool.
+	// for a buffer of the output pool, including a wait in progress.
 	BackPressuredNanos int64
 	// QueuedBuffers is the number of finished data buffers waiting in the
 	// subpartitions for credit (the backlog).
@@ -39,6 +41,9 @@ func (p *ResultPartition) Stats() PartitionStats {
 		PoolSize:           p.pool.size,
 		BlockedWriters:     int(p.pool.waiters.Load()),
 		Backlog:            make([]int, len(p.subs)),
+	}
+	if since := p.pool.waitingSince.Load(); since != 0 {
+		s.BackPressuredNanos += max(0, time.Now().UnixNano()-since)
 	}
 	for i, sp := range p.subs {
 		sp.mu.Lock()

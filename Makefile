@@ -1,0 +1,85 @@
+# Sluice: `make demo` runs the main example, `make test` runs every test.
+# Both install what they need when it is missing (scripts/deps).
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+GO ?= go
+# Unit test flags. Every unit package runs with the race detector; the
+# runtime, runtime/network and checkpoint packages must (issue 2).
+UNIT_FLAGS ?= -race -timeout 15m
+INTEGRATION_FLAGS ?= -race -count=1 -timeout 20m
+# `make bench BENCH=Exchange BENCH_PKGS=./runtime/...`
+BENCH ?= .
+BENCH_PKGS ?= ./...
+BENCH_FLAGS ?= -benchmem
+BENCH_OUT ?= bench.txt
+
+# Every package but the integration tests, which need a broker.
+UNIT_PKGS = $$($(GO) list ./... | grep -v '/integration')
+
+.PHONY: help demo test vet test-unit test-integration bench lint fmt-check fmt deps deps-demo deps-test kafka-start kafka-stop
+
+help:
+	@echo "make demo               run the main example (examples/wordcount, else examples/datagen)"
+	@echo "make test               go vet, unit tests (-race), integration tests against a real Kafka broker"
+	@echo "make test-unit          go vet and the unit tests only"
+	@echo "make test-integration   the integration tests (starts a broker unless KAFKA_BROKERS is set)"
+	@echo "make bench              benchmarks (BENCH=regexp BENCH_PKGS=./pkg/...), also written to $(BENCH_OUT)"
+	@echo "make lint               gofmt check and go vet"
+	@echo "make deps               install what is missing (apt-get as root), or say what to install"
+	@echo "make kafka-start / kafka-stop   a local broker for your own runs (scripts/kafka)"
+
+demo: deps-demo
+	@if [ -d examples/wordcount ]; then \
+		echo "+ $(GO) run ./examples/wordcount"; $(GO) run ./examples/wordcount; \
+	else \
+		echo "+ $(GO) run ./examples/datagen"; $(GO) run ./examples/datagen; \
+	fi
+
+test: deps-test vet test-unit-only test-integration-only
+
+test-unit: deps-demo vet test-unit-only
+
+test-integration: deps-test test-integration-only
+
+vet:
+	$(GO) vet ./...
+
+.PHONY: test-unit-only test-integration-only
+test-unit-only:
+	$(GO) test $(UNIT_FLAGS) $(UNIT_PKGS)
+
+# Starts a broker with scripts/kafka unless KAFKA_BROKERS is set, and always
+# stops the broker it started.
+test-integration-only:
+	scripts/with-kafka $(GO) test $(INTEGRATION_FLAGS) ./integration/...
+
+bench: deps-test
+	scripts/with-kafka $(GO) test -run '^$$' -bench '$(BENCH)' $(BENCH_FLAGS) $(BENCH_PKGS) | tee $(BENCH_OUT)
+
+lint: fmt-check vet
+
+fmt-check:
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then \
+		echo "gofmt would change these files (run 'make fmt'):"; echo "$$out"; exit 1; \
+	fi
+
+fmt:
+	gofmt -w .
+
+deps:
+	scripts/deps all
+
+deps-demo:
+	@scripts/deps demo
+
+deps-test:
+	@scripts/deps test
+
+kafka-start:
+	scripts/kafka start
+
+kafka-stop:
+	scripts/kafka stop

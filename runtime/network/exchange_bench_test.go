@@ -1,0 +1,89 @@
+package network_test
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/runtime/network"
+)
+
+// BenchmarkExchange measures one producer goroutine sending b.N records to
+// one consumer goroutine through a partition and a gate with the default
+// configuration. One op is one record; allocs/op must be 0.
+func BenchmarkExchange(b *testing.B) {
+	cases := []struct {
+		name      string
+		size      int
+		flushEach bool // buffer timeout 0: flush after every record
+	}{
+		{"int64", 8, false},
+		{"100B", 100, false},
+		{"int64-flush-every-record", 8, true},
+	}
+	for _, bc := range cases {
+		b.Run(bc.name, func(b *testing.B) { benchExchange(b, bc.size, bc.flushEach) })
+	}
+}
+
+func benchExchange(b *testing.B, size int, flushEach bool) {
+	cfg := network.DefaultConfig()
+	wake := make(chan struct{}, 1)
+	p := network.NewResultPartition("p", 1, cfg, nil)
+	g := network.NewInputGate("g", 1, cfg, wake)
+	network.Connect(p, 0, g, 0)
+	n := b.N
+	b.ReportAllocs()
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	start := time.Now()
+	errc := make(chan error, 1)
+	go func() {
+		rec := make([]byte, size)
+		ctx := context.Background()
+		for i := range n {
+			binary.BigEndian.PutUint64(rec, uint64(i))
+			if err := p.WriteRecord(ctx, 0, rec); err != nil {
+				errc <- err
+				return
+			}
+			if flushEach {
+				p.Flush(0)
+			}
+		}
+		errc <- p.Finish()
+	}()
+	r := network.NewRecordReader()
+	got := 0
+	for !g.Finished() {
+		boe, ok := g.Poll()
+		if !ok {
+			<-wake
+			continue
+		}
+		if boe.Buffer == nil {
+			continue
+		}
+		r.Feed(boe.Buffer)
+		for {
+			rec, ok := r.Next()
+			if !ok {
+				break
+			}
+			if binary.BigEndian.Uint64(rec) != uint64(got) {
+				b.Fatalf("record %d out of order", got)
+			}
+			got++
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+	if got != n {
+		b.Fatalf("received %d records, want %d", got, n)
+	}
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "records/s")
+}
