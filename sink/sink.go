@@ -3,12 +3,26 @@
 // print and discard.
 package sink
 
-// WriterContext tells a Writer which subtask it runs in.
+// WriterContext tells a Writer which subtask it runs in and, on restore,
+// what the writers had stored.
 type WriterContext struct {
 	// Subtask is the index of this writer's subtask, in [0, Parallelism).
 	Subtask int
 	// Parallelism is the number of parallel writers of the sink.
 	Parallelism int
+	// Restored is true when the job restores from a checkpoint or
+	// savepoint.
+	Restored bool
+	// RestoredCheckpointID is the id of the checkpoint restored from.
+	RestoredCheckpointID int64
+	// RestoredParallelisms lists every parallelism the sink has run with
+	// in the restored checkpoint's history as far as it is known (at least
+	// the one of the restored checkpoint), so that a sink can clean up
+	// after subtask indexes that no longer exist.
+	RestoredParallelisms []int
+	// RestoredState is, on restore, the union of what every writer
+	// returned from SnapshotState (StatefulWriter) for that checkpoint.
+	RestoredState [][]byte
 }
 
 // Sink is a parallel sink of records of type T.

@@ -48,12 +48,24 @@ type Output[T any] interface {
 	MarkIdle() error
 }
 
-// ReaderContext tells a Reader which subtask it runs in.
+// ReaderContext tells a Reader which subtask it runs in and, on restore,
+// where the readers were.
 type ReaderContext struct {
 	// Subtask is the index of this reader's subtask, in [0, Parallelism).
 	Subtask int
 	// Parallelism is the number of parallel readers of the source.
 	Parallelism int
+	// Restored is true when the job restores from a checkpoint or
+	// savepoint.
+	Restored bool
+	// RestoredState is, on restore, the union of what every reader of the
+	// source returned from SnapshotState for that checkpoint, whatever the
+	// parallelism was then: each reader takes the entries it owns now (a
+	// Kafka reader: the partitions assigned to its subtask), so a restore
+	// with another parallelism redistributes them.
+	RestoredState [][]byte
+	// RestoredCheckpointID is the id of the checkpoint restored from.
+	RestoredCheckpointID int64
 }
 
 // Source is a parallel source of records of type T.
@@ -76,4 +88,24 @@ type Reader[T any] interface {
 	Available() <-chan struct{}
 	// Close releases the reader's resources.
 	Close() error
+}
+
+// CheckpointedReader is a Reader whose position is part of every
+// checkpoint. The runtime calls its methods on the task goroutine.
+type CheckpointedReader[T any] interface {
+	Reader[T]
+	// SnapshotState returns the reader's position as of the records it has
+	// emitted so far (for Kafka: the next offset of every assigned
+	// partition), as independent entries so that a restore can
+	// redistribute them. It runs in the synchronous part of the checkpoint:
+	// it must be quick and must not block.
+	SnapshotState(checkpointID int64) ([][]byte, error)
+}
+
+// CheckpointListener is implemented by readers (and sink writers and
+// committers) that act when a checkpoint completes or is aborted, such as
+// committing Kafka offsets back to a group for lag monitoring.
+type CheckpointListener interface {
+	NotifyCheckpointComplete(checkpointID int64) error
+	NotifyCheckpointAborted(checkpointID int64) error
 }

@@ -1,0 +1,233 @@
+package checkpoint
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/checkpoint/storage"
+)
+
+// DefaultStatsHistory is how many recent checkpoints the statistics keep
+// in detail (Flink's web.checkpoints.history).
+const DefaultStatsHistory = 10
+
+// CheckpointStatus is the state of a checkpoint in the statistics.
+type CheckpointStatus uint8
+
+const (
+	StatusInProgress CheckpointStatus = iota
+	StatusCompleted
+	StatusFailed
+)
+
+func (s CheckpointStatus) String() string {
+	switch s {
+	case StatusInProgress:
+		return "IN_PROGRESS"
+	case StatusCompleted:
+		return "COMPLETED"
+	}
+	return "FAILED"
+}
+
+// CheckpointStats are the figures of one checkpoint, with a line per task:
+// what Flink's REST API reports under /jobs/:id/checkpoints/details/:cid.
+type CheckpointStats struct {
+	ID     int64
+	Kind   Kind
+	Status CheckpointStatus
+	// Unaligned is set when any task took it unaligned.
+	Unaligned   bool
+	TriggerTime time.Time
+	// LatestAck is the time of the last acknowledgement so far.
+	LatestAck time.Time
+	// EndTime is when it completed or failed.
+	EndTime time.Time
+	// EndToEndDuration: from the trigger to the last acknowledgement
+	// (Flink's end_to_end_duration).
+	EndToEndDuration time.Duration
+	CheckpointedSize int64
+	StateSize        int64
+	ProcessedData    int64
+	PersistedData    int64
+	NumTasks         int
+	NumAcknowledged  int
+	FailureReason    Reason
+	FailureMessage   string
+	// Path is where its _metadata is, once complete.
+	Path string
+	// Discarded: its files were deleted (subsumed, or at shutdown).
+	Discarded bool
+	Tasks     []TaskCheckpointStats
+}
+
+// TaskCheckpointStats are one task's figures for a checkpoint.
+type TaskCheckpointStats struct {
+	Task         TaskID
+	Vertex       string
+	Subtask      int
+	Acknowledged bool
+	AckTime      time.Time
+	// EndToEndDuration: from the trigger to this task's acknowledgement.
+	EndToEndDuration time.Duration
+	Figures          TaskFigures
+}
+
+// RestoreStats describe what the job restored from.
+type RestoreStats struct {
+	ID          int64
+	IsSavepoint bool
+	RestoreTime time.Time
+}
+
+// CheckpointingStats is the checkpoint history of the job: counts, the
+// latest of each outcome and the recent checkpoints, newest first (Flink's
+// /jobs/:id/checkpoints).
+type CheckpointingStats struct {
+	Restored, Total, InProgress, Completed, Failed int
+	LatestCompleted                                *CheckpointStats
+	LatestSavepoint                                *CheckpointStats
+	LatestFailed                                   *CheckpointStats
+	LatestRestored                                 *RestoreStats
+	History                                        []CheckpointStats
+}
+
+type statsTracker struct {
+	size    int
+	history []*CheckpointStats // oldest first
+	byID    map[int64]*CheckpointStats
+	counts  CheckpointingStats // counts and latest pointers only
+}
+
+func newStatsTracker(size int) statsTracker {
+	return statsTracker{size: size, byID: map[int64]*CheckpointStats{}}
+}
+
+func (s *statsTracker) triggered(p *pendingCheckpoint, tasks []TaskInfo, finished map[TaskID]bool) {
+	cs := &CheckpointStats{ID: p.id(), Kind: p.barrier.Options.Kind, TriggerTime: p.trigger}
+	for _, t := range tasks {
+		if finished[t.ID] {
+			continue
+		}
+		cs.Tasks = append(cs.Tasks, TaskCheckpointStats{Task: t.ID, Vertex: t.Vertex, Subtask: t.Subtask})
+	}
+	cs.NumTasks = len(cs.Tasks)
+	s.counts.Total++
+	s.counts.InProgress++
+	s.byID[cs.ID] = cs
+	s.history = append(s.history, cs)
+	s.trim()
+}
+
+func (s *statsTracker) trim() {
+	for len(s.history) > s.size {
+		i := slices.IndexFunc(s.history, func(cs *CheckpointStats) bool { return cs.Status != StatusInProgress })
+		if i < 0 {
+			return
+		}
+		delete(s.byID, s.history[i].ID)
+		s.history = slices.Delete(s.history, i, i+1)
+	}
+}
+
+func (s *statsTracker) acked(id int64, task TaskID, now time.Time, fig TaskFigures) {
+	cs := s.byID[id]
+	if cs == nil {
+		return
+	}
+	for i := range cs.Tasks {
+		ts := &cs.Tasks[i]
+		if ts.Task != task {
+			continue
+		}
+		ts.Acknowledged, ts.AckTime, ts.Figures = true, now, fig
+		ts.EndToEndDuration = now.Sub(cs.TriggerTime)
+		cs.NumAcknowledged++
+		cs.LatestAck = now
+		cs.EndToEndDuration = now.Sub(cs.TriggerTime)
+		cs.CheckpointedSize += fig.CheckpointedSize
+		cs.StateSize += fig.StateSize
+		cs.ProcessedData += fig.ProcessedData
+		cs.PersistedData += fig.PersistedData
+		cs.Unaligned = cs.Unaligned || fig.Unaligned
+		return
+	}
+}
+
+func (s *statsTracker) completed(id int64, now time.Time, path string) {
+	s.counts.InProgress--
+	s.counts.Completed++
+	cs := s.byID[id]
+	if cs == nil {
+		return
+	}
+	cs.Status, cs.EndTime, cs.Path = StatusCompleted, now, path
+	if cs.Kind == KindSavepoint {
+		s.counts.LatestSavepoint = cs
+	} else {
+		s.counts.LatestCompleted = cs
+	}
+	s.trim()
+}
+
+func (s *statsTracker) failed(id int64, now time.Time, reason Reason, cause error) {
+	s.counts.InProgress--
+	s.counts.Failed++
+	cs := s.byID[id]
+	if cs == nil {
+		return
+	}
+	cs.Status, cs.EndTime, cs.FailureReason = StatusFailed, now, reason
+	if cause != nil {
+		cs.FailureMessage = cause.Error()
+	}
+	s.counts.LatestFailed = cs
+	s.trim()
+}
+
+func (s *statsTracker) discarded(id int64) {
+	if cs := s.byID[id]; cs != nil {
+		cs.Discarded = true
+	}
+}
+
+func (s *statsTracker) restored(md *storage.Metadata, now time.Time) {
+	s.counts.Restored++
+	s.counts.LatestRestored = &RestoreStats{ID: md.CheckpointID, IsSavepoint: md.Kind == storage.KindSavepoint, RestoreTime: now}
+}
+
+// Stats returns a copy of the checkpoint statistics.
+func (c *Coordinator) Stats() CheckpointingStats {
+	s := &c.stats
+	out := s.counts
+	out.LatestCompleted = copyStats(s.counts.LatestCompleted)
+	out.LatestSavepoint = copyStats(s.counts.LatestSavepoint)
+	out.LatestFailed = copyStats(s.counts.LatestFailed)
+	if r := s.counts.LatestRestored; r != nil {
+		cp := *r
+		out.LatestRestored = &cp
+	}
+	out.History = nil
+	for i := len(s.history) - 1; i >= 0; i-- {
+		out.History = append(out.History, *copyStats(s.history[i]))
+	}
+	return out
+}
+
+// CheckpointStats returns the figures of a recent checkpoint.
+func (c *Coordinator) CheckpointStats(id int64) (CheckpointStats, bool) {
+	cs := c.stats.byID[id]
+	if cs == nil {
+		return CheckpointStats{}, false
+	}
+	return *copyStats(cs), true
+}
+
+func copyStats(cs *CheckpointStats) *CheckpointStats {
+	if cs == nil {
+		return nil
+	}
+	cp := *cs
+	cp.Tasks = slices.Clone(cs.Tasks)
+	return &cp
+}

@@ -1,0 +1,276 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/checkpoint/internal/datadriven"
+	"github.com/sluicehq/sluice/checkpoint/storage"
+)
+
+// TestCoordinatorScenarios runs testdata/coordinator/*. Times (t=) are
+// milliseconds since the epoch; durations take Go syntax or milliseconds.
+//
+//	new [interval=] [timeout=] [min-pause=] [max-concurrent=] [tolerable=] [retained=]
+//	    [unaligned] [aligned-timeout=] [mode=] [retention=]
+//	<vertex>.<subtask> [up=(ids)] [ops=(uids)]     one line per task; ids from 0
+//	----
+//	start t= | tick t= | request t= [kind=] | savepoint t= dir= [stop] [drain]
+//	ack t= task= id= [shared=(names)] [size=] [persisted=] [processed=] [delay=] [unaligned]
+//	decline t= task= id= [reason=] | written t= id= [err=] | finished t= task=
+//	end-of-input t= task= | suspend t= | shutdown t= term= | state | stats [id=]
+//	restore t= max-id= [from=] [from-savepoint]     input lines: <id> [shared=(names)]
+func TestCoordinatorScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata/coordinator", func(t *testing.T, path string) {
+		var c *Coordinator
+		var now time.Time
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if d.Has("t") {
+				now = time.UnixMilli(d.Int(t, "t", 0))
+			}
+			if d.Cmd == "new" {
+				var err error
+				c, err = newScenarioCoordinator(t, d)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				now = time.UnixMilli(0)
+				return c.String()
+			}
+			if c == nil {
+				d.Fatalf(t, "no coordinator: start with new")
+			}
+			var acts []CoordinatorAction
+			var err error
+			switch d.Cmd {
+			case "start":
+				c.Start(now)
+				return c.String()
+			case "tick":
+				acts = c.Tick(now)
+			case "request":
+				kind := KindCheckpoint
+				if d.Str(t, "kind", "") == "full-checkpoint" {
+					kind = KindFullCheckpoint
+				}
+				acts, err = c.RequestCheckpoint(now, kind)
+			case "savepoint":
+				var id int64
+				id, acts, err = c.TriggerSavepoint(now, SavepointRequest{Dir: d.Str(t, "dir", "/savepoints/sp"), Stop: d.Bool(t, "stop", false), Drain: d.Bool(t, "drain", false)})
+				if err == nil && id != acts[len(acts)-1].(Trigger).Barrier.ID {
+					d.Fatalf(t, "returned id %d", id)
+				}
+			case "ack":
+				acts = c.Ack(now, TaskID(d.Int(t, "task", 0)), d.Int(t, "id", 0), scenarioStates(t, c, d), TaskFigures{
+					StartDelay:       d.Duration(t, "delay", 0),
+					Alignment:        d.Duration(t, "alignment", 0),
+					ProcessedData:    d.Int(t, "processed", 0),
+					PersistedData:    d.Int(t, "persisted", 0),
+					CheckpointedSize: d.Int(t, "size", 0),
+					StateSize:        d.Int(t, "size", 0),
+					Unaligned:        d.Bool(t, "unaligned", false),
+				})
+			case "decline":
+				reason, perr := ParseReason(d.Str(t, "reason", "declined"))
+				if perr != nil {
+					d.Fatalf(t, "%v", perr)
+				}
+				var cause error
+				if msg := d.Str(t, "cause", ""); msg != "" {
+					cause = errors.New(strings.ReplaceAll(msg, "_", " "))
+				}
+				acts = c.Decline(now, TaskID(d.Int(t, "task", 0)), d.Int(t, "id", 0), reason, cause)
+			case "written":
+				id := d.Int(t, "id", 0)
+				var werr error
+				if msg := d.Str(t, "err", ""); msg != "" {
+					werr = errors.New(strings.ReplaceAll(msg, "_", " "))
+				}
+				acts = c.MetadataWritten(now, id, d.Str(t, "path", fmt.Sprintf("chk-%d/_metadata", id)), werr)
+			case "finished":
+				acts = c.TaskFinished(now, TaskID(d.Int(t, "task", 0)))
+			case "end-of-input":
+				acts = c.TaskEndOfInput(now, TaskID(d.Int(t, "task", 0)))
+			case "suspend":
+				acts = c.Suspend(now)
+			case "shutdown":
+				term := map[string]Termination{"finished": JobFinished, "canceled": JobCanceled, "failed": JobFailed}[d.Str(t, "term", "canceled")]
+				acts = c.Shutdown(now, term)
+			case "restore":
+				acts, err = scenarioRestore(t, c, now, d)
+			case "state":
+				return c.String()
+			case "stats":
+				return formatStats(t, c, d)
+			default:
+				d.Fatalf(t, "unknown command")
+			}
+			if err != nil {
+				return "error: " + err.Error()
+			}
+			return formatCoordinatorActions(acts)
+		})
+	})
+}
+
+func newScenarioCoordinator(t *testing.T, d *datadriven.TestData) (*Coordinator, error) {
+	cfg := Config{
+		Interval:                 d.Duration(t, "interval", 0),
+		Timeout:                  d.Duration(t, "timeout", 0),
+		MinPause:                 d.Duration(t, "min-pause", 0),
+		MaxConcurrent:            int(d.Int(t, "max-concurrent", 0)),
+		TolerableFailed:          int(d.Int(t, "tolerable", 0)),
+		Unaligned:                d.Bool(t, "unaligned", false),
+		AlignedCheckpointTimeout: d.Duration(t, "aligned-timeout", 0),
+		RetainedCheckpoints:      int(d.Int(t, "retained", 0)),
+		Directory:                "/checkpoints",
+	}
+	var err error
+	if cfg.Mode, err = ParseMode(d.Str(t, "mode", "exactly-once")); err != nil {
+		d.Fatalf(t, "%v", err)
+	}
+	if cfg.Retention, err = ParseRetention(d.Str(t, "retention", "no-externalized-checkpoints")); err != nil {
+		d.Fatalf(t, "%v", err)
+	}
+	var tasks []TaskInfo
+	parallelism := map[string]int{}
+	for i, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+		if line == "" {
+			continue
+		}
+		fields := strings.Fields(line)
+		vertex, sub, _ := strings.Cut(fields[0], ".")
+		n, _ := strconv.Atoi(sub)
+		ti := TaskInfo{ID: TaskID(i), Vertex: vertex, Subtask: n, Operators: []string{vertex}}
+		for _, f := range fields[1:] {
+			k, v, _ := strings.Cut(f, "=")
+			list := strings.Split(strings.Trim(v, "()"), ",")
+			switch k {
+			case "up":
+				for _, s := range list {
+					id, _ := strconv.Atoi(s)
+					ti.Upstream = append(ti.Upstream, TaskID(id))
+				}
+			case "ops":
+				ti.Operators = list
+			}
+		}
+		parallelism[vertex]++
+		tasks = append(tasks, ti)
+	}
+	for i := range tasks {
+		tasks[i].Parallelism = parallelism[tasks[i].Vertex]
+	}
+	return NewCoordinator("job", cfg, tasks)
+}
+
+// scenarioStates is the state a task acknowledges: one subtask state per
+// operator, the first with the shared files named by shared=.
+func scenarioStates(t *testing.T, c *Coordinator, d *datadriven.TestData) []storage.SubtaskState {
+	info := c.byID[TaskID(d.Int(t, "task", 0))]
+	if info == nil {
+		return nil
+	}
+	var states []storage.SubtaskState
+	for i, uid := range info.Operators {
+		st := storage.SubtaskState{OperatorUID: uid, Subtask: info.Subtask, Parallelism: info.Parallelism}
+		if i == 0 {
+			var files []storage.NamedHandle
+			for _, name := range d.Vals("shared") {
+				files = append(files, storage.NamedHandle{Name: name + ".sst", Handle: storage.StateHandle{Path: name, Shared: true, Size: 1}})
+			}
+			if files != nil {
+				st.KeyedState = []storage.KeyedStateHandle{{KeyGroups: storage.KeyGroupRange{Start: 0, End: 127}, Files: files}}
+			}
+		}
+		states = append(states, st)
+	}
+	return states
+}
+
+func scenarioRestore(t *testing.T, c *Coordinator, now time.Time, d *datadriven.TestData) ([]CoordinatorAction, error) {
+	var retained []*storage.Metadata
+	var from *storage.Metadata
+	for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+		if line == "" {
+			continue
+		}
+		fields := strings.Fields(line)
+		id, _ := strconv.ParseInt(fields[0], 10, 64)
+		md := &storage.Metadata{Version: 1, CheckpointID: id, Kind: storage.KindCheckpoint, Subtasks: []storage.SubtaskState{{OperatorUID: "src"}}}
+		for _, f := range fields[1:] {
+			if v, ok := strings.CutPrefix(f, "shared="); ok {
+				var files []storage.NamedHandle
+				for _, name := range strings.Split(strings.Trim(v, "()"), ",") {
+					files = append(files, storage.NamedHandle{Name: name, Handle: storage.StateHandle{Path: name, Shared: true}})
+				}
+				md.Subtasks[0].KeyedState = []storage.KeyedStateHandle{{Files: files}}
+			}
+		}
+		retained = append(retained, md)
+	}
+	if id := d.Int(t, "from", 0); id > 0 {
+		from = &storage.Metadata{Version: 1, CheckpointID: id, Kind: storage.KindCheckpoint}
+		if d.Bool(t, "from-savepoint", false) {
+			from.Kind = storage.KindSavepoint
+		}
+	}
+	return c.Restore(now, retained, from, d.Int(t, "max-id", 0))
+}
+
+func formatCoordinatorActions(acts []CoordinatorAction) string {
+	if len(acts) == 0 {
+		return "(none)"
+	}
+	var b strings.Builder
+	for _, a := range acts {
+		fmt.Fprintln(&b, a)
+	}
+	return b.String()
+}
+
+func formatStats(t *testing.T, c *Coordinator, d *datadriven.TestData) string {
+	var b strings.Builder
+	if d.Has("id") {
+		cs, ok := c.CheckpointStats(d.Int(t, "id", 0))
+		if !ok {
+			return "no such checkpoint"
+		}
+		fmt.Fprintf(&b, "checkpoint %d %s %s unaligned=%t end-to-end=%s acked=%d/%d size=%d processed=%d persisted=%d discarded=%t",
+			cs.ID, cs.Kind, cs.Status, cs.Unaligned, cs.EndToEndDuration, cs.NumAcknowledged, cs.NumTasks, cs.StateSize, cs.ProcessedData, cs.PersistedData, cs.Discarded)
+		if cs.Path != "" {
+			fmt.Fprintf(&b, " path=%s", cs.Path)
+		}
+		if cs.Status == StatusFailed {
+			fmt.Fprintf(&b, "\nfailure %s: %s", cs.FailureReason, cs.FailureMessage)
+		}
+		for _, ts := range cs.Tasks {
+			fmt.Fprintf(&b, "\n  %s#%d acked=%t end-to-end=%s start-delay=%s persisted=%d unaligned=%t",
+				ts.Vertex, ts.Subtask, ts.Acknowledged, ts.EndToEndDuration, ts.Figures.StartDelay, ts.Figures.PersistedData, ts.Figures.Unaligned)
+		}
+		return b.String()
+	}
+	s := c.Stats()
+	fmt.Fprintf(&b, "restored=%d total=%d in-progress=%d completed=%d failed=%d", s.Restored, s.Total, s.InProgress, s.Completed, s.Failed)
+	for _, l := range []struct {
+		name string
+		cs   *CheckpointStats
+	}{{"completed", s.LatestCompleted}, {"savepoint", s.LatestSavepoint}, {"failed", s.LatestFailed}} {
+		if l.cs != nil {
+			fmt.Fprintf(&b, "\nlatest %s: %d", l.name, l.cs.ID)
+		}
+	}
+	if r := s.LatestRestored; r != nil {
+		fmt.Fprintf(&b, "\nrestored from %d savepoint=%t", r.ID, r.IsSavepoint)
+	}
+	var ids []string
+	for _, cs := range s.History {
+		ids = append(ids, fmt.Sprintf("%d:%s", cs.ID, cs.Status))
+	}
+	fmt.Fprintf(&b, "\nhistory %s", strings.Join(ids, " "))
+	return b.String()
+}

@@ -1,0 +1,310 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Snapshot is a completed checkpoint or savepoint read back from disk.
+type Snapshot struct {
+	Metadata *Metadata
+	// Dir holds the _metadata; private files are resolved against it,
+	// shared files against Dir/../shared.
+	Dir string
+	fs  FS
+}
+
+// Path returns the file a handle points to ("" for inline state).
+func (s *Snapshot) Path(h StateHandle) string {
+	if h.IsInline() {
+		return ""
+	}
+	if h.Shared {
+		return filepath.Join(filepath.Dir(s.Dir), sharedDirName, h.Path)
+	}
+	return filepath.Join(s.Dir, h.Path)
+}
+
+// Open returns the bytes of a handle. The reader checks the length and the
+// CRC32C as it reaches the end, and fails there (with the file's path) if
+// they differ from the handle's.
+func (s *Snapshot) Open(h StateHandle) (io.ReadCloser, error) {
+	if h.IsInline() {
+		return io.NopCloser(bytes.NewReader(h.Inline)), nil
+	}
+	p := s.Path(h)
+	f, err := s.fs.Open(p)
+	if err != nil {
+		return nil, fileError(p, err)
+	}
+	return &verifyingReader{f: f, path: p, want: h, crc: crc32.New(castagnoli)}, nil
+}
+
+// ReadAll reads and verifies the whole stream of a handle.
+func (s *Snapshot) ReadAll(h StateHandle) ([]byte, error) {
+	r, err := s.Open(h)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if h.IsInline() {
+		if err := checkSum(data, h); err != nil {
+			return nil, fmt.Errorf("inline state: %w", err)
+		}
+	}
+	return data, nil
+}
+
+// Verify reads every file the snapshot references and checks its length
+// and checksum. It returns the first failure, naming the file.
+func (s *Snapshot) Verify() error { return s.verify(map[string]bool{}) }
+
+func (s *Snapshot) verify(verified map[string]bool) error {
+	for _, r := range s.Metadata.Handles() {
+		h := r.Handle
+		if h.IsInline() {
+			if err := checkSum(h.Inline, h); err != nil {
+				return fmt.Errorf("%s: inline state: %w", r.Where, err)
+			}
+			continue
+		}
+		key := fmt.Sprintf("%s|%d|%08x", s.Path(h), h.Size, h.CRC32C)
+		if verified[key] {
+			continue
+		}
+		rc, err := s.Open(h)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, rc)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+		verified[key] = true
+	}
+	return nil
+}
+
+func checkSum(data []byte, h StateHandle) error {
+	if int64(len(data)) != h.Size {
+		return fmt.Errorf("%w: %d bytes, recorded %d", ErrTruncated, len(data), h.Size)
+	}
+	if sum := crc32.Checksum(data, castagnoli); sum != h.CRC32C {
+		return fmt.Errorf("%w: crc32c %08x, recorded %08x", ErrChecksumMismatch, sum, h.CRC32C)
+	}
+	return nil
+}
+
+type verifyingReader struct {
+	f    File
+	path string
+	want StateHandle
+	crc  interface {
+		io.Writer
+		Sum32() uint32
+	}
+	n int64
+}
+
+func (r *verifyingReader) Read(p []byte) (int, error) {
+	n, err := r.f.Read(p)
+	r.crc.Write(p[:n])
+	r.n += int64(n)
+	if r.n > r.want.Size {
+		return n, fileError(r.path, fmt.Errorf("%w: longer than the recorded %d bytes", ErrTruncated, r.want.Size))
+	}
+	if err == io.EOF {
+		if r.n != r.want.Size {
+			return n, fileError(r.path, fmt.Errorf("%w: %d bytes, recorded %d", ErrTruncated, r.n, r.want.Size))
+		}
+		if sum := r.crc.Sum32(); sum != r.want.CRC32C {
+			return n, fileError(r.path, fmt.Errorf("%w: crc32c %08x, recorded %08x", ErrChecksumMismatch, sum, r.want.CRC32C))
+		}
+		return n, io.EOF
+	}
+	if err != nil {
+		return n, fileError(r.path, err)
+	}
+	return n, nil
+}
+
+func (r *verifyingReader) Close() error { return r.f.Close() }
+
+// LoadSnapshot reads the checkpoint or savepoint at path (its directory, or
+// its _metadata file) and verifies every file it references.
+func LoadSnapshot(fsys FS, path string) (*Snapshot, error) {
+	dir := path
+	if filepath.Base(path) == metadataName {
+		dir = filepath.Dir(path)
+	}
+	snap, err := readSnapshot(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := snap.Verify(); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+func readSnapshot(fsys FS, dir string) (*Snapshot, error) {
+	p := filepath.Join(dir, metadataName)
+	f, err := fsys.Open(p)
+	if err != nil {
+		return nil, fileError(p, err)
+	}
+	data, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		return nil, fileError(p, err)
+	}
+	md, err := DecodeMetadata(data)
+	if err != nil {
+		return nil, fileError(p, err)
+	}
+	return &Snapshot{Metadata: md, Dir: dir, fs: fsys}, nil
+}
+
+// Recovery is what Recover found in the job's checkpoint directory.
+type Recovery struct {
+	// Retained are the usable completed checkpoints, newest first: every
+	// file they reference is there and matches its checksum.
+	Retained []*Snapshot
+	// Unusable are the completed checkpoints that cannot be restored
+	// (corrupt or missing files, bad metadata), newest first.
+	Unusable []Unusable
+	// Orphans are checkpoint directories without _metadata: checkpoints
+	// that were pending or aborted when the process stopped. Safe to
+	// discard (their shared files are not referenced by any _metadata).
+	Orphans []int64
+	// MaxID is the highest checkpoint id of any directory found; new
+	// checkpoints must use higher ids so they never mix with old files.
+	MaxID int64
+}
+
+// Latest is the checkpoint to restore from: the newest usable one.
+func (r *Recovery) Latest() *Snapshot {
+	if len(r.Retained) == 0 {
+		return nil
+	}
+	return r.Retained[0]
+}
+
+// Unusable is a completed checkpoint that cannot be restored.
+type Unusable struct {
+	ID  int64
+	Err error // names the failed file
+}
+
+// Recover scans the job's checkpoints: it verifies every completed one
+// (metadata and every referenced file), newest first. When the newest is
+// unusable it logs, for each one skipped, the file that failed, and falls
+// back to the previous one. It always returns the Recovery; the error is
+// ErrNoCheckpoint when there is no completed checkpoint at all, and
+// ErrNoUsableCheckpoint, listing every failed file, when none is usable.
+func (s *Storage) Recover() (*Recovery, error) {
+	entries, err := s.fs.ReadDir(s.root)
+	if err != nil {
+		return &Recovery{}, fmt.Errorf("checkpoint storage: list %s: %w", s.root, err)
+	}
+	rec := &Recovery{}
+	var ids []int64
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), checkpointPrefix) {
+			continue
+		}
+		id, err := strconv.ParseInt(strings.TrimPrefix(e.Name(), checkpointPrefix), 10, 64)
+		if err != nil || id <= 0 {
+			continue
+		}
+		rec.MaxID = max(rec.MaxID, id)
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	slices.Reverse(ids)
+	verified := map[string]bool{}
+	for _, id := range ids {
+		dir := s.CheckpointDir(id)
+		if _, err := s.fs.Stat(filepath.Join(dir, metadataName)); errors.Is(err, fs.ErrNotExist) {
+			rec.Orphans = append(rec.Orphans, id)
+			continue
+		}
+		snap, err := readSnapshot(s.fs, dir)
+		if err == nil && snap.Metadata.CheckpointID != id {
+			err = fileError(filepath.Join(dir, metadataName), fmt.Errorf("%w: metadata of checkpoint %d in the directory of %d", ErrCorrupt, snap.Metadata.CheckpointID, id))
+		}
+		if err == nil {
+			err = snap.verify(verified)
+		}
+		if err != nil {
+			rec.Unusable = append(rec.Unusable, Unusable{ID: id, Err: err})
+			if len(rec.Retained) == 0 {
+				s.log.Warn("checkpoint unusable, falling back to the previous one",
+					"job", s.job, "checkpoint", id, "file", failedFile(err), "error", err)
+			} else {
+				s.log.Warn("older checkpoint unusable", "job", s.job, "checkpoint", id, "file", failedFile(err), "error", err)
+			}
+			continue
+		}
+		rec.Retained = append(rec.Retained, snap)
+	}
+	switch {
+	case len(rec.Retained) > 0:
+		if len(rec.Unusable) > 0 && rec.Unusable[0].ID > rec.Retained[0].Metadata.CheckpointID {
+			s.log.Warn("restoring from an older checkpoint", "job", s.job, "checkpoint", rec.Retained[0].Metadata.CheckpointID,
+				"skipped", len(rec.Unusable))
+		}
+		return rec, nil
+	case len(rec.Unusable) == 0:
+		return rec, fmt.Errorf("checkpoint storage %s: %w", s.root, ErrNoCheckpoint)
+	}
+	errs := []error{fmt.Errorf("checkpoint storage %s: %w: %d completed checkpoints, all unusable", s.root, ErrNoUsableCheckpoint, len(rec.Unusable))}
+	for _, u := range rec.Unusable {
+		errs = append(errs, fmt.Errorf("checkpoint %d: %w", u.ID, u.Err))
+	}
+	return rec, errors.Join(errs...)
+}
+
+func failedFile(err error) string {
+	var fe *FileError
+	if errors.As(err, &fe) {
+		return fe.Path
+	}
+	return ""
+}
+
+// UnreferencedShared lists the files of the shared directory that none of
+// the given snapshots references: uploads of checkpoints that never
+// completed. Call it only while no checkpoint is in progress (at restore).
+func (s *Storage) UnreferencedShared(retained []*Snapshot) ([]string, error) {
+	entries, err := s.fs.ReadDir(s.sharedDir())
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint storage: list %s: %w", s.sharedDir(), err)
+	}
+	used := map[string]bool{}
+	for _, snap := range retained {
+		for _, name := range snap.Metadata.SharedFiles() {
+			used[name] = true
+		}
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() && !used[e.Name()] {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}

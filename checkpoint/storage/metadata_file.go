@@ -1,0 +1,67 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+)
+
+// The _metadata file is the JSON of Metadata followed by a trailer:
+//
+//	crc32c(body) uint32 LE | len(body) uint64 LE | "SLUICEMD"
+//
+// A file cut anywhere loses its trailer or disagrees with it, so torn and
+// truncated metadata are always detected.
+const (
+	metadataName  = "_metadata"
+	metadataMagic = "SLUICEMD"
+	trailerLen    = 4 + 8 + len(metadataMagic)
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// EncodeMetadata validates md and returns the bytes of its _metadata file.
+func EncodeMetadata(md *Metadata) ([]byte, error) {
+	if err := md.Validate(); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(md)
+	if err != nil {
+		return nil, fmt.Errorf("encode checkpoint %d metadata: %w", md.CheckpointID, err)
+	}
+	out := make([]byte, 0, len(body)+trailerLen)
+	out = append(out, body...)
+	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(body, castagnoli))
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(body)))
+	out = append(out, metadataMagic...)
+	return out, nil
+}
+
+// DecodeMetadata checks the trailer of a _metadata file and decodes it.
+func DecodeMetadata(data []byte) (*Metadata, error) {
+	if len(data) < trailerLen {
+		return nil, fmt.Errorf("%w: metadata of %d bytes is shorter than its trailer", ErrTruncated, len(data))
+	}
+	tr := data[len(data)-trailerLen:]
+	if !bytes.Equal(tr[12:], []byte(metadataMagic)) {
+		return nil, fmt.Errorf("%w: metadata trailer missing (torn or truncated write)", ErrTruncated)
+	}
+	body := data[:len(data)-trailerLen]
+	if n := binary.LittleEndian.Uint64(tr[4:12]); n != uint64(len(body)) {
+		return nil, fmt.Errorf("%w: metadata body is %d bytes, trailer says %d", ErrTruncated, len(body), n)
+	}
+	if sum := crc32.Checksum(body, castagnoli); sum != binary.LittleEndian.Uint32(tr[:4]) {
+		return nil, fmt.Errorf("%w: metadata crc32c %08x, trailer says %08x", ErrChecksumMismatch, sum, binary.LittleEndian.Uint32(tr[:4]))
+	}
+	var md Metadata
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&md); err != nil {
+		return nil, fmt.Errorf("%w: metadata JSON: %v", ErrCorrupt, err)
+	}
+	if err := md.Validate(); err != nil {
+		return nil, err
+	}
+	return &md, nil
+}
