@@ -65,7 +65,14 @@ func Compile(p *Plan, cfg Config) (*JobGraph, error) {
 		return nil, fmt.Errorf("%w: no operators", ErrInvalidPlan)
 	}
 	hasSink := false
+	uids := map[string]string{}
 	for _, n := range p.Nodes {
+		if n.UID != "" {
+			if prev, dup := uids[n.UID]; dup {
+				return nil, invalid(n, "uid %q is already used by operator %q", n.UID, prev)
+			}
+			uids[n.UID] = n.Name
+		}
 		if n.Parallelism == 0 {
 			n.Parallelism = cfg.Parallelism
 		}

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -67,4 +68,44 @@ type taskCounters struct {
 	recordsOut atomic.Int64 // records emitted by a source
 	bytesIn    atomic.Int64
 	netBpPrev  int64
+
+	// The wait in progress, so that a task blocked for long (a stuck
+	// consumer) reports that time while it waits, not only afterwards.
+	waitMu    sync.Mutex
+	waiting   *atomic.Int64 // idleNanos or bpNanos; nil when not waiting
+	waitStart time.Time
+}
+
+// beginWait records that the task starts waiting; the time goes to counter.
+func (c *taskCounters) beginWait(counter *atomic.Int64, start time.Time) {
+	c.waitMu.Lock()
+	c.waiting, c.waitStart = counter, start
+	c.waitMu.Unlock()
+}
+
+// endWait adds the wait that began at start to its counter.
+func (c *taskCounters) endWait(end time.Time) {
+	c.waitMu.Lock()
+	if c.waiting != nil {
+		c.waiting.Add(int64(end.Sub(c.waitStart)))
+		c.waiting = nil
+	}
+	c.waitMu.Unlock()
+}
+
+// waits returns the idle and backpressured nanoseconds up to now,
+// including a wait in progress.
+func (c *taskCounters) waits(now time.Time) (idle, bp int64) {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	idle, bp = c.idleNanos.Load(), c.bpNanos.Load()
+	if c.waiting != nil {
+		d := int64(now.Sub(c.waitStart))
+		if c.waiting == &c.idleNanos {
+			idle += d
+		} else {
+			bp += d
+		}
+	}
+	return idle, bp
 }

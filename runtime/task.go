@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/operators"
@@ -213,6 +214,7 @@ func (t *Task) run() (err error) {
 		}
 		t.opened = append(t.opened, t.ops[i])
 	}
+	t.scheduleFlush()
 	for !t.finished {
 		if t.mailbox.HasMail() {
 			if err := t.runMails(); err != nil {
@@ -258,17 +260,35 @@ func (t *Task) runMails() error {
 	return nil
 }
 
+// scheduleFlush arms the output flusher: every buffer timeout, the
+// partly filled buffers of the task's partitions are sent (Flink's
+// execution.buffer-timeout), so that a slow or paused producer does not
+// hold records back. A timeout of 0 flushes after every record instead.
+func (t *Task) scheduleFlush() {
+	d := t.job.cfg.BufferTimeout
+	if d <= 0 || len(t.partitions) == 0 {
+		return
+	}
+	t.timers.At(t.timers.Now()+max(d.Milliseconds(), 1), func() error {
+		for _, p := range t.partitions {
+			p.FlushAll()
+		}
+		t.scheduleFlush()
+		return nil
+	})
+}
+
 // wait blocks until something may have changed: a mail, input, a free
 // output buffer, a source's data, or cancellation. It adds the time spent
-// to counter.
-func (t *Task) wait(extra <-chan struct{}, counter interface{ Add(int64) int64 }) {
-	start := time.Now()
+// to counter (readable by metrics while the wait lasts).
+func (t *Task) wait(extra <-chan struct{}, counter *atomic.Int64) {
+	t.counters.beginWait(counter, time.Now())
 	select {
 	case <-t.wake:
 	case <-extra:
 	case <-t.ctx.Done():
 	}
-	counter.Add(int64(time.Since(start)))
+	t.counters.endWait(time.Now())
 }
 
 func (t *Task) outputsAvailable() bool {
@@ -321,6 +341,11 @@ func (t *Task) processInput() (bool, error) {
 			rec, ok := ci.reader.Next()
 			if !ok {
 				t.cur = nil
+				if rerr := ci.reader.Err(); rerr != nil {
+					t.recsIn += n
+					return true, fmt.Errorf("%w on edge %q -> %q, subtask %d, channel %d, after record #%d of that channel: %w",
+						ErrDecode, ci.gate.edge.From.Name, ci.gate.edge.To.Name, t.subtask, ci.index, ci.position, rerr)
+				}
 				break
 			}
 			ci.position++
@@ -456,10 +481,11 @@ func (t *Task) metrics() TaskMetrics {
 		Status:     TaskStatus(t.counters.status.Load()),
 		RecordsIn:  t.counters.recordsIn.Load(),
 		BytesIn:    t.counters.bytesIn.Load(),
-		IdleTime:   time.Duration(t.counters.idleNanos.Load()),
 		RecordsOut: t.counters.recordsOut.Load(),
 	}
-	bp := t.counters.bpNanos.Load()
+	now := time.Now()
+	idle, bp := t.counters.waits(now)
+	m.IdleTime = time.Duration(idle)
 	for _, p := range t.partitions {
 		s := p.Stats()
 		bp += s.BackPressuredNanos
@@ -470,7 +496,7 @@ func (t *Task) metrics() TaskMetrics {
 	if start := t.counters.start.Load(); start != 0 {
 		end := t.counters.end.Load()
 		if end == 0 {
-			end = time.Now().UnixNano()
+			end = now.UnixNano()
 		}
 		m.Elapsed = time.Duration(end - start)
 	}

@@ -3,9 +3,10 @@ package runtime
 import "github.com/sluicehq/sluice/operators"
 
 // watermarkValve combines the watermarks of a task's input channels: the
-// task's watermark is the minimum over the channels that are neither idle
-// nor finished, and it only moves forward. When every channel is idle the
-// task is idle and its watermark waits.
+// task's watermark is the minimum over the channels that are not idle (a
+// finished channel counts at the maximum watermark), and it only moves
+// forward. When every channel is idle the task is idle and its watermark
+// waits.
 type watermarkValve struct {
 	wm       []int64
 	idle     []bool
@@ -55,12 +56,15 @@ func (v *watermarkValve) finish(ch int) (int64, bool) {
 func (v *watermarkValve) recompute() (int64, bool) {
 	min := operators.MaxWatermark
 	active := false
-	allFinished := true
+	anyFinished := false
 	for i, wm := range v.wm {
 		if v.finished[i] {
+			// A finished channel is not idle: its watermark is the
+			// maximum (as in Flink, whose finished inputs stay in the
+			// valve at MAX_WATERMARK), so it never holds the others back.
+			anyFinished = true
 			continue
 		}
-		allFinished = false
 		if v.idle[i] {
 			continue
 		}
@@ -69,12 +73,9 @@ func (v *watermarkValve) recompute() (int64, bool) {
 			min = wm
 		}
 	}
-	v.allIdle = !active && !allFinished
-	if !active && !allFinished {
-		return v.current, false // every live channel idle: hold
-	}
-	if allFinished {
-		min = operators.MaxWatermark
+	v.allIdle = !active && !anyFinished
+	if v.allIdle {
+		return v.current, false // every channel idle: hold
 	}
 	if min > v.current {
 		v.current = min
