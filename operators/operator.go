@@ -2,7 +2,9 @@ package operators
 
 import (
 	"errors"
+
 	"fmt"
+	"github.com/sluicehq/sluice/state"
 	"log/slog"
 	"math"
 )
@@ -66,6 +68,25 @@ type Context struct {
 	ProcessingTime ProcessingTimeService
 	// Logger carries the job, vertex and subtask attributes.
 	Logger *slog.Logger
+
+	// OperatorState is the operator's non-keyed state of this subtask
+	// (list and union list states), checkpointed with it.
+	OperatorState *state.OperatorStateBackend
+	// KeyedState is the keyed state backend of a keyed operator (nil for
+	// others). The operator sets the current key before each record and
+	// timer, so user functions read and write the state of that key.
+	KeyedState state.KeyedBackend
+
+	// Restored is true when the job restored this operator's state from a
+	// checkpoint or savepoint (RestoredCheckpointID).
+	Restored             bool
+	RestoredCheckpointID int64
+	// RestoredCommittables are the two-phase-commit committables of the
+	// restored checkpoint that this subtask re-commits before it writes.
+	RestoredCommittables [][]byte
+	// RestoredParallelisms are the parallelisms the operator had in the
+	// restored checkpoint.
+	RestoredParallelisms []int
 }
 
 // Error is the error of a failing operator: it names the operator and the

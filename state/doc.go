@@ -1,7 +1,6 @@
 // Package state owns keyed and operator state: the state API that user
 // functions use, key groups (how keys map to subtasks, so state can be
 // rescaled), and the pure-Go heap backend.
-
 //
 // Backends: KeyedBackend is byte-level (see the Raw*State interfaces and
 // Descriptor.Bind), so the RocksDB backend implements it directly while the
