@@ -27,6 +27,8 @@ type Environment struct {
 	plan runtime.Plan
 	errs []error
 	uids map[string]string // uid -> operator name
+	// validators check sources and sinks against the checkpoint settings.
+	validators []checkpointValidator
 }
 
 // Option configures an Environment.
@@ -161,6 +163,9 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 	}
 	if err := e.cfg.Network.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: network: %w", ErrInvalidOption, err)
+	}
+	if err := e.validateCheckpointing(); err != nil {
+		return nil, err
 	}
 	return runtime.Execute(ctx, &e.plan, e.cfg)
 }

@@ -180,6 +180,9 @@ func Union[T any](first *Stream[T], more ...*Stream[T]) *Stream[T] {
 // SinkTo writes the stream to a sink.
 func SinkTo[T any](s *Stream[T], snk sink.Sink[T], opts ...OpOption) {
 	n, _ := newNode[T](s.env, "Sink", opts, false)
+	if v, ok := snk.(checkpointValidator); ok {
+		s.env.validators = append(s.env.validators, v)
+	}
 	n.Build = func(any) (operators.Operator, []any, error) {
 		op := operators.NewSink(snk)
 		return op, []any{op}, nil
@@ -233,8 +236,9 @@ type ProcessFunc[K comparable, IN, OUT any] = operators.ProcessFunc[K, IN, OUT]
 func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedProcessFunction[K, IN, OUT], opts ...OpOption) *Stream[OUT] {
 	s := ks.stream
 	n, _ := newNode[OUT](s.env, "KeyedProcess", opts, true)
+	n.Keyed = true
 	n.Build = func(out any) (operators.Operator, []any, error) {
-		op := operators.NewKeyedProcess(cloneFunction(fn), ks.keyOf, out.(operators.Output[OUT]))
+		op := operators.NewKeyedProcess(cloneFunction(fn), ks.keyOf, ks.keyCodec, out.(operators.Output[OUT]))
 		return op, []any{op}, nil
 	}
 	connect(s, n, 0)
@@ -246,8 +250,10 @@ func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedProcessF
 func Reduce[K comparable, T any](ks *KeyedStream[K, T], fn func(acc, v T) (T, error), opts ...OpOption) *Stream[T] {
 	s := ks.stream
 	n, _ := newNode[T](s.env, "Reduce", opts, true)
+	n.Keyed = true
+	vc := n.Out.Codec().(codec.Codec[T])
 	n.Build = func(out any) (operators.Operator, []any, error) {
-		op := operators.NewReduce(fn, ks.keyOf, out.(operators.Output[T]))
+		op := operators.NewReduce(fn, ks.keyOf, ks.keyCodec, vc, out.(operators.Output[T]))
 		return op, []any{op}, nil
 	}
 	connect(s, n, 0)

@@ -1,11 +1,14 @@
 package sluice
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/state"
 )
 
 // WatermarkStrategy says how a source assigns event timestamps and
@@ -50,11 +53,22 @@ func FromSource[T any](env *Environment, src source.Source[T], ws WatermarkStrat
 	n, _ := newNode[T](env, "Source", opts, true)
 	interval := env.cfg.AutoWatermarkInterval
 	n.BuildSource = func(sc *runtime.SourceContext, out any) (runtime.SourceDriver, error) {
-		r, err := src.NewReader(source.ReaderContext{Subtask: sc.Op.Subtask, Parallelism: sc.Op.Parallelism})
+		rctx := source.ReaderContext{Subtask: sc.Op.Subtask, Parallelism: sc.Op.Parallelism,
+			Restored: sc.Op.Restored, RestoredCheckpointID: sc.Op.RestoredCheckpointID}
+		st, err := state.GetUnionListState(sc.Op.OperatorState, state.ListStateDescriptor[[]byte]{Name: readerStateName, Codec: codec.Bytes{}})
+		if err != nil {
+			return nil, fmt.Errorf("source reader state: %w", err)
+		}
+		if rctx.Restored {
+			if rctx.RestoredState, err = st.Get(); err != nil {
+				return nil, fmt.Errorf("read restored source reader state: %w", err)
+			}
+		}
+		r, err := src.NewReader(rctx)
 		if err != nil {
 			return nil, err
 		}
-		d := &sourceDriver[T]{reader: r, out: out.(operators.Output[T]), ws: ws, sc: sc,
+		d := &sourceDriver[T]{reader: r, out: out.(operators.Output[T]), ws: ws, sc: sc, state: st,
 			maxTs: operators.MinWatermark, lastWm: operators.MinWatermark, interval: interval}
 		if ws.periodic || ws.idleness > 0 {
 			d.schedule()
@@ -80,6 +94,40 @@ type sourceDriver[T any] struct {
 	quietFrom int64
 	cancel    func()
 	ended     bool
+	state     state.OperatorListState[[]byte]
+}
+
+// readerStateName is the union list state that holds the source readers'
+// positions: on restore every reader sees all of them and takes its own.
+const readerStateName = "source-reader-state"
+
+// SnapshotState stores the reader's position for checkpoint id.
+func (d *sourceDriver[T]) SnapshotState(id int64) error {
+	cr, ok := d.reader.(source.CheckpointedReader[T])
+	if !ok {
+		return nil
+	}
+	entries, err := cr.SnapshotState(id)
+	if err != nil {
+		return err
+	}
+	return d.state.Update(entries)
+}
+
+// NotifyCheckpointComplete and NotifyCheckpointAborted pass the
+// notifications to a reader that listens for them.
+func (d *sourceDriver[T]) NotifyCheckpointComplete(id int64) error {
+	if l, ok := d.reader.(source.CheckpointListener); ok {
+		return l.NotifyCheckpointComplete(id)
+	}
+	return nil
+}
+
+func (d *sourceDriver[T]) NotifyCheckpointAborted(id int64) error {
+	if l, ok := d.reader.(source.CheckpointListener); ok {
+		return l.NotifyCheckpointAborted(id)
+	}
+	return nil
 }
 
 func (d *sourceDriver[T]) PollNext() (source.Status, error) {

@@ -3,6 +3,8 @@ package operators_test
 import (
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/state"
 	"log/slog"
 	"slices"
 	"testing"
@@ -38,6 +40,19 @@ func (noClock) At(int64, func() error) func() { return func() {} }
 func opContext(name string, subtask int) *operators.Context {
 	return &operators.Context{OperatorName: name, UID: name, Subtask: subtask, Parallelism: 4, MaxParallelism: 128,
 		ProcessingTime: noClock{}, Logger: slog.Default()}
+}
+
+// keyedContext is opContext with a heap keyed state backend owning every
+// key group.
+func keyedContext(t *testing.T, name string, subtask int) *operators.Context {
+	t.Helper()
+	c := opContext(name, subtask)
+	kb, err := state.NewHeapKeyedBackend(state.HeapOptions{MaxParallelism: c.MaxParallelism})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.KeyedState = kb
+	return c
 }
 
 var errBoom = errors.New("boom")
@@ -133,8 +148,11 @@ func TestCollectorKeepsFirstError(t *testing.T) {
 
 func TestReducePerKey(t *testing.T) {
 	o := &out[int]{}
-	r := operators.NewReduce(func(acc, v int) (int, error) { return acc + v, nil }, func(v int) int { return v % 3 }, o)
-	_ = r.Open(opContext("reduce", 0))
+	r := operators.NewReduce(func(acc, v int) (int, error) { return acc + v, nil }, func(v int) int { return v % 3 },
+		codec.Int[int]{}, codec.Int[int]{}, o)
+	if err := r.Open(keyedContext(t, "reduce", 0)); err != nil {
+		t.Fatal(err)
+	}
 	for _, v := range []int{1, 2, 4, 5, 7, 3} {
 		if err := r.ProcessElement(v, 0); err != nil {
 			t.Fatal(err)
@@ -166,7 +184,7 @@ func (k *keyEcho) OnTimer(ctx *operators.KeyedContext[string], ts int64, c opera
 
 func TestKeyedProcessContextAndTimers(t *testing.T) {
 	o := &out[string]{}
-	p := operators.NewKeyedProcess[string, string, string](&keyEcho{}, func(v string) string { return v[:1] }, o)
+	p := operators.NewKeyedProcess[string, string, string](&keyEcho{}, func(v string) string { return v[:1] }, codec.String{}, o)
 	if err := p.Open(opContext("kp", 0)); err != nil {
 		t.Fatal(err)
 	}

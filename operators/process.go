@@ -1,6 +1,11 @@
 package operators
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/state"
+)
 
 // KeyedProcessFunction is the user function of a keyed process operator.
 // It may also implement Opener, Closer and TimerHandler.
@@ -63,21 +68,50 @@ func (c *KeyedContext[K]) Runtime() *Context { return c.runtime }
 type KeyedProcess[K comparable, IN, OUT any] struct {
 	fn    KeyedProcessFunction[K, IN, OUT]
 	keyOf func(IN) K
+	keys  keySetter[K]
 	out   Output[OUT]
 	col   collector[OUT]
 	kctx  KeyedContext[K]
 	ctx   *Context
 }
 
-// NewKeyedProcess returns the operator running fn, keyed by keyOf.
-func NewKeyedProcess[K comparable, IN, OUT any](fn KeyedProcessFunction[K, IN, OUT], keyOf func(IN) K, out Output[OUT]) *KeyedProcess[K, IN, OUT] {
-	return &KeyedProcess[K, IN, OUT]{fn: fn, keyOf: keyOf, out: out, col: collector[OUT]{out: out}}
+// NewKeyedProcess returns the operator running fn, keyed by keyOf; kc
+// encodes keys for the keyed state backend.
+func NewKeyedProcess[K comparable, IN, OUT any](fn KeyedProcessFunction[K, IN, OUT], keyOf func(IN) K, kc codec.Codec[K], out Output[OUT]) *KeyedProcess[K, IN, OUT] {
+	return &KeyedProcess[K, IN, OUT]{fn: fn, keyOf: keyOf, keys: keySetter[K]{codec: kc}, out: out, col: collector[OUT]{out: out}}
+}
+
+// keySetter tells the keyed state backend the current key: its encoded
+// bytes and key group.
+type keySetter[K comparable] struct {
+	codec   codec.Codec[K]
+	backend state.KeyedBackend
+	maxPar  int
+	buf     []byte
+}
+
+func (s *keySetter[K]) open(ctx *Context) {
+	s.backend, s.maxPar = ctx.KeyedState, ctx.MaxParallelism
+}
+
+func (s *keySetter[K]) set(k K) error {
+	if s.backend == nil {
+		return nil
+	}
+	b, err := s.codec.Append(s.buf[:0], k)
+	if err != nil {
+		return fmt.Errorf("encode key %v: %w", k, err)
+	}
+	s.buf = b
+	s.backend.SetCurrentKey(b, state.KeyGroupFor(b, s.maxPar))
+	return nil
 }
 
 func (p *KeyedProcess[K, IN, OUT]) Open(ctx *Context) error {
 	p.ctx = ctx
 	p.kctx.runtime = ctx
 	p.kctx.timers = newTimerService[K](ctx.ProcessingTime, p.onTimer)
+	p.keys.open(ctx)
 	if o, ok := p.fn.(Opener); ok {
 		if err := o.Open(ctx); err != nil {
 			return Wrap(ctx, fmt.Errorf("open: %w", err))
@@ -88,6 +122,9 @@ func (p *KeyedProcess[K, IN, OUT]) Open(ctx *Context) error {
 
 func (p *KeyedProcess[K, IN, OUT]) ProcessElement(v IN, ts int64) error {
 	k := p.keyOf(v)
+	if err := p.keys.set(k); err != nil {
+		return Wrap(p.ctx, err)
+	}
 	p.kctx.key, p.kctx.ts, p.kctx.inTimer = k, ts, false
 	p.kctx.timers.current = k
 	p.col.ts = ts
@@ -102,6 +139,9 @@ func (p *KeyedProcess[K, IN, OUT]) onTimer(key K, ts int64, domain TimeDomain) e
 	h, ok := p.fn.(TimerHandler[K, OUT])
 	if !ok {
 		return nil
+	}
+	if err := p.keys.set(key); err != nil {
+		return Wrap(p.ctx, err)
 	}
 	p.kctx.key, p.kctx.ts, p.kctx.domain, p.kctx.inTimer = key, ts, domain, true
 	p.kctx.timers.current = key
@@ -129,6 +169,22 @@ func (p *KeyedProcess[K, IN, OUT]) ProcessWatermark(wm int64) error {
 
 func (p *KeyedProcess[K, IN, OUT]) Finish() error { return nil }
 
+// NotifyCheckpointComplete and NotifyCheckpointAborted pass the
+// notifications on to a user function that listens for them.
+func (p *KeyedProcess[K, IN, OUT]) NotifyCheckpointComplete(id int64) error {
+	if l, ok := p.fn.(CheckpointListener); ok {
+		return Wrap(p.ctx, l.NotifyCheckpointComplete(id))
+	}
+	return nil
+}
+
+func (p *KeyedProcess[K, IN, OUT]) NotifyCheckpointAborted(id int64) error {
+	if l, ok := p.fn.(CheckpointListener); ok {
+		return Wrap(p.ctx, l.NotifyCheckpointAborted(id))
+	}
+	return nil
+}
+
 func (p *KeyedProcess[K, IN, OUT]) Close() error {
 	if p.kctx.timers != nil {
 		p.kctx.timers.close()
@@ -139,36 +195,56 @@ func (p *KeyedProcess[K, IN, OUT]) Close() error {
 	return nil
 }
 
-// Reduce keeps a running reduction per key and emits the updated value for
-// every record, as Flink's keyed reduce does.
-//
-// The per-key values live in the operator for now; the state issue moves
-// them into a ValueState so that they are checkpointed.
+// Reduce keeps a running reduction per key in a ValueState and emits the
+// updated value for every record, as Flink's keyed reduce does.
 type Reduce[K comparable, T any] struct {
 	base
 	fn    func(acc, v T) (T, error)
 	keyOf func(T) K
+	keys  keySetter[K]
+	vc    codec.Codec[T]
+	acc   state.ValueState[T]
 	out   Output[T]
-	vals  map[K]T
 }
 
-// NewReduce returns the keyed reduce operator.
-func NewReduce[K comparable, T any](fn func(acc, v T) (T, error), keyOf func(T) K, out Output[T]) *Reduce[K, T] {
-	return &Reduce[K, T]{fn: fn, keyOf: keyOf, out: out, vals: make(map[K]T)}
+// NewReduce returns the keyed reduce operator; kc encodes keys and vc the
+// reduced values in state.
+func NewReduce[K comparable, T any](fn func(acc, v T) (T, error), keyOf func(T) K, kc codec.Codec[K], vc codec.Codec[T], out Output[T]) *Reduce[K, T] {
+	return &Reduce[K, T]{fn: fn, keyOf: keyOf, keys: keySetter[K]{codec: kc}, vc: vc, out: out}
+}
+
+func (r *Reduce[K, T]) Open(ctx *Context) error {
+	r.ctx = ctx
+	if ctx.KeyedState == nil {
+		return Wrap(ctx, fmt.Errorf("reduce needs a keyed state backend"))
+	}
+	r.keys.open(ctx)
+	acc, err := state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[T]{Name: "reduce", Codec: r.vc})
+	if err != nil {
+		return Wrap(ctx, err)
+	}
+	r.acc = acc
+	return nil
 }
 
 func (r *Reduce[K, T]) ProcessElement(v T, ts int64) error {
-	k := r.keyOf(v)
-	acc, ok := r.vals[k]
+	if err := r.keys.set(r.keyOf(v)); err != nil {
+		return Wrap(r.ctx, err)
+	}
+	acc, ok, err := r.acc.Value()
+	if err != nil {
+		return Wrap(r.ctx, err)
+	}
 	if ok {
-		var err error
 		if acc, err = r.fn(acc, v); err != nil {
 			return Wrap(r.ctx, err)
 		}
 	} else {
 		acc = v
 	}
-	r.vals[k] = acc
+	if err := r.acc.Update(acc); err != nil {
+		return Wrap(r.ctx, err)
+	}
 	return r.out.Collect(acc, ts)
 }
 

@@ -1,24 +1,73 @@
 package operators
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
+	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/sink"
+	"github.com/sluicehq/sluice/state"
 )
 
-// Sink writes every record to a sink.Writer it makes at Open.
+// writerStateName is the union list state that holds a StatefulWriter's
+// state.
+const writerStateName = "sink-writer-state"
+
+// Sink writes every record to a sink.Writer it makes at Open. For a
+// two-phase-commit sink it pre-commits at every checkpoint, keeps the
+// committables until the checkpoint completes, commits them then, and
+// re-commits the restored ones before its writer starts.
 type Sink[T any] struct {
 	base
-	sink   sink.Sink[T]
-	writer sink.Writer[T]
+	sink      sink.Sink[T]
+	writer    sink.Writer[T]
+	committer sink.Committer
+	writerSt  state.OperatorListState[[]byte]
+	// pending committables by checkpoint id, not yet committed.
+	pending map[int64][][]byte
 }
 
 // NewSink returns the operator that drives s.
-func NewSink[T any](s sink.Sink[T]) *Sink[T] { return &Sink[T]{sink: s} }
+func NewSink[T any](s sink.Sink[T]) *Sink[T] { return &Sink[T]{sink: s, pending: map[int64][][]byte{}} }
 
 func (s *Sink[T]) Open(ctx *Context) error {
 	s.ctx = ctx
-	w, err := s.sink.NewWriter(sink.WriterContext{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism})
+	wctx := sink.WriterContext{
+		Subtask: ctx.Subtask, Parallelism: ctx.Parallelism,
+		Restored: ctx.Restored, RestoredCheckpointID: ctx.RestoredCheckpointID,
+		RestoredParallelisms: ctx.RestoredParallelisms,
+	}
+	if ctx.OperatorState != nil {
+		st, err := state.GetUnionListState(ctx.OperatorState, state.ListStateDescriptor[[]byte]{Name: writerStateName, Codec: codec.Bytes{}})
+		if err != nil {
+			return Wrap(ctx, fmt.Errorf("sink writer state: %w", err))
+		}
+		s.writerSt = st
+		if ctx.Restored {
+			if wctx.RestoredState, err = st.Get(); err != nil {
+				return Wrap(ctx, fmt.Errorf("read restored sink writer state: %w", err))
+			}
+		}
+	}
+	if tp, ok := s.sink.(sink.TwoPhaseCommitSink[T]); ok {
+		c, err := tp.NewCommitter(wctx)
+		if err != nil {
+			return Wrap(ctx, fmt.Errorf("open sink committer: %w", err))
+		}
+		s.committer = c
+		if len(ctx.RestoredCommittables) > 0 {
+			// Re-commit what the restored checkpoint pre-committed, before
+			// the writer starts (and may abort lingering transactions).
+			if err := c.Commit(context.Background(), ctx.RestoredCheckpointID, ctx.RestoredCommittables); err != nil {
+				return Wrap(ctx, fmt.Errorf("re-commit %d committables of restored checkpoint %d: %w",
+					len(ctx.RestoredCommittables), ctx.RestoredCheckpointID, err))
+			}
+		}
+	}
+	w, err := s.sink.NewWriter(wctx)
 	if err != nil {
 		return Wrap(ctx, fmt.Errorf("open sink writer: %w", err))
 	}
@@ -35,6 +84,71 @@ func (s *Sink[T]) ProcessElement(v T, ts int64) error {
 
 func (s *Sink[T]) ProcessWatermark(int64) error { return nil }
 
+// SnapshotState pre-commits (two-phase-commit sinks), flushes (other
+// sinks: at-least-once), and stores the writer's state. It returns every
+// committable not yet committed, so that a restore from this checkpoint
+// commits them all.
+func (s *Sink[T]) SnapshotState(checkpointID int64) ([][]byte, error) {
+	if sw, ok := s.writer.(sink.StatefulWriter[T]); ok && s.writerSt != nil {
+		st, err := sw.SnapshotState(checkpointID)
+		if err != nil {
+			return nil, Wrap(s.ctx, fmt.Errorf("snapshot sink writer state for checkpoint %d: %w", checkpointID, err))
+		}
+		if err := s.writerSt.Update(st); err != nil {
+			return nil, Wrap(s.ctx, err)
+		}
+	}
+	pw, ok := s.writer.(sink.PrecommittingWriter[T])
+	if !ok || s.committer == nil {
+		if err := s.writer.Flush(false); err != nil {
+			return nil, Wrap(s.ctx, fmt.Errorf("flush sink at checkpoint %d: %w", checkpointID, err))
+		}
+		return nil, nil
+	}
+	c, err := pw.PrepareCommit(checkpointID)
+	if err != nil {
+		return nil, Wrap(s.ctx, fmt.Errorf("pre-commit for checkpoint %d: %w", checkpointID, err))
+	}
+	if len(c) > 0 {
+		s.pending[checkpointID] = c
+	}
+	var all [][]byte
+	for _, id := range slices.Sorted(maps.Keys(s.pending)) {
+		all = append(all, s.pending[id]...)
+	}
+	return all, nil
+}
+
+// NotifyCheckpointComplete commits the committables of every checkpoint up
+// to id, oldest first.
+func (s *Sink[T]) NotifyCheckpointComplete(id int64) error {
+	if s.committer == nil {
+		return nil
+	}
+	for _, cid := range slices.Sorted(maps.Keys(s.pending)) {
+		if cid > id {
+			break
+		}
+		if err := s.committer.Commit(context.Background(), cid, s.pending[cid]); err != nil {
+			return Wrap(s.ctx, fmt.Errorf("commit checkpoint %d: %w", cid, err))
+		}
+		delete(s.pending, cid)
+	}
+	if l, ok := s.writer.(CheckpointListener); ok {
+		return Wrap(s.ctx, l.NotifyCheckpointComplete(id))
+	}
+	return nil
+}
+
+// NotifyCheckpointAborted keeps the committables: a later checkpoint
+// covers them.
+func (s *Sink[T]) NotifyCheckpointAborted(id int64) error {
+	if l, ok := s.writer.(CheckpointListener); ok {
+		return Wrap(s.ctx, l.NotifyCheckpointAborted(id))
+	}
+	return nil
+}
+
 // Finish flushes the writer with endOfInput set.
 func (s *Sink[T]) Finish() error {
 	if err := s.writer.Flush(true); err != nil {
@@ -44,15 +158,20 @@ func (s *Sink[T]) Finish() error {
 }
 
 func (s *Sink[T]) Close() error {
-	if s.writer == nil {
-		return nil
+	var errs []error
+	if s.writer != nil {
+		if err := s.writer.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close sink writer: %w", err))
+		}
+		s.writer = nil
 	}
-	w := s.writer
-	s.writer = nil
-	if err := w.Close(); err != nil {
-		return Wrap(s.ctx, fmt.Errorf("close sink writer: %w", err))
+	if s.committer != nil {
+		if err := s.committer.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close sink committer: %w", err))
+		}
+		s.committer = nil
 	}
-	return nil
+	return Wrap(s.ctx, errors.Join(errs...))
 }
 
 // Collect and EmitWatermark let the previous operator of a chain call the

@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/runtime/network"
 	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/state"
 )
 
 // Partitioner says how an edge distributes records over the consuming
@@ -70,7 +72,9 @@ type Node struct {
 	Parallelism     int // 0: the job's default
 	MaxParallelism  int // 0: the job's default
 	DisableChaining bool
-	Inputs          []*Edge
+	// Keyed nodes get a keyed state backend for their key-group range.
+	Keyed  bool
+	Inputs []*Edge
 
 	// Out describes the node's output type; nil for sinks.
 	Out TypeInfo
@@ -133,6 +137,44 @@ type Config struct {
 	// AutoWatermarkInterval is how often sources emit periodic watermarks.
 	AutoWatermarkInterval time.Duration
 	Logger                *slog.Logger
+
+	// Checkpoint configures checkpointing; off unless Interval is set.
+	Checkpoint checkpoint.Config
+	// Restart is the restart strategy after a failure.
+	Restart checkpoint.RestartConfig
+	// RestartSet tells whether Restart was chosen; otherwise Flink's default
+	// applies (exponential-delay with checkpointing, none without).
+	RestartSet bool
+	// RestoreFrom is a checkpoint or savepoint directory (the one holding
+	// _metadata) to start from; empty for a fresh start (or the latest
+	// checkpoint of the job's checkpoint directory when ResumeLatest).
+	RestoreFrom string
+	// ResumeLatest restores the job from the latest usable completed
+	// checkpoint in its checkpoint directory when there is one.
+	ResumeLatest bool
+	// StateBackend makes the keyed state backend of one keyed operator
+	// subtask; nil means the heap backend.
+	StateBackend StateBackendFactory
+}
+
+// StateBackendFactory makes the keyed state backend of one subtask of a
+// keyed operator.
+type StateBackendFactory func(o StateBackendOptions) (state.KeyedBackend, error)
+
+// StateBackendOptions say which subtask a keyed backend serves.
+type StateBackendOptions struct {
+	Job            string
+	OperatorUID    string
+	Subtask        int
+	Parallelism    int
+	MaxParallelism int
+	KeyGroups      state.KeyGroupRange
+}
+
+// HeapStateBackend is the default StateBackendFactory.
+func HeapStateBackend(o StateBackendOptions) (state.KeyedBackend, error) {
+	kgr := o.KeyGroups
+	return state.NewHeapKeyedBackend(state.HeapOptions{MaxParallelism: o.MaxParallelism, KeyGroups: &kgr})
 }
 
 // DefaultConfig returns Flink's defaults: parallelism 1, max parallelism

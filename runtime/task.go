@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/runtime/network"
 	"github.com/sluicehq/sluice/source"
@@ -23,8 +25,11 @@ var ErrDecode = errors.New("cannot decode record")
 // Task runs one subtask of a JobVertex: one goroutine, a mailbox loop that
 // interleaves mails, input (or source polling) and timers.
 type Task struct {
-	job     *Job
-	vertex  *JobVertex
+	job      *Job
+	att      *attempt
+	id       checkpoint.TaskID
+	upstream []checkpoint.TaskID
+	vertex   *JobVertex
 	subtask int
 	name    string
 	logger  *slog.Logger
@@ -41,6 +46,7 @@ type Task struct {
 	head    operators.Operator
 	src     SourceDriver
 	srcDone bool
+	units   []*opUnit // every node of the chain, head first
 
 	// network
 	partitions []*network.ResultPartition
@@ -48,8 +54,19 @@ type Task struct {
 	gates      []*gateInput
 	nextGate   int
 	cur        *channelInput // the channel whose buffer is being read
-	valve      *watermarkValve
-	idle       bool // this task told its consumers it is idle
+	valve       *watermarkValve
+	numChannels int
+	idle        bool // this task told its consumers it is idle
+
+	cp *taskCheckpoints // nil when checkpointing is off
+
+	// End of input: the operators finished (inputEnded) once every
+	// channel delivered EndOfData; the partitions end once the coordinator
+	// allows it (after the final checkpoint) and, for a consumer, every
+	// channel delivered EndOfPartition.
+	endOfData     []bool
+	inputEnded    bool
+	allowedFinish bool
 
 	finished bool
 	counters taskCounters
@@ -120,6 +137,11 @@ func (t *Task) build(g *JobGraph) error {
 			out = n.Out.fanOut(outs)
 		}
 		oc := t.operatorContext(n)
+		if err := t.initState(n, oc); err != nil {
+			return nil, operators.Wrap(oc, err)
+		}
+		u := &opUnit{node: n, ctx: oc}
+		t.units = append(t.units, u)
 		if n.IsSource() {
 			sc := &SourceContext{Op: oc, SetIdle: t.setIdle}
 			d, err := n.BuildSource(sc, out)
@@ -134,6 +156,7 @@ func (t *Task) build(g *JobGraph) error {
 		if err != nil {
 			return nil, operators.Wrap(oc, err)
 		}
+		u.op = op
 		built[n] = builtNode{op: op, ins: ins}
 		post = append(post, op)
 		postCtx = append(postCtx, oc)
@@ -142,6 +165,21 @@ func (t *Task) build(g *JobGraph) error {
 	headIns, err := build(t.vertex.Head())
 	if err != nil {
 		return err
+	}
+	// units were appended tail first (post-order); the chain runs head first.
+	slices.Reverse(t.units)
+	if t.units[0].node != t.vertex.Head() {
+		return invalid(t.vertex.Head(), "chain order")
+	}
+	in, out, err := t.channelStateOf(t.vertex.Head())
+	if err != nil {
+		return err
+	}
+	t.units[0].inputState, t.units[0].outputState = in, out
+	t.endOfData = make([]bool, t.numChannels)
+	t.allowedFinish = t.att.driver == nil && !t.job.cfg.Checkpoint.Enabled()
+	if t.job.cfg.Checkpoint.Enabled() {
+		t.cp = newTaskCheckpoints(t)
 	}
 	// post is tail-first; ops run head-first.
 	for i := len(post) - 1; i >= 0; i-- {
@@ -214,6 +252,9 @@ func (t *Task) run() (err error) {
 		}
 		t.opened = append(t.opened, t.ops[i])
 	}
+	if err := t.replayChannelState(); err != nil {
+		return err
+	}
 	t.scheduleFlush()
 	for !t.finished {
 		if t.mailbox.HasMail() {
@@ -230,6 +271,11 @@ func (t *Task) run() (err error) {
 			continue
 		}
 		if t.src != nil {
+			if t.srcDone {
+				// Input ended: wait for the coordinator to allow finishing.
+				t.wait(nil, &t.counters.idleNanos)
+				continue
+			}
 			if err := t.pollSource(); err != nil {
 				return err
 			}
@@ -251,6 +297,10 @@ func (t *Task) runMails() error {
 	defer t.mailbox.recycle(mails)
 	for _, m := range mails {
 		if err := m(); err != nil {
+			if errors.Is(err, errStopTask) {
+				t.finished = true // stop-with-savepoint: exit without ending the partitions
+				return nil
+			}
 			return err
 		}
 		if t.finished {
@@ -303,9 +353,6 @@ func (t *Task) outputsAvailable() bool {
 // pollSource polls the source reader until it has nothing, a mail is
 // waiting, or an output runs out of buffers.
 func (t *Task) pollSource() error {
-	if t.srcDone {
-		return t.endOfInput()
-	}
 	for i := 0; i < 4096; i++ {
 		st, err := t.src.PollNext()
 		if err != nil {
@@ -378,19 +425,25 @@ func (t *Task) processInput() (bool, error) {
 		}
 		ci := gi.channels[boe.Channel]
 		if boe.Buffer != nil {
-			t.counters.bytesIn.Add(int64(len(boe.Buffer.Bytes())))
+			data := boe.Buffer.Bytes()
+			t.counters.bytesIn.Add(int64(len(data)))
+			if t.cp != nil {
+				if err := t.cp.onBuffer(gi.offset+boe.Channel, data); err != nil {
+					return true, err
+				}
+			}
 			ci.reader.Feed(boe.Buffer)
 			t.cur = ci
 			return true, nil
 		}
-		return true, t.handleEvent(ci, boe.Event)
+		return true, t.handleEvent(ci, &boe)
 	}
 	return false, nil
 }
 
-func (t *Task) handleEvent(ci *channelInput, ev any) error {
+func (t *Task) handleEvent(ci *channelInput, boe *network.BufferOrEvent) error {
 	ch := ci.gate.offset + ci.index
-	switch e := ev.(type) {
+	switch e := boe.Event.(type) {
 	case Watermark:
 		if wm, adv := t.valve.watermark(ch, e.Timestamp); adv {
 			return t.head.ProcessWatermark(wm)
@@ -407,22 +460,57 @@ func (t *Task) handleEvent(ci *channelInput, ev any) error {
 			return t.head.ProcessWatermark(wm)
 		}
 		return nil
+	case checkpoint.Barrier:
+		if t.cp == nil {
+			return fmt.Errorf("task %s: checkpoint barrier %d on channel %d, but checkpointing is off", t.name, e.ID, ch)
+		}
+		return t.cp.onBarrier(ch, e, boe)
+	case checkpoint.CancelCheckpointMarker:
+		if t.cp == nil {
+			return nil
+		}
+		return t.cp.step(checkpoint.CancelReceived{Channel: ch, ID: e.ID}, nil)
+	case EndOfData:
+		return t.channelEndOfData(ch)
 	case network.EndOfPartition:
+		if t.cp != nil {
+			if err := t.cp.step(checkpoint.EndOfPartition{Channel: ch}, nil); err != nil {
+				return err
+			}
+		}
 		wm, adv := t.valve.finish(ch)
 		if adv {
 			if err := t.head.ProcessWatermark(wm); err != nil {
 				return err
 			}
 		}
-		for _, gi := range t.gates {
-			if !gi.gate.Finished() {
-				return nil
-			}
+		if err := t.channelEndOfData(ch); err != nil {
+			return err
 		}
-		return t.endOfInput()
+		return t.maybeFinish()
 	default:
-		return fmt.Errorf("task %s: unexpected event %T on edge %q -> %q channel %d", t.name, ev, ci.gate.edge.From.Name, ci.gate.edge.To.Name, ci.index)
+		return fmt.Errorf("task %s: unexpected event %T on edge %q -> %q channel %d", t.name, boe.Event, ci.gate.edge.From.Name, ci.gate.edge.To.Name, ci.index)
 	}
+}
+
+// EndOfData is the network event a task sends when its input ended and its
+// operators finished: downstream operators finish once every channel
+// delivered it, while the tasks stay up for the final checkpoint.
+type EndOfData struct{}
+
+// channelEndOfData records that channel ch ended its data; once every
+// channel has, the operators finish.
+func (t *Task) channelEndOfData(ch int) error {
+	if t.endOfData[ch] {
+		return nil
+	}
+	t.endOfData[ch] = true
+	for _, ended := range t.endOfData {
+		if !ended {
+			return nil
+		}
+	}
+	return t.endOfInput()
 }
 
 // setIdle tells the consumers that this task is idle, or active again.
@@ -439,11 +527,49 @@ func (t *Task) setIdle(idle bool) error {
 	return nil
 }
 
-// endOfInput finishes the chain head first, then ends every partition.
+// endOfInput finishes the chain head first and tells the consumers that
+// the data ended; the partitions end once finishing is allowed.
 func (t *Task) endOfInput() error {
+	if t.inputEnded {
+		return nil
+	}
+	t.inputEnded = true
 	for i, op := range t.ops {
 		if err := op.Finish(); err != nil {
 			return operators.Wrap(t.opCtxs[i], err)
+		}
+	}
+	if !t.allowedFinish {
+		for _, p := range t.partitions {
+			p.FlushAll()
+			if err := p.BroadcastEvent(EndOfData{}); err != nil {
+				return fmt.Errorf("task %s: broadcast end of data: %w", t.name, err)
+			}
+		}
+		if t.src != nil && t.att.driver != nil {
+			t.att.driver.endOfInput(t)
+		}
+	}
+	return t.maybeFinish()
+}
+
+// allowFinish is the coordinator's word that the final checkpoint is
+// complete: the task may end its partitions once its input has ended.
+func (t *Task) allowFinish() error {
+	t.allowedFinish = true
+	return t.maybeFinish()
+}
+
+// maybeFinish ends the partitions and the task once the input ended, the
+// coordinator allows it, and every input channel delivered its end of
+// partition.
+func (t *Task) maybeFinish() error {
+	if t.finished || !t.inputEnded || !t.allowedFinish {
+		return nil
+	}
+	for _, gi := range t.gates {
+		if !gi.gate.Finished() {
+			return nil
 		}
 	}
 	for _, p := range t.partitions {
@@ -470,7 +596,28 @@ func (t *Task) close() error {
 			errs = append(errs, fmt.Errorf("close source of %s: %w", t.name, err))
 		}
 	}
+	if t.cp != nil {
+		t.cp.close()
+	}
+	for _, g := range t.gates {
+		// A consumer that stops takes no more data: producers still writing
+		// to it must not wait for its credit.
+		g.gate.Release()
+	}
+	t.closeState()
 	return errors.Join(errs...)
+}
+
+// closeState releases the operators' state backends.
+func (t *Task) closeState() {
+	for _, u := range t.units {
+		if u.ctx.KeyedState != nil {
+			if err := u.ctx.KeyedState.Close(); err != nil {
+				t.logger.Warn("close keyed state backend", "operator", u.node.Name, "err", err)
+			}
+			u.ctx.KeyedState = nil
+		}
+	}
 }
 
 // metrics reads the task's figures; safe from any goroutine.

@@ -91,11 +91,17 @@ func (d *Datagen[T]) NewReader(ctx ReaderContext) (Reader[T], error) {
 		return nil, fmt.Errorf("datagen: rate %v records/s is not a finite number >= 0: %w", r, ErrInvalidConfig)
 	}
 	r := &datagenReader[T]{
-		gen:   d.gen,
-		ts:    d.cfg.timestamps,
-		next:  int64(ctx.Subtask),
-		step:  int64(ctx.Parallelism),
-		count: d.cfg.count,
+		gen:     d.gen,
+		ts:      d.cfg.timestamps,
+		next:    int64(ctx.Subtask),
+		step:    int64(ctx.Parallelism),
+		count:   d.cfg.count,
+		subtask: int64(ctx.Subtask),
+	}
+	if ctx.Restored {
+		if err := r.restore(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if d.cfg.rate > 0 {
 		// This subtask's share of the rate is rate/p records per second.
@@ -118,6 +124,7 @@ type datagenReader[T any] struct {
 	ts        func(index int64) int64
 	next      int64 // next index to emit
 	step      int64 // parallelism
+	subtask   int64
 	count     int64 // < 0: unbounded
 	done      bool  // no index left; MaxWatermark emitted
 	exhausted bool  // index space used up (only reachable near MaxInt64)

@@ -106,7 +106,8 @@ type KeyedStateHandle struct {
 	// Backend names the state backend that wrote it ("heap", "rocksdb").
 	Backend string `json:"backend,omitempty"`
 	// Handle and KeyGroupOffsets: a full snapshot, where key group
-	// KeyGroups.Start+i starts at KeyGroupOffsets[i].
+	// KeyGroups.Start+i starts at KeyGroupOffsets[i] (offsets are optional:
+	// a stream framed per key group is read whole and filtered).
 	Handle          *StateHandle `json:"handle,omitempty"`
 	KeyGroupOffsets []int64      `json:"key_group_offsets,omitempty"`
 	// Files: an incremental snapshot, by the backend's local file names.
@@ -238,7 +239,7 @@ func (md *Metadata) Validate() error {
 			if k.KeyGroups.End < k.KeyGroups.Start-1 {
 				return bad("%s#%d: key groups [%d,%d]", st.OperatorUID, st.Subtask, k.KeyGroups.Start, k.KeyGroups.End)
 			}
-			if k.Handle != nil && len(k.KeyGroupOffsets) != k.KeyGroups.End-k.KeyGroups.Start+1 {
+			if k.Handle != nil && len(k.KeyGroupOffsets) > 0 && len(k.KeyGroupOffsets) != k.KeyGroups.End-k.KeyGroups.Start+1 {
 				return bad("%s#%d: %d key-group offsets for key groups [%d,%d]", st.OperatorUID, st.Subtask, len(k.KeyGroupOffsets), k.KeyGroups.Start, k.KeyGroups.End)
 			}
 		}

@@ -332,6 +332,20 @@ func (p *ResultPartition) PromoteEvent(sub int, match func(ev any) bool) (overta
 	return nil, false
 }
 
+// HasQueuedEvent reports whether an event for which match returns true is
+// still queued (unsent) in subpartition sub. Safe from any goroutine.
+func (p *ResultPartition) HasQueuedEvent(sub int, match func(ev any) bool) bool {
+	sp := p.subs[sub]
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for i := 0; i < sp.queue.len(); i++ {
+		if e := sp.queue.at(i); e.buf == nil && match(e.ev) {
+			return true
+		}
+	}
+	return false
+}
+
 // copyDataLocked returns copies of the data buffers among the first n
 // queue entries.
 func (sp *subpartition) copyDataLocked(n int) [][]byte {

@@ -1,0 +1,122 @@
+package sluice
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/runtime"
+)
+
+// CheckpointingMode is exactly-once or at-least-once
+// (execution.checkpointing.mode).
+type CheckpointingMode = checkpoint.Mode
+
+const (
+	// ExactlyOnce aligns barriers (or persists in-flight data when
+	// unaligned): state reflects every record exactly once.
+	ExactlyOnce = checkpoint.ExactlyOnce
+	// AtLeastOnce never blocks a channel: after a restore some records may
+	// be processed again.
+	AtLeastOnce = checkpoint.AtLeastOnce
+)
+
+// RestartStrategy says whether and when a failed job restarts from its
+// latest checkpoint (restart-strategy.type and its options).
+type RestartStrategy = checkpoint.RestartConfig
+
+// NoRestart fails the job at its first failure.
+func NoRestart() RestartStrategy { return checkpoint.RestartConfig{Kind: checkpoint.NoRestart} }
+
+// FixedDelayRestart restarts up to attempts times, delay apart
+// (restart-strategy.fixed-delay.attempts / .delay).
+func FixedDelayRestart(attempts int, delay time.Duration) RestartStrategy {
+	return checkpoint.FixedDelayRestart(attempts, delay)
+}
+
+// ExponentialDelayRestart restarts with Flink's exponential-delay defaults
+// (1 s initial backoff, 1 min max, multiplier 1.5, jitter 0.1); it is the
+// default when checkpointing is on.
+func ExponentialDelayRestart() RestartStrategy { return checkpoint.ExponentialDelayRestart() }
+
+// WithCheckpointing turns on periodic checkpoints every interval
+// (execution.checkpointing.interval) into dir (execution.checkpointing.dir).
+func WithCheckpointing(interval time.Duration, dir string) Option {
+	return func(e *Environment) {
+		if interval <= 0 {
+			e.addErr(fmt.Errorf("%w: checkpoint interval must be positive, got %v", ErrInvalidOption, interval))
+			return
+		}
+		e.cfg.Checkpoint.Interval = interval
+		e.cfg.Checkpoint.Directory = dir
+	}
+}
+
+// WithCheckpointConfig edits the whole checkpoint configuration, with
+// Flink's option names on its fields; Execute validates it.
+func WithCheckpointConfig(edit func(c *checkpoint.Config)) Option {
+	return func(e *Environment) { edit(&e.cfg.Checkpoint) }
+}
+
+// WithCheckpointingMode sets exactly-once (default) or at-least-once.
+func WithCheckpointingMode(m CheckpointingMode) Option {
+	return func(e *Environment) { e.cfg.Checkpoint.Mode = m }
+}
+
+// WithUnalignedCheckpoints turns unaligned checkpoints on
+// (execution.checkpointing.unaligned.enabled); with alignedTimeout > 0 each
+// checkpoint starts aligned and switches to unaligned when it is older
+// than that (execution.checkpointing.aligned-checkpoint-timeout).
+func WithUnalignedCheckpoints(alignedTimeout time.Duration) Option {
+	return func(e *Environment) {
+		e.cfg.Checkpoint.Unaligned = true
+		e.cfg.Checkpoint.AlignedCheckpointTimeout = alignedTimeout
+	}
+}
+
+// WithSavepointDir sets where savepoints go by default
+// (execution.checkpointing.savepoint-dir).
+func WithSavepointDir(dir string) Option {
+	return func(e *Environment) { e.cfg.Checkpoint.SavepointDirectory = dir }
+}
+
+// WithRestartStrategy sets the restart strategy.
+func WithRestartStrategy(r RestartStrategy) Option {
+	return func(e *Environment) { e.cfg.Restart, e.cfg.RestartSet = r, true }
+}
+
+// WithRestoreFrom starts the job from a savepoint or checkpoint directory
+// (the one holding _metadata), as `flink run -s`.
+func WithRestoreFrom(path string) Option {
+	return func(e *Environment) { e.cfg.RestoreFrom = path }
+}
+
+// WithResumeFromLatestCheckpoint starts the job from the latest usable
+// checkpoint in its checkpoint directory when there is one: how a job
+// picks up after its process was killed.
+func WithResumeFromLatestCheckpoint() Option {
+	return func(e *Environment) { e.cfg.ResumeLatest = true }
+}
+
+// WithStateBackend sets the keyed state backend (default: the heap
+// backend).
+func WithStateBackend(f runtime.StateBackendFactory) Option {
+	return func(e *Environment) { e.cfg.StateBackend = f }
+}
+
+// checkpointValidator is implemented by sinks and sources whose settings
+// must fit the checkpoint configuration (a Kafka transaction timeout must
+// outlast a checkpoint interval plus the checkpoint timeout).
+type checkpointValidator interface {
+	ValidateCheckpointing(interval, timeout time.Duration) error
+}
+
+func (e *Environment) validateCheckpointing() error {
+	cfg := e.cfg.Checkpoint.WithDefaults()
+	for _, v := range e.validators {
+		if err := v.ValidateCheckpointing(cfg.Interval, cfg.Timeout); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,394 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/checkpoint/storage"
+)
+
+// ErrNoCheckpointing is returned by savepoint calls on a job that runs
+// without a checkpoint directory.
+var ErrNoCheckpointing = errors.New("checkpointing is not configured")
+
+// checkpointDriver runs one attempt's checkpoint.Coordinator on a
+// goroutine of its own: it feeds it the tasks' reports and the clock, and
+// carries out its actions (trigger mails, metadata writes, notifications,
+// discards).
+type checkpointDriver struct {
+	a     *attempt
+	coord *checkpoint.Coordinator
+	store *storage.Storage
+
+	events chan func()
+	quit   chan struct{}
+	exited chan struct{}
+
+	mu         sync.Mutex
+	locations  map[int64]*storage.Location
+	savepoints map[int64]chan savepointResult
+}
+
+type savepointResult struct {
+	path string
+	err  error
+}
+
+func newCheckpointDriver(a *attempt) (*checkpointDriver, error) {
+	j := a.job
+	byTask := map[*JobVertex]bool{}
+	infos := make([]checkpoint.TaskInfo, len(a.tasks))
+	for i, t := range a.tasks {
+		byTask[t.vertex] = true
+		uids := make([]string, len(t.vertex.Nodes))
+		for k, n := range t.vertex.Nodes {
+			uids[k] = n.UID
+		}
+		infos[i] = checkpoint.TaskInfo{
+			ID: t.id, Vertex: t.vertex.Name, Subtask: t.subtask, Parallelism: t.vertex.Parallelism,
+			Operators: uids, Upstream: t.upstream,
+		}
+	}
+	coord, err := checkpoint.NewCoordinator(storageName(j.cfg.JobName), j.cfg.Checkpoint, infos)
+	if err != nil {
+		return nil, err
+	}
+	d := &checkpointDriver{
+		a: a, coord: coord, store: j.store,
+		events: make(chan func(), 1024), quit: make(chan struct{}), exited: make(chan struct{}),
+		locations: map[int64]*storage.Location{}, savepoints: map[int64]chan savepointResult{},
+	}
+	// What the storage holds: completed checkpoints (their shared files
+	// stay registered), and the highest id so new ones never collide.
+	rec, rerr := j.store.Recover()
+	if rerr != nil && !errors.Is(rerr, storage.ErrNoCheckpoint) {
+		j.logger.Warn("checkpoint storage holds unusable checkpoints", "err", rerr)
+	}
+	var retained []*storage.Metadata
+	for _, s := range rec.Retained {
+		retained = append(retained, s.Metadata)
+	}
+	for _, id := range rec.Orphans {
+		if err := j.store.DiscardCheckpoint(id, nil); err != nil {
+			j.logger.Warn("discard incomplete checkpoint", "checkpoint", id, "err", err)
+		}
+	}
+	var from *storage.Metadata
+	if a.restore != nil {
+		from = a.restore.snap.Metadata
+	}
+	acts, err := coord.Restore(time.Now(), retained, from, rec.MaxID)
+	if err != nil {
+		return nil, err
+	}
+	d.exec(acts)
+	return d, nil
+}
+
+func (d *checkpointDriver) start() {
+	d.coord.Start(time.Now())
+	go d.loop()
+}
+
+func (d *checkpointDriver) loop() {
+	defer close(d.exited)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if next, ok := d.coord.NextWakeup(); ok {
+			timer.Reset(max(time.Until(next), 0))
+		} else {
+			timer.Reset(time.Hour)
+		}
+		select {
+		case f := <-d.events:
+			f()
+		case <-timer.C:
+			d.exec(d.coord.Tick(time.Now()))
+		case <-d.quit:
+			return
+		}
+	}
+}
+
+// submit runs f on the driver goroutine; it is dropped once the driver
+// has stopped.
+func (d *checkpointDriver) submit(f func()) {
+	select {
+	case d.events <- f:
+	case <-d.quit:
+	}
+}
+
+// call runs f on the driver goroutine and waits for it.
+func (d *checkpointDriver) call(f func()) bool {
+	done := make(chan struct{})
+	select {
+	case d.events <- func() { f(); close(done) }:
+	case <-d.quit:
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-d.quit:
+		return false
+	}
+}
+
+func (d *checkpointDriver) ack(t *Task, id int64, states []storage.SubtaskState, fig checkpoint.TaskFigures) {
+	d.submit(func() { d.exec(d.coord.Ack(time.Now(), t.id, id, states, fig)) })
+}
+
+func (d *checkpointDriver) decline(t *Task, id int64, reason checkpoint.Reason, err error) {
+	d.submit(func() { d.exec(d.coord.Decline(time.Now(), t.id, id, reason, err)) })
+}
+
+func (d *checkpointDriver) endOfInput(t *Task) {
+	d.submit(func() { d.exec(d.coord.TaskEndOfInput(time.Now(), t.id)) })
+}
+
+func (d *checkpointDriver) taskFinished(t *Task) {
+	d.submit(func() { d.exec(d.coord.TaskFinished(time.Now(), t.id)) })
+}
+
+// location returns where checkpoint id is written.
+func (d *checkpointDriver) location(id int64) (*storage.Location, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if l := d.locations[id]; l != nil {
+		return l, nil
+	}
+	l, err := d.store.Checkpoint(id)
+	if err != nil {
+		return nil, err
+	}
+	d.locations[id] = l
+	return l, nil
+}
+
+func (d *checkpointDriver) forget(id int64) {
+	d.mu.Lock()
+	delete(d.locations, id)
+	d.mu.Unlock()
+}
+
+// shutdown stops the coordinator when the attempt ends; the completed
+// checkpoints are kept or discarded as the retention says.
+func (d *checkpointDriver) shutdown(term checkpoint.Termination) {
+	d.call(func() {
+		var acts []checkpoint.CoordinatorAction
+		if term == checkpoint.JobFailed {
+			acts = d.coord.Suspend(time.Now()) // the next attempt restores
+		} else {
+			acts = d.coord.Shutdown(time.Now(), term)
+		}
+		d.exec(acts)
+	})
+	close(d.quit)
+	<-d.exited
+	d.mu.Lock()
+	for id, ch := range d.savepoints {
+		ch <- savepointResult{err: fmt.Errorf("savepoint %d: the job stopped first: %w", id, checkpoint.ErrCoordinatorStopped)}
+		delete(d.savepoints, id)
+	}
+	d.mu.Unlock()
+}
+
+// exec carries out the coordinator's actions, on the driver goroutine.
+func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
+	logger := d.a.job.logger
+	for len(acts) > 0 {
+		act := acts[0]
+		acts = acts[1:]
+		switch a := act.(type) {
+		case checkpoint.Trigger:
+			if a.SavepointDir != "" {
+				l, err := d.store.SavepointAt(a.SavepointDir, a.Barrier.ID)
+				if err != nil {
+					acts = append(acts, d.coord.Decline(time.Now(), a.Tasks[0], a.Barrier.ID, checkpoint.ReasonIOFailure, err)...)
+					continue
+				}
+				d.mu.Lock()
+				d.locations[a.Barrier.ID] = l
+				d.mu.Unlock()
+			}
+			for _, id := range a.Tasks {
+				t := d.a.tasks[id]
+				b := a.Barrier
+				mail := func() error { return t.triggerCheckpoint(b) }
+				if a.Urgent {
+					_ = t.mailbox.PutUrgent(mail)
+				} else {
+					_ = t.mailbox.Put(mail)
+				}
+			}
+		case checkpoint.WriteMetadata:
+			id := a.Metadata.CheckpointID
+			l, err := d.location(id)
+			var path string
+			if err == nil {
+				path, err = l.WriteMetadata(a.Metadata)
+			}
+			if err != nil {
+				logger.Warn("write checkpoint metadata", "checkpoint", id, "err", err)
+			} else {
+				logger.Info("checkpoint completed", "checkpoint", id, "kind", a.Metadata.Kind, "path", path)
+			}
+			acts = append(acts, d.coord.MetadataWritten(time.Now(), id, path, err)...)
+		case checkpoint.NotifyComplete:
+			d.forget(a.ID)
+			for _, id := range a.Tasks {
+				t, cid := d.a.tasks[id], a.ID
+				_ = t.mailbox.Put(func() error { return t.notifyComplete(cid) })
+			}
+		case checkpoint.NotifyAborted:
+			d.forget(a.ID)
+			for _, id := range a.Tasks {
+				t, cid := d.a.tasks[id], a.ID
+				_ = t.mailbox.Put(func() error { return t.notifyAborted(cid) })
+			}
+		case checkpoint.Discard:
+			var err error
+			if a.SavepointDir != "" {
+				err = d.store.DiscardSavepoint(a.SavepointDir)
+			} else {
+				err = d.store.DiscardCheckpoint(a.ID, a.Shared)
+			}
+			if err != nil {
+				logger.Warn("discard checkpoint", "checkpoint", a.ID, "err", err)
+			}
+		case checkpoint.SavepointCompleted:
+			logger.Info("savepoint completed", "savepoint", a.ID, "path", a.Path, "stop", a.Stop)
+			if a.Stop {
+				d.a.stopAfterSavepoint()
+			}
+			d.resolveSavepoint(a.ID, savepointResult{path: a.Path})
+		case checkpoint.SavepointFailed:
+			d.resolveSavepoint(a.ID, savepointResult{err: fmt.Errorf("savepoint %d failed (%s): %w", a.ID, a.Reason, a.Err)})
+		case checkpoint.FailJob:
+			d.a.fail("checkpoint coordinator", a.Err)
+		case checkpoint.AllowFinish:
+			for _, t := range d.a.tasks {
+				t := t
+				_ = t.mailbox.Put(func() error { return t.allowFinish() })
+			}
+		default:
+			logger.Warn("unknown checkpoint coordinator action", "action", act.String())
+		}
+	}
+}
+
+func (d *checkpointDriver) resolveSavepoint(id int64, r savepointResult) {
+	d.mu.Lock()
+	ch := d.savepoints[id]
+	delete(d.savepoints, id)
+	d.mu.Unlock()
+	if ch != nil {
+		ch <- r
+	}
+}
+
+// triggerSavepoint asks for a savepoint in parent (or the configured
+// savepoint directory) and waits for it; stop ends the job once it
+// completed, drain first lets event time run to its end.
+func (d *checkpointDriver) triggerSavepoint(ctx context.Context, parent string, stop, drain bool) (string, error) {
+	if parent == "" {
+		parent = d.a.job.cfg.Checkpoint.SavepointDirectory
+	}
+	dir, err := d.store.NewSavepointDir(parent)
+	if err != nil {
+		return "", err
+	}
+	res := make(chan savepointResult, 1)
+	var terr error
+	ok := d.call(func() {
+		if stop && drain {
+			// Sources emit the end of event time first: every event-time
+			// timer fires before the savepoint's barrier.
+			for _, t := range d.a.tasks {
+				if t.src != nil {
+					t := t
+					_ = t.mailbox.Put(func() error { return t.drainEventTime() })
+				}
+			}
+		}
+		id, acts, err := d.coord.TriggerSavepoint(time.Now(), checkpoint.SavepointRequest{Dir: dir, Stop: stop, Drain: drain})
+		if err != nil {
+			terr = err
+			return
+		}
+		d.mu.Lock()
+		d.savepoints[id] = res
+		d.mu.Unlock()
+		d.exec(acts)
+	})
+	if !ok {
+		return "", fmt.Errorf("savepoint: %w", checkpoint.ErrCoordinatorStopped)
+	}
+	if terr != nil {
+		return "", fmt.Errorf("savepoint: %w", terr)
+	}
+	select {
+	case r := <-res:
+		return r.path, r.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// stats returns the coordinator's checkpoint statistics.
+func (d *checkpointDriver) stats() (checkpoint.CheckpointingStats, bool) {
+	var s checkpoint.CheckpointingStats
+	ok := d.call(func() { s = d.coord.Stats() })
+	return s, ok
+}
+
+// TriggerSavepoint takes a savepoint (always aligned) into a new directory
+// under parent, or under the configured savepoint directory when parent
+// is empty, and returns its path.
+func (j *Job) TriggerSavepoint(ctx context.Context, parent string) (string, error) {
+	a := j.att.Load()
+	if a == nil || a.driver == nil {
+		return "", ErrNoCheckpointing
+	}
+	return a.driver.triggerSavepoint(ctx, parent, false, false)
+}
+
+// StopWithSavepoint takes a savepoint and stops the job once it completed
+// and the sinks committed; with drain the sources first end event time, so
+// every event-time timer and window fires. Wait then returns nil.
+func (j *Job) StopWithSavepoint(ctx context.Context, parent string, drain bool) (string, error) {
+	a := j.att.Load()
+	if a == nil || a.driver == nil {
+		return "", ErrNoCheckpointing
+	}
+	return a.driver.triggerSavepoint(ctx, parent, true, drain)
+}
+
+// CheckpointStats returns the checkpoint statistics of the current
+// attempt: counts, the history with per-task figures, and the latest ones.
+func (j *Job) CheckpointStats() (checkpoint.CheckpointingStats, bool) {
+	a := j.att.Load()
+	if a == nil || a.driver == nil {
+		return checkpoint.CheckpointingStats{}, false
+	}
+	return a.driver.stats()
+}
+
+// stopAfterSavepoint ends the attempt after a stop-with-savepoint: every
+// task gets a stop mail behind the notify-complete mail already queued, so
+// sinks commit first.
+func (a *attempt) stopAfterSavepoint() {
+	a.mu.Lock()
+	a.stopped = true
+	a.mu.Unlock()
+	for _, t := range a.tasks {
+		t := t
+		_ = t.mailbox.Put(func() error { return errStopTask })
+	}
+}

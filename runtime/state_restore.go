@@ -1,0 +1,169 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/operators"
+	"github.com/sluicehq/sluice/state"
+)
+
+// ErrRestore is returned (wrapped) when a job cannot restore its state
+// from a checkpoint or savepoint; the message names the operator, the
+// subtask and the file.
+var ErrRestore = errors.New("cannot restore")
+
+// Names of the state streams a subtask writes per operator.
+const (
+	operatorStateName = "operator-state"
+	backendHeap       = "heap"
+)
+
+// restoreSnapshot is the checkpoint or savepoint an attempt restores from,
+// indexed by operator uid.
+type restoreSnapshot struct {
+	snap  *storage.Snapshot
+	byUID map[string][]storage.SubtaskState
+}
+
+func newRestoreSnapshot(snap *storage.Snapshot) *restoreSnapshot {
+	r := &restoreSnapshot{snap: snap, byUID: map[string][]storage.SubtaskState{}}
+	for _, st := range snap.Metadata.Subtasks {
+		r.byUID[st.OperatorUID] = append(r.byUID[st.OperatorUID], st)
+	}
+	for uid := range r.byUID {
+		slices.SortFunc(r.byUID[uid], func(a, b storage.SubtaskState) int { return a.Subtask - b.Subtask })
+	}
+	return r
+}
+
+func (r *restoreSnapshot) id() int64 { return r.snap.Metadata.CheckpointID }
+
+// opUnit is one operator of a task's chain with its state.
+type opUnit struct {
+	node *Node
+	ctx  *operators.Context
+	op   operators.Operator // nil for a source
+	// channel state to replay (head unit only)
+	inputState  []storage.ChannelStateHandle
+	outputState []storage.ChannelStateHandle
+}
+
+// initState makes the operator's state backends and restores them from the
+// attempt's snapshot.
+func (t *Task) initState(n *Node, oc *operators.Context) error {
+	ob, err := state.NewOperatorStateBackend(t.subtask, t.vertex.Parallelism)
+	if err != nil {
+		return err
+	}
+	oc.OperatorState = ob
+	if n.Keyed {
+		f := t.job.cfg.StateBackend
+		if f == nil {
+			f = HeapStateBackend
+		}
+		kb, err := f(StateBackendOptions{
+			Job: t.job.cfg.JobName, OperatorUID: n.UID, Subtask: t.subtask,
+			Parallelism: t.vertex.Parallelism, MaxParallelism: t.vertex.MaxParallelism,
+			KeyGroups: state.RangeFor(t.vertex.MaxParallelism, t.vertex.Parallelism, t.subtask),
+		})
+		if err != nil {
+			return fmt.Errorf("create keyed state backend: %w", err)
+		}
+		oc.KeyedState = kb
+	}
+	r := t.att.restore
+	if r == nil {
+		return nil
+	}
+	olds := r.byUID[n.UID]
+	if len(olds) == 0 {
+		return nil // an operator new to the job starts empty
+	}
+	oc.Restored, oc.RestoredCheckpointID = true, r.id()
+	oldPar := olds[0].Parallelism
+	oc.RestoredParallelisms = []int{oldPar}
+	var opHandles []storage.StateHandle
+	for _, st := range olds {
+		for _, h := range st.OperatorState {
+			if h.Name == operatorStateName {
+				opHandles = append(opHandles, h.Handle)
+			}
+		}
+		if st.Subtask%t.vertex.Parallelism == t.subtask {
+			oc.RestoredCommittables = append(oc.RestoredCommittables, st.Committables...)
+		}
+	}
+	if err := t.restoreFrom(r, n, "operator state", opHandles, ob.Restore); err != nil {
+		return err
+	}
+	if oc.KeyedState != nil {
+		mine := oc.KeyedState.KeyGroupRange()
+		var kh []storage.StateHandle
+		for _, st := range olds {
+			for _, h := range st.KeyedState {
+				if h.Handle != nil && h.KeyGroups.Start <= mine.End && h.KeyGroups.End >= mine.Start {
+					kh = append(kh, *h.Handle)
+				}
+			}
+		}
+		if err := t.restoreFrom(r, n, "keyed state", kh, oc.KeyedState.Restore); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreFrom opens every handle and hands the readers to restore.
+func (t *Task) restoreFrom(r *restoreSnapshot, n *Node, what string, hs []storage.StateHandle, restore func(...io.Reader) error) error {
+	if len(hs) == 0 {
+		return nil
+	}
+	readers := make([]io.Reader, 0, len(hs))
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	for _, h := range hs {
+		rc, err := r.snap.Open(h)
+		if err != nil {
+			return fmt.Errorf("%w %s of operator %q subtask %d from checkpoint %d (%s): %w",
+				ErrRestore, what, n.Name, t.subtask, r.id(), r.snap.Dir, err)
+		}
+		closers = append(closers, rc)
+		readers = append(readers, rc)
+	}
+	if err := restore(readers...); err != nil {
+		return fmt.Errorf("%w %s of operator %q subtask %d from checkpoint %d (%s): %w",
+			ErrRestore, what, n.Name, t.subtask, r.id(), r.snap.Dir, err)
+	}
+	return nil
+}
+
+// channelStateOf returns the in-flight data the restored checkpoint holds
+// for this task (recorded on the chain's head operator). Rescaling such a
+// checkpoint is refused: its channels no longer exist.
+func (t *Task) channelStateOf(head *Node) (in, out []storage.ChannelStateHandle, err error) {
+	r := t.att.restore
+	if r == nil {
+		return nil, nil, nil
+	}
+	for _, st := range r.byUID[head.UID] {
+		if len(st.InputChannelState) == 0 && len(st.OutputChannelState) == 0 {
+			continue
+		}
+		if st.Parallelism != t.vertex.Parallelism {
+			return nil, nil, fmt.Errorf("%w: checkpoint %d holds in-flight data of operator %q taken at parallelism %d, and the job now runs it at %d: restore it at its old parallelism, or rescale from a savepoint (savepoints are always aligned)",
+				ErrRestore, r.id(), head.Name, st.Parallelism, t.vertex.Parallelism)
+		}
+		if st.Subtask == t.subtask {
+			in, out = st.InputChannelState, st.OutputChannelState
+		}
+	}
+	return in, out, nil
+}

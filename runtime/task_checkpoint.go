@@ -1,0 +1,619 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/operators"
+	"github.com/sluicehq/sluice/runtime/network"
+	"github.com/sluicehq/sluice/state"
+)
+
+// errStopTask is the mail that ends a task after a stop-with-savepoint.
+var errStopTask = errors.New("stop task")
+
+// SnapshottingSource is implemented by source drivers whose position is
+// part of every checkpoint: they write it into their operator state in the
+// synchronous part.
+type SnapshottingSource interface {
+	SnapshotState(checkpointID int64) error
+}
+
+// taskCheckpoints is a task's part of checkpointing: its barrier handler,
+// the snapshots in progress, and their asynchronous parts.
+type taskCheckpoints struct {
+	t       *Task
+	handler checkpoint.BarrierHandler
+	pending map[int64]*pendingSnapshot
+	// overtaken output buffers of the last priority barrier, until
+	// PersistOvertakenOutput says which checkpoint they belong to.
+	overtaken []outputChunk
+	async     sync.WaitGroup
+	closed    bool
+}
+
+// pendingSnapshot is one checkpoint of this task from its synchronous part
+// until its asynchronous part starts.
+type pendingSnapshot struct {
+	barrier   checkpoint.Barrier
+	fig       checkpoint.TaskFigures
+	syncDone  bool
+	inputDone bool
+	// outputDone is false while an aligned barrier that may still be
+	// promoted (aligned-with-timeout) is queued in an output.
+	outputDone bool
+	units      []unitSnapshot
+	input      map[int][]byte // persisted input channel state by task channel
+	output     []outputChunk
+}
+
+type outputChunk struct {
+	partition, sub int
+	data           []byte
+}
+
+type unitSnapshot struct {
+	unit         *opUnit
+	op, keyed    state.StateSnapshot
+	committables [][]byte
+}
+
+func (p *pendingSnapshot) id() int64 { return p.barrier.ID }
+
+func (p *pendingSnapshot) release() {
+	for _, u := range p.units {
+		if u.op != nil {
+			u.op.Release()
+		}
+		if u.keyed != nil {
+			u.keyed.Release()
+		}
+	}
+}
+
+func newTaskCheckpoints(t *Task) *taskCheckpoints {
+	return &taskCheckpoints{
+		t:       t,
+		handler: checkpoint.NewBarrierHandler(t.job.cfg.Checkpoint.Mode, t.numChannels),
+		pending: map[int64]*pendingSnapshot{},
+	}
+}
+
+// triggerCheckpoint is the coordinator's trigger mail for a task without
+// open inputs (a source).
+func (t *Task) triggerCheckpoint(b checkpoint.Barrier) error {
+	if t.cp == nil || t.finished {
+		return nil
+	}
+	return t.cp.step(checkpoint.TriggerReceived{Barrier: b}, nil)
+}
+
+func (t *Task) notifyComplete(id int64) error {
+	if t.cp == nil {
+		return nil
+	}
+	if err := t.cp.step(checkpoint.CheckpointCompleted{ID: id}, nil); err != nil {
+		return err
+	}
+	return t.notifyUnits(id, true)
+}
+
+func (t *Task) notifyAborted(id int64) error {
+	if t.cp == nil {
+		return nil
+	}
+	if p := t.cp.pending[id]; p != nil {
+		p.release()
+		delete(t.cp.pending, id)
+	}
+	if err := t.cp.step(checkpoint.CheckpointAborted{ID: id}, nil); err != nil {
+		return err
+	}
+	return t.notifyUnits(id, false)
+}
+
+type checkpointListener interface {
+	NotifyCheckpointComplete(id int64) error
+	NotifyCheckpointAborted(id int64) error
+}
+
+// notifyUnits passes a notification to every operator, source and keyed
+// backend of the chain that listens for it.
+func (t *Task) notifyUnits(id int64, complete bool) error {
+	for _, u := range t.units {
+		var ls []checkpointListener
+		if l, ok := u.op.(checkpointListener); ok && u.op != nil {
+			ls = append(ls, l)
+		}
+		if u.op == nil && t.src != nil {
+			if l, ok := t.src.(checkpointListener); ok {
+				ls = append(ls, l)
+			}
+		}
+		if l, ok := u.ctx.KeyedState.(checkpointListener); ok && u.ctx.KeyedState != nil {
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			var err error
+			if complete {
+				err = l.NotifyCheckpointComplete(id)
+			} else {
+				err = l.NotifyCheckpointAborted(id)
+			}
+			if err != nil {
+				return operators.Wrap(u.ctx, fmt.Errorf("notify checkpoint %d: %w", id, err))
+			}
+		}
+	}
+	return nil
+}
+
+// drainEventTime is the source's part of stop-with-savepoint --drain: the
+// end of event time, so that every event-time timer fires first.
+func (t *Task) drainEventTime() error {
+	if d, ok := t.src.(interface{ EmitWatermark(int64) error }); ok {
+		return d.EmitWatermark(operators.MaxWatermark)
+	}
+	return nil
+}
+
+func (c *taskCheckpoints) step(ev checkpoint.Event, boe *network.BufferOrEvent) error {
+	return c.exec(c.handler.Step(time.Now(), ev), boe)
+}
+
+func (c *taskCheckpoints) onBarrier(ch int, b checkpoint.Barrier, boe *network.BufferOrEvent) error {
+	return c.step(checkpoint.BarrierReceived{Channel: ch, Barrier: b, Priority: boe.Priority, Overtaken: len(boe.Overtaken)}, boe)
+}
+
+// onBuffer tells the handler about a data buffer polled from channel ch,
+// and persists it when it belongs to an unaligned checkpoint's input state.
+func (c *taskCheckpoints) onBuffer(ch int, data []byte) error {
+	acts := c.handler.OnBuffer(ch, len(data))
+	for _, a := range acts {
+		if pi, ok := a.(checkpoint.PersistInput); ok {
+			if p := c.pending[pi.ID]; p != nil {
+				p.input[pi.Channel] = append(p.input[pi.Channel], data...)
+			}
+			continue
+		}
+		if err := c.exec([]checkpoint.Action{a}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func matchBarrier(id int64) func(ev any) bool {
+	return func(ev any) bool {
+		b, ok := ev.(checkpoint.Barrier)
+		return ok && b.ID == id
+	}
+}
+
+// exec carries out the barrier handler's actions, in order.
+func (c *taskCheckpoints) exec(acts []checkpoint.Action, boe *network.BufferOrEvent) error {
+	t := c.t
+	for len(acts) > 0 {
+		act := acts[0]
+		acts = acts[1:]
+		switch a := act.(type) {
+		case checkpoint.BlockChannel:
+			gi, local := t.channel(a.Channel)
+			gi.gate.Block(local)
+		case checkpoint.UnblockAll:
+			for _, gi := range t.gates {
+				gi.gate.UnblockAll()
+			}
+		case checkpoint.StartCheckpoint:
+			if err := c.snapshotSync(a); err != nil {
+				acts = append(c.handler.Step(time.Now(), checkpoint.CheckpointAborted{ID: a.Barrier.ID}), acts...)
+				c.abort(a.Barrier.ID, checkpoint.ReasonDeclined, err)
+			}
+		case checkpoint.ForwardBarrier:
+			c.overtaken = nil
+			for pi, p := range t.partitions {
+				if !a.Priority {
+					if err := p.BroadcastEvent(a.Barrier); err != nil {
+						return fmt.Errorf("task %s: forward barrier %d: %w", t.name, a.Barrier.ID, err)
+					}
+					continue
+				}
+				for sub := 0; sub < p.NumSubpartitions(); sub++ {
+					ov, err := p.AddPriorityEvent(sub, a.Barrier)
+					if err != nil {
+						return fmt.Errorf("task %s: forward priority barrier %d: %w", t.name, a.Barrier.ID, err)
+					}
+					for _, b := range ov {
+						c.overtaken = append(c.overtaken, outputChunk{partition: pi, sub: sub, data: b})
+					}
+				}
+			}
+			if p := c.pending[a.Barrier.ID]; p != nil && !a.Priority {
+				c.watchOutput(p)
+			}
+		case checkpoint.PersistOvertakenOutput:
+			p := c.pending[a.ID]
+			if p != nil {
+				p.output = append(p.output, c.overtaken...)
+				p.outputDone = true
+			}
+			c.overtaken = nil
+			if p != nil {
+				c.maybeAsync(p)
+			}
+		case checkpoint.PersistInput:
+			// Only OnBuffer asks for it; handled in onBuffer.
+		case checkpoint.PersistOvertakenInput:
+			if p := c.pending[a.ID]; p != nil && boe != nil {
+				for _, b := range boe.Overtaken {
+					p.input[a.Channel] = append(p.input[a.Channel], b...)
+				}
+			}
+		case checkpoint.PromoteInputBarrier:
+			gi, local := t.channel(a.Channel)
+			ov, found := gi.gate.PromoteEvent(local, matchBarrier(a.ID))
+			if found {
+				if p := c.pending[a.ID]; p != nil {
+					for _, b := range ov {
+						p.input[a.Channel] = append(p.input[a.Channel], b...)
+					}
+				}
+				acts = append(c.handler.Step(time.Now(), checkpoint.InputBarrierPromoted{Channel: a.Channel, ID: a.ID}), acts...)
+			}
+		case checkpoint.PromoteOutputBarrier:
+			p := c.pending[a.ID]
+			for pi, part := range t.partitions {
+				for sub := 0; sub < part.NumSubpartitions(); sub++ {
+					ov, found := part.PromoteEvent(sub, matchBarrier(a.ID))
+					if found && p != nil {
+						for _, b := range ov {
+							p.output = append(p.output, outputChunk{partition: pi, sub: sub, data: b})
+						}
+					}
+				}
+			}
+			if p != nil {
+				p.outputDone = true
+				c.maybeAsync(p)
+			}
+		case checkpoint.InputStateComplete:
+			if p := c.pending[a.ID]; p != nil {
+				p.inputDone = true
+				c.maybeAsync(p)
+			}
+		case checkpoint.RegisterTimer:
+			t.timers.At(a.At.UnixMilli(), func() error { return c.step(checkpoint.TimerFired{}, nil) })
+		case checkpoint.AbortCheckpoint:
+			c.abort(a.ID, a.Reason, fmt.Errorf("task %s aborted checkpoint %d: %s", t.name, a.ID, a.Reason))
+		case checkpoint.ForwardCancel:
+			for _, p := range t.partitions {
+				if err := p.BroadcastEvent(checkpoint.CancelCheckpointMarker{ID: a.ID}); err != nil {
+					return fmt.Errorf("task %s: forward cancel marker %d: %w", t.name, a.ID, err)
+				}
+			}
+		default:
+			return fmt.Errorf("task %s: unknown barrier handler action %s", t.name, act)
+		}
+	}
+	return nil
+}
+
+// watchOutput waits, for an aligned barrier that the timeout may still
+// promote, until it has left every output queue (or the timeout promotes
+// it): only then is the checkpoint's output channel state complete.
+func (c *taskCheckpoints) watchOutput(p *pendingSnapshot) {
+	if p.barrier.Options.Alignment != checkpoint.AlignedWithTimeout {
+		p.outputDone = true
+		c.maybeAsync(p)
+		return
+	}
+	if !c.barrierQueued(p.id()) {
+		p.outputDone = true
+		c.maybeAsync(p)
+		return
+	}
+	t := c.t
+	t.timers.At(t.timers.Now()+5, func() error {
+		if c.pending[p.id()] == p && !p.outputDone {
+			c.watchOutput(p)
+		}
+		return nil
+	})
+}
+
+func (c *taskCheckpoints) barrierQueued(id int64) bool {
+	match := matchBarrier(id)
+	for _, p := range c.t.partitions {
+		for sub := 0; sub < p.NumSubpartitions(); sub++ {
+			if p.HasQueuedEvent(sub, match) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// abort drops checkpoint id here and declines it to the coordinator.
+func (c *taskCheckpoints) abort(id int64, reason checkpoint.Reason, err error) {
+	if p := c.pending[id]; p != nil {
+		p.release()
+		delete(c.pending, id)
+	}
+	if d := c.t.att.driver; d != nil {
+		d.decline(c.t, id, reason, err)
+	}
+}
+
+// snapshotSync is the synchronous part of a checkpoint, on the task
+// goroutine: every operator captures its state (the backends' snapshots
+// are copy-on-write), and for an unaligned checkpoint the partial records
+// held by the input readers start the input channel state.
+func (c *taskCheckpoints) snapshotSync(a checkpoint.StartCheckpoint) error {
+	t := c.t
+	start := time.Now()
+	id := a.Barrier.ID
+	p := &pendingSnapshot{
+		barrier: a.Barrier,
+		fig: checkpoint.TaskFigures{
+			StartDelay: a.StartDelay, Alignment: a.Alignment, ProcessedData: a.Processed, Unaligned: a.Unaligned,
+		},
+		input: map[int][]byte{},
+		// The output side is complete when the barrier is forwarded
+		// (ForwardBarrier / PersistOvertakenOutput); a sink has none.
+		outputDone: len(t.partitions) == 0,
+	}
+	c.pending[id] = p
+	for _, u := range t.units {
+		us := unitSnapshot{unit: u}
+		if u.op == nil {
+			if s, ok := t.src.(SnapshottingSource); ok {
+				if err := s.SnapshotState(id); err != nil {
+					return operators.Wrap(u.ctx, fmt.Errorf("snapshot source for checkpoint %d: %w", id, err))
+				}
+			}
+		} else if s, ok := u.op.(operators.StateSnapshotter); ok {
+			cm, err := s.SnapshotState(id)
+			if err != nil {
+				return operators.Wrap(u.ctx, err)
+			}
+			us.committables = cm
+		}
+		var err error
+		if us.op, err = u.ctx.OperatorState.Snapshot(id); err != nil {
+			return operators.Wrap(u.ctx, fmt.Errorf("snapshot operator state for checkpoint %d: %w", id, err))
+		}
+		if u.ctx.KeyedState != nil {
+			if us.keyed, err = u.ctx.KeyedState.Snapshot(id); err != nil {
+				us.op.Release()
+				return operators.Wrap(u.ctx, fmt.Errorf("snapshot keyed state for checkpoint %d: %w", id, err))
+			}
+		}
+		p.units = append(p.units, us)
+	}
+	if a.Unaligned {
+		for _, gi := range t.gates {
+			for _, ci := range gi.channels {
+				if pend := ci.reader.Pending(); len(pend) > 0 {
+					ch := gi.offset + ci.index
+					p.input[ch] = append(p.input[ch], pend...)
+				}
+			}
+		}
+	} else {
+		p.inputDone = true
+	}
+	p.fig.Sync = time.Since(start)
+	p.syncDone = true
+	c.maybeAsync(p)
+	return nil
+}
+
+// maybeAsync starts the asynchronous part once the synchronous part is
+// done and the channel state is complete.
+func (c *taskCheckpoints) maybeAsync(p *pendingSnapshot) {
+	if !p.syncDone || !p.inputDone || !p.outputDone || c.pending[p.id()] != p || c.closed {
+		return
+	}
+	delete(c.pending, p.id())
+	t := c.t
+	d := t.att.driver
+	c.async.Add(1)
+	go func() {
+		defer c.async.Done()
+		start := time.Now()
+		states, written, persisted, err := c.write(p)
+		p.release()
+		if err != nil {
+			d.decline(t, p.id(), checkpoint.ReasonAsyncFailure, fmt.Errorf("task %s: write checkpoint %d: %w", t.name, p.id(), err))
+			return
+		}
+		p.fig.Async = time.Since(start)
+		p.fig.CheckpointedSize = written
+		p.fig.StateSize = written
+		p.fig.PersistedData = persisted
+		d.ack(t, p.id(), states, p.fig)
+	}()
+}
+
+// write is the asynchronous part: every operator's state streams, and the
+// channel state on the head operator. It returns the states, the bytes
+// written and the bytes of channel state.
+func (c *taskCheckpoints) write(p *pendingSnapshot) ([]storage.SubtaskState, int64, int64, error) {
+	t := c.t
+	loc, err := t.att.driver.location(p.id())
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	var written, persisted int64
+	states := make([]storage.SubtaskState, 0, len(p.units))
+	for i, us := range p.units {
+		u := us.unit
+		owner := fmt.Sprintf("%s-%d", u.node.UID, t.subtask)
+		st := storage.SubtaskState{
+			OperatorUID: u.node.UID, Subtask: t.subtask,
+			Parallelism: t.vertex.Parallelism, MaxParallelism: t.vertex.MaxParallelism,
+			Committables: us.committables,
+		}
+		h, err := writeStream(loc, owner+"-op", us.op)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("operator state of %q: %w", u.node.Name, err)
+		}
+		written += h.Size
+		st.OperatorState = []storage.OperatorStateHandle{{Name: operatorStateName, Distribution: storage.DistributeSplit, Handle: h}}
+		if us.keyed != nil {
+			h, err := writeStream(loc, owner+"-keyed", us.keyed)
+			if err != nil {
+				return nil, 0, 0, fmt.Errorf("keyed state of %q: %w", u.node.Name, err)
+			}
+			written += h.Size
+			kgr := u.ctx.KeyedState.KeyGroupRange()
+			st.KeyedState = []storage.KeyedStateHandle{{
+				KeyGroups: storage.KeyGroupRange{Start: kgr.Start, End: kgr.End}, Backend: backendHeap, Handle: &h,
+			}}
+		}
+		if i == 0 && (len(p.input) > 0 || len(p.output) > 0) {
+			in, out, n, err := writeChannelState(loc, owner+"-channels", p)
+			if err != nil {
+				return nil, 0, 0, fmt.Errorf("channel state: %w", err)
+			}
+			st.InputChannelState, st.OutputChannelState = in, out
+			written += n
+			persisted += n
+		}
+		states = append(states, st)
+	}
+	return states, written, persisted, nil
+}
+
+func writeStream(loc *storage.Location, owner string, w io.WriterTo) (storage.StateHandle, error) {
+	s := loc.CreateStateStream(owner)
+	if _, err := w.WriteTo(s); err != nil {
+		s.Abort()
+		return storage.StateHandle{}, err
+	}
+	return s.Close()
+}
+
+// writeChannelState writes the persisted in-flight data of a task in one
+// stream: input channels by task channel index, then output subpartitions
+// (Gate is the partition's index).
+func writeChannelState(loc *storage.Location, owner string, p *pendingSnapshot) (in, out []storage.ChannelStateHandle, n int64, err error) {
+	s := loc.CreateStateStream(owner)
+	var off int64
+	for _, ch := range slices.Sorted(maps.Keys(p.input)) {
+		data := p.input[ch]
+		if len(data) == 0 {
+			continue
+		}
+		if _, err := s.Write(data); err != nil {
+			s.Abort()
+			return nil, nil, 0, err
+		}
+		in = append(in, storage.ChannelStateHandle{Channel: ch, Offset: off, Length: int64(len(data))})
+		off += int64(len(data))
+	}
+	for _, c := range p.output {
+		if _, err := s.Write(c.data); err != nil {
+			s.Abort()
+			return nil, nil, 0, err
+		}
+		out = append(out, storage.ChannelStateHandle{Gate: c.partition, Channel: c.sub, Offset: off, Length: int64(len(c.data))})
+		off += int64(len(c.data))
+	}
+	h, err := s.Close()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for i := range in {
+		in[i].Handle = h
+	}
+	for i := range out {
+		out[i].Handle = h
+	}
+	return in, out, h.Size, nil
+}
+
+// close releases the snapshots in progress and waits for the
+// asynchronous parts.
+func (c *taskCheckpoints) close() {
+	c.closed = true
+	for id, p := range c.pending {
+		p.release()
+		delete(c.pending, id)
+	}
+	c.async.Wait()
+}
+
+// channel maps a task channel index to its gate and the channel in it.
+func (t *Task) channel(ch int) (*gateInput, int) {
+	for _, gi := range t.gates {
+		if ch < gi.offset+len(gi.channels) {
+			return gi, ch - gi.offset
+		}
+	}
+	panic(fmt.Sprintf("runtime: task %s has no channel %d", t.name, ch))
+}
+
+// replayChannelState puts the restored in-flight data back before any new
+// input: output buffers into their subpartitions, then the input channel
+// state through each channel's record reader into the operators.
+func (t *Task) replayChannelState() error {
+	if len(t.units) == 0 {
+		return nil
+	}
+	head := t.units[0]
+	if len(head.inputState) == 0 && len(head.outputState) == 0 {
+		return nil
+	}
+	r := t.att.restore
+	read := func(h storage.ChannelStateHandle) ([]byte, error) {
+		data, err := r.snap.ReadAll(h.Handle)
+		if err != nil {
+			return nil, fmt.Errorf("%w channel state of task %s from checkpoint %d: %w", ErrRestore, t.name, r.id(), err)
+		}
+		if h.Offset+h.Length > int64(len(data)) {
+			return nil, fmt.Errorf("%w channel state of task %s from checkpoint %d: range beyond its stream", ErrRestore, t.name, r.id())
+		}
+		return data[h.Offset : h.Offset+h.Length], nil
+	}
+	for _, h := range head.outputState {
+		if h.Gate >= len(t.partitions) || h.Channel >= t.partitions[h.Gate].NumSubpartitions() {
+			return fmt.Errorf("%w: checkpoint %d holds output state of partition %d subpartition %d, which task %s does not have",
+				ErrRestore, r.id(), h.Gate, h.Channel, t.name)
+		}
+		data, err := read(h)
+		if err != nil {
+			return err
+		}
+		if err := t.partitions[h.Gate].WriteRaw(t.ctx, h.Channel, data); err != nil {
+			return fmt.Errorf("task %s: replay output channel state: %w", t.name, err)
+		}
+	}
+	for _, h := range head.inputState {
+		if h.Channel >= t.numChannels {
+			return fmt.Errorf("%w: checkpoint %d holds input state of channel %d, which task %s does not have",
+				ErrRestore, r.id(), h.Channel, t.name)
+		}
+		data, err := read(h)
+		if err != nil {
+			return err
+		}
+		gi, local := t.channel(h.Channel)
+		ci := gi.channels[local]
+		ci.reader.FeedRaw(data)
+		t.cur = ci
+		for t.cur != nil {
+			if _, err := t.processInput(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
