@@ -30,10 +30,10 @@ type Task struct {
 	id       checkpoint.TaskID
 	upstream []checkpoint.TaskID
 	vertex   *JobVertex
-	subtask int
-	name    string
-	logger  *slog.Logger
-	ctx     context.Context
+	subtask  int
+	name     string
+	logger   *slog.Logger
+	ctx      context.Context
 
 	wake    chan struct{}
 	mailbox *Mailbox
@@ -49,11 +49,11 @@ type Task struct {
 	units   []*opUnit // every node of the chain, head first
 
 	// network
-	partitions []*network.ResultPartition
-	writers    []*netWriter
-	gates      []*gateInput
-	nextGate   int
-	cur        *channelInput // the channel whose buffer is being read
+	partitions  []*network.ResultPartition
+	writers     []*netWriter
+	gates       []*gateInput
+	nextGate    int
+	cur         *channelInput // the channel whose buffer is being read
 	valve       *watermarkValve
 	numChannels int
 	idle        bool // this task told its consumers it is idle
