@@ -226,6 +226,11 @@ func (k *KeyedStream[K, T]) Stream() *Stream[T] { return k.stream }
 // to the key, timestamps and timers.
 type KeyedProcessFunction[K comparable, IN, OUT any] = operators.KeyedProcessFunction[K, IN, OUT]
 
+// OperatorContext is what a user function that implements
+// Open(*OperatorContext) error gets before the first record: its subtask,
+// its keyed and operator state backends, and whether it was restored.
+type OperatorContext = operators.Context
+
 // KeyedContext is the context of a KeyedProcessFunction.
 type KeyedContext[K comparable] = operators.KeyedContext[K]
 

@@ -500,6 +500,12 @@ func (c *Coordinator) trigger(now time.Time, kind Kind, sp *SavepointRequest, ac
 		savepoint: sp,
 		final:     c.finalWanted && sp == nil,
 	}
+	if p.final {
+		// The final checkpoint is aligned: it must cover every record, as
+		// no later checkpoint will commit what an unaligned barrier would
+		// leave behind it as in-flight data.
+		p.barrier.Options.Alignment, p.barrier.Options.AlignedTimeout = Aligned, 0
+	}
 	for _, t := range c.tasks {
 		if !c.finished[t.ID] {
 			p.awaiting[t.ID] = true

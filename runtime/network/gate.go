@@ -121,6 +121,10 @@ func (g *InputGate) notifyPriority(c *inputChannel) {
 // there is nothing to poll. Priority events come before anything else;
 // otherwise the channels that have data and are not blocked take turns.
 // EndOfPartition is delivered once per channel.
+// testHookPicked, set by tests only, runs after Poll picked a channel and
+// before it takes the channel's lock: where a producer may race it.
+var testHookPicked func()
+
 func (g *InputGate) Poll() (BufferOrEvent, bool) {
 	for {
 		g.mu.Lock()
@@ -151,10 +155,23 @@ func (g *InputGate) Poll() (BufferOrEvent, bool) {
 		if c == nil {
 			return BufferOrEvent{}, false
 		}
+		if testHookPicked != nil {
+			testHookPicked()
+		}
 
 		c.sp.mu.Lock()
 		var e entry
 		var ok bool
+		if !prio && c.prio.len() > 0 {
+			// A priority event arrived after this channel was picked for
+			// data: it goes first, since the data it overtook (and carries
+			// copies of) must not be delivered ahead of it. The channel
+			// stays ready for its data.
+			prio = true
+			if c.received.len() > 0 {
+				g.notifyData(c)
+			}
+		}
 		if prio {
 			if e, ok = c.prio.popFront(); ok && c.prio.len() > 0 {
 				g.notifyPriority(c)
