@@ -120,3 +120,11 @@ func (e *Environment) validateCheckpointing() error {
 	}
 	return nil
 }
+
+// WithCheckpointListener calls fn with the statistics of every checkpoint
+// and savepoint that completes or fails (id, end-to-end duration, sizes,
+// persisted in-flight data, and every subtask's figures). It runs on the
+// checkpoint coordinator's goroutine and must return quickly.
+func WithCheckpointListener(fn func(checkpoint.CheckpointStats)) Option {
+	return func(e *Environment) { e.cfg.CheckpointListener = fn }
+}

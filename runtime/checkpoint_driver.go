@@ -240,6 +240,7 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 				logger.Info("checkpoint completed", "checkpoint", id, "kind", a.Metadata.Kind, "path", path)
 			}
 			acts = append(acts, d.coord.MetadataWritten(time.Now(), id, path, err)...)
+			d.report(id)
 		case checkpoint.NotifyComplete:
 			d.forget(a.ID)
 			for _, id := range a.Tasks {
@@ -248,6 +249,7 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			}
 		case checkpoint.NotifyAborted:
 			d.forget(a.ID)
+			d.report(a.ID)
 			for _, id := range a.Tasks {
 				t, cid := d.a.tasks[id], a.ID
 				_ = t.mailbox.Put(func() error { return t.notifyAborted(cid) })
@@ -280,6 +282,18 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 		default:
 			logger.Warn("unknown checkpoint coordinator action", "action", act.String())
 		}
+	}
+}
+
+// report hands the statistics of a checkpoint that ended to the
+// configured listener.
+func (d *checkpointDriver) report(id int64) {
+	l := d.a.job.cfg.CheckpointListener
+	if l == nil {
+		return
+	}
+	if cs, ok := d.coord.CheckpointStats(id); ok {
+		l(cs)
 	}
 }
 

@@ -112,7 +112,11 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	}
 	j := &Job{graph: g, cfg: cfg, logger: logger, done: make(chan struct{})}
 	if cfg.Checkpoint.Directory != "" {
-		st, err := storage.New(storage.OSFS{}, cfg.Checkpoint.Directory, storageName(cfg.JobName),
+		fsys := cfg.CheckpointFS
+		if fsys == nil {
+			fsys = storage.OSFS{}
+		}
+		st, err := storage.New(fsys, cfg.Checkpoint.Directory, storageName(cfg.JobName),
 			storage.Options{InlineThreshold: storage.DefaultInlineThreshold, Logger: logger})
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint storage: %w", err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/runtime/network"
 	"github.com/sluicehq/sluice/source"
@@ -155,6 +156,13 @@ type Config struct {
 	// StateBackend makes the keyed state backend of one keyed operator
 	// subtask; nil means the heap backend.
 	StateBackend StateBackendFactory
+	// CheckpointListener, when set, is called with the statistics of every
+	// checkpoint and savepoint that completes or fails, on the
+	// coordinator's goroutine: it must return quickly.
+	CheckpointListener func(checkpoint.CheckpointStats)
+	// CheckpointFS is the filesystem checkpoints are written to; nil is
+	// the operating system's. Tests inject faults through it.
+	CheckpointFS storage.FS
 }
 
 // StateBackendFactory makes the keyed state backend of one subtask of a

@@ -382,6 +382,12 @@ func (t *Task) opCtxs0() *operators.Context {
 // processInput reads records of the current buffer, or polls the gates for
 // the next buffer or event. It reports whether it made progress.
 func (t *Task) processInput() (bool, error) {
+	if t.cp != nil && t.cur != nil {
+		// An unaligned barrier does not wait for the rest of the buffer.
+		if ok, err := t.pollPriority(); ok || err != nil {
+			return true, err
+		}
+	}
 	if ci := t.cur; ci != nil {
 		n := int64(0)
 		for {
@@ -406,7 +412,7 @@ func (t *Task) processInput() (bool, error) {
 			if err != nil {
 				return true, err
 			}
-			if t.mailbox.HasMail() || !t.outputsAvailable() {
+			if t.mailbox.HasMail() || !t.outputsAvailable() || t.priorityPending() {
 				break
 			}
 		}
@@ -441,6 +447,33 @@ func (t *Task) processInput() (bool, error) {
 	return false, nil
 }
 
+// priorityPending reports whether a gate may hold a priority event.
+func (t *Task) priorityPending() bool {
+	if t.cp == nil {
+		return false
+	}
+	for _, gi := range t.gates {
+		if gi.gate.HasPriority() {
+			return true
+		}
+	}
+	return false
+}
+
+// pollPriority handles the next priority event of any gate, in the middle
+// of a buffer: the reader of the current channel keeps its place.
+func (t *Task) pollPriority() (bool, error) {
+	for _, gi := range t.gates {
+		if !gi.gate.HasPriority() {
+			continue
+		}
+		if boe, ok := gi.gate.PollPriority(); ok {
+			return true, t.handleEvent(gi.channels[boe.Channel], &boe)
+		}
+	}
+	return false, nil
+}
+
 func (t *Task) handleEvent(ci *channelInput, boe *network.BufferOrEvent) error {
 	ch := ci.gate.offset + ci.index
 	switch e := boe.Event.(type) {
@@ -465,6 +498,11 @@ func (t *Task) handleEvent(ci *channelInput, boe *network.BufferOrEvent) error {
 			return fmt.Errorf("task %s: checkpoint barrier %d on channel %d, but checkpointing is off", t.name, e.ID, ch)
 		}
 		return t.cp.onBarrier(ch, e, boe)
+	case BarrierAnnouncement:
+		if t.cp != nil {
+			t.cp.onAnnouncement(e.Barrier)
+		}
+		return nil
 	case checkpoint.CancelCheckpointMarker:
 		if t.cp == nil {
 			return nil

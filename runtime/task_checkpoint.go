@@ -37,7 +37,18 @@ type taskCheckpoints struct {
 	overtaken []outputChunk
 	async     sync.WaitGroup
 	closed    bool
+	// Announced aligned-with-timeout checkpoints: the deadline timer is
+	// armed once; promoted holds, per checkpoint and channel, the buffers
+	// a promotion at the deadline overtook before the handler started it.
+	announced map[int64]bool
+	promoted  map[int64]map[int][]byte
 }
+
+// BarrierAnnouncement is the priority event sent ahead of an aligned
+// barrier that may time out: the consumer learns of the checkpoint while
+// the barrier still waits behind data in its input channel, so that at the
+// deadline it can promote it (Flink's barrier announcement).
+type BarrierAnnouncement struct{ Barrier checkpoint.Barrier }
 
 // pendingSnapshot is one checkpoint of this task from its synchronous part
 // until its asynchronous part starts.
@@ -80,9 +91,62 @@ func (p *pendingSnapshot) release() {
 
 func newTaskCheckpoints(t *Task) *taskCheckpoints {
 	return &taskCheckpoints{
-		t:       t,
-		handler: checkpoint.NewBarrierHandler(t.job.cfg.Checkpoint.Mode, t.numChannels),
-		pending: map[int64]*pendingSnapshot{},
+		t:         t,
+		handler:   checkpoint.NewBarrierHandler(t.job.cfg.Checkpoint.Mode, t.numChannels),
+		pending:   map[int64]*pendingSnapshot{},
+		announced: map[int64]bool{},
+		promoted:  map[int64]map[int][]byte{},
+	}
+}
+
+// onAnnouncement arms, once per checkpoint, a timer at the barrier's
+// alignment deadline.
+func (c *taskCheckpoints) onAnnouncement(b checkpoint.Barrier) {
+	if c.announced[b.ID] || b.Options.Alignment != checkpoint.AlignedWithTimeout {
+		return
+	}
+	c.announced[b.ID] = true
+	deadline := b.TriggerTime().Add(b.Options.AlignedTimeout)
+	c.t.timers.At(deadline.UnixMilli(), func() error { return c.announcedDeadline(b.ID) })
+}
+
+// announcedDeadline promotes barrier id in every input channel where it
+// is still queued, when the handler has not started that checkpoint: the
+// barrier is then polled as a priority event and the checkpoint goes
+// unaligned; the buffers it overtook are its input state.
+func (c *taskCheckpoints) announcedDeadline(id int64) error {
+	if pid, ok := c.handler.Pending(); ok && pid >= id {
+		return nil // the handler runs this checkpoint and its own timeout
+	}
+	for _, gi := range c.t.gates {
+		for _, ci := range gi.channels {
+			ov, found := gi.gate.PromoteEvent(ci.index, matchBarrier(id))
+			if !found {
+				continue
+			}
+			if c.promoted[id] == nil {
+				c.promoted[id] = map[int][]byte{}
+			}
+			ch := gi.offset + ci.index
+			for _, b := range ov {
+				c.promoted[id][ch] = append(c.promoted[id][ch], b...)
+			}
+		}
+	}
+	return nil
+}
+
+// forget drops the bookkeeping of checkpoints up to id.
+func (c *taskCheckpoints) forget(id int64) {
+	for k := range c.announced {
+		if k <= id {
+			delete(c.announced, k)
+		}
+	}
+	for k := range c.promoted {
+		if k <= id {
+			delete(c.promoted, k)
+		}
 	}
 }
 
@@ -99,6 +163,7 @@ func (t *Task) notifyComplete(id int64) error {
 	if t.cp == nil {
 		return nil
 	}
+	t.cp.forget(id)
 	if err := t.cp.step(checkpoint.CheckpointCompleted{ID: id}, nil); err != nil {
 		return err
 	}
@@ -113,6 +178,7 @@ func (t *Task) notifyAborted(id int64) error {
 		p.release()
 		delete(t.cp.pending, id)
 	}
+	t.cp.forget(id)
 	if err := t.cp.step(checkpoint.CheckpointAborted{ID: id}, nil); err != nil {
 		return err
 	}
@@ -222,6 +288,13 @@ func (c *taskCheckpoints) exec(acts []checkpoint.Action, boe *network.BufferOrEv
 				if !a.Priority {
 					if err := p.BroadcastEvent(a.Barrier); err != nil {
 						return fmt.Errorf("task %s: forward barrier %d: %w", t.name, a.Barrier.ID, err)
+					}
+					if a.Barrier.Options.Alignment == checkpoint.AlignedWithTimeout {
+						for sub := 0; sub < p.NumSubpartitions(); sub++ {
+							if _, err := p.AddPriorityEvent(sub, BarrierAnnouncement{Barrier: a.Barrier}); err != nil {
+								return fmt.Errorf("task %s: announce barrier %d: %w", t.name, a.Barrier.ID, err)
+							}
+						}
 					}
 					continue
 				}
@@ -406,6 +479,10 @@ func (c *taskCheckpoints) snapshotSync(a checkpoint.StartCheckpoint) error {
 				}
 			}
 		}
+		for ch, data := range c.promoted[id] {
+			p.input[ch] = append(p.input[ch], data...)
+		}
+		delete(c.promoted, id)
 	} else {
 		p.inputDone = true
 	}

@@ -21,8 +21,9 @@ type InputGate struct {
 	finished atomic.Int32 // channels that delivered EndOfPartition
 
 	mu             sync.Mutex
-	ready          deque[int] // channels with data, round-robin order
-	prioReady      deque[int] // channels with a priority event
+	ready          deque[int]   // channels with data, round-robin order
+	prioReady      deque[int]   // channels with a priority event
+	prioPending    atomic.Int32 // entries in prioReady, for HasPriority
 	floatFree      []*Buffer
 	floatAllocated int
 	floatWaiters   deque[int] // channels with backlog and no credit, FIFO
@@ -110,6 +111,7 @@ func (g *InputGate) notifyPriority(c *inputChannel) {
 	if push {
 		c.inPrio = true
 		g.prioReady.pushBack(c.index)
+		g.prioPending.Add(1)
 	}
 	g.mu.Unlock()
 	if push {
@@ -117,14 +119,45 @@ func (g *InputGate) notifyPriority(c *inputChannel) {
 	}
 }
 
-// Poll returns the next buffer or event without blocking, and false when
-// there is nothing to poll. Priority events come before anything else;
-// otherwise the channels that have data and are not blocked take turns.
-// EndOfPartition is delivered once per channel.
 // testHookPicked, set by tests only, runs after Poll picked a channel and
 // before it takes the channel's lock: where a producer may race it.
 var testHookPicked func()
 
+// HasPriority reports, cheaply, whether a priority event may be waiting:
+// a task checks it between records so that an unaligned barrier does not
+// wait for the rest of the buffer being read.
+func (g *InputGate) HasPriority() bool { return g.prioPending.Load() > 0 }
+
+// PollPriority returns the next priority event, or false when there is
+// none; unlike Poll it never returns data.
+func (g *InputGate) PollPriority() (BufferOrEvent, bool) {
+	for {
+		g.mu.Lock()
+		i, ok := g.prioReady.popFront()
+		if !ok || g.released {
+			g.mu.Unlock()
+			return BufferOrEvent{}, false
+		}
+		g.prioPending.Add(-1)
+		c := g.channels[i]
+		c.inPrio = false
+		g.mu.Unlock()
+		c.sp.mu.Lock()
+		e, ok := c.prio.popFront()
+		if ok && c.prio.len() > 0 {
+			g.notifyPriority(c)
+		}
+		c.sp.mu.Unlock()
+		if ok {
+			return BufferOrEvent{Event: e.ev, Channel: c.index, Priority: true, Overtaken: e.overtaken}, true
+		}
+	}
+}
+
+// Poll returns the next buffer or event without blocking, and false when
+// there is nothing to poll. Priority events come before anything else;
+// otherwise the channels that have data and are not blocked take turns.
+// EndOfPartition is delivered once per channel.
 func (g *InputGate) Poll() (BufferOrEvent, bool) {
 	for {
 		g.mu.Lock()
@@ -135,6 +168,7 @@ func (g *InputGate) Poll() (BufferOrEvent, bool) {
 		var c *inputChannel
 		prio := false
 		if i, ok := g.prioReady.popFront(); ok {
+			g.prioPending.Add(-1)
 			c, prio = g.channels[i], true
 			c.inPrio = false
 		} else {
@@ -286,6 +320,7 @@ func (g *InputGate) Release() {
 	g.released = true
 	g.ready.clear()
 	g.prioReady.clear()
+	g.prioPending.Store(0)
 	for g.floatWaiters.len() > 0 {
 		i, _ := g.floatWaiters.popFront()
 		g.channels[i].waitingFloat = false
