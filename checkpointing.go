@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/runtime"
 )
 
@@ -127,4 +128,10 @@ func (e *Environment) validateCheckpointing() error {
 // checkpoint coordinator's goroutine and must return quickly.
 func WithCheckpointListener(fn func(checkpoint.CheckpointStats)) Option {
 	return func(e *Environment) { e.cfg.CheckpointListener = fn }
+}
+
+// WithCheckpointStorageFS writes checkpoints through fsys instead of the
+// operating system's filesystem: for tests that inject storage faults.
+func WithCheckpointStorageFS(fsys storage.FS) Option {
+	return func(e *Environment) { e.cfg.CheckpointFS = fsys }
 }
