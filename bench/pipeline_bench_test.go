@@ -45,10 +45,18 @@ func run(b *testing.B, env *sluice.Environment, want int64, discard *sink.Discar
 
 // BenchmarkKeyedCount is issue 2's runtime benchmark: datagen of 100-byte
 // records over 10,000 keys -> keyBy -> running count in a Go map ->
-// discard, parallelism 2.
+// discard, parallelism 2. The checkpointed variant takes an aligned
+// checkpoint every second: compare the two records/s figures.
 func BenchmarkKeyedCount(b *testing.B) {
+	b.Run("checkpoints=off", func(b *testing.B) { keyedCount(b) })
+	b.Run("checkpoints=1s", func(b *testing.B) {
+		keyedCount(b, sluice.WithCheckpointing(time.Second, b.TempDir()))
+	})
+}
+
+func keyedCount(b *testing.B, opts ...sluice.Option) {
 	b.ReportAllocs()
-	env := sluice.NewEnvironment(sluice.WithParallelism(2), quiet)
+	env := sluice.NewEnvironment(append([]sluice.Option{sluice.WithParallelism(2), quiet}, opts...)...)
 	gen := source.NewDatagen(source.RandomRecords(1, 100, 10_000), source.DatagenCount(int64(b.N)))
 	recs := sluice.FromSource(env, gen, sluice.NoWatermarks[source.Record](), "datagen",
 		sluice.WithCodec[source.Record](source.RecordCodec{}))

@@ -1,5 +1,7 @@
 package operators
 
+import "fmt"
+
 // StateSnapshotter is implemented by operators that keep something outside
 // their state backends which a checkpoint must hold: a source reader's
 // position, a sink writer's state, a two-phase-commit sink's pre-committed
@@ -17,4 +19,22 @@ type StateSnapshotter interface {
 type CheckpointListener interface {
 	NotifyCheckpointComplete(checkpointID int64) error
 	NotifyCheckpointAborted(checkpointID int64) error
+}
+
+// FunctionSnapshotter is implemented by user functions that keep something
+// outside keyed state which a checkpoint must hold: they write it into
+// their operator state (Context.OperatorState) in the synchronous part of
+// checkpoint checkpointID, on the task goroutine.
+type FunctionSnapshotter interface {
+	SnapshotState(checkpointID int64) error
+}
+
+// snapshotFunction calls a user function's FunctionSnapshotter, if any.
+func snapshotFunction(ctx *Context, fn any, id int64) ([][]byte, error) {
+	if s, ok := fn.(FunctionSnapshotter); ok {
+		if err := s.SnapshotState(id); err != nil {
+			return nil, Wrap(ctx, fmt.Errorf("snapshot for checkpoint %d: %w", id, err))
+		}
+	}
+	return nil, nil
 }

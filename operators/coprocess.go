@@ -81,6 +81,28 @@ func (p *CoProcess[IN1, IN2, OUT]) ProcessWatermark(wm int64) error {
 
 func (p *CoProcess[IN1, IN2, OUT]) Finish() error { return nil }
 
+// SnapshotState lets the user function store what it keeps outside keyed
+// state (FunctionSnapshotter).
+func (p *CoProcess[IN1, IN2, OUT]) SnapshotState(id int64) ([][]byte, error) {
+	return snapshotFunction(p.ctx, p.fn, id)
+}
+
+// NotifyCheckpointComplete and NotifyCheckpointAborted pass the
+// notifications on to a user function that listens for them.
+func (p *CoProcess[IN1, IN2, OUT]) NotifyCheckpointComplete(id int64) error {
+	if l, ok := p.fn.(CheckpointListener); ok {
+		return Wrap(p.ctx, l.NotifyCheckpointComplete(id))
+	}
+	return nil
+}
+
+func (p *CoProcess[IN1, IN2, OUT]) NotifyCheckpointAborted(id int64) error {
+	if l, ok := p.fn.(CheckpointListener); ok {
+		return Wrap(p.ctx, l.NotifyCheckpointAborted(id))
+	}
+	return nil
+}
+
 func (p *CoProcess[IN1, IN2, OUT]) Close() error {
 	if c, ok := p.fn.(Closer); ok {
 		return Wrap(p.ctx, c.Close())

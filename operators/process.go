@@ -169,6 +169,12 @@ func (p *KeyedProcess[K, IN, OUT]) ProcessWatermark(wm int64) error {
 
 func (p *KeyedProcess[K, IN, OUT]) Finish() error { return nil }
 
+// SnapshotState lets the user function store what it keeps outside keyed
+// state (FunctionSnapshotter).
+func (p *KeyedProcess[K, IN, OUT]) SnapshotState(id int64) ([][]byte, error) {
+	return snapshotFunction(p.ctx, p.fn, id)
+}
+
 // NotifyCheckpointComplete and NotifyCheckpointAborted pass the
 // notifications on to a user function that listens for them.
 func (p *KeyedProcess[K, IN, OUT]) NotifyCheckpointComplete(id int64) error {
