@@ -127,11 +127,20 @@ func (e *Environment) validateCheckpointing() error {
 // persisted in-flight data, and every subtask's figures). It runs on the
 // checkpoint coordinator's goroutine and must return quickly.
 func WithCheckpointListener(fn func(checkpoint.CheckpointStats)) Option {
-	return func(e *Environment) { e.cfg.CheckpointListener = fn }
+	return func(e *Environment) { e.cfg.CheckpointListeners = append(e.cfg.CheckpointListeners, fn) }
 }
 
 // WithCheckpointStorageFS writes checkpoints through fsys instead of the
 // operating system's filesystem: for tests that inject storage faults.
 func WithCheckpointStorageFS(fsys storage.FS) Option {
 	return func(e *Environment) { e.cfg.CheckpointFS = fsys }
+}
+
+// RestoreInfo says what a job attempt restored and how long it took.
+type RestoreInfo = runtime.RestoreInfo
+
+// WithRestoreListener calls fn once per job attempt that restored state
+// from a checkpoint or savepoint.
+func WithRestoreListener(fn func(RestoreInfo)) Option {
+	return func(e *Environment) { e.cfg.RestoreListeners = append(e.cfg.RestoreListeners, fn) }
 }

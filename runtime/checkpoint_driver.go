@@ -288,12 +288,14 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 // report hands the statistics of a checkpoint that ended to the
 // configured listener.
 func (d *checkpointDriver) report(id int64) {
-	l := d.a.job.cfg.CheckpointListener
-	if l == nil {
+	ls := d.a.job.cfg.CheckpointListeners
+	if len(ls) == 0 {
 		return
 	}
 	if cs, ok := d.coord.CheckpointStats(id); ok {
-		l(cs)
+		for _, l := range ls {
+			l(cs)
+		}
 	}
 }
 

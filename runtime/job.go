@@ -49,6 +49,8 @@ type Job struct {
 	att      atomic.Pointer[attempt]
 	restarts atomic.Int64
 
+	lastRestore atomic.Pointer[RestoreInfo]
+
 	mu       sync.Mutex
 	err      error
 	canceled bool
@@ -72,6 +74,8 @@ type attempt struct {
 	err     error
 	stopped bool // stop-with-savepoint: tasks exit without finishing
 	wg      sync.WaitGroup
+
+	restoreCounters restoreCounters
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
@@ -242,6 +246,7 @@ func (j *Job) isCanceled() bool {
 // newAttempt makes the tasks of one attempt, restoring their state.
 func (j *Job) newAttempt(number int, restore *restoreSnapshot) (*attempt, error) {
 	a := &attempt{job: j, number: number, restore: restore}
+	a.restoreCounters.start = time.Now()
 	a.ctx, a.cancel = context.WithCancel(j.ctx)
 	if err := a.deploy(); err != nil {
 		a.cancel()
@@ -423,6 +428,8 @@ func (a *attempt) deploy() error {
 			return err
 		}
 	}
+	a.restoreCounters.stateDone = time.Now()
+	a.restoreCounters.replayLeft.Store(int32(len(a.tasks)))
 	return nil
 }
 

@@ -156,10 +156,13 @@ type Config struct {
 	// StateBackend makes the keyed state backend of one keyed operator
 	// subtask; nil means the heap backend.
 	StateBackend StateBackendFactory
-	// CheckpointListener, when set, is called with the statistics of every
+	// CheckpointListeners are called with the statistics of every
 	// checkpoint and savepoint that completes or fails, on the
-	// coordinator's goroutine: it must return quickly.
-	CheckpointListener func(checkpoint.CheckpointStats)
+	// coordinator's goroutine: they must return quickly.
+	CheckpointListeners []func(checkpoint.CheckpointStats)
+	// RestoreListeners are called once per attempt that restored state,
+	// with what it restored and how long that took.
+	RestoreListeners []func(RestoreInfo)
 	// CheckpointFS is the filesystem checkpoints are written to; nil is
 	// the operating system's. Tests inject faults through it.
 	CheckpointFS storage.FS

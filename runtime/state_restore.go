@@ -130,6 +130,7 @@ func (t *Task) restoreFrom(r *restoreSnapshot, n *Node, what string, hs []storag
 		}
 	}()
 	for _, h := range hs {
+		t.att.restoreCounters.bytes.Add(h.Size)
 		rc, err := r.snap.Open(h)
 		if err != nil {
 			return fmt.Errorf("%w %s of operator %q subtask %d from checkpoint %d (%s): %w",

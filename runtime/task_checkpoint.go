@@ -642,6 +642,8 @@ func (t *Task) channel(ch int) (*gateInput, int) {
 // input: output buffers into their subpartitions, then the input channel
 // state through each channel's record reader into the operators.
 func (t *Task) replayChannelState() error {
+	start := time.Now()
+	defer func() { t.att.replayed(time.Since(start)) }()
 	if len(t.units) == 0 {
 		return nil
 	}
@@ -652,6 +654,7 @@ func (t *Task) replayChannelState() error {
 	r := t.att.restore
 	read := func(h storage.ChannelStateHandle) ([]byte, error) {
 		data, err := r.snap.ReadAll(h.Handle)
+		t.att.restoreCounters.bytes.Add(h.Length)
 		if err != nil {
 			return nil, fmt.Errorf("%w channel state of task %s from checkpoint %d: %w", ErrRestore, t.name, r.id(), err)
 		}
