@@ -31,6 +31,7 @@ type checkpointDriver struct {
 	mu         sync.Mutex
 	locations  map[int64]*storage.Location
 	savepoints map[int64]chan savepointResult
+	final      *checkpoint.CheckpointingStats // after shutdown
 }
 
 type savepointResult struct {
@@ -188,6 +189,10 @@ func (d *checkpointDriver) shutdown(term checkpoint.Termination) {
 			acts = d.coord.Shutdown(time.Now(), term)
 		}
 		d.exec(acts)
+		final := d.coord.Stats()
+		d.mu.Lock()
+		d.final = &final
+		d.mu.Unlock()
 	})
 	close(d.quit)
 	<-d.exited
@@ -360,8 +365,15 @@ func (d *checkpointDriver) triggerSavepoint(ctx context.Context, parent string, 
 // stats returns the coordinator's checkpoint statistics.
 func (d *checkpointDriver) stats() (checkpoint.CheckpointingStats, bool) {
 	var s checkpoint.CheckpointingStats
-	ok := d.call(func() { s = d.coord.Stats() })
-	return s, ok
+	if d.call(func() { s = d.coord.Stats() }) {
+		return s, true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.final != nil {
+		return *d.final, true // the attempt ended: its last statistics
+	}
+	return s, false
 }
 
 // TriggerSavepoint takes a savepoint (always aligned) into a new directory
