@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -21,6 +22,8 @@ type JobVertex struct {
 	// In are the network edges into the chain's head; Out the network
 	// edges leaving any node of the chain.
 	In, Out []*Edge
+	// sides are the side output nodes of the chain's operators.
+	sides []*Node
 }
 
 // Head returns the chain's first node.
@@ -72,6 +75,10 @@ func Compile(p *Plan, cfg Config) (*JobGraph, error) {
 				return nil, invalid(n, "uid %q is already used by operator %q", n.UID, prev)
 			}
 			uids[n.UID] = n.Name
+		}
+		if n.IsSide() {
+			n.Parallelism, n.MaxParallelism = n.SideOf.Parallelism, n.SideOf.MaxParallelism
+			continue
 		}
 		if n.Parallelism == 0 {
 			n.Parallelism = cfg.Parallelism
@@ -125,6 +132,13 @@ func Compile(p *Plan, cfg Config) (*JobGraph, error) {
 		}
 	}
 	for _, n := range p.Nodes {
+		if n.IsSide() {
+			// A side output runs in its parent's chain.
+			v := g.vertexOf[n.SideOf]
+			g.vertexOf[n] = v
+			v.sides = append(v.sides, n)
+			continue
+		}
 		var v *JobVertex
 		if len(n.Inputs) == 1 && cfg.Chaining {
 			e := n.Inputs[0]
@@ -146,6 +160,8 @@ func Compile(p *Plan, cfg Config) (*JobGraph, error) {
 		names := make([]string, len(v.Nodes))
 		for i, n := range v.Nodes {
 			names[i] = n.Name
+		}
+		for _, n := range append(slices.Clip(v.Nodes), v.sides...) {
 			for _, e := range g.outEdges[n] {
 				if !g.chained[e] {
 					v.Out = append(v.Out, e)

@@ -87,6 +87,26 @@ type Node struct {
 	// any (nil for sinks); inputs are its operators.Input[Ti] as any, one
 	// per input index.
 	Build func(out any) (op operators.Operator, inputs []any, err error)
+	// BuildWithSides replaces Build for an operator with side outputs:
+	// sides[i] is the operators.Output of Sides[i].
+	BuildWithSides func(out any, sides []any) (op operators.Operator, inputs []any, err error)
+
+	// Sides are the side outputs of this operator (Flink's OutputTag):
+	// nodes with an output type of their own and no operator, which run in
+	// their parent's chain. SideOf is the parent of a side output node.
+	Sides  []*Node
+	SideOf *Node
+}
+
+// IsSide reports whether the node is a side output of another.
+func (n *Node) IsSide() bool { return n.SideOf != nil }
+
+// AddSide adds a side output of parent with output type out.
+func (p *Plan) AddSide(parent *Node, name string, out TypeInfo) *Node {
+	sn := p.Add(&Node{Name: name, UID: parent.UID + "/" + name, Out: out, SideOf: parent,
+		Parallelism: parent.Parallelism, MaxParallelism: parent.MaxParallelism, DisableChaining: parent.DisableChaining})
+	parent.Sides = append(parent.Sides, sn)
+	return sn
 }
 
 // IsSource reports whether the node is a source.

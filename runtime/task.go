@@ -104,8 +104,10 @@ func (t *Task) build(g *JobGraph) error {
 	built := map[*Node]builtNode{}
 	var post []operators.Operator
 	var postCtx []*operators.Context
+	// outputOf makes the output of n (or of a side output node): the
+	// fan-out of its chained successors' inputs and its network writers.
 	var build func(n *Node) ([]any, error)
-	build = func(n *Node) ([]any, error) {
+	outputOf := func(n *Node) (any, error) {
 		var outs []any
 		for _, e := range g.outEdges[n] {
 			if g.Chained(e) {
@@ -132,9 +134,23 @@ func (t *Task) build(g *JobGraph) error {
 			}
 			outs = append(outs, o)
 		}
-		var out any
-		if n.Out != nil {
-			out = n.Out.fanOut(outs)
+		if n.Out == nil {
+			return nil, nil
+		}
+		return n.Out.fanOut(outs), nil
+	}
+	build = func(n *Node) ([]any, error) {
+		out, err := outputOf(n)
+		if err != nil {
+			return nil, err
+		}
+		var sides []any
+		for _, sn := range n.Sides {
+			so, err := outputOf(sn)
+			if err != nil {
+				return nil, err
+			}
+			sides = append(sides, so)
 		}
 		oc := t.operatorContext(n)
 		if err := t.initState(n, oc); err != nil {
@@ -152,7 +168,13 @@ func (t *Task) build(g *JobGraph) error {
 			built[n] = builtNode{}
 			return nil, nil
 		}
-		op, ins, err := n.Build(out)
+		var op operators.Operator
+		var ins []any
+		if n.BuildWithSides != nil {
+			op, ins, err = n.BuildWithSides(out, sides)
+		} else {
+			op, ins, err = n.Build(out)
+		}
 		if err != nil {
 			return nil, operators.Wrap(oc, err)
 		}
