@@ -1,0 +1,180 @@
+package kafka
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// committableVersion is the first byte of every encoded Committable.
+const committableVersion = 1
+
+// Committable names one pre-committed Kafka transaction: everything the
+// committer needs to finish it from another client or another process.
+type Committable struct {
+	// TransactionalID is the id the transaction runs under.
+	TransactionalID string
+	// ProducerID and ProducerEpoch identify the transaction: EndTxn with
+	// them resumes and commits it.
+	ProducerID    int64
+	ProducerEpoch int16
+	// TransactionVersion is the transaction protocol the producer used: 2
+	// (KIP-890, the epoch is bumped at every commit; EndTxn v5+) or 1
+	// (EndTxn v4 and below).
+	TransactionVersion int8
+	// CheckpointID is the checkpoint whose barrier closed the transaction.
+	CheckpointID int64
+	// LastOffsets is the offset of the last record the transaction wrote
+	// to each partition: its control marker follows it, which is how a
+	// re-commit tells committed from aborted once the id moved on.
+	LastOffsets []PartitionOffset
+}
+
+// PartitionOffset is an offset in a topic partition.
+type PartitionOffset struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+func (c Committable) String() string {
+	return fmt.Sprintf("transaction %s (producer id %d, epoch %d, transaction version %d) of checkpoint %d",
+		c.TransactionalID, c.ProducerID, c.ProducerEpoch, c.TransactionVersion, c.CheckpointID)
+}
+
+// Encode returns the committable's bytes: a version byte, then the fields
+// as varints and length-prefixed strings; topics are written once each.
+func (c Committable) Encode() []byte {
+	b := make([]byte, 0, 32+len(c.TransactionalID)+8*len(c.LastOffsets))
+	b = append(b, committableVersion)
+	b = appendString(b, c.TransactionalID)
+	b = binary.AppendVarint(b, c.ProducerID)
+	b = binary.AppendVarint(b, int64(c.ProducerEpoch))
+	b = append(b, byte(c.TransactionVersion))
+	b = binary.AppendVarint(b, c.CheckpointID)
+	offs := slices.Clone(c.LastOffsets)
+	slices.SortFunc(offs, func(x, y PartitionOffset) int {
+		if n := strings.Compare(x.Topic, y.Topic); n != 0 {
+			return n
+		}
+		return int(x.Partition) - int(y.Partition)
+	})
+	var groups [][]PartitionOffset
+	for i := 0; i < len(offs); {
+		j := i + 1
+		for j < len(offs) && offs[j].Topic == offs[i].Topic {
+			j++
+		}
+		groups = append(groups, offs[i:j])
+		i = j
+	}
+	b = binary.AppendUvarint(b, uint64(len(groups)))
+	for _, g := range groups {
+		b = appendString(b, g[0].Topic)
+		b = binary.AppendUvarint(b, uint64(len(g)))
+		for _, po := range g {
+			b = binary.AppendVarint(b, int64(po.Partition))
+			b = binary.AppendVarint(b, po.Offset)
+		}
+	}
+	return b
+}
+
+// DecodeCommittable decodes what Encode wrote.
+func DecodeCommittable(b []byte) (Committable, error) {
+	d := decoder{b: b}
+	var c Committable
+	if v := d.byte(); d.err == nil && v != committableVersion {
+		return c, fmt.Errorf("committable version %d, want %d: %w", v, committableVersion, ErrBadCommittable)
+	}
+	c.TransactionalID = d.string()
+	c.ProducerID = d.varint()
+	c.ProducerEpoch = int16(d.varint())
+	c.TransactionVersion = int8(d.byte())
+	c.CheckpointID = d.varint()
+	topics := d.uvarint()
+	for i := uint64(0); i < topics && d.err == nil; i++ {
+		t := d.string()
+		n := d.uvarint()
+		for j := uint64(0); j < n && d.err == nil; j++ {
+			p := int32(d.varint())
+			o := d.varint()
+			c.LastOffsets = append(c.LastOffsets, PartitionOffset{Topic: t, Partition: p, Offset: o})
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return Committable{}, fmt.Errorf("decode committable: %w: %w", d.err, ErrBadCommittable)
+	}
+	return c, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// decoder reads varints and strings, remembering the first error.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("truncated %s", what)
+	}
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail("byte")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if uint64(len(d.b)) < n {
+		d.fail("string")
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}

@@ -1,0 +1,393 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/sluicehq/sluice/sink"
+)
+
+// DefaultCommitTimeout bounds one Commit call: retriable errors are retried
+// with backoff until then, and the job then fails (its restore commits
+// again).
+const DefaultCommitTimeout = time.Minute
+
+// markerScanTimeout bounds the search for a transaction's control marker.
+const markerScanTimeout = 30 * time.Second
+
+// commitRegistry records, for the writers of this process, which
+// transactions the committers have committed, so that a writer knows when
+// it may reuse an id of its pool.
+type commitRegistry struct {
+	mu   sync.Mutex
+	done map[string]Committable // by transactional id: the last committed
+	ch   chan struct{}          // closed and replaced at every change
+}
+
+func newCommitRegistry() *commitRegistry {
+	return &commitRegistry{done: map[string]Committable{}, ch: make(chan struct{})}
+}
+
+func (r *commitRegistry) mark(c Committable) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done[c.TransactionalID] = c
+	close(r.ch)
+	r.ch = make(chan struct{})
+}
+
+func (r *commitRegistry) committed(c Committable) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.done[c.TransactionalID]
+	return ok && d.ProducerID == c.ProducerID && d.ProducerEpoch == c.ProducerEpoch
+}
+
+func (r *commitRegistry) changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ch
+}
+
+// Committer commits the transactions that exactly-once writers pre-commit.
+// It resumes each from its committable with a raw EndTxn request through a
+// client that never initialises a producer, so it cannot fence the
+// transaction it commits. It is safe for use by several goroutines.
+type Committer struct {
+	cfg *config
+	reg *commitRegistry
+	log *slog.Logger
+
+	mu     sync.Mutex
+	cl     *kgo.Client // EndTxn at the newest version both sides support
+	clV1   *kgo.Client // EndTxn pinned to v4 and below, for transaction version 1
+	closed bool
+
+	verified, unverifiable int
+}
+
+var _ sink.Committer = (*Committer)(nil)
+
+func newCommitter(cfg *config, reg *commitRegistry) *Committer {
+	return &Committer{cfg: cfg, reg: reg, log: cfg.logger.With("sink", "kafka", "role", "committer")}
+}
+
+// NewCommitter returns a committer of exactly-once transactions on the
+// cluster at seeds, for use outside a job (tools, tests, a process that
+// finishes the transactions of another): it shares nothing with any
+// writer. Of the options, ClientOptions, Logger and CommitRetryBackoff
+// apply.
+func NewCommitter(seeds []string, opts ...Option) (*Committer, error) {
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("no seed brokers: %w", ErrInvalidConfig)
+	}
+	cfg := newConfig(seeds, opts)
+	cfg.guarantee = ExactlyOnce
+	return newCommitter(&cfg, newCommitRegistry()), nil
+}
+
+// Stats returns how many re-commits the broker refused because the id had
+// moved on and a control marker proved committed (verified), and how many
+// nothing could prove either way (unverifiable, logged as possible data
+// loss).
+func (c *Committer) Stats() (verified, unverifiable int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.verified, c.unverifiable
+}
+
+// Commit commits the transactions the committables name, in order. A
+// committable already committed succeeds again. It retries retriable
+// errors with backoff for up to DefaultCommitTimeout (or ctx's deadline),
+// then fails with ErrCommitFailed; a transaction the broker aborted fails
+// with ErrDataLoss. Both errors name the transactional id and the
+// checkpoint. It does nothing for a sink that is not exactly-once.
+func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables [][]byte) error {
+	if c.cfg.guarantee != ExactlyOnce || len(committables) == 0 {
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultCommitTimeout)
+		defer cancel()
+	}
+	for _, b := range committables {
+		cm, err := DecodeCommittable(b)
+		if err != nil {
+			return fmt.Errorf("kafka sink: commit for checkpoint %d: %w", checkpointID, err)
+		}
+		if c.reg.committed(cm) {
+			continue
+		}
+		if err := c.commitOne(ctx, cm); err != nil {
+			return err
+		}
+		c.reg.mark(cm)
+	}
+	return nil
+}
+
+// commitOne sends EndTxn(commit) until the broker answers.
+func (c *Committer) commitOne(ctx context.Context, cm Committable) error {
+	backoff := c.cfg.commitBackoff
+	for attempt := 1; ; attempt++ {
+		err := c.endTxn(ctx, cm)
+		switch {
+		case err == nil:
+			c.log.Debug("kafka sink: committed", "transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID,
+				"producer_id", cm.ProducerID, "epoch", cm.ProducerEpoch)
+			return nil
+		case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch),
+			errors.Is(err, kerr.InvalidProducerIDMapping), errors.Is(err, kerr.InvalidTxnState),
+			errors.Is(err, kerr.TransactionalIDNotFound):
+			return c.resolve(ctx, cm, err)
+		case retriable(err) && ctx.Err() == nil:
+			c.log.Info("kafka sink: commit failed, retrying", "transactional_id", cm.TransactionalID,
+				"checkpoint", cm.CheckpointID, "attempt", attempt, "backoff", backoff, "err", err)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("kafka sink: commit %v: gave up after %d attempts: %w: %w", cm, attempt, err, ErrCommitFailed)
+			}
+			backoff = min(2*backoff, c.cfg.commitBackoffMx)
+		default:
+			return fmt.Errorf("kafka sink: commit %v (attempt %d): %w: %w", cm, attempt, err, ErrCommitFailed)
+		}
+	}
+}
+
+// retriable reports whether a commit that failed with err may succeed if
+// sent again: Kafka's retriable errors, a transaction still completing,
+// and transport errors.
+func retriable(err error) bool {
+	if errors.Is(err, kerr.ConcurrentTransactions) || kerr.IsRetriable(err) {
+		return true
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return false
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, kgo.ErrClientClosed)
+}
+
+func (c *Committer) endTxn(ctx context.Context, cm Committable) error {
+	cl, err := c.client(cm.TransactionVersion)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID = cm.TransactionalID
+	req.ProducerID = cm.ProducerID
+	req.ProducerEpoch = cm.ProducerEpoch
+	req.Commit = true
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	return kerr.ErrorForCode(resp.ErrorCode)
+}
+
+// client returns the client for EndTxn of transaction version tv: version
+// 2 transactions end with EndTxn v5+, version 1 ones with v4 and below, as
+// the producer that wrote them would.
+func (c *Committer) client(tv int8) (*kgo.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("kafka sink committer: %w", kgo.ErrClientClosed)
+	}
+	p := &c.cl
+	var extra []kgo.Opt
+	if tv < 2 {
+		p = &c.clV1
+		v := kversion.Stable()
+		v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+		extra = append(extra, kgo.MaxVersions(v))
+	}
+	if *p == nil {
+		cl, err := kgo.NewClient(c.cfg.kgoOpts(extra...)...)
+		if err != nil {
+			return nil, fmt.Errorf("kafka sink committer: new client: %w", err)
+		}
+		*p = cl
+	}
+	return *p, nil
+}
+
+// resolve decides, after the broker refused a commit because the id is no
+// longer at the committable's producer id and epoch in an open
+// transaction, whether the transaction was committed (a re-commit after
+// the id moved on: success) or aborted (data loss). The proof is the
+// transaction's control marker, the first control record of its producer
+// id after its last record in a partition it wrote. Without a marker (the
+// log was deleted) the broker's state of the id decides when it shows the
+// transaction's own completion; otherwise the commit is logged as
+// unverifiable and counted, and Commit goes on.
+func (c *Committer) resolve(ctx context.Context, cm Committable, cause error) error {
+	verdict, where, err := c.findMarker(ctx, cm)
+	if err != nil {
+		c.log.Warn("kafka sink: cannot read the transaction's control marker", "transactional_id", cm.TransactionalID,
+			"checkpoint", cm.CheckpointID, "err", err)
+	}
+	switch verdict {
+	case markerCommit:
+		c.mu.Lock()
+		c.verified++
+		c.mu.Unlock()
+		c.log.Info("kafka sink: transaction already committed", "transactional_id", cm.TransactionalID,
+			"checkpoint", cm.CheckpointID, "producer_id", cm.ProducerID, "epoch", cm.ProducerEpoch,
+			"broker_answer", cause.Error(), "marker", where)
+		return nil
+	case markerAbort:
+		return fmt.Errorf("kafka sink: commit %v: the broker answered %v and the transaction's abort marker is at %s: %w",
+			cm, cause, where, ErrDataLoss)
+	}
+	// No marker: ask the coordinator.
+	var d DescribedID
+	cl, derr := c.client(2)
+	if derr == nil {
+		d, derr = describeID(ctx, kadm.NewClient(cl), cm.TransactionalID)
+	}
+	if derr == nil && d.ProducerID == cm.ProducerID {
+		switch {
+		case d.State == "CompleteAbort" && (d.ProducerEpoch == cm.ProducerEpoch || d.ProducerEpoch == cm.ProducerEpoch+1):
+			return fmt.Errorf("kafka sink: commit %v: the broker answered %v and shows the id aborted at epoch %d: %w",
+				cm, cause, d.ProducerEpoch, ErrDataLoss)
+		case d.State == "CompleteCommit" && (d.ProducerEpoch == cm.ProducerEpoch || d.ProducerEpoch == cm.ProducerEpoch+1):
+			c.log.Info("kafka sink: transaction already committed", "transactional_id", cm.TransactionalID,
+				"checkpoint", cm.CheckpointID, "broker_answer", cause.Error())
+			return nil
+		}
+	}
+	c.mu.Lock()
+	c.unverifiable++
+	c.mu.Unlock()
+	c.log.Error("kafka sink: POSSIBLE DATA LOSS: cannot tell whether a transaction of a completed checkpoint was committed; "+
+		"its id has moved on and its control marker is gone",
+		"transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID, "producer_id", cm.ProducerID,
+		"epoch", cm.ProducerEpoch, "broker_answer", cause.Error(), "broker_state", fmt.Sprintf("%+v", d), "describe_err", derr)
+	return nil
+}
+
+type markerVerdict int
+
+const (
+	markerUnknown markerVerdict = iota
+	markerCommit
+	markerAbort
+)
+
+// findMarker reads the partitions cm wrote, read_uncommitted with control
+// records kept, from the record after its last one, up to the end offset
+// at the time of the call, for the first control record of cm's producer
+// id: the transaction's COMMIT or ABORT marker.
+func (c *Committer) findMarker(ctx context.Context, cm Committable) (markerVerdict, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, markerScanTimeout)
+	defer cancel()
+	cl, err := c.client(2)
+	if err != nil {
+		return markerUnknown, "", err
+	}
+	adm := kadm.NewClient(cl)
+	var errs []error
+	for i, po := range cm.LastOffsets {
+		if i == 3 {
+			break // markers are all-or-nothing: a few partitions suffice
+		}
+		v, where, err := c.scanPartition(ctx, adm, cm.ProducerID, po)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if v != markerUnknown {
+			return v, where, nil
+		}
+	}
+	return markerUnknown, "", errors.Join(errs...)
+}
+
+func (c *Committer) scanPartition(ctx context.Context, adm *kadm.Client, pid int64, po PartitionOffset) (markerVerdict, string, error) {
+	ends, err := adm.ListEndOffsets(ctx, po.Topic)
+	if err != nil {
+		return markerUnknown, "", fmt.Errorf("end offset of %s/%d: %w", po.Topic, po.Partition, err)
+	}
+	end, ok := ends.Lookup(po.Topic, po.Partition)
+	if !ok || end.Err != nil {
+		return markerUnknown, "", fmt.Errorf("end offset of %s/%d: %v", po.Topic, po.Partition, end.Err)
+	}
+	from := po.Offset + 1
+	if end.Offset <= from {
+		return markerUnknown, "", nil
+	}
+	cl, err := kgo.NewClient(c.cfg.kgoOpts(
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{po.Topic: {po.Partition: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		kgo.KeepControlRecords(),
+	)...)
+	if err != nil {
+		return markerUnknown, "", err
+	}
+	defer cl.Close()
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return markerUnknown, "", fmt.Errorf("scan %s/%d from %d: %w", po.Topic, po.Partition, from, err)
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) { ferr = fmt.Errorf("fetch %s/%d: %w", t, p, err) })
+		if ferr != nil {
+			return markerUnknown, "", ferr
+		}
+		verdict, where, done := markerUnknown, "", false
+		fs.EachRecord(func(r *kgo.Record) {
+			if done || r.Offset < from {
+				return
+			}
+			if r.Attrs.IsControl() && r.ProducerID == pid && len(r.Key) >= 4 {
+				switch binary.BigEndian.Uint16(r.Key[2:4]) {
+				case 0:
+					verdict = markerAbort
+				case 1:
+					verdict = markerCommit
+				default:
+					return
+				}
+				where, done = fmt.Sprintf("%s/%d offset %d", r.Topic, r.Partition, r.Offset), true
+				return
+			}
+			if r.Offset >= end.Offset-1 {
+				done = true
+			}
+		})
+		if done {
+			return verdict, where, nil
+		}
+	}
+}
+
+// Close closes the committer's clients.
+func (c *Committer) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, cl := range []*kgo.Client{c.cl, c.clV1} {
+		if cl != nil {
+			cl.Close()
+		}
+	}
+	c.cl, c.clV1 = nil, nil
+	return nil
+}

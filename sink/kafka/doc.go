@@ -1,0 +1,25 @@
+// Package kafka owns Sluice's Kafka sink, built on franz-go: writers for the
+// delivery guarantees none, at-least-once and exactly-once, the exactly-once
+// committer that finishes transactions from their committables (a raw
+// EndTxn with the stored producer id and epoch), the bounded pool of
+// transactional ids per subtask, and the abort of lingering transactions
+// at startup.
+//
+// Exactly-once is two-phase commit. Between two checkpoint barriers a
+// writer produces into one Kafka transaction under a transactional id of
+// its pool, `<prefix>-<subtask>-<slot>`. At barrier n (PrepareCommit) it
+// flushes, checks the result of every record, and hands over a committable
+// that names the transaction: transactional id, producer id, epoch,
+// transaction version, checkpoint and the last offset written per
+// partition. It never ends the transaction itself. When checkpoint n
+// completes, the Committer commits it with an EndTxn request sent through
+// a client that never initialised a producer for that id, so nothing can
+// fence it by accident. The next interval writes under the next slot.
+//
+// Re-committing a transaction that is already committed succeeds: the
+// broker answers a retry of the EndTxn that completed it with success, and
+// when the id has moved on since (a later transaction, an abort at
+// startup) the committer reads the transaction's control marker in the
+// output partition to tell committed from aborted. An aborted one is data
+// loss and fails with ErrDataLoss naming the id and the checkpoint.
+package kafka

@@ -1,0 +1,312 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/sink"
+)
+
+// DeliveryGuarantee is what a Kafka sink promises about its records after a
+// failure, as Flink's DeliveryGuarantee.
+type DeliveryGuarantee int
+
+const (
+	// DeliveryNone flushes nothing at checkpoints: records in flight at a
+	// failure may be lost, and replayed records are written again.
+	DeliveryNone DeliveryGuarantee = iota
+	// AtLeastOnce flushes at every checkpoint barrier and checks the
+	// result of every record: nothing is lost, replays may duplicate.
+	AtLeastOnce
+	// ExactlyOnce writes each checkpoint interval into one Kafka
+	// transaction that commits when the checkpoint completes.
+	ExactlyOnce
+)
+
+func (g DeliveryGuarantee) String() string {
+	switch g {
+	case DeliveryNone:
+		return "none"
+	case AtLeastOnce:
+		return "at-least-once"
+	case ExactlyOnce:
+		return "exactly-once"
+	}
+	return fmt.Sprintf("DeliveryGuarantee(%d)", int(g))
+}
+
+// Defaults, as Flink's KafkaSink.
+const (
+	// DefaultTransactionTimeout is the transaction timeout of an
+	// exactly-once sink (Flink's KafkaSink sets transaction.timeout.ms to
+	// 15 minutes, the broker's default transaction.max.timeout.ms).
+	DefaultTransactionTimeout = 15 * time.Minute
+	// DefaultMaxConcurrentCheckpoints sizes the transactional id pool
+	// (pool = max concurrent checkpoints + 1), as Flink's default of one
+	// concurrent checkpoint.
+	DefaultMaxConcurrentCheckpoints = 1
+	// DefaultPoolWaitTimeout is how long a writer waits for the commit of
+	// the transaction that last used the slot it needs next.
+	DefaultPoolWaitTimeout = 10 * time.Second
+)
+
+// Serializer turns a value into the Kafka record to write: topic, key,
+// value, headers, and optionally partition and timestamp. A record
+// without a timestamp gets the value's event timestamp when it has one
+// (else the time of writing, as franz-go does).
+type Serializer[T any] func(v T) (*kgo.Record, error)
+
+// ValueSerializer writes every value to topic, encoded by c, without a key.
+func ValueSerializer[T any](topic string, c codec.Codec[T]) Serializer[T] {
+	return func(v T) (*kgo.Record, error) {
+		b, err := c.Append(nil, v)
+		if err != nil {
+			return nil, fmt.Errorf("encode value for topic %s: %w", topic, err)
+		}
+		return &kgo.Record{Topic: topic, Value: b}, nil
+	}
+}
+
+// KeyValueSerializer writes every value to topic with the key key(v)
+// encoded by kc and the value encoded by vc. The default partitioner then
+// sends equal keys to the same partition.
+func KeyValueSerializer[T, K any](topic string, key func(T) K, kc codec.Codec[K], vc codec.Codec[T]) Serializer[T] {
+	return func(v T) (*kgo.Record, error) {
+		k, err := kc.Append(nil, key(v))
+		if err != nil {
+			return nil, fmt.Errorf("encode key for topic %s: %w", topic, err)
+		}
+		b, err := vc.Append(nil, v)
+		if err != nil {
+			return nil, fmt.Errorf("encode value for topic %s: %w", topic, err)
+		}
+		return &kgo.Record{Topic: topic, Key: k, Value: b}, nil
+	}
+}
+
+// config is what the options set.
+type config struct {
+	seeds           []string
+	guarantee       DeliveryGuarantee
+	prefix          string
+	maxConcurrent   int
+	poolSize        int
+	txnTimeout      time.Duration
+	poolWait        time.Duration
+	commitBackoff   time.Duration
+	commitBackoffMx time.Duration
+	clientOpts      []kgo.Opt
+	logger          *slog.Logger
+}
+
+func newConfig(seeds []string, opts []Option) config {
+	cfg := config{
+		seeds:           seeds,
+		maxConcurrent:   DefaultMaxConcurrentCheckpoints,
+		txnTimeout:      DefaultTransactionTimeout,
+		poolWait:        DefaultPoolWaitTimeout,
+		commitBackoff:   100 * time.Millisecond,
+		commitBackoffMx: 5 * time.Second,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	if cfg.commitBackoff <= 0 {
+		cfg.commitBackoff = 100 * time.Millisecond
+	}
+	cfg.commitBackoffMx = max(cfg.commitBackoffMx, cfg.commitBackoff)
+	return cfg
+}
+
+// Option configures a Sink.
+type Option func(*config)
+
+// Guarantee sets the delivery guarantee (default DeliveryNone, as Flink's
+// KafkaSink).
+func Guarantee(g DeliveryGuarantee) Option { return func(c *config) { c.guarantee = g } }
+
+// TransactionalIDPrefix sets the prefix of the transactional ids of an
+// exactly-once sink; required for ExactlyOnce. Two jobs must never share a
+// prefix: each aborts the other's transactions.
+func TransactionalIDPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// MaxConcurrentCheckpoints sizes the pool of transactional ids per
+// subtask to n+1 (default 1, so 2 ids). Set it to the job's
+// max-concurrent-checkpoints.
+func MaxConcurrentCheckpoints(n int) Option { return func(c *config) { c.maxConcurrent = n } }
+
+// TransactionalIDPoolSize overrides the pool size (default max concurrent
+// checkpoints + 1). A larger pool lets a checkpoint be aborted, or its
+// commit be late, without the writer running out of ids.
+func TransactionalIDPoolSize(n int) Option { return func(c *config) { c.poolSize = n } }
+
+// TransactionTimeout sets the Kafka transaction timeout (default 15 min).
+// It must cover a checkpoint interval plus the checkpoint timeout, and not
+// exceed the broker's transaction.max.timeout.ms.
+func TransactionTimeout(d time.Duration) Option { return func(c *config) { c.txnTimeout = d } }
+
+// PoolWaitTimeout sets how long a writer waits, when it needs the next id
+// of its pool, for the commit of the transaction that last used it
+// (default 10 s) before failing with ErrPoolExhausted.
+func PoolWaitTimeout(d time.Duration) Option { return func(c *config) { c.poolWait = d } }
+
+// CommitRetryBackoff sets the first and the largest wait between retries
+// of a commit that failed with a retriable error (default 100 ms and 5 s).
+func CommitRetryBackoff(first, max time.Duration) Option {
+	return func(c *config) { c.commitBackoff, c.commitBackoffMx = first, max }
+}
+
+// ClientOptions passes options to every franz-go client the sink makes
+// (SASL, TLS, client id, producer batching...). The sink sets the seed
+// brokers, and for exactly-once the transactional id and timeout, after
+// them.
+func ClientOptions(opts ...kgo.Opt) Option {
+	return func(c *config) { c.clientOpts = append(c.clientOpts, opts...) }
+}
+
+// Logger sets the logger (default slog.Default()).
+func Logger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// ErrInvalidConfig is returned (wrapped) by NewSink for a configuration it
+// refuses.
+var ErrInvalidConfig = errors.New("kafka sink: invalid configuration")
+
+// ErrTransactionTimeoutTooSmall is returned (wrapped) by
+// ValidateCheckpointing when the transaction timeout cannot cover a
+// checkpoint interval plus the checkpoint timeout.
+var ErrTransactionTimeoutTooSmall = errors.New("kafka sink: transaction timeout too small for the checkpoint interval and timeout")
+
+// Sink writes records of type T to Kafka. It is a sink.TwoPhaseCommitSink
+// whatever its guarantee: with DeliveryNone its writers pre-commit
+// nothing, with AtLeastOnce they flush at every barrier and hand over no
+// committables, with ExactlyOnce they hand over one transaction per
+// checkpoint interval.
+type Sink[T any] struct {
+	cfg      config
+	ser      Serializer[T]
+	registry *commitRegistry
+}
+
+var _ sink.TwoPhaseCommitSink[int] = (*Sink[int])(nil)
+
+// NewSink returns a Kafka sink writing to the cluster at seeds the records
+// ser makes.
+func NewSink[T any](seeds []string, ser Serializer[T], opts ...Option) (*Sink[T], error) {
+	cfg := newConfig(seeds, opts)
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("no seed brokers: %w", ErrInvalidConfig)
+	}
+	if ser == nil {
+		return nil, fmt.Errorf("no serializer: %w", ErrInvalidConfig)
+	}
+	switch cfg.guarantee {
+	case DeliveryNone, AtLeastOnce:
+	case ExactlyOnce:
+		if cfg.prefix == "" {
+			return nil, fmt.Errorf("exactly-once needs a transactional id prefix (TransactionalIDPrefix): %w", ErrInvalidConfig)
+		}
+		if strings.ContainsAny(cfg.prefix, " \t\n") {
+			return nil, fmt.Errorf("transactional id prefix %q contains white space: %w", cfg.prefix, ErrInvalidConfig)
+		}
+		if cfg.maxConcurrent < 1 {
+			return nil, fmt.Errorf("max concurrent checkpoints %d, want >= 1: %w", cfg.maxConcurrent, ErrInvalidConfig)
+		}
+		if cfg.poolSize == 0 {
+			cfg.poolSize = cfg.maxConcurrent + 1
+		}
+		if cfg.poolSize < 2 {
+			return nil, fmt.Errorf("transactional id pool size %d, want >= 2: %w", cfg.poolSize, ErrInvalidConfig)
+		}
+		if cfg.txnTimeout <= 0 || cfg.txnTimeout%time.Millisecond != 0 {
+			return nil, fmt.Errorf("transaction timeout %v, want a positive whole number of milliseconds: %w", cfg.txnTimeout, ErrInvalidConfig)
+		}
+	default:
+		return nil, fmt.Errorf("unknown delivery guarantee %v: %w", cfg.guarantee, ErrInvalidConfig)
+	}
+	return &Sink[T]{cfg: cfg, ser: ser, registry: newCommitRegistry()}, nil
+}
+
+// Guarantee returns the sink's delivery guarantee.
+func (s *Sink[T]) Guarantee() DeliveryGuarantee { return s.cfg.guarantee }
+
+// PoolSize returns the number of transactional ids per subtask (0 unless
+// exactly-once).
+func (s *Sink[T]) PoolSize() int { return s.cfg.poolSize }
+
+// ValidateCheckpointing refuses a transaction timeout that cannot cover a
+// checkpoint interval plus the checkpoint timeout: a transaction opens at
+// one barrier and commits when the next checkpoint completes, which may
+// take the interval plus the timeout; past its timeout the broker aborts
+// it and its records are lost. The runtime calls it when it builds the
+// job. It returns nil for a sink that is not exactly-once.
+func (s *Sink[T]) ValidateCheckpointing(interval, timeout time.Duration) error {
+	if s.cfg.guarantee != ExactlyOnce {
+		return nil
+	}
+	if interval <= 0 {
+		return fmt.Errorf("exactly-once Kafka sink needs checkpointing enabled (checkpoint interval %v): %w", interval, ErrInvalidConfig)
+	}
+	if need := interval + timeout; s.cfg.txnTimeout < need {
+		return fmt.Errorf("transaction timeout %v cannot cover checkpoint interval %v plus checkpoint timeout %v (%v): "+
+			"raise the sink's TransactionTimeout (and the broker's transaction.max.timeout.ms) or lower the interval or timeout: %w",
+			s.cfg.txnTimeout, interval, timeout, need, ErrTransactionTimeoutTooSmall)
+	}
+	return nil
+}
+
+// NewWriter makes the writer of one subtask. An exactly-once writer first
+// aborts the transactions lingering under its ids (and under the ids of
+// subtask indexes of earlier parallelisms that map to it), so that
+// read_committed consumers are not held back by a crashed run.
+func (s *Sink[T]) NewWriter(ctx sink.WriterContext) (sink.Writer[T], error) {
+	if ctx.Parallelism < 1 || ctx.Subtask < 0 || ctx.Subtask >= ctx.Parallelism {
+		return nil, fmt.Errorf("kafka sink: subtask %d of parallelism %d: %w", ctx.Subtask, ctx.Parallelism, sink.ErrInvalidWriterContext)
+	}
+	if s.cfg.guarantee == ExactlyOnce {
+		return newTransactionalWriter(s, ctx)
+	}
+	return newWriter(s, ctx)
+}
+
+// NewCommitter makes the committer of one subtask. It commits nothing
+// unless the sink is exactly-once.
+func (s *Sink[T]) NewCommitter(ctx sink.WriterContext) (sink.Committer, error) {
+	return newCommitter(&s.cfg, s.registry), nil
+}
+
+// kgoOpts returns the options of a client: the user's, then ours.
+func (c *config) kgoOpts(extra ...kgo.Opt) []kgo.Opt {
+	opts := make([]kgo.Opt, 0, len(c.clientOpts)+len(extra)+1)
+	opts = append(opts, c.clientOpts...)
+	opts = append(opts, kgo.SeedBrokers(c.seeds...))
+	return append(opts, extra...)
+}
+
+// noTimestamp is source.NoTimestamp: a record without an event timestamp.
+const noTimestamp int64 = math.MinInt64
+
+// record serializes v and stamps it with ts when the serializer left the
+// timestamp unset.
+func (s *Sink[T]) record(v T, ts int64) (*kgo.Record, error) {
+	r, err := s.ser(v)
+	if err != nil {
+		return nil, fmt.Errorf("serialize record: %w", err)
+	}
+	if r == nil {
+		return nil, fmt.Errorf("serialize record: serializer returned no record: %w", ErrInvalidConfig)
+	}
+	if r.Timestamp.IsZero() && ts != noTimestamp {
+		r.Timestamp = time.UnixMilli(ts)
+	}
+	return r, nil
+}

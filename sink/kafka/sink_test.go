@@ -1,0 +1,523 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/sink"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// cluster starts a kfake cluster with topic (partitions partitions) and
+// returns its seeds.
+func cluster(t *testing.T, partitions int32, topics ...string) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
+	if err != nil {
+		t.Fatalf("kfake cluster: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// readAll reads topic with the isolation level until it has n records and
+// returns their values; it fails the test if they do not arrive.
+func readAll(t *testing.T, seeds []string, topic string, level kgo.IsolationLevel, n int) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(level))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := testCtx(t)
+	var got []string
+	for len(got) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records from %s: %v (got %v)", len(got), n, topic, ctx.Err(), got)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	return got
+}
+
+// stableOffsets returns the last stable offset and the end offset of
+// every partition of topic.
+func stableOffsets(t *testing.T, seeds []string, topic string) (lso, end map[int32]int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := testCtx(t)
+	s, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lso, end = map[int32]int64{}, map[int32]int64{}
+	s.Each(func(o kadm.ListedOffset) { lso[o.Partition] = o.Offset })
+	e.Each(func(o kadm.ListedOffset) { end[o.Partition] = o.Offset })
+	return lso, end
+}
+
+func wctx(subtask, par int) sink.WriterContext {
+	return sink.WriterContext{Subtask: subtask, Parallelism: par}
+}
+
+func TestCommittableRoundTrip(t *testing.T) {
+	c := Committable{
+		TransactionalID: "p-3-1", ProducerID: 1 << 40, ProducerEpoch: 32766, TransactionVersion: 2, CheckpointID: 77,
+		LastOffsets: []PartitionOffset{{"b", 2, 9}, {"a", 1, 1 << 33}, {"b", 0, 0}},
+	}
+	got, err := DecodeCommittable(c.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := c
+	want.LastOffsets = []PartitionOffset{{"a", 1, 1 << 33}, {"b", 0, 0}, {"b", 2, 9}}
+	if fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(got.LastOffsets) != fmt.Sprint(want.LastOffsets) {
+		t.Fatalf("round trip: got %+v, want %+v", got, want)
+	}
+	b := c.Encode()
+	for n := 0; n < len(b); n++ {
+		if _, err := DecodeCommittable(b[:n]); !errors.Is(err, ErrBadCommittable) {
+			t.Fatalf("decode of %d of %d bytes: err %v, want ErrBadCommittable", n, len(b), err)
+		}
+	}
+	if _, err := DecodeCommittable(append(b, 0)); !errors.Is(err, ErrBadCommittable) {
+		t.Fatalf("trailing byte: err %v, want ErrBadCommittable", err)
+	}
+	if _, err := DecodeCommittable(append([]byte{9}, b[1:]...)); !errors.Is(err, ErrBadCommittable) {
+		t.Fatalf("unknown version: err %v, want ErrBadCommittable", err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	ser := ValueSerializer[string]("t", codec.String{})
+	if _, err := NewSink([]string{"x:1"}, ser, Guarantee(ExactlyOnce)); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "prefix") {
+		t.Fatalf("exactly-once without prefix: err %v, want ErrInvalidConfig naming the prefix", err)
+	}
+	if _, err := NewSink[string](nil, ser); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("no seeds: err %v", err)
+	}
+	s, err := NewSink([]string{"x:1"}, ser, Guarantee(ExactlyOnce), TransactionalIDPrefix("p"), MaxConcurrentCheckpoints(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.PoolSize() != 3 {
+		t.Fatalf("pool size %d, want 3 (max concurrent checkpoints 2 + 1)", s.PoolSize())
+	}
+	// Default 15 min timeout: 10 min + 5 min fits exactly, 10 min + 10 min does not.
+	if err := s.ValidateCheckpointing(10*time.Minute, 5*time.Minute); err != nil {
+		t.Fatalf("15 min timeout for 10 min + 5 min: %v", err)
+	}
+	err = s.ValidateCheckpointing(10*time.Minute, 10*time.Minute)
+	if !errors.Is(err, ErrTransactionTimeoutTooSmall) {
+		t.Fatalf("err %v, want ErrTransactionTimeoutTooSmall", err)
+	}
+	for _, fig := range []string{"15m0s", "checkpoint interval 10m0s", "checkpoint timeout 10m0s"} {
+		if !strings.Contains(err.Error(), fig) {
+			t.Errorf("error %q does not name %q", err, fig)
+		}
+	}
+	alo, _ := NewSink([]string{"x:1"}, ser, Guarantee(AtLeastOnce))
+	if err := alo.ValidateCheckpointing(time.Hour, time.Hour); err != nil {
+		t.Fatalf("at-least-once sink refused checkpointing: %v", err)
+	}
+}
+
+func TestAtLeastOnceFlushesAtBarrier(t *testing.T) {
+	seeds := cluster(t, 2, "out")
+	s, err := NewSink(seeds, KeyValueSerializer("out", func(v string) string { return v }, codec.String{}, codec.String{}),
+		Guarantee(AtLeastOnce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 20 {
+		if err := w.Write(fmt.Sprintf("v%02d", i), int64(1000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pw := w.(sink.PrecommittingWriter[string])
+	cs, err := pw.PrepareCommit(1)
+	if err != nil || len(cs) != 0 {
+		t.Fatalf("PrepareCommit: %d committables, err %v; want none, nil", len(cs), err)
+	}
+	// Everything before the barrier is acknowledged: the end offsets say so
+	// right away, without waiting.
+	_, end := stableOffsets(t, seeds, "out")
+	if end[0]+end[1] != 20 {
+		t.Fatalf("after PrepareCommit the end offsets are %v, want 20 records in all", end)
+	}
+	if got := readAll(t, seeds, "out", kgo.ReadCommitted(), 20); len(got) != 20 {
+		t.Fatalf("read %d records, want 20", len(got))
+	}
+}
+
+// A record that fails is reported by PrepareCommit (and the next Write),
+// although franz-go's Flush returns nil.
+func TestAtLeastOnceChecksEveryPromise(t *testing.T) {
+	seeds := cluster(t, 1, "out")
+	s, err := NewSink(seeds, ValueSerializer[[]byte]("out", codec.Bytes{}), Guarantee(AtLeastOnce),
+		ClientOptions(kgo.ProducerBatchMaxBytes(1024)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Write([]byte("small"), noTimestamp); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(bytes.Repeat([]byte("x"), 4096), noTimestamp); err != nil {
+		t.Fatal(err)
+	}
+	ww := w.(*writer[[]byte])
+	if err := ww.cl.Flush(testCtx(t)); err != nil {
+		t.Fatalf("franz-go Flush: %v (expected nil: it does not report record errors)", err)
+	}
+	_, err = w.(sink.PrecommittingWriter[[]byte]).PrepareCommit(1)
+	if !errors.Is(err, ErrProduce) || !strings.Contains(err.Error(), "topic out partition") {
+		t.Fatalf("PrepareCommit err %v, want ErrProduce naming the topic", err)
+	}
+	if err := w.Write([]byte("more"), noTimestamp); !errors.Is(err, ErrProduce) {
+		t.Fatalf("Write after a failed record: err %v, want ErrProduce", err)
+	}
+}
+
+func eosSink(t *testing.T, seeds []string, prefix string, opts ...Option) *Sink[string] {
+	t.Helper()
+	s, err := NewSink(seeds, ValueSerializer("out", codec.String{}),
+		append([]Option{Guarantee(ExactlyOnce), TransactionalIDPrefix(prefix), TransactionTimeout(time.Minute)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func writeAll(t *testing.T, w sink.Writer[string], vals ...string) {
+	t.Helper()
+	for _, v := range vals {
+		if err := w.Write(v, noTimestamp); err != nil {
+			t.Fatalf("write %q: %v", v, err)
+		}
+	}
+}
+
+func prepare(t *testing.T, w sink.Writer[string], id int64) []byte {
+	t.Helper()
+	cs, err := w.(sink.PrecommittingWriter[string]).PrepareCommit(id)
+	if err != nil {
+		t.Fatalf("PrepareCommit(%d): %v", id, err)
+	}
+	if len(cs) != 1 {
+		t.Fatalf("PrepareCommit(%d): %d committables, want 1", id, len(cs))
+	}
+	return cs[0]
+}
+
+// The pool rotates ids per checkpoint, commits make the records visible
+// only then, a re-commit succeeds, and an id still holding an uncommitted
+// transaction is not reused.
+func TestExactlyOncePoolRotationAndCommit(t *testing.T) {
+	seeds := cluster(t, 1, "out")
+	s := eosSink(t, seeds, "rot", PoolWaitTimeout(200*time.Millisecond))
+	w, err := s.NewWriter(wctx(1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c, err := s.NewCommitter(wctx(1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := testCtx(t)
+
+	var ids []string
+	for cp := int64(1); cp <= 3; cp++ {
+		writeAll(t, w, fmt.Sprintf("c%d-a", cp), fmt.Sprintf("c%d-b", cp))
+		b := prepare(t, w, cp)
+		cm, err := DecodeCommittable(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cm.CheckpointID != cp || cm.ProducerID < 0 || len(cm.LastOffsets) != 1 || cm.TransactionVersion == 0 {
+			t.Fatalf("committable of checkpoint %d: %+v", cp, cm)
+		}
+		ids = append(ids, cm.TransactionalID)
+		// Not visible before the commit: the last stable offset is held.
+		lso, end := stableOffsets(t, seeds, "out")
+		if lso[0] >= end[0] {
+			t.Fatalf("checkpoint %d pre-committed: last stable offset %d, end %d; want the transaction open", cp, lso[0], end[0])
+		}
+		if err := c.Commit(ctx, cp, [][]byte{b}); err != nil {
+			t.Fatalf("commit %d: %v", cp, err)
+		}
+		if err := c.Commit(ctx, cp, [][]byte{b}); err != nil {
+			t.Fatalf("re-commit %d: %v", cp, err)
+		}
+	}
+	if want := []string{"rot-1-0", "rot-1-1", "rot-1-0"}; fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Fatalf("transactional ids %v, want %v", ids, want)
+	}
+	got := readAll(t, seeds, "out", kgo.ReadCommitted(), 6)
+	if want := "[c1-a c1-b c2-a c2-b c3-a c3-b]"; fmt.Sprint(got) != want {
+		t.Fatalf("read_committed sees %v, want %s", got, want)
+	}
+
+	// Checkpoint 4 pre-commits on rot-1-1 and is never committed; 5 uses
+	// rot-1-0; 6 would need rot-1-1 again: the pool is exhausted.
+	writeAll(t, w, "c4")
+	prepare(t, w, 4)
+	writeAll(t, w, "c5")
+	b5 := prepare(t, w, 5)
+	err = w.Write("c6", noTimestamp)
+	if !errors.Is(err, ErrPoolExhausted) || !strings.Contains(err.Error(), "rot-1-1") || !strings.Contains(err.Error(), "checkpoint 4") {
+		t.Fatalf("write on an exhausted pool: err %v, want ErrPoolExhausted naming rot-1-1 and checkpoint 4", err)
+	}
+	if err := c.Commit(ctx, 5, [][]byte{b5}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A transaction pre-committed by a writer that is then dropped without
+// ending it (a crash after the checkpoint completed, before the commit) is
+// committed by a brand-new committer from its committable alone.
+func TestExactlyOnceCommitAfterWriterIsGone(t *testing.T) {
+	seeds := cluster(t, 3, "out")
+	s := eosSink(t, seeds, "gone")
+	w, err := s.NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, w, "a", "b", "c", "d")
+	b := prepare(t, w, 7)
+	// The crash: the writer's clients go, nothing ends the transaction.
+	tw := w.(*transactionalWriter[string])
+	tw.cancel()
+	tw.closing.Wait()
+
+	c, err := NewCommitter(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Commit(testCtx(t), 7, [][]byte{b}); err != nil {
+		t.Fatalf("commit from the committable: %v", err)
+	}
+	if got := readAll(t, seeds, "out", kgo.ReadCommitted(), 4); len(got) != 4 {
+		t.Fatalf("read %v, want 4 records", got)
+	}
+	// A re-commit by yet another committer succeeds too.
+	c2, _ := NewCommitter(seeds)
+	defer c2.Close()
+	if err := c2.Commit(testCtx(t), 7, [][]byte{b}); err != nil {
+		t.Fatalf("re-commit: %v", err)
+	}
+}
+
+// A writer restored with another parallelism aborts the open transactions
+// of the ids that map to it, and the last stable offset moves.
+func TestExactlyOnceAbortsLingeringAtRestore(t *testing.T) {
+	seeds := cluster(t, 1, "out")
+	s := eosSink(t, seeds, "ling")
+	// Old run: parallelism 3; subtask 2 dies with an open transaction.
+	old, err := s.NewWriter(wctx(2, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, old, "lost-1", "lost-2")
+	if err := old.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	ow := old.(*transactionalWriter[string])
+	ow.cur.cl.Close() // killed: no abort
+	ow.cur = nil
+	ow.cancel()
+
+	lso, end := stableOffsets(t, seeds, "out")
+	if lso[0] >= end[0] {
+		t.Fatalf("lingering transaction not open: lso %d end %d", lso[0], end[0])
+	}
+	// New run with parallelism 2: old subtask 2 maps to new subtask 0.
+	rc := sink.WriterContext{Subtask: 0, Parallelism: 2, Restored: true, RestoredCheckpointID: 1, RestoredParallelisms: []int{3}}
+	w, err := s.NewWriter(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	nw := w.(*transactionalWriter[string])
+	if len(nw.lingering) != 1 || nw.lingering[0].TransactionalID != "ling-2-0" {
+		t.Fatalf("aborted at startup: %+v, want ling-2-0", nw.lingering)
+	}
+	lso, end = stableOffsets(t, seeds, "out")
+	if lso[0] != end[0] {
+		t.Fatalf("after the abort: last stable offset %d, end offset %d; want equal", lso[0], end[0])
+	}
+	// Subtask 1 of the new run does not touch ids mapping to subtask 0.
+	w1, err := s.NewWriter(sink.WriterContext{Subtask: 1, Parallelism: 2, Restored: true, RestoredParallelisms: []int{3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w1.Close()
+	if l := w1.(*transactionalWriter[string]).lingering; len(l) != 0 {
+		t.Fatalf("subtask 1 aborted %+v, want nothing", l)
+	}
+	// The new writer writes and commits normally.
+	writeAll(t, w, "new")
+	b := prepare(t, w, 2)
+	c, _ := s.NewCommitter(rc)
+	defer c.Close()
+	if err := c.Commit(testCtx(t), 2, [][]byte{b}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, seeds, "out", kgo.ReadCommitted(), 1); fmt.Sprint(got) != "[new]" {
+		t.Fatalf("read_committed sees %v, want [new]", got)
+	}
+}
+
+// The listing of open transactions catches an id outside the pool (here a
+// pool that was larger).
+func TestExactlyOnceListingSafetyNet(t *testing.T) {
+	seeds := cluster(t, 1, "out")
+	big := eosSink(t, seeds, "net", TransactionalIDPoolSize(4))
+	w, err := big.NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := w.(*transactionalWriter[string])
+	tw.slot = 3
+	writeAll(t, w, "x")
+	if err := w.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	tw.cur.cl.Close()
+	tw.cur = nil
+	tw.cancel()
+
+	small := eosSink(t, seeds, "net")
+	w2, err := small.NewWriter(sink.WriterContext{Subtask: 0, Parallelism: 1, Restored: true, RestoredParallelisms: []int{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	if l := w2.(*transactionalWriter[string]).lingering; len(l) != 1 || l[0].TransactionalID != "net-0-3" {
+		t.Fatalf("aborted %+v, want net-0-3 found by the listing", l)
+	}
+}
+
+// Close aborts the open transaction of the current interval but leaves a
+// pre-committed one to the committer.
+func TestExactlyOnceCloseKeepsPrecommitted(t *testing.T) {
+	seeds := cluster(t, 1, "out")
+	s := eosSink(t, seeds, "close")
+	w, err := s.NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, w, "kept")
+	b := prepare(t, w, 1)
+	writeAll(t, w, "dropped")
+	if err := w.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := s.NewCommitter(wctx(0, 1))
+	defer c.Close()
+	if err := c.Commit(testCtx(t), 1, [][]byte{b}); err != nil {
+		t.Fatal(err)
+	}
+	lso, end := stableOffsets(t, seeds, "out")
+	if lso[0] != end[0] {
+		t.Fatalf("lso %d end %d: something is still open", lso[0], end[0])
+	}
+	if got := readAll(t, seeds, "out", kgo.ReadCommitted(), 1); fmt.Sprint(got) != "[kept]" {
+		t.Fatalf("read_committed sees %v, want [kept]", got)
+	}
+}
+
+// A re-commit after the id moved on (the slot was reused) is refused by
+// the broker; the committer proves it committed from its control marker.
+// A transaction that was aborted instead is reported as data loss, naming
+// the id and the checkpoint.
+func TestExactlyOnceRecommitAfterReuseAndDataLoss(t *testing.T) {
+	seeds := cluster(t, 2, "out")
+	s := eosSink(t, seeds, "moved")
+	w, err := s.NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c, _ := s.NewCommitter(wctx(0, 1))
+	defer c.Close()
+	ctx := testCtx(t)
+	var bs [][]byte
+	for cp := int64(1); cp <= 3; cp++ { // 1 and 3 both on moved-0-0
+		writeAll(t, w, fmt.Sprint("v", cp), fmt.Sprint("w", cp))
+		b := prepare(t, w, cp)
+		if err := c.Commit(ctx, cp, [][]byte{b}); err != nil {
+			t.Fatal(err)
+		}
+		bs = append(bs, b)
+	}
+	fresh, _ := NewCommitter(seeds)
+	defer fresh.Close()
+	if err := fresh.Commit(ctx, 1, [][]byte{bs[0]}); err != nil {
+		t.Fatalf("re-commit of checkpoint 1 after its id was reused: %v", err)
+	}
+	if v, u := fresh.Stats(); v != 1 || u != 0 {
+		t.Fatalf("verified %d, unverifiable %d; want 1, 0 (the broker refuses the old epoch, the marker proves the commit)", v, u)
+	}
+
+	// Checkpoint 4 pre-commits; a restore that does not know it aborts it.
+	writeAll(t, w, "doomed")
+	b4 := prepare(t, w, 4)
+	cm4, _ := DecodeCommittable(b4)
+	other, err := s.NewWriter(sink.WriterContext{Subtask: 0, Parallelism: 1, Restored: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	err = fresh.Commit(ctx, 4, [][]byte{b4})
+	if !errors.Is(err, ErrDataLoss) || !strings.Contains(err.Error(), cm4.TransactionalID) || !strings.Contains(err.Error(), "checkpoint 4") {
+		t.Fatalf("commit of an aborted transaction: err %v, want ErrDataLoss naming %s and checkpoint 4", err, cm4.TransactionalID)
+	}
+}

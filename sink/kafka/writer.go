@@ -1,0 +1,135 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/sink"
+)
+
+// results tracks the outcome of every record produced through one client
+// (or one transaction): franz-go reports them in promises, on its own
+// goroutines, and Flush does not return them.
+type results struct {
+	mu       sync.Mutex
+	failed   int64
+	firstErr error
+	last     map[topicPartition]int64 // highest acknowledged offset
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+func newResults() *results { return &results{last: map[topicPartition]int64{}} }
+
+// promise is the franz-go promise of every record.
+func (r *results) promise(rec *kgo.Record, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.failed++
+		if r.firstErr == nil {
+			r.firstErr = fmt.Errorf("write a record to topic %s partition %d: %w: %w", rec.Topic, rec.Partition, err, ErrProduce)
+		}
+		return
+	}
+	tp := topicPartition{rec.Topic, rec.Partition}
+	if o, ok := r.last[tp]; !ok || rec.Offset > o {
+		r.last[tp] = rec.Offset
+	}
+}
+
+// err returns the first failure, with the count of failed records.
+func (r *results) err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.firstErr == nil {
+		return nil
+	}
+	if r.failed > 1 {
+		return fmt.Errorf("%d records failed, the first: %w", r.failed, r.firstErr)
+	}
+	return r.firstErr
+}
+
+// lastOffsets returns the highest acknowledged offset per partition.
+func (r *results) lastOffsets() []PartitionOffset {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]PartitionOffset, 0, len(r.last))
+	for tp, o := range r.last {
+		out = append(out, PartitionOffset{Topic: tp.topic, Partition: tp.partition, Offset: o})
+	}
+	return out
+}
+
+// writer is the writer of the guarantees none and at-least-once: one
+// idempotent franz-go producer per subtask.
+type writer[T any] struct {
+	s       *Sink[T]
+	subtask int
+	cl      *kgo.Client
+	res     *results
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+var _ sink.PrecommittingWriter[int] = (*writer[int])(nil)
+
+func newWriter[T any](s *Sink[T], wc sink.WriterContext) (*writer[T], error) {
+	cl, err := kgo.NewClient(s.cfg.kgoOpts()...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink subtask %d: new client: %w", wc.Subtask, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &writer[T]{s: s, subtask: wc.Subtask, cl: cl, res: newResults(), ctx: ctx, cancel: cancel}, nil
+}
+
+// Write hands the record to the producer. It fails with the first error of
+// an earlier record, so a failure stops the job soon after it happens.
+func (w *writer[T]) Write(v T, ts int64) error {
+	if err := w.res.err(); err != nil {
+		return err
+	}
+	r, err := w.s.record(v, ts)
+	if err != nil {
+		return err
+	}
+	w.cl.Produce(w.ctx, r, w.res.promise)
+	return nil
+}
+
+// Flush waits until every record written so far is acknowledged and
+// fails if any was not.
+func (w *writer[T]) Flush(bool) error {
+	if err := w.cl.Flush(w.ctx); err != nil {
+		return fmt.Errorf("kafka sink subtask %d: flush: %w", w.subtask, err)
+	}
+	return w.res.err()
+}
+
+// PrepareCommit flushes at the barrier for at-least-once (every record
+// before the barrier acknowledged) and does nothing for none. Neither
+// hands over committables.
+func (w *writer[T]) PrepareCommit(checkpointID int64) ([][]byte, error) {
+	if w.s.cfg.guarantee == AtLeastOnce {
+		if err := w.Flush(false); err != nil {
+			return nil, fmt.Errorf("at checkpoint %d: %w", checkpointID, err)
+		}
+	}
+	return nil, w.res.err()
+}
+
+// Close closes the producer without flushing: on a clean finish the
+// runtime has called Flush(true) before; on a failure, records still
+// buffered are dropped (replay covers them for at-least-once).
+func (w *writer[T]) Close() error {
+	w.cancel()
+	w.cl.Close()
+	return nil
+}

@@ -1,0 +1,49 @@
+package kafka
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Headers a dead-letter copy carries besides the record's own.
+const (
+	HeaderSourceTopic     = "sluice.source.topic"
+	HeaderSourcePartition = "sluice.source.partition"
+	HeaderSourceOffset    = "sluice.source.offset"
+	HeaderError           = "sluice.error"
+)
+
+// deadLetter writes a copy of rec to the dead-letter topic. The write is
+// asynchronous; a failure fails the next PollNext, and SnapshotState waits
+// for every copy, so each is acknowledged before a checkpoint covers its
+// record.
+func (r *Reader[T]) deadLetter(rec *kgo.Record, cause error) error {
+	if r.dlq == nil {
+		cl, err := kgo.NewClient(r.cfg.kgoOpts()...)
+		if err != nil {
+			return fmt.Errorf("kafka source subtask %d: dead-letter producer: %w", r.subtask, err)
+		}
+		r.dlq = cl
+	}
+	headers := append(append([]kgo.RecordHeader(nil), rec.Headers...),
+		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(rec.Topic)},
+		kgo.RecordHeader{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(int(rec.Partition)))},
+		kgo.RecordHeader{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(cause.Error())},
+	)
+	cp := &kgo.Record{
+		Topic: r.cfg.policy.deadLetterTopic, Key: rec.Key, Value: rec.Value,
+		Headers: headers, Timestamp: rec.Timestamp,
+	}
+	topic, partition, offset := rec.Topic, rec.Partition, rec.Offset
+	r.dlq.Produce(r.ctx, cp, func(_ *kgo.Record, err error) {
+		if err != nil && r.ctx.Err() == nil {
+			e := fmt.Errorf("kafka source subtask %d: write the undecodable record of topic %s partition %d offset %d to dead-letter topic %s: %w",
+				r.subtask, topic, partition, offset, r.cfg.policy.deadLetterTopic, err)
+			r.dlqErr.CompareAndSwap(nil, &e)
+		}
+	})
+	return nil
+}

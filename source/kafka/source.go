@@ -1,0 +1,298 @@
+// Package kafka owns Sluice's Kafka source, built on franz-go: the
+// subscription (topics by list or pattern), the deterministic assignment
+// of partitions (splits) to subtasks and the discovery of new ones, the
+// starting and stopping offsets, the reader that consumes its partitions
+// directly (no consumer-group rebalancing), its snapshot (next offset per
+// partition) and restore, the commit of offsets back to a group for lag
+// monitoring, and the policies for records that cannot be decoded.
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/source"
+)
+
+// DefaultPartitionDiscoveryInterval is how often an unbounded source looks
+// for new partitions (Flink's partition.discovery.interval.ms default since
+// FLIP-288: 5 minutes).
+const DefaultPartitionDiscoveryInterval = 5 * time.Minute
+
+// Decoder turns a Kafka record into a value. An error makes the record a
+// bad record, handled by the source's BadRecordPolicy.
+type Decoder[T any] func(r *kgo.Record) (T, error)
+
+// ValueDecoder decodes the record's value with c.
+func ValueDecoder[T any](c codec.Codec[T]) Decoder[T] {
+	return func(r *kgo.Record) (T, error) { return c.Decode(r.Value) }
+}
+
+// Subscription says which topics the source reads.
+type Subscription struct {
+	topics  []string
+	pattern *regexp.Regexp
+}
+
+// Topics subscribes to the named topics.
+func Topics(names ...string) Subscription { return Subscription{topics: names} }
+
+// TopicPattern subscribes to every topic whose whole name matches re
+// (internal topics excluded); topics created later are found by partition
+// discovery.
+func TopicPattern(re *regexp.Regexp) Subscription { return Subscription{pattern: re} }
+
+func (s Subscription) String() string {
+	if s.pattern != nil {
+		return fmt.Sprintf("pattern %s", s.pattern)
+	}
+	return fmt.Sprintf("topics %v", s.topics)
+}
+
+func (s Subscription) matches(topic string) bool {
+	if s.pattern != nil {
+		loc := s.pattern.FindStringIndex(topic)
+		return loc != nil && loc[0] == 0 && loc[1] == len(topic)
+	}
+	for _, t := range s.topics {
+		if t == topic {
+			return true
+		}
+	}
+	return false
+}
+
+// startKind is how StartingOffsets finds the first offset.
+type startKind int
+
+const (
+	startEarliest startKind = iota
+	startLatest
+	startCommitted
+	startTimestamp
+	startSpecific
+)
+
+// StartingOffsets says where a source without restored state starts.
+type StartingOffsets struct {
+	kind     startKind
+	millis   int64
+	offsets  map[string]map[int32]int64
+	fallback *StartingOffsets // for committed and specific offsets
+}
+
+// Earliest starts at the log start offset of every partition (the
+// default).
+func Earliest() StartingOffsets { return StartingOffsets{kind: startEarliest} }
+
+// Latest starts at the end of every partition, as it is when the reader
+// starts (the last stable offset under read_committed).
+func Latest() StartingOffsets { return StartingOffsets{kind: startLatest} }
+
+// Committed starts at the offsets committed for the source's group
+// (GroupID is required), and where the group has none, at fallback
+// (Earliest or Latest, or Timestamp).
+func Committed(fallback StartingOffsets) StartingOffsets {
+	return StartingOffsets{kind: startCommitted, fallback: &fallback}
+}
+
+// Timestamp starts at the first record whose timestamp is at or after t
+// (the end of a partition that has none).
+func Timestamp(t time.Time) StartingOffsets {
+	return StartingOffsets{kind: startTimestamp, millis: t.UnixMilli()}
+}
+
+// Offsets starts at the given offset per topic and partition, and at
+// fallback for partitions it does not name.
+func Offsets(offsets map[string]map[int32]int64, fallback StartingOffsets) StartingOffsets {
+	return StartingOffsets{kind: startSpecific, offsets: offsets, fallback: &fallback}
+}
+
+func (s StartingOffsets) String() string {
+	switch s.kind {
+	case startEarliest:
+		return "earliest"
+	case startLatest:
+		return "latest"
+	case startCommitted:
+		return "committed (else " + s.fallback.String() + ")"
+	case startTimestamp:
+		return fmt.Sprintf("timestamp %d", s.millis)
+	case startSpecific:
+		return "specific offsets (else " + s.fallback.String() + ")"
+	}
+	return "unknown"
+}
+
+// BadRecordPolicy says what a reader does with a record its decoder
+// refuses.
+type BadRecordPolicy struct {
+	skip            bool
+	deadLetterTopic string
+}
+
+// FailOnBadRecord fails the reader with an error naming the topic,
+// partition and offset of the record (the default).
+func FailOnBadRecord() BadRecordPolicy { return BadRecordPolicy{} }
+
+// SkipBadRecords counts the record (Reader.SkippedRecords) and goes on.
+func SkipBadRecords() BadRecordPolicy { return BadRecordPolicy{skip: true} }
+
+// DeadLetterTopic writes the record as it is (key, value, headers, plus
+// headers naming its origin and the error) to topic and goes on. The copy
+// is acknowledged before the checkpoint that covers the record: at least
+// once.
+func DeadLetterTopic(topic string) BadRecordPolicy {
+	return BadRecordPolicy{skip: true, deadLetterTopic: topic}
+}
+
+type config struct {
+	seeds      []string
+	sub        Subscription
+	start      StartingOffsets
+	bounded    bool
+	group      string
+	readUncomm bool
+	discovery  time.Duration
+	policy     BadRecordPolicy
+	clientOpts []kgo.Opt
+	logger     *slog.Logger
+	maxBatches int
+	perPoll    int
+	wmOn       bool
+	wmDelay    time.Duration
+	wmIdle     time.Duration
+}
+
+// Option configures a Source.
+type Option func(*config)
+
+// StartFrom sets where a source without restored state starts (default
+// Earliest).
+func StartFrom(s StartingOffsets) Option { return func(c *config) { c.start = s } }
+
+// Bounded makes the source bounded: each partition is read up to the end
+// offset it had when the job first started (the last stable offset under
+// read_committed), then the reader ends. Bounded sources discover no new
+// partitions.
+func Bounded() Option { return func(c *config) { c.bounded = true } }
+
+// GroupID sets the consumer group whose committed offsets Committed starts
+// from, and to which the offsets of every completed checkpoint are
+// committed for lag monitoring. The source never joins the group.
+func GroupID(id string) Option { return func(c *config) { c.group = id } }
+
+// ReadUncommitted reads records of open and aborted transactions too
+// (default: read_committed).
+func ReadUncommitted() Option { return func(c *config) { c.readUncomm = true } }
+
+// PartitionDiscoveryInterval sets how often the source looks for new
+// partitions and topics (default 5 min); 0 or less disables discovery.
+func PartitionDiscoveryInterval(d time.Duration) Option { return func(c *config) { c.discovery = d } }
+
+// OnBadRecord sets the policy for records the decoder refuses (default
+// FailOnBadRecord).
+func OnBadRecord(p BadRecordPolicy) Option { return func(c *config) { c.policy = p } }
+
+// ClientOptions passes options to the franz-go clients the source makes
+// (SASL, TLS, client id, fetch sizes...). The source sets the seed brokers,
+// the partitions to consume and the isolation level after them; do not pass
+// group or topic consuming options.
+func ClientOptions(opts ...kgo.Opt) Option {
+	return func(c *config) { c.clientOpts = append(c.clientOpts, opts...) }
+}
+
+// Logger sets the logger (default slog.Default()).
+func Logger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// PartitionWatermarks makes the reader generate event-time watermarks per
+// partition, as Flink's Kafka source does: each partition's watermark is
+// its largest record timestamp minus outOfOrderness minus 1 ms, the
+// reader emits the smallest over its partitions, and a partition without
+// records for idleTimeout (when > 0) stops holding it back; when all are
+// idle the reader marks itself idle. Use it with a job-level strategy that
+// emits no watermarks of its own.
+func PartitionWatermarks(outOfOrderness, idleTimeout time.Duration) Option {
+	return func(c *config) { c.wmOn, c.wmDelay, c.wmIdle = true, outOfOrderness, idleTimeout }
+}
+
+// MaxBufferedFetches bounds the fetches a reader holds ahead of the task
+// (default 4).
+func MaxBufferedFetches(n int) Option { return func(c *config) { c.maxBatches = n } }
+
+// ErrInvalidConfig is returned (wrapped) by NewSource for a configuration it
+// refuses.
+var ErrInvalidConfig = errors.New("kafka source: invalid configuration")
+
+// ErrBadRecord is returned (wrapped) by PollNext when the decoder refuses a
+// record under FailOnBadRecord; the error names topic, partition and
+// offset.
+var ErrBadRecord = errors.New("kafka source: undecodable record")
+
+// ErrBadState is returned (wrapped) by NewReader when restored state cannot
+// be decoded.
+var ErrBadState = errors.New("kafka source: undecodable reader state")
+
+// Source reads records of type T from Kafka.
+type Source[T any] struct {
+	cfg    config
+	decode Decoder[T]
+}
+
+var _ source.Source[int] = (*Source[int])(nil)
+
+// NewSource returns a source reading sub from the cluster at seeds,
+// decoding records with decode.
+func NewSource[T any](seeds []string, sub Subscription, decode Decoder[T], opts ...Option) (*Source[T], error) {
+	cfg := config{
+		seeds: seeds, sub: sub, start: Earliest(), discovery: DefaultPartitionDiscoveryInterval,
+		logger: slog.Default(), maxBatches: 4, perPoll: 64,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case len(seeds) == 0:
+		return nil, fmt.Errorf("no seed brokers: %w", ErrInvalidConfig)
+	case decode == nil:
+		return nil, fmt.Errorf("no decoder: %w", ErrInvalidConfig)
+	case sub.pattern == nil && len(sub.topics) == 0:
+		return nil, fmt.Errorf("no topics: %w", ErrInvalidConfig)
+	case cfg.start.kind == startCommitted && cfg.group == "":
+		return nil, fmt.Errorf("starting from committed offsets needs a GroupID: %w", ErrInvalidConfig)
+	case cfg.maxBatches < 1:
+		return nil, fmt.Errorf("max buffered fetches %d, want >= 1: %w", cfg.maxBatches, ErrInvalidConfig)
+	}
+	for _, t := range sub.topics {
+		if t == "" {
+			return nil, fmt.Errorf("empty topic name: %w", ErrInvalidConfig)
+		}
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	return &Source[T]{cfg: cfg, decode: decode}, nil
+}
+
+// Bounded reports whether the source was made with Bounded().
+func (s *Source[T]) Bounded() bool { return s.cfg.bounded }
+
+// NewReader makes the reader of one subtask: it lists the subscribed
+// partitions, keeps those assigned to the subtask, and resolves where each
+// starts (restored offsets first) and, when bounded, stops.
+func (s *Source[T]) NewReader(ctx source.ReaderContext) (source.Reader[T], error) {
+	return newReader(s, ctx)
+}
+
+func (c *config) kgoOpts(extra ...kgo.Opt) []kgo.Opt {
+	opts := make([]kgo.Opt, 0, len(c.clientOpts)+len(extra)+1)
+	opts = append(opts, c.clientOpts...)
+	opts = append(opts, kgo.SeedBrokers(c.seeds...))
+	return append(opts, extra...)
+}
