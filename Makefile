@@ -38,7 +38,7 @@ demo: deps-demo
 		echo "+ $(GO) run ./examples/datagen"; $(GO) run ./examples/datagen; \
 	fi
 
-test: deps-test vet test-unit-only test-integration-only
+test: deps-test fmt-check vet test-unit-only test-integration-only
 
 test-unit: deps-demo vet test-unit-only
 
