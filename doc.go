@@ -1,7 +1,8 @@
 // Package sluice is the user API of Sluice: an Environment holds the job's
 // settings, typed streams describe the dataflow (FromSource, Map, FlatMap,
-// Filter, KeyBy, Process, Reduce, Union, Connect, SinkTo, and the
-// partitioning methods), and Execute runs it with parallel subtasks.
+// Filter, KeyBy, Process, Reduce, Union, Connect, SinkTo, the partitioning
+// methods, windows on keyed streams and side outputs), and Execute runs it
+// with parallel subtasks, checkpointed as Flink's options say.
 //
 //	env := sluice.NewEnvironment(sluice.WithParallelism(2))
 //	lines := sluice.FromSource(env, src, sluice.NoWatermarks[string](), "lines")

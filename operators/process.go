@@ -45,6 +45,8 @@ type KeyedContext[K comparable] struct {
 	inTimer bool
 	timers  *TimerService[K]
 	runtime *Context
+	// sides are the operator's side outputs (nil without any).
+	sides *SideOutputs
 }
 
 // Key returns the key of the record or timer being processed.
@@ -112,6 +114,12 @@ func (p *KeyedProcess[K, IN, OUT]) Open(ctx *Context) error {
 	p.kctx.runtime = ctx
 	p.kctx.timers = newTimerService[K](ctx.ProcessingTime, p.onTimer)
 	p.keys.open(ctx)
+	if ctx.KeyedState != nil {
+		// Timers live in keyed state, so they survive a restore.
+		if err := p.kctx.timers.persistIn(ctx.KeyedState, p.keys.set, p.keys.codec); err != nil {
+			return Wrap(ctx, err)
+		}
+	}
 	if o, ok := p.fn.(Opener); ok {
 		if err := o.Open(ctx); err != nil {
 			return Wrap(ctx, fmt.Errorf("open: %w", err))
@@ -131,6 +139,12 @@ func (p *KeyedProcess[K, IN, OUT]) ProcessElement(v IN, ts int64) error {
 	err := p.fn.ProcessElement(&p.kctx, v, &p.col)
 	if cerr := p.col.take(); cerr != nil {
 		return cerr
+	}
+	if cerr := p.kctx.sides.take(); cerr != nil {
+		return Wrap(p.ctx, cerr)
+	}
+	if terr := p.kctx.timers.takeErr(); terr != nil {
+		return Wrap(p.ctx, terr)
 	}
 	return Wrap(p.ctx, err)
 }
@@ -154,6 +168,12 @@ func (p *KeyedProcess[K, IN, OUT]) onTimer(key K, ts int64, domain TimeDomain) e
 	if cerr := p.col.take(); cerr != nil {
 		return cerr
 	}
+	if cerr := p.kctx.sides.take(); cerr != nil {
+		return Wrap(p.ctx, cerr)
+	}
+	if terr := p.kctx.timers.takeErr(); terr != nil {
+		return Wrap(p.ctx, terr)
+	}
 	if err != nil {
 		return Wrap(p.ctx, fmt.Errorf("on %s timer at %d: %w", domain, ts, err))
 	}
@@ -162,6 +182,9 @@ func (p *KeyedProcess[K, IN, OUT]) onTimer(key K, ts int64, domain TimeDomain) e
 
 func (p *KeyedProcess[K, IN, OUT]) ProcessWatermark(wm int64) error {
 	if err := p.kctx.timers.advanceWatermark(wm); err != nil {
+		return err
+	}
+	if err := p.kctx.sides.emitWatermark(wm); err != nil {
 		return err
 	}
 	return p.out.EmitWatermark(wm)

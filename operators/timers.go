@@ -1,6 +1,13 @@
 package operators
 
-import "container/heap"
+import (
+	"container/heap"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/state"
+)
 
 // TimeDomain says which clock fired a timer.
 type TimeDomain int
@@ -19,9 +26,13 @@ func (d TimeDomain) String() string {
 	return "processing-time"
 }
 
+// timer is one registered timer: a timestamp for a key, in a namespace
+// (the encoded window of a window operator; "" for a keyed process
+// function).
 type timer[K comparable] struct {
 	ts  int64
 	key K
+	ns  string
 }
 
 type timerHeap[K comparable] []timer[K]
@@ -37,13 +48,15 @@ func (h *timerHeap[K]) Pop() any {
 	return t
 }
 
-// timerQueue is a min-heap of timers with at most one timer per (key, ts);
-// deleted timers are dropped lazily when they reach the top.
+// timerQueue is a min-heap of timers with at most one timer per (key,
+// namespace, ts); deleted timers are dropped lazily when they reach the
+// top.
 type timerQueue[K comparable] struct {
 	h   timerHeap[K]
 	set map[timer[K]]bool // true: live; absent or false: deleted
 }
 
+// add makes t live; it reports whether t was not live before.
 func (q *timerQueue[K]) add(t timer[K]) bool {
 	if q.set == nil {
 		q.set = make(map[timer[K]]bool)
@@ -51,6 +64,7 @@ func (q *timerQueue[K]) add(t timer[K]) bool {
 	if live, ok := q.set[t]; ok {
 		if !live {
 			q.set[t] = true // re-registered while its stale copy is still queued
+			return true
 		}
 		return false
 	}
@@ -59,10 +73,13 @@ func (q *timerQueue[K]) add(t timer[K]) bool {
 	return true
 }
 
-func (q *timerQueue[K]) remove(t timer[K]) {
+// remove deletes t; it reports whether t was live.
+func (q *timerQueue[K]) remove(t timer[K]) bool {
 	if q.set[t] {
 		q.set[t] = false
+		return true
 	}
+	return false
 }
 
 // peek returns the earliest live timer.
@@ -97,6 +114,13 @@ func (q *timerQueue[K]) Len() int {
 
 // TimerService holds the event-time and processing-time timers of a keyed
 // operator, one per (key, timestamp), and fires them on the task goroutine.
+//
+// In a keyed operator with a keyed state backend the timers are part of
+// the keyed state (see persistIn): every live timer is also an entry of a
+// hidden map state of its key, so a checkpoint holds the timers, and a
+// restore (with any parallelism: timers move with their key groups) brings
+// back every timer that was live at the checkpoint. The heap stays the
+// fast path; the state is written on register, delete and fire only.
 type TimerService[K comparable] struct {
 	event, proc timerQueue[K]
 	watermark   int64
@@ -104,10 +128,20 @@ type TimerService[K comparable] struct {
 	pts         ProcessingTimeService
 	cancelProc  func()
 	procAt      int64
-	fire        func(key K, ts int64, domain TimeDomain) error
+	fire        func(key K, ns string, ts int64, domain TimeDomain) error
+	store       *timerStore[K]
+	// err is the first error of writing the timer state from a Register
+	// or Delete method, returned by the operator after the user function.
+	err error
 }
 
 func newTimerService[K comparable](pts ProcessingTimeService, fire func(K, int64, TimeDomain) error) *TimerService[K] {
+	return newNamespacedTimerService(pts, func(k K, _ string, ts int64, d TimeDomain) error { return fire(k, ts, d) })
+}
+
+// newNamespacedTimerService is a timer service whose timers also carry a
+// namespace, handed back when they fire (window operators).
+func newNamespacedTimerService[K comparable](pts ProcessingTimeService, fire func(K, string, int64, TimeDomain) error) *TimerService[K] {
 	return &TimerService[K]{watermark: MinWatermark, pts: pts, fire: fire}
 }
 
@@ -120,31 +154,79 @@ func (s *TimerService[K]) CurrentProcessingTime() int64 { return s.pts.Now() }
 // RegisterEventTimeTimer asks for OnTimer with the current key once the
 // watermark reaches ts.
 func (s *TimerService[K]) RegisterEventTimeTimer(ts int64) {
-	s.event.add(timer[K]{ts: ts, key: s.current})
+	s.keep(s.register(EventTime, "", ts))
 }
 
 // DeleteEventTimeTimer removes the current key's event-time timer at ts.
 func (s *TimerService[K]) DeleteEventTimeTimer(ts int64) {
-	s.event.remove(timer[K]{ts: ts, key: s.current})
+	s.keep(s.delete(EventTime, "", ts))
 }
 
 // RegisterProcessingTimeTimer asks for OnTimer with the current key once the
 // wall clock reaches ts (Unix milliseconds).
 func (s *TimerService[K]) RegisterProcessingTimeTimer(ts int64) {
-	if s.proc.add(timer[K]{ts: ts, key: s.current}) {
-		s.scheduleProc()
-	}
+	s.keep(s.register(ProcessingTime, "", ts))
 }
 
 // DeleteProcessingTimeTimer removes the current key's processing-time timer
 // at ts.
 func (s *TimerService[K]) DeleteProcessingTimeTimer(ts int64) {
-	s.proc.remove(timer[K]{ts: ts, key: s.current})
+	s.keep(s.delete(ProcessingTime, "", ts))
 }
 
 // NumEventTimeTimers and NumProcessingTimeTimers count the live timers.
 func (s *TimerService[K]) NumEventTimeTimers() int      { return s.event.Len() }
 func (s *TimerService[K]) NumProcessingTimeTimers() int { return s.proc.Len() }
+
+func (s *TimerService[K]) keep(err error) {
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+}
+
+// takeErr returns the kept error of a Register or Delete method and
+// resets it; nil-safe.
+func (s *TimerService[K]) takeErr() error {
+	if s == nil || s.err == nil {
+		return nil
+	}
+	err := s.err
+	s.err = nil
+	return err
+}
+
+func (s *TimerService[K]) queue(d TimeDomain) *timerQueue[K] {
+	if d == EventTime {
+		return &s.event
+	}
+	return &s.proc
+}
+
+// register adds the timer (current key, ns, ts) in domain d and writes it
+// to the timer state if it is new. The keyed state backend's current key
+// must be the service's current key.
+func (s *TimerService[K]) register(d TimeDomain, ns string, ts int64) error {
+	t := timer[K]{ts: ts, key: s.current, ns: ns}
+	if !s.queue(d).add(t) {
+		return nil
+	}
+	if d == ProcessingTime {
+		s.scheduleProc()
+	}
+	if s.store != nil {
+		return s.store.put(d, t)
+	}
+	return nil
+}
+
+// delete removes the timer (current key, ns, ts) in domain d.
+func (s *TimerService[K]) delete(d TimeDomain, ns string, ts int64) error {
+	t := timer[K]{ts: ts, key: s.current, ns: ns}
+	if !s.queue(d).remove(t) || s.store == nil {
+		return nil
+	}
+	return s.store.remove(d, t)
+}
 
 // scheduleProc makes sure a callback is scheduled for the earliest
 // processing-time timer.
@@ -171,8 +253,7 @@ func (s *TimerService[K]) onProcessingTime() error {
 		if !ok || t.ts > now {
 			break
 		}
-		s.proc.pop()
-		if err := s.fire(t.key, t.ts, ProcessingTime); err != nil {
+		if err := s.popAndFire(ProcessingTime); err != nil {
 			return err
 		}
 	}
@@ -189,11 +270,25 @@ func (s *TimerService[K]) advanceWatermark(wm int64) error {
 		if !ok || t.ts > wm {
 			return nil
 		}
-		s.event.pop()
-		if err := s.fire(t.key, t.ts, EventTime); err != nil {
+		if err := s.popAndFire(EventTime); err != nil {
 			return err
 		}
 	}
+}
+
+// popAndFire takes the earliest timer of domain d out of the queue and its
+// key's timer state, and fires it.
+func (s *TimerService[K]) popAndFire(d TimeDomain) error {
+	t := s.queue(d).pop()
+	if s.store != nil {
+		if err := s.store.setKey(t.key); err != nil {
+			return err
+		}
+		if err := s.store.remove(d, t); err != nil {
+			return err
+		}
+	}
+	return s.fire(t.key, t.ns, t.ts, d)
 }
 
 func (s *TimerService[K]) close() {
@@ -202,3 +297,115 @@ func (s *TimerService[K]) close() {
 		s.cancelProc = nil
 	}
 }
+
+// timerStateName is the hidden map state that holds the timers of a keyed
+// operator; its namespaces separate the two time domains. Each key's map
+// has one entry per live timer (see timerEntryCodec).
+const timerStateName = "_timer_state"
+
+var (
+	eventTimersNS = []byte("timers-event")
+	procTimersNS  = []byte("timers-proc")
+)
+
+// timerEntry is a timer in the timer state of its key.
+type timerEntry struct {
+	ts int64
+	ns string
+}
+
+// timerEntryCodec encodes a timerEntry as its 8-byte big-endian timestamp
+// followed by its namespace.
+type timerEntryCodec struct{}
+
+func (timerEntryCodec) Append(dst []byte, e timerEntry) ([]byte, error) {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(e.ts))
+	return append(dst, e.ns...), nil
+}
+
+func (timerEntryCodec) Decode(src []byte) (timerEntry, error) {
+	if len(src) < 8 {
+		return timerEntry{}, fmt.Errorf("timer entry of %d bytes: %w", len(src), state.ErrCorruptSnapshot)
+	}
+	return timerEntry{ts: int64(binary.BigEndian.Uint64(src)), ns: string(src[8:])}, nil
+}
+
+// timerStore writes timers into the keyed state backend.
+type timerStore[K comparable] struct {
+	event, proc state.MapState[timerEntry, struct{}]
+	setKey      func(K) error
+}
+
+// persistIn keeps the service's timers in keyed state from now on and,
+// when the backend was restored, loads the restored timers into the
+// queues. setKey sets the backend's current key (as the operator does per
+// record); kc decodes the keys that the backend holds.
+func (s *TimerService[K]) persistIn(b state.KeyedBackend, setKey func(K) error, kc codec.Codec[K]) error {
+	st := &timerStore[K]{setKey: setKey}
+	for _, h := range []*state.MapState[timerEntry, struct{}]{&st.event, &st.proc} {
+		m, err := state.GetMapState(b, state.MapStateDescriptor[timerEntry, struct{}]{
+			Name: timerStateName, KeyCodec: timerEntryCodec{}, ValueCodec: emptyCodec{}})
+		if err != nil {
+			return fmt.Errorf("timer state: %w", err)
+		}
+		*h = m
+	}
+	st.event.SetNamespace(eventTimersNS)
+	st.proc.SetNamespace(procTimersNS)
+	for _, d := range []TimeDomain{EventTime, ProcessingTime} {
+		h, ns := st.handle(d), st.namespace(d)
+		q := s.queue(d)
+		err := b.Keys(timerStateName, ns, func(kb []byte, kg int) error {
+			k, err := kc.Decode(kb)
+			if err != nil {
+				return fmt.Errorf("decode key of a restored %s timer: %w", d, err)
+			}
+			b.SetCurrentKey(kb, kg)
+			return h.IterateKeys(func(e timerEntry) bool {
+				q.add(timer[K]{ts: e.ts, key: k, ns: e.ns})
+				return true
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("restore %s timers: %w", d, err)
+		}
+	}
+	s.store = st
+	s.scheduleProc()
+	return nil
+}
+
+func (st *timerStore[K]) handle(d TimeDomain) state.MapState[timerEntry, struct{}] {
+	if d == EventTime {
+		return st.event
+	}
+	return st.proc
+}
+
+func (st *timerStore[K]) namespace(d TimeDomain) []byte {
+	if d == EventTime {
+		return eventTimersNS
+	}
+	return procTimersNS
+}
+
+func (st *timerStore[K]) put(d TimeDomain, t timer[K]) error {
+	if err := st.handle(d).Put(timerEntry{t.ts, t.ns}, struct{}{}); err != nil {
+		return fmt.Errorf("write %s timer %d: %w", d, t.ts, err)
+	}
+	return nil
+}
+
+func (st *timerStore[K]) remove(d TimeDomain, t timer[K]) error {
+	if err := st.handle(d).Remove(timerEntry{t.ts, t.ns}); err != nil {
+		return fmt.Errorf("remove %s timer %d: %w", d, t.ts, err)
+	}
+	return nil
+}
+
+// emptyCodec encodes struct{} in no bytes: the value of a set held in a
+// map state.
+type emptyCodec struct{}
+
+func (emptyCodec) Append(dst []byte, _ struct{}) ([]byte, error) { return dst, nil }
+func (emptyCodec) Decode([]byte) (struct{}, error)               { return struct{}{}, nil }

@@ -1,0 +1,154 @@
+package operators
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+)
+
+// mergingWindowSet is the bookkeeping of merging (session) windows of one
+// key, as Flink's MergingWindowSet: it maps every window in flight to its
+// state window, the namespace that holds the window's contents. A merge
+// keeps the state window of one of the merged windows, so the contents
+// of the others are merged into it rather than all contents being moved
+// whenever a session grows. The set is kept in keyed state (as a list of
+// pairs) so it survives a restore.
+type mergingWindowSet struct {
+	mapping map[TimeWindow]TimeWindow
+	dirty   bool
+}
+
+// windowPair is one entry of a persisted mergingWindowSet.
+type windowPair struct {
+	window, stateWindow TimeWindow
+}
+
+// windowMergeFunc is told about a merge: result is the new window, merged
+// the windows in flight that it replaces (without the window being added),
+// stateResult the state window of result and mergedState the state
+// windows whose contents must be merged into it.
+type windowMergeFunc func(result TimeWindow, merged []TimeWindow, stateResult TimeWindow, mergedState []TimeWindow) error
+
+func newMergingWindowSet(pairs []windowPair) *mergingWindowSet {
+	s := &mergingWindowSet{mapping: make(map[TimeWindow]TimeWindow, len(pairs)+1)}
+	for _, p := range pairs {
+		s.mapping[p.window] = p.stateWindow
+	}
+	return s
+}
+
+// pairs returns the set's entries, sorted, for persisting.
+func (s *mergingWindowSet) pairs() []windowPair {
+	out := make([]windowPair, 0, len(s.mapping))
+	for w, sw := range s.mapping {
+		out = append(out, windowPair{w, sw})
+	}
+	slices.SortFunc(out, func(a, b windowPair) int {
+		if a.window.Start != b.window.Start {
+			return cmpInt64(a.window.Start, b.window.Start)
+		}
+		return cmpInt64(a.window.End, b.window.End)
+	})
+	return out
+}
+
+// stateWindow returns the state window of a window in flight.
+func (s *mergingWindowSet) stateWindow(w TimeWindow) (TimeWindow, bool) {
+	sw, ok := s.mapping[w]
+	return sw, ok
+}
+
+// retireWindow removes a window that was fired and cleaned up, or that
+// turned out late.
+func (s *mergingWindowSet) retireWindow(w TimeWindow) error {
+	if _, ok := s.mapping[w]; !ok {
+		return fmt.Errorf("retire window %v: not in the merging window set: %w", w, ErrInvalidWindow)
+	}
+	delete(s.mapping, w)
+	s.dirty = true
+	return nil
+}
+
+// addWindow adds a new window: it merges it with the windows in flight as
+// the assigner says, calls merge for every merge of windows that had
+// state, and returns the window the new one ended up in (itself, or the
+// result of the merge that took it in).
+func (s *mergingWindowSet) addWindow(nw TimeWindow, a MergingWindowAssigner, merge windowMergeFunc) (TimeWindow, error) {
+	windows := make([]TimeWindow, 0, len(s.mapping)+1)
+	for w := range s.mapping {
+		windows = append(windows, w)
+	}
+	windows = append(windows, nw)
+	type mergeResult struct {
+		result TimeWindow
+		merged []TimeWindow
+	}
+	var results []mergeResult
+	a.MergeWindows(windows, func(result TimeWindow, merged []TimeWindow) {
+		results = append(results, mergeResult{result, slices.Compact(slices.Clone(merged))})
+	})
+	resultWindow, mergedNew := nw, false
+	_, nwInFlight := s.mapping[nw]
+	for _, r := range results {
+		merged := r.merged
+		if i := slices.Index(merged, nw); i >= 0 {
+			mergedNew, resultWindow = true, r.result
+			if !nwInFlight {
+				// The new window has no state nor timers of its own.
+				merged = slices.Delete(merged, i, i+1)
+			}
+		}
+		if len(merged) == 0 {
+			continue // only the new window itself: nothing in flight merges
+		}
+		// The merge result keeps the state window of one of the windows
+		// in flight; the state of the others is merged into it.
+		stateResult, ok := s.mapping[merged[0]]
+		if !ok {
+			return TimeWindow{}, fmt.Errorf("merge into %v: window %v is not in the merging window set: %w", r.result, merged[0], ErrInvalidWindow)
+		}
+		var mergedState []TimeWindow
+		for _, m := range merged {
+			if sw, ok := s.mapping[m]; ok {
+				delete(s.mapping, m)
+				if sw != stateResult {
+					mergedState = append(mergedState, sw)
+				}
+			}
+		}
+		s.mapping[r.result] = stateResult
+		s.dirty = true
+		// A window in flight that only swallowed the new window changes
+		// nothing: no timers move and no state merges.
+		if len(merged) == 1 && merged[0] == r.result {
+			continue
+		}
+		if err := merge(r.result, merged, stateResult, mergedState); err != nil {
+			return TimeWindow{}, err
+		}
+	}
+	if !mergedNew && !nwInFlight {
+		// A window of its own: it is its own state window.
+		s.mapping[nw] = nw
+		s.dirty = true
+	}
+	return resultWindow, nil
+}
+
+// windowPairCodec encodes a windowPair in 32 bytes.
+type windowPairCodec struct{}
+
+func (windowPairCodec) Append(dst []byte, p windowPair) ([]byte, error) {
+	dst = AppendWindowNamespace(dst, p.window)
+	return AppendWindowNamespace(dst, p.stateWindow), nil
+}
+
+func (windowPairCodec) Decode(src []byte) (windowPair, error) {
+	if len(src) != 2*windowNamespaceLen {
+		return windowPair{}, fmt.Errorf("merging window entry of %d bytes, want %d: %w", len(src), 2*windowNamespaceLen, ErrInvalidWindow)
+	}
+	return windowPair{
+		window:      TimeWindow{Start: int64(binary.BigEndian.Uint64(src)), End: int64(binary.BigEndian.Uint64(src[8:]))},
+		stateWindow: TimeWindow{Start: int64(binary.BigEndian.Uint64(src[16:])), End: int64(binary.BigEndian.Uint64(src[24:]))},
+	}, nil
+}
