@@ -190,7 +190,15 @@ func (p *KeyedProcess[K, IN, OUT]) ProcessWatermark(wm int64) error {
 	return p.out.EmitWatermark(wm)
 }
 
-func (p *KeyedProcess[K, IN, OUT]) Finish() error { return nil }
+// Finish quiesces the processing-time timers: at the end of input the
+// ones not yet due never fire (as in Flink); event-time timers have fired
+// with the final watermark.
+func (p *KeyedProcess[K, IN, OUT]) Finish() error {
+	if p.kctx.timers != nil {
+		p.kctx.timers.quiesce()
+	}
+	return nil
+}
 
 // SnapshotState lets the user function store what it keeps outside keyed
 // state (FunctionSnapshotter).

@@ -127,6 +127,7 @@ type TimerService[K comparable] struct {
 	current     K
 	pts         ProcessingTimeService
 	cancelProc  func()
+	quiesced    bool
 	procAt      int64
 	fire        func(key K, ns string, ts int64, domain TimeDomain) error
 	store       *timerStore[K]
@@ -231,6 +232,9 @@ func (s *TimerService[K]) delete(d TimeDomain, ns string, ts int64) error {
 // scheduleProc makes sure a callback is scheduled for the earliest
 // processing-time timer.
 func (s *TimerService[K]) scheduleProc() {
+	if s.quiesced {
+		return
+	}
 	t, ok := s.proc.peek()
 	if !ok {
 		return
@@ -289,6 +293,13 @@ func (s *TimerService[K]) popAndFire(d TimeDomain) error {
 		}
 	}
 	return s.fire(t.key, t.ns, t.ts, d)
+}
+
+// quiesce stops processing-time timers for good: at the end of input, as
+// Flink does, the ones not yet due never fire.
+func (s *TimerService[K]) quiesce() {
+	s.quiesced = true
+	s.close()
 }
 
 func (s *TimerService[K]) close() {

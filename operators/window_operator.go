@@ -664,7 +664,7 @@ func (w *WindowOperator[K, IN, V, OUT]) ProcessWatermark(wm int64) error {
 // are dropped at the end of input, as in Flink.
 func (w *WindowOperator[K, IN, V, OUT]) Finish() error {
 	if w.timers != nil {
-		w.timers.close()
+		w.timers.quiesce()
 	}
 	return nil
 }
