@@ -1,0 +1,35 @@
+// Package api owns the HTTP API and web dashboard of Sluice jobs: JSON over
+// net/http with Flink's REST paths, shapes and field names, the dashboard
+// (plain HTML, JS and SVG embedded in the binary) on the same address, and
+// a client for both that the sluice command uses.
+//
+//	GET   /jobs                                   ids and states
+//	GET   /jobs/overview                          name, state, times, task counts
+//	GET   /jobs/:jobid                            vertices, their metrics, the plan
+//	PATCH /jobs/:jobid?mode=cancel                cancel
+//	GET   /jobs/:jobid/checkpoints                counts, summary, latest, history
+//	GET   /jobs/:jobid/checkpoints/config         the checkpoint settings
+//	GET   /jobs/:jobid/checkpoints/details/:cid   one checkpoint, per vertex ("latest" too)
+//	GET   /jobs/:jobid/checkpoints/details/:cid/subtasks/:vertexid
+//	GET   /jobs/:jobid/vertices/:vertexid/backpressure
+//	POST  /jobs/:jobid/savepoints                 {"target-directory", "cancel-job"}
+//	POST  /jobs/:jobid/stop                       {"targetDirectory", "drain"}
+//	GET   /jobs/:jobid/savepoints/:triggerid      the savepoint's status and location
+//	GET   /jobs/:jobid/checkpoints/timeline       (Sluice) the checkpoints the server kept, for charts
+//	GET   /config                                 the dashboard's settings
+//	GET   /metrics                                Prometheus, when Options.Metrics is set
+//	GET   /                                       the dashboard
+//
+// :jobid is a job id, a unique prefix of one, or a job name.
+//
+// The server binds to 127.0.0.1:8081 (Flink's port) by default; set
+// Options.Token to require "Authorization: Bearer <token>" on every API
+// call and on /metrics. The dashboard's static files need no token: the
+// page asks for it (or takes it from the URL fragment #token=...) and
+// sends it.
+//
+//	srv := api.New(api.Options{Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})})
+//	srv.AddJob(job)
+//	if err := srv.Start(); err != nil { ... }
+//	defer srv.Close()
+package api

@@ -1,0 +1,382 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/internal/backpressure"
+	"github.com/sluicehq/sluice/runtime"
+)
+
+// DefaultAddr is where the server listens unless told otherwise: the
+// loopback interface only, on Flink's REST port.
+const DefaultAddr = "127.0.0.1:8081"
+
+// Job is what the server reads from and does to a job; *runtime.Job
+// (sluice.Job) implements it.
+type Job interface {
+	Config() runtime.Config
+	Status() runtime.JobStatus
+	Graph() *runtime.JobGraph
+	Metrics() []runtime.TaskMetrics
+	CheckpointStats() (checkpoint.CheckpointingStats, bool)
+	LastRestore() (runtime.RestoreInfo, bool)
+	Restarts() int64
+	TriggerSavepoint(ctx context.Context, parent string) (string, error)
+	StopWithSavepoint(ctx context.Context, parent string, drain bool) (string, error)
+	Cancel()
+	Done() <-chan struct{}
+}
+
+// Options configure a Server.
+type Options struct {
+	// Addr is the address to listen on; default DefaultAddr. Use
+	// "127.0.0.1:0" for any free port.
+	Addr string
+	// Token, when set, is the bearer token every API call must carry.
+	Token string
+	// Metrics, when set, is served at /metrics (behind the token too):
+	// promhttp.HandlerFor(registry, ...).
+	Metrics http.Handler
+	// PollInterval is how often the server copies each job's finished
+	// checkpoints into its own history; default 1 s.
+	PollInterval time.Duration
+	// HistorySize is how many finished checkpoints per job the server keeps
+	// for the summary, the timeline and details; default 200.
+	HistorySize int
+	// RefreshInterval is how often the dashboard refreshes; default 1 s.
+	RefreshInterval time.Duration
+	// Logger receives the server's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves the API and the dashboard for the jobs added to it. It is
+// safe for concurrent use.
+type Server struct {
+	opts    Options
+	logger  *slog.Logger
+	handler http.Handler
+
+	ctx    context.Context // cancelled by Close: ends pollers and operations
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	jobs  map[string]*jobEntry
+	order []string
+
+	ops operations
+
+	srvMu sync.Mutex
+	srv   *http.Server
+	ln    net.Listener
+}
+
+// New returns a server with no jobs; Start listens, Handler serves
+// without listening.
+func New(opts Options) *Server {
+	if opts.Addr == "" {
+		opts.Addr = DefaultAddr
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.HistorySize <= 0 {
+		opts.HistorySize = 200
+	}
+	if opts.RefreshInterval <= 0 {
+		opts.RefreshInterval = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{opts: opts, logger: opts.Logger.With("component", "api"), jobs: map[string]*jobEntry{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.handler = s.routes()
+	return s
+}
+
+// jobEntry is a job the server knows, with what it keeps about it.
+type jobEntry struct {
+	id        string
+	job       Job
+	name      string
+	start     time.Time
+	vertexIDs []string // by index in the graph
+	byID      map[string]*runtime.JobVertex
+	rates     *backpressure.Sampler
+	history   *history
+
+	mu  sync.Mutex
+	end time.Time
+}
+
+// AddJob makes the job visible and returns its id (32 hex digits, as
+// Flink's job ids). The server follows its checkpoints until the job ends
+// or the server closes.
+func (s *Server) AddJob(j Job) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	e := &jobEntry{
+		id: hex.EncodeToString(b[:]), job: j, name: j.Config().JobName, start: time.Now(),
+		byID: map[string]*runtime.JobVertex{}, rates: backpressure.NewSampler(backpressure.MinWindow),
+		history: newHistory(s.opts.HistorySize),
+	}
+	for i, v := range j.Graph().Vertices {
+		id := vertexID(e.id, i, v.Name)
+		e.vertexIDs = append(e.vertexIDs, id)
+		e.byID[id] = v
+	}
+	s.mu.Lock()
+	s.jobs[e.id] = e
+	s.order = append(s.order, e.id)
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.follow(e)
+	return e.id
+}
+
+// vertexID derives a vertex id (32 hex digits, as Flink's) from the job
+// id and the vertex's place in the graph.
+func vertexID(job string, index int, name string) string {
+	h := fnv.New128a()
+	fmt.Fprintf(h, "%s/%d/%s", job, index, name)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// follow copies the job's finished checkpoints into the server's history
+// until the job ends (then once more) or the server closes.
+func (s *Server) follow(e *jobEntry) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			e.poll()
+		case <-e.job.Done():
+			e.poll()
+			e.mu.Lock()
+			e.end = time.Now()
+			e.mu.Unlock()
+			return
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// poll merges the job's current statistics into the history and returns
+// them.
+func (e *jobEntry) poll() (checkpoint.CheckpointingStats, bool) {
+	st, ok := e.job.CheckpointStats()
+	if ok {
+		e.history.merge(st)
+	}
+	return st, ok
+}
+
+func (e *jobEntry) endTime() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.end
+}
+
+// Handler returns the server's HTTP handler: the API, /metrics and the
+// dashboard.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Start listens on the configured address and serves in the background.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("api: listen on %s: %w", s.opts.Addr, err)
+	}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	s.srvMu.Lock()
+	s.srv, s.ln = srv, ln
+	s.srvMu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("api server stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	s.logger.Info("api and dashboard listening", "url", s.URL(), "token", s.opts.Token != "")
+	return nil
+}
+
+// Addr returns the address the server listens on (after Start), else
+// the configured one.
+func (s *Server) Addr() string {
+	s.srvMu.Lock()
+	defer s.srvMu.Unlock()
+	if s.ln != nil {
+		return s.ln.Addr().String()
+	}
+	return s.opts.Addr
+}
+
+// URL returns the server's base URL.
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Close stops listening, stops following jobs and abandons the wait for
+// savepoints still being taken (the savepoints themselves go on).
+func (s *Server) Close() error {
+	s.cancel()
+	s.srvMu.Lock()
+	srv := s.srv
+	s.srvMu.Unlock()
+	var err error
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = srv.Shutdown(ctx)
+	}
+	s.wg.Wait()
+	return err
+}
+
+func (s *Server) job(id string) (*jobEntry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.jobs[id]
+	return e, ok
+}
+
+func (s *Server) entries() []*jobEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*jobEntry, 0, len(s.order))
+	for _, id := range s.order {
+		out = append(out, s.jobs[id])
+	}
+	return out
+}
+
+// routes builds the handler: Flink's REST paths, the Sluice additions and
+// the dashboard.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	api := func(pattern string, h func(w http.ResponseWriter, r *http.Request)) {
+		mux.Handle(pattern, s.authorized(http.HandlerFunc(h)))
+	}
+	api("GET /config", s.handleConfig)
+	api("GET /jobs", s.handleJobs)
+	api("GET /jobs/overview", s.handleJobsOverview)
+	api("GET /jobs/{jobid}", s.withJob(s.handleJob))
+	api("PATCH /jobs/{jobid}", s.withJob(s.handleCancel))
+	api("GET /jobs/{jobid}/checkpoints", s.withJob(s.handleCheckpoints))
+	api("GET /jobs/{jobid}/checkpoints/config", s.withJob(s.handleCheckpointConfig))
+	api("GET /jobs/{jobid}/checkpoints/timeline", s.withJob(s.handleTimeline))
+	api("GET /jobs/{jobid}/checkpoints/details/{checkpointid}", s.withJob(s.handleCheckpointDetails))
+	api("GET /jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}", s.withJob(s.handleSubtaskDetails))
+	api("GET /jobs/{jobid}/vertices/{vertexid}/backpressure", s.withJob(s.handleBackpressure))
+	api("POST /jobs/{jobid}/savepoints", s.withJob(s.handleTriggerSavepoint))
+	api("GET /jobs/{jobid}/savepoints/{triggerid}", s.withJob(s.handleSavepointStatus))
+	api("POST /jobs/{jobid}/stop", s.withJob(s.handleStop))
+	if s.opts.Metrics != nil {
+		mux.Handle("GET /metrics", s.authorized(s.opts.Metrics))
+	}
+	s.dashboard(mux)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "Not found: %s %s", r.Method, r.URL.Path)
+	})
+	return mux
+}
+
+// authorized requires the bearer token when one is configured.
+func (s *Server) authorized(h http.Handler) http.Handler {
+	if s.opts.Token == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.opts.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+			writeError(w, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer <token>)")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// withJob resolves {jobid}: a job id, a unique prefix of one, or a job
+// name.
+func (s *Server) withJob(h func(w http.ResponseWriter, r *http.Request, e *jobEntry)) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("jobid")
+		e, err := s.resolve(id)
+		if err != nil {
+			writeError(w, http.StatusNotFound, "%v", err)
+			return
+		}
+		h(w, r, e)
+	}
+}
+
+// ErrJobNotFound is returned (wrapped) for a job id or name the server
+// does not know.
+var ErrJobNotFound = errors.New("job not found")
+
+func (s *Server) resolve(ref string) (*jobEntry, error) {
+	if e, ok := s.job(ref); ok {
+		return e, nil
+	}
+	var found []*jobEntry
+	for _, e := range s.entries() {
+		if e.name == ref || (len(ref) >= 4 && strings.HasPrefix(e.id, ref)) {
+			found = append(found, e)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return nil, fmt.Errorf("%w: %q", ErrJobNotFound, ref)
+	}
+	// Several: the newest job of that name wins, as the newest run of it.
+	return found[len(found)-1], nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, format string, args ...any) {
+	writeJSON(w, status, ErrorResponse{Errors: []string{fmt.Sprintf(format, args...)}})
+}
+
+func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
+	_, off := time.Now().Zone()
+	writeJSON(w, http.StatusOK, DashboardConfiguration{
+		RefreshInterval: s.opts.RefreshInterval.Milliseconds(), TimezoneName: time.Local.String(),
+		TimezoneOffset: int64(off) * 1000, FlinkVersion: "sluice", FlinkRevision: "",
+		Features: DashboardFeatures{WebCancel: true},
+	})
+}
+
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return -1
+	}
+	return t.UnixMilli()
+}

@@ -1,0 +1,167 @@
+// Command sluice operates Sluice jobs: it lists the jobs of a job's API
+// server, prints the per-subtask checkpoint table, takes savepoints, stops
+// and cancels jobs, and reads a checkpoint or savepoint offline.
+//
+//	sluice jobs
+//	sluice checkpoints JOB [--checkpoint ID]
+//	sluice savepoint JOB [--dir DIR] [--no-wait]
+//	sluice stop JOB [--drain] [--dir DIR]
+//	sluice cancel JOB
+//	sluice inspect PATH
+//
+// JOB is a job id, a unique prefix of one (4 characters at least), or a
+// job name. The server is at --address (or $SLUICE_ADDRESS, default
+// 127.0.0.1:8081); --token (or $SLUICE_TOKEN) is its bearer token.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+const usage = `sluice operates Sluice jobs through their API, and reads checkpoints offline.
+
+Usage:
+  sluice jobs                                  list the jobs
+  sluice checkpoints JOB [--checkpoint ID]     checkpoint counts, summary and the
+                                               per-subtask table of the latest
+                                               completed checkpoint (or of ID)
+  sluice savepoint JOB [--dir DIR] [--no-wait] take a savepoint
+  sluice stop JOB [--drain] [--dir DIR]        stop the job with a savepoint
+  sluice cancel JOB                            cancel the job
+  sluice inspect PATH                          read a checkpoint or savepoint
+                                               (its directory, its _metadata, or
+                                               a job's checkpoint directory)
+
+JOB is a job id, a unique prefix of one, or a job name.
+
+Flags (before or after the command):
+`
+
+// exit codes
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// options are the parsed flags.
+type options struct {
+	address    string
+	token      string
+	timeout    time.Duration
+	checkpoint int64
+	dir        string
+	drain      bool
+	noWait     bool
+}
+
+// errUsage marks a command line that does not make sense.
+var errUsage = errors.New("usage")
+
+// run runs the command line args and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	var o options
+	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := getenv("SLUICE_ADDRESS")
+	if addr == "" {
+		addr = api.DefaultAddr
+	}
+	fs.StringVar(&o.address, "address", addr, "address of the job's API server (env SLUICE_ADDRESS)")
+	fs.StringVar(&o.token, "token", getenv("SLUICE_TOKEN"), "bearer token of the API server (env SLUICE_TOKEN)")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the server and for savepoints")
+	fs.Int64Var(&o.checkpoint, "checkpoint", 0, "checkpoints: the checkpoint to show (default: the latest completed)")
+	fs.StringVar(&o.dir, "dir", "", "savepoint, stop: the directory to put the savepoint in (default: the job's savepoint directory)")
+	fs.BoolVar(&o.drain, "drain", false, "stop: end event time first, so that every timer and window fires")
+	fs.BoolVar(&o.noWait, "no-wait", false, "savepoint: print the trigger id and return without waiting")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	c := api.NewClient(o.address, o.token)
+	cmd, rest := pos[0], pos[1:]
+	switch cmd {
+	case "jobs":
+		err = want(rest, 0, "jobs", func() error { return listJobs(ctx, c, stdout) })
+	case "checkpoints":
+		err = want(rest, 1, "checkpoints JOB", func() error { return showCheckpoints(ctx, c, rest[0], o.checkpoint, stdout) })
+	case "savepoint":
+		err = want(rest, 1, "savepoint JOB", func() error { return savepoint(ctx, c, rest[0], o, stdout) })
+	case "stop":
+		err = want(rest, 1, "stop JOB", func() error { return stopJob(ctx, c, rest[0], o, stdout) })
+	case "cancel":
+		err = want(rest, 1, "cancel JOB", func() error { return cancelJob(ctx, c, rest[0], stdout) })
+	case "inspect":
+		err = want(rest, 1, "inspect PATH", func() error { return inspectPath(rest[0], stdout) })
+	case "help":
+		fs.Usage()
+		return exitOK
+	default:
+		err = fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+	}
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "sluice: %v (sluice help for usage)\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "sluice %s: %v\n", cmd, err)
+		return exitError
+	}
+}
+
+// want runs f when the command got n arguments.
+func want(args []string, n int, form string, f func() error) error {
+	if len(args) != n {
+		return fmt.Errorf("%w: sluice %s takes %d argument(s), got %d: %s", errUsage, form, n, len(args), strings.Join(args, " "))
+	}
+	return f()
+}
+
+// parseInterspersed parses flags before, between and after the
+// positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}

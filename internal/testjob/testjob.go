@@ -1,0 +1,228 @@
+// Package testjob runs the small real jobs that the observability tests
+// (metrics, tracing, api, cmd/sluice) observe: a datagen source of
+// parallelism 2, a keyed count and a discarding sink, with checkpoints into
+// a temporary directory and a listener that records every checkpoint.
+package testjob
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/sink"
+	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/state"
+)
+
+// SafetyNet bounds every wait: a passing test never reaches it.
+const SafetyNet = 60 * time.Second
+
+// Options describe the job.
+type Options struct {
+	// Name is the job name (default "testjob").
+	Name string
+	// Records bounds the source; 0 runs until cancelled.
+	Records int64
+	// Rate limits the source, records per second over all subtasks; 0 is
+	// as fast as it can.
+	Rate float64
+	// Keys is the number of distinct keys (default 16).
+	Keys int
+	// Interval is the checkpoint interval; 0 turns checkpoints off.
+	Interval time.Duration
+	// Unaligned turns unaligned checkpoints on.
+	Unaligned bool
+	// Slow makes the keyed count sleep this long per record, so that the
+	// source is backpressured.
+	Slow time.Duration
+	// Payload is the size of each record's payload (default 64 bytes).
+	Payload int
+	// Options are added to the environment's.
+	Options []sluice.Option
+}
+
+// Run is a started job and what its listener saw.
+type Run struct {
+	Job *sluice.Job
+	// Dir is the checkpoint directory.
+	Dir string
+
+	mu      sync.Mutex
+	all     []checkpoint.CheckpointStats
+	changed chan struct{}
+	cancel  context.CancelFunc
+}
+
+// Vertex names of the job.
+const (
+	SourceVertex = "gen"
+	CountVertex  = "count -> discard"
+)
+
+// Start builds and starts the job; the test's cleanup cancels it and waits
+// for it to end.
+func Start(t testing.TB, o Options) *Run {
+	t.Helper()
+	if o.Name == "" {
+		o.Name = "testjob"
+	}
+	if o.Keys == 0 {
+		o.Keys = 16
+	}
+	if o.Payload == 0 {
+		o.Payload = 64
+	}
+	r := &Run{Dir: t.TempDir(), changed: make(chan struct{})}
+	opts := []sluice.Option{
+		sluice.WithJobName(o.Name),
+		sluice.WithParallelism(2),
+		sluice.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		sluice.WithCheckpointListener(r.record),
+		sluice.WithBufferTimeout(10 * time.Millisecond),
+	}
+	if o.Interval > 0 {
+		opts = append(opts, sluice.WithCheckpointing(o.Interval, r.Dir), sluice.WithSavepointDir(t.TempDir()),
+			sluice.WithRestartStrategy(sluice.NoRestart()))
+	}
+	if o.Unaligned {
+		opts = append(opts, sluice.WithUnalignedCheckpoints(0))
+	}
+	env := sluice.NewEnvironment(append(opts, o.Options...)...)
+	var gopts []source.DatagenOption
+	if o.Records > 0 {
+		gopts = append(gopts, source.DatagenCount(o.Records))
+	}
+	if o.Rate > 0 {
+		gopts = append(gopts, source.DatagenRate(o.Rate))
+	}
+	gen := source.NewDatagen(source.RandomRecords(1, o.Payload, o.Keys), gopts...)
+	recs := sluice.FromSource(env, gen, sluice.NoWatermarks[source.Record](), "gen",
+		sluice.WithCodec[source.Record](source.RecordCodec{}), sluice.UID("gen"))
+	counts := sluice.Process[int64, source.Record, int64](
+		sluice.KeyBy(recs, func(r source.Record) int64 { return r.Key }),
+		&count{slow: o.Slow}, sluice.Name("count"), sluice.UID("count"))
+	sluice.SinkTo(counts, sink.NewDiscard[int64](), sluice.Name("discard"), sluice.UID("discard"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), SafetyNet)
+	r.cancel = cancel
+	job, err := env.ExecuteAsync(ctx)
+	if err != nil {
+		cancel()
+		t.Fatalf("start job: %v", err)
+	}
+	r.Job = job
+	t.Cleanup(func() {
+		job.Cancel()
+		<-job.Done()
+		cancel()
+	})
+	return r
+}
+
+func (r *Run) record(cs checkpoint.CheckpointStats) {
+	r.mu.Lock()
+	r.all = append(r.all, cs)
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// Checkpoints returns every checkpoint the listener saw, in order.
+func (r *Run) Checkpoints() []checkpoint.CheckpointStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]checkpoint.CheckpointStats(nil), r.all...)
+}
+
+// Completed returns the completed checkpoints (not savepoints) the
+// listener saw.
+func (r *Run) Completed() []checkpoint.CheckpointStats {
+	var out []checkpoint.CheckpointStats
+	for _, cs := range r.Checkpoints() {
+		if cs.Status == checkpoint.StatusCompleted && cs.Kind != checkpoint.KindSavepoint {
+			out = append(out, cs)
+		}
+	}
+	return out
+}
+
+// AwaitCompleted waits until n checkpoints have completed and returns
+// them.
+func (r *Run) AwaitCompleted(t testing.TB, n int) []checkpoint.CheckpointStats {
+	t.Helper()
+	deadline := time.After(SafetyNet)
+	for {
+		r.mu.Lock()
+		ch := r.changed
+		r.mu.Unlock()
+		if c := r.Completed(); len(c) >= n {
+			return c
+		}
+		select {
+		case <-ch:
+		case <-r.Job.Done():
+			if c := r.Completed(); len(c) >= n {
+				return c
+			}
+			t.Fatalf("job ended (%v) after %d of %d checkpoints", r.Job.Wait(), len(r.Completed()), n)
+		case <-deadline:
+			t.Fatalf("timed out (safety net) waiting for %d checkpoints, have %d", n, len(r.Completed()))
+		}
+	}
+}
+
+// Await polls cond until it holds, under the safety net.
+func Await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(SafetyNet)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out (safety net) waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Wait waits for the job to end and returns its outcome.
+func (r *Run) Wait(t testing.TB) error {
+	t.Helper()
+	select {
+	case <-r.Job.Done():
+	case <-time.After(SafetyNet):
+		t.Fatalf("job did not end within the safety net")
+	}
+	return r.Job.Wait()
+}
+
+// count counts records per key in keyed state.
+type count struct {
+	slow  time.Duration
+	count state.ValueState[int64]
+}
+
+func (c *count) Open(ctx *sluice.OperatorContext) error {
+	var err error
+	c.count, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[int64]{Name: "count"})
+	return err
+}
+
+func (c *count) ProcessElement(_ *sluice.KeyedContext[int64], _ source.Record, out sluice.Collector[int64]) error {
+	if c.slow > 0 {
+		time.Sleep(c.slow)
+	}
+	n, _, err := c.count.Value()
+	if err != nil {
+		return err
+	}
+	n++
+	if err := c.count.Update(n); err != nil {
+		return err
+	}
+	out.Collect(n)
+	return nil
+}

@@ -1,0 +1,82 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/source/kafka"
+)
+
+// KafkaReader is a source reader that reports its partitions: the Kafka
+// source's *kafka.Reader implements it.
+type KafkaReader interface {
+	Metrics() []kafka.PartitionMetrics
+}
+
+// InstrumentSource returns src with every reader it makes reported by the
+// collector under job, vertex and the reader's subtask, when the reader
+// implements KafkaReader (a Kafka source's readers do); other readers pass
+// through unreported. A reader made for a restarted attempt replaces the
+// one before it.
+//
+//	src, _ := kafka.NewSource(...)
+//	stream := sluice.FromSource(env, metrics.InstrumentSource(c, "orders", "kafka", src), ws, "kafka")
+func InstrumentSource[T any](c *Collector, job, vertex string, src source.Source[T]) source.Source[T] {
+	return &instrumentedSource[T]{Source: src, c: c, job: job, vertex: vertex}
+}
+
+type instrumentedSource[T any] struct {
+	source.Source[T]
+	c           *Collector
+	job, vertex string
+}
+
+func (s *instrumentedSource[T]) NewReader(ctx source.ReaderContext) (source.Reader[T], error) {
+	r, err := s.Source.NewReader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if kr, ok := r.(KafkaReader); ok {
+		s.c.AddKafkaReader(s.job, s.vertex, ctx.Subtask, kr)
+	}
+	return r, nil
+}
+
+// AddKafkaReader reports the partitions of r under job, vertex and
+// subtask, replacing the reader registered there before.
+func (c *Collector) AddKafkaReader(job, vertex string, subtask int, r KafkaReader) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entry(job).kafka[readerKey{vertex, subtask}] = r
+}
+
+func collectKafka(ch chan<- prometheus.Metric, job string, readers map[readerKey]KafkaReader) {
+	for k, r := range readers {
+		sub := strconv.Itoa(k.subtask)
+		var pending int64
+		known := false
+		for _, p := range r.Metrics() {
+			labels := []string{job, k.vertex, sub, p.Topic, strconv.Itoa(int(p.Partition))}
+			g := func(d *prometheus.Desc, v int64) {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+			}
+			g(descCurrentOffset, p.CurrentOffset)
+			if p.CommittedOffset >= 0 {
+				g(descCommittedOffset, p.CommittedOffset)
+			}
+			if p.HighWatermark >= 0 {
+				g(descHighWatermark, p.HighWatermark)
+			}
+			if p.Lag >= 0 {
+				g(descRecordsLag, p.Lag)
+				pending += p.Lag
+				known = true
+			}
+		}
+		if known {
+			ch <- prometheus.MustNewConstMetric(descPendingRecords, prometheus.GaugeValue, float64(pending), job, k.vertex, sub)
+		}
+	}
+}
