@@ -29,6 +29,8 @@ type Environment struct {
 	uids map[string]string // uid -> operator name
 	// validators check sources and sinks against the checkpoint settings.
 	validators []checkpointValidator
+	// jobObservers are given the job once it started.
+	jobObservers []JobObserver
 }
 
 // Option configures an Environment.
@@ -167,7 +169,14 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 	if err := e.validateCheckpointing(); err != nil {
 		return nil, err
 	}
-	return runtime.Execute(ctx, &e.plan, e.cfg)
+	j, err := runtime.Execute(ctx, &e.plan, e.cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range e.jobObservers {
+		o.ObserveJob(j)
+	}
+	return j, nil
 }
 
 // Execute runs the job until every bounded source has finished, ctx is

@@ -21,22 +21,30 @@ type RestoreObserver interface {
 	ObserveRestore(job string, r RestoreInfo)
 }
 
+// JobObserver is given every job the environment starts: metrics.Collector
+// (scrapes its figures), api.Server (serves it) and tracing.Tracer (a
+// JobStart span) are ones.
+type JobObserver interface {
+	ObserveJob(j *Job)
+}
+
 // WithObservers hands the job's checkpoints to each observer that is a
-// CheckpointObserver and its restores to each that is a RestoreObserver,
-// under the job's name (set by WithJobName, before or after this option).
-// An observer that is neither is an invalid option.
-//
-// The observers that read the running job (metrics.Collector.AddJob,
-// api.Server.AddJob, tracing.Tracer.JobStarted) are given the Job that
-// ExecuteAsync returns.
+// CheckpointObserver, its restores to each that is a RestoreObserver, under
+// the job's name (set by WithJobName, before or after this option), and the
+// started job to each JobObserver. An observer that is none of these is an
+// invalid option.
 func WithObservers(observers ...any) Option {
 	return func(e *Environment) {
 		for _, o := range observers {
 			co, isCO := o.(CheckpointObserver)
 			ro, isRO := o.(RestoreObserver)
-			if !isCO && !isRO {
-				e.addErr(fmt.Errorf("%w: observer %T observes neither checkpoints nor restores", ErrInvalidOption, o))
+			jo, isJO := o.(JobObserver)
+			if !isCO && !isRO && !isJO {
+				e.addErr(fmt.Errorf("%w: observer %T observes neither jobs, checkpoints nor restores", ErrInvalidOption, o))
 				continue
+			}
+			if isJO {
+				e.jobObservers = append(e.jobObservers, jo)
 			}
 			// The name is read when the listener runs, after every option
 			// has been applied.

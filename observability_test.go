@@ -92,3 +92,24 @@ func TestWithObserversRefusesNonObservers(t *testing.T) {
 		t.Fatalf("ExecuteAsync with a non-observer: %v", err)
 	}
 }
+
+type jobRecorder struct{ jobs []*sluice.Job }
+
+func (r *jobRecorder) ObserveJob(j *sluice.Job) { r.jobs = append(r.jobs, j) }
+
+func TestJobObserverGetsTheStartedJob(t *testing.T) {
+	rec := &jobRecorder{}
+	env := newEnv(sluice.WithObservers(rec))
+	s := sluice.FromSource(env, source.FromSlice([]int64{1, 2}), sluice.NoWatermarks[int64](), "s")
+	sluice.SinkTo(s, sink.NewDiscard[int64]())
+	job, err := env.ExecuteAsync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.jobs) != 1 || rec.jobs[0] != job {
+		t.Fatalf("observer saw %v, want the started job", rec.jobs)
+	}
+}

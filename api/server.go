@@ -380,3 +380,7 @@ func millis(t time.Time) int64 {
 	}
 	return t.UnixMilli()
 }
+
+// ObserveJob serves a job that has just started (sluice.WithObservers
+// calls it).
+func (s *Server) ObserveJob(j *runtime.Job) { s.AddJob(j) }

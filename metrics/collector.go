@@ -250,3 +250,7 @@ func b2f(b bool) float64 {
 	}
 	return 0
 }
+
+// ObserveJob registers a job that has just started (sluice.WithObservers
+// calls it).
+func (c *Collector) ObserveJob(j *runtime.Job) { c.AddJob(j) }

@@ -245,3 +245,6 @@ func (t *Tracer) JobStarted(j Job) {
 	_, span := t.tracer.Start(context.Background(), SpanJobStart, trace.WithTimestamp(now), trace.WithAttributes(attrs...))
 	span.End(trace.WithTimestamp(now))
 }
+
+// ObserveJob records the start of a job (sluice.WithObservers calls it).
+func (t *Tracer) ObserveJob(j *runtime.Job) { t.JobStarted(j) }
