@@ -302,3 +302,45 @@ func TestStopWithSavepointDrain(t *testing.T) {
 		})
 	}
 }
+
+// Checkpoint counts and history span restarts, as Flink's do.
+func TestCheckpointStatsSpanRestarts(t *testing.T) {
+	// The crash comes late, so the second attempt takes far fewer
+	// checkpoints than the first: its own count alone would be smaller.
+	cr := &crashes{thresholds: []int64{2900}}
+	env := newEnv(sluice.WithParallelism(1), sluice.WithCheckpointing(10*time.Millisecond, t.TempDir()),
+		sluice.WithRestartStrategy(sluice.FixedDelayRestart(3, time.Millisecond)))
+	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(3000), source.DatagenRate(6000))
+	s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen")
+	s = sluice.Map(s, func(v int64) (int64, error) {
+		if cr.hit() {
+			return 0, errInjectedCrash
+		}
+		return v, nil
+	})
+	sluice.SinkTo(s, sink.NewDiscard[int64]())
+	job, err := env.ExecuteAsync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before int
+	await(t, "checkpoints before the crash", func() bool {
+		if cr.fired.Load() > 0 {
+			return true
+		}
+		if st, ok := job.CheckpointStats(); ok && job.Restarts() == 0 {
+			before = st.Completed
+		}
+		return false
+	})
+	if err := job.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	st, ok := job.CheckpointStats()
+	if !ok || job.Restarts() != 1 {
+		t.Fatalf("stats ok=%v, restarts %d", ok, job.Restarts())
+	}
+	if before < 5 || st.Completed <= before || st.LatestRestored == nil {
+		t.Fatalf("after the restart: %d completed (had %d before), restored %v", st.Completed, before, st.LatestRestored)
+	}
+}

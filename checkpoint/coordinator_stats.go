@@ -231,3 +231,18 @@ func copyStats(cs *CheckpointStats) *CheckpointStats {
 	cp.Tasks = slices.Clone(cs.Tasks)
 	return &cp
 }
+
+// InheritStats carries the statistics of the coordinator of a previous
+// attempt of the job (stopped by then) into this one, before Restore and
+// Start: counts and history then span restarts, as Flink's do.
+func (c *Coordinator) InheritStats(prev *Coordinator) {
+	if prev == nil || c.started {
+		return
+	}
+	c.stats = prev.stats
+	c.stats.byID = make(map[int64]*CheckpointStats, len(prev.stats.byID))
+	for id, cs := range prev.stats.byID {
+		c.stats.byID[id] = cs
+	}
+	c.stats.history = append([]*CheckpointStats(nil), prev.stats.history...)
+}

@@ -58,6 +58,9 @@ func newCheckpointDriver(a *attempt) (*checkpointDriver, error) {
 	if err != nil {
 		return nil, err
 	}
+	if prev := j.att.Load(); prev != nil && prev.driver != nil {
+		coord.InheritStats(prev.driver.coord) // the previous attempt has stopped
+	}
 	d := &checkpointDriver{
 		a: a, coord: coord, store: j.store,
 		events: make(chan func(), 1024), quit: make(chan struct{}), exited: make(chan struct{}),
