@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"fmt"
-	"math/bits"
 	"time"
 )
 
@@ -259,12 +258,6 @@ func newChanSet(n int) chanSet   { return make(chanSet, (n+63)/64) }
 func (s chanSet) has(i int) bool { return s[i>>6]&(1<<(uint(i)&63)) != 0 }
 func (s chanSet) add(i int)      { s[i>>6] |= 1 << (uint(i) & 63) }
 func (s chanSet) clear()         { clear(s) }
-func (s chanSet) len() (n int) {
-	for _, w := range s {
-		n += bits.OnesCount64(w)
-	}
-	return n
-}
 
 // nonNegative clamps a duration computed from two clocks (the trigger time
 // is stamped by the coordinator) at zero.

@@ -101,13 +101,20 @@ func sorted(m map[int32][]string) []string {
 // end and returns partition:value lines, sorted.
 func kcatRead(t *testing.T, topic string) []string {
 	t.Helper()
+	return kcatReadFormat(t, topic, "%p:%s\n")
+}
+
+// kcatReadFormat reads topic with kcat under read_committed to its end and
+// returns its output lines in kcat's -f format, sorted.
+func kcatReadFormat(t *testing.T, topic, format string) []string {
+	t.Helper()
 	if _, err := exec.LookPath("kcat"); err != nil {
 		t.Fatalf("kcat not installed (Debian: apt-get install kcat): %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "kcat", "-b", strings.Join(brokers(t), ","), "-C", "-t", topic,
-		"-X", "isolation.level=read_committed", "-o", "beginning", "-e", "-q", "-f", "%p:%s\n")
+		"-X", "isolation.level=read_committed", "-o", "beginning", "-e", "-q", "-f", format)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -124,8 +131,9 @@ func kcatRead(t *testing.T, topic string) []string {
 	return lines
 }
 
-// The exactly-once sink driven by hand: records are invisible until a
-// brand-new committer commits the committable; re-commits succeed, also
+// The exactly-once sink driven by hand: records are invisible until the
+// committer commits the committable; re-commits by brand-new committers
+// (a restarted job) succeed, also
 // after the id was reused (the broker answers PRODUCER_FENCED and the
 // committer finds the commit marker); an aborted interval never shows; and
 // kcat sees exactly what franz-go's read_committed consumer sees.
@@ -157,7 +165,9 @@ func TestKafkaSinkExactlyOnceByHand(t *testing.T) {
 		if !openTransaction(ctx, t, adm, topic) {
 			t.Fatalf("checkpoint %d pre-committed but no transaction holds the last stable offset", cp)
 		}
-		c, err := kafkasink.NewCommitter(brokers(t))
+		// The job's committer commits through the writer's client for
+		// the id, which then begins a later transaction under it.
+		c, err := s.NewCommitter(sink.WriterContext{Subtask: 0, Parallelism: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -67,7 +67,6 @@ type taskCounters struct {
 	recordsIn  atomic.Int64
 	recordsOut atomic.Int64 // records emitted by a source
 	bytesIn    atomic.Int64
-	netBpPrev  int64
 
 	// The wait in progress, so that a task blocked for long (a stuck
 	// consumer) reports that time while it waits, not only afterwards.

@@ -26,48 +26,19 @@ const DefaultCommitTimeout = time.Minute
 // markerScanTimeout bounds the search for a transaction's control marker.
 const markerScanTimeout = 30 * time.Second
 
-// commitRegistry records, for the writers of this process, which
-// transactions the committers have committed, so that a writer knows when
-// it may reuse an id of its pool.
-type commitRegistry struct {
-	mu   sync.Mutex
-	done map[string]Committable // by transactional id: the last committed
-	ch   chan struct{}          // closed and replaced at every change
-}
-
-func newCommitRegistry() *commitRegistry {
-	return &commitRegistry{done: map[string]Committable{}, ch: make(chan struct{})}
-}
-
-func (r *commitRegistry) mark(c Committable) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.done[c.TransactionalID] = c
-	close(r.ch)
-	r.ch = make(chan struct{})
-}
-
-func (r *commitRegistry) committed(c Committable) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d, ok := r.done[c.TransactionalID]
-	return ok && d.ProducerID == c.ProducerID && d.ProducerEpoch == c.ProducerEpoch
-}
-
-func (r *commitRegistry) changed() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.ch
-}
-
 // Committer commits the transactions that exactly-once writers pre-commit.
-// It resumes each from its committable with a raw EndTxn request through a
-// client that never initialises a producer, so it cannot fence the
-// transaction it commits. It is safe for use by several goroutines.
+// A transaction whose writer is alive in this process is ended through the
+// writer's own client for its id (an EndTransaction, which keeps that
+// client in step for its next transaction). Any other (restored from a
+// checkpoint, or its client failed) is resumed from its committable with
+// a raw EndTxn request through a client that never initialises a
+// producer, so it cannot fence the transaction it commits. It is safe for
+// use by several goroutines.
 type Committer struct {
-	cfg *config
-	reg *commitRegistry
-	log *slog.Logger
+	cfg  *config
+	pool *slotPool
+	log  *slog.Logger
+	bg   sync.WaitGroup // clients of closed writers being closed
 
 	mu     sync.Mutex
 	cl     *kgo.Client // EndTxn at the newest version both sides support
@@ -79,8 +50,8 @@ type Committer struct {
 
 var _ sink.Committer = (*Committer)(nil)
 
-func newCommitter(cfg *config, reg *commitRegistry) *Committer {
-	return &Committer{cfg: cfg, reg: reg, log: cfg.logger.With("sink", "kafka", "role", "committer")}
+func newCommitter(cfg *config, pool *slotPool) *Committer {
+	return &Committer{cfg: cfg, pool: pool, log: cfg.logger.With("sink", "kafka", "role", "committer")}
 }
 
 // NewCommitter returns a committer of exactly-once transactions on the
@@ -94,7 +65,7 @@ func NewCommitter(seeds []string, opts ...Option) (*Committer, error) {
 	}
 	cfg := newConfig(seeds, opts)
 	cfg.guarantee = ExactlyOnce
-	return newCommitter(&cfg, newCommitRegistry()), nil
+	return newCommitter(&cfg, newSlotPool()), nil
 }
 
 // Stats returns how many re-commits the broker refused because the id had
@@ -127,15 +98,39 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 		if err != nil {
 			return fmt.Errorf("kafka sink: commit for checkpoint %d: %w", checkpointID, err)
 		}
-		if c.reg.committed(cm) {
+		if c.pool.committed(cm) {
 			continue
+		}
+		if sl := c.pool.takeForCommit(cm); sl != nil {
+			err := sl.cl.EndTransaction(ctx, kgo.TryCommit)
+			if err == nil {
+				c.closeLater(c.pool.markCommitted(cm, sl))
+				c.log.Debug("kafka sink: committed", "transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID,
+					"producer_id", cm.ProducerID, "epoch", cm.ProducerEpoch)
+				continue
+			}
+			// The outcome may be unknown: the writer's client is not
+			// reused, and the transaction is resumed from its
+			// committable below (a commit that went through succeeds
+			// again).
+			c.closeLater(c.pool.commitFailed(sl))
+			c.log.Info("kafka sink: commit through the writer's client failed, resuming from the committable",
+				"transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID, "err", err)
 		}
 		if err := c.commitOne(ctx, cm); err != nil {
 			return err
 		}
-		c.reg.mark(cm)
+		c.closeLater(c.pool.markCommitted(cm, nil))
 	}
 	return nil
+}
+
+// closeLater closes cl (when not nil) off the caller's goroutine; Close
+// waits for it.
+func (c *Committer) closeLater(cl *kgo.Client) {
+	if cl != nil {
+		c.bg.Go(cl.Close)
+	}
 }
 
 // commitOne sends EndTxn(commit) until the broker answers.
@@ -381,7 +376,6 @@ func (c *Committer) scanPartition(ctx context.Context, adm *kadm.Client, pid int
 // Close closes the committer's clients.
 func (c *Committer) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
 	for _, cl := range []*kgo.Client{c.cl, c.clV1} {
 		if cl != nil {
@@ -389,5 +383,7 @@ func (c *Committer) Close() error {
 		}
 	}
 	c.cl, c.clV1 = nil, nil
+	c.mu.Unlock()
+	c.bg.Wait()
 	return nil
 }

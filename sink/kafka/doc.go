@@ -11,10 +11,22 @@
 // flushes, checks the result of every record, and hands over a committable
 // that names the transaction: transactional id, producer id, epoch,
 // transaction version, checkpoint and the last offset written per
-// partition. It never ends the transaction itself. When checkpoint n
-// completes, the Committer commits it with an EndTxn request sent through
-// a client that never initialised a producer for that id, so nothing can
-// fence it by accident. The next interval writes under the next slot.
+// partition. It never ends the transaction itself. The next interval
+// writes under the next slot; each slot keeps its franz-go client, so
+// InitProducerId runs once per id, not once per transaction. When
+// checkpoint n completes, the Committer commits the transaction through
+// the slot's client; a transaction restored from a checkpoint (its writer
+// is gone) is resumed with an EndTxn request sent through a client that
+// never initialised a producer for that id, so nothing can fence it by
+// accident.
+//
+// A writer never waits for a commit. When the slot whose turn it is still
+// holds an uncommitted transaction (an aborted checkpoint's, which
+// commits with the next completed checkpoint, whose notification runs on
+// the writer's own task goroutine), it takes an overflow id past the pool
+// and returns it once committed: the ids grow by what is outstanding,
+// never with the checkpoint count, and the writer's state records how many
+// were used so that a restore aborts them all.
 //
 // Re-committing a transaction that is already committed succeeds: the
 // broker answers a retry of the EndTxn that completed it with success, and

@@ -9,10 +9,10 @@ import "errors"
 // of that transaction are lost.
 var ErrDataLoss = errors.New("kafka sink: DATA LOSS: a transaction of a completed checkpoint was aborted and cannot be committed")
 
-// ErrPoolExhausted is returned (wrapped) by Write when the transactional id
-// the writer needs next still holds a transaction that is not committed
-// (a checkpoint was aborted, or its commit is late). Raise
-// MaxConcurrentCheckpoints or TransactionalIDPoolSize.
+// ErrPoolExhausted is returned (wrapped) by Write when every transactional
+// id of the subtask, up to TransactionalIDPoolLimit, holds a transaction
+// that is not committed: checkpoints keep failing, or their commits do not
+// happen.
 var ErrPoolExhausted = errors.New("kafka sink: transactional id pool exhausted")
 
 // ErrCommitFailed is returned (wrapped) by Commit when a commit kept

@@ -52,9 +52,10 @@ const (
 	// (pool = max concurrent checkpoints + 1), as Flink's default of one
 	// concurrent checkpoint.
 	DefaultMaxConcurrentCheckpoints = 1
-	// DefaultPoolWaitTimeout is how long a writer waits for the commit of
-	// the transaction that last used the slot it needs next.
-	DefaultPoolWaitTimeout = 10 * time.Second
+	// DefaultTransactionalIDPoolLimit bounds how far a subtask's pool of
+	// transactional ids grows with overflow ids while transactions of
+	// aborted checkpoints wait for their commit.
+	DefaultTransactionalIDPoolLimit = 64
 )
 
 // Serializer turns a value into the Kafka record to write: topic, key,
@@ -98,8 +99,8 @@ type config struct {
 	prefix          string
 	maxConcurrent   int
 	poolSize        int
+	poolLimit       int
 	txnTimeout      time.Duration
-	poolWait        time.Duration
 	commitBackoff   time.Duration
 	commitBackoffMx time.Duration
 	clientOpts      []kgo.Opt
@@ -111,7 +112,7 @@ func newConfig(seeds []string, opts []Option) config {
 		seeds:           seeds,
 		maxConcurrent:   DefaultMaxConcurrentCheckpoints,
 		txnTimeout:      DefaultTransactionTimeout,
-		poolWait:        DefaultPoolWaitTimeout,
+		poolLimit:       DefaultTransactionalIDPoolLimit,
 		commitBackoff:   100 * time.Millisecond,
 		commitBackoffMx: 5 * time.Second,
 	}
@@ -146,19 +147,21 @@ func TransactionalIDPrefix(p string) Option { return func(c *config) { c.prefix 
 func MaxConcurrentCheckpoints(n int) Option { return func(c *config) { c.maxConcurrent = n } }
 
 // TransactionalIDPoolSize overrides the pool size (default max concurrent
-// checkpoints + 1). A larger pool lets a checkpoint be aborted, or its
-// commit be late, without the writer running out of ids.
+// checkpoints + 1): the ids a subtask's writer takes in turn.
 func TransactionalIDPoolSize(n int) Option { return func(c *config) { c.poolSize = n } }
+
+// TransactionalIDPoolLimit bounds the ids of a subtask (default 64). When
+// the id whose turn it is still holds an uncommitted transaction (a
+// checkpoint was aborted: its transaction commits with the next completed
+// checkpoint), the writer takes an overflow id past the pool rather than
+// wait, and gives it back once committed; past the limit Write fails with
+// ErrPoolExhausted.
+func TransactionalIDPoolLimit(n int) Option { return func(c *config) { c.poolLimit = n } }
 
 // TransactionTimeout sets the Kafka transaction timeout (default 15 min).
 // It must cover a checkpoint interval plus the checkpoint timeout, and not
 // exceed the broker's transaction.max.timeout.ms.
 func TransactionTimeout(d time.Duration) Option { return func(c *config) { c.txnTimeout = d } }
-
-// PoolWaitTimeout sets how long a writer waits, when it needs the next id
-// of its pool, for the commit of the transaction that last used it
-// (default 10 s) before failing with ErrPoolExhausted.
-func PoolWaitTimeout(d time.Duration) Option { return func(c *config) { c.poolWait = d } }
 
 // CommitRetryBackoff sets the first and the largest wait between retries
 // of a commit that failed with a retriable error (default 100 ms and 5 s).
@@ -192,9 +195,9 @@ var ErrTransactionTimeoutTooSmall = errors.New("kafka sink: transaction timeout 
 // committables, with ExactlyOnce they hand over one transaction per
 // checkpoint interval.
 type Sink[T any] struct {
-	cfg      config
-	ser      Serializer[T]
-	registry *commitRegistry
+	cfg  config
+	ser  Serializer[T]
+	pool *slotPool
 }
 
 var _ sink.TwoPhaseCommitSink[int] = (*Sink[int])(nil)
@@ -227,13 +230,16 @@ func NewSink[T any](seeds []string, ser Serializer[T], opts ...Option) (*Sink[T]
 		if cfg.poolSize < 2 {
 			return nil, fmt.Errorf("transactional id pool size %d, want >= 2: %w", cfg.poolSize, ErrInvalidConfig)
 		}
+		if cfg.poolLimit < cfg.poolSize {
+			return nil, fmt.Errorf("transactional id pool limit %d is below the pool size %d: %w", cfg.poolLimit, cfg.poolSize, ErrInvalidConfig)
+		}
 		if cfg.txnTimeout <= 0 || cfg.txnTimeout%time.Millisecond != 0 {
 			return nil, fmt.Errorf("transaction timeout %v, want a positive whole number of milliseconds: %w", cfg.txnTimeout, ErrInvalidConfig)
 		}
 	default:
 		return nil, fmt.Errorf("unknown delivery guarantee %v: %w", cfg.guarantee, ErrInvalidConfig)
 	}
-	return &Sink[T]{cfg: cfg, ser: ser, registry: newCommitRegistry()}, nil
+	return &Sink[T]{cfg: cfg, ser: ser, pool: newSlotPool()}, nil
 }
 
 // Guarantee returns the sink's delivery guarantee.
@@ -281,7 +287,7 @@ func (s *Sink[T]) NewWriter(ctx sink.WriterContext) (sink.Writer[T], error) {
 // NewCommitter makes the committer of one subtask. It commits nothing
 // unless the sink is exactly-once.
 func (s *Sink[T]) NewCommitter(ctx sink.WriterContext) (sink.Committer, error) {
-	return newCommitter(&s.cfg, s.registry), nil
+	return newCommitter(&s.cfg, s.pool), nil
 }
 
 // kgoOpts returns the options of a client: the user's, then ours.

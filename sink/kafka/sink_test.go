@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,11 +253,10 @@ func prepare(t *testing.T, w sink.Writer[string], id int64) []byte {
 }
 
 // The pool rotates ids per checkpoint, commits make the records visible
-// only then, a re-commit succeeds, and an id still holding an uncommitted
-// transaction is not reused.
+// only then, a re-commit succeeds, and each id keeps its client.
 func TestExactlyOncePoolRotationAndCommit(t *testing.T) {
 	seeds := cluster(t, 1, "out")
-	s := eosSink(t, seeds, "rot", PoolWaitTimeout(200*time.Millisecond))
+	s := eosSink(t, seeds, "rot")
 	w, err := s.NewWriter(wctx(1, 2))
 	if err != nil {
 		t.Fatal(err)
@@ -301,18 +301,192 @@ func TestExactlyOncePoolRotationAndCommit(t *testing.T) {
 		t.Fatalf("read_committed sees %v, want %s", got, want)
 	}
 
-	// Checkpoint 4 pre-commits on rot-1-1 and is never committed; 5 uses
-	// rot-1-0; 6 would need rot-1-1 again: the pool is exhausted.
-	writeAll(t, w, "c4")
-	prepare(t, w, 4)
-	writeAll(t, w, "c5")
-	b5 := prepare(t, w, 5)
-	err = w.Write("c6", noTimestamp)
-	if !errors.Is(err, ErrPoolExhausted) || !strings.Contains(err.Error(), "rot-1-1") || !strings.Contains(err.Error(), "checkpoint 4") {
-		t.Fatalf("write on an exhausted pool: err %v, want ErrPoolExhausted naming rot-1-1 and checkpoint 4", err)
+	// Each id has kept its client: one InitProducerId per id, not per
+	// transaction.
+	tw := w.(*transactionalWriter[string])
+	if len(tw.slots) != 2 || tw.slots[0].cl == nil || tw.slots[1].cl == nil {
+		t.Fatalf("slots %+v, want 2 with clients", tw.slots)
 	}
-	if err := c.Commit(ctx, 5, [][]byte{b5}); err != nil {
+}
+
+// kill drops a writer as a crash would: its clients go without ending
+// their transactions.
+func kill(w sink.Writer[string]) {
+	tw := w.(*transactionalWriter[string])
+	tw.closed = true
+	tw.cancel()
+	for _, cl := range tw.s.pool.unregister(tw.slots) {
+		cl.Close()
+	}
+	tw.closing.Wait()
+}
+
+func committable(t *testing.T, b []byte) Committable {
+	t.Helper()
+	c, err := DecodeCommittable(b)
+	if err != nil {
 		t.Fatal(err)
+	}
+	return c
+}
+
+// An aborted checkpoint leaves its transaction pending until the next
+// completed checkpoint commits it, and that commit runs on the task
+// goroutine, after the writer has begun the next interval. The writer
+// does not wait for it: it takes an overflow id, and gives it back once
+// committed; later intervals go back to the pool. Every id keeps its
+// client across transactions.
+func TestExactlyOnceAbortedCheckpointTakesOverflowID(t *testing.T) {
+	seeds := cluster(t, 1, "out")
+	s := eosSink(t, seeds, "ovf")
+	w, err := s.NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c, _ := s.NewCommitter(wctx(0, 1))
+	defer c.Close()
+	ctx := testCtx(t)
+	tw := w.(*transactionalWriter[string])
+
+	writeAll(t, w, "a1")
+	b1 := prepare(t, w, 1) // checkpoint 1 is then aborted: b1 stays pending
+	cl0 := tw.slots[0].cl
+	pid0 := committable(t, b1).ProducerID
+	writeAll(t, w, "a2")
+	b2 := prepare(t, w, 2)
+	writeAll(t, w, "a3") // ovf-0-0 still holds checkpoint 1's transaction
+	b3 := prepare(t, w, 3)
+	var ids []string
+	for _, b := range [][]byte{b1, b2, b3} {
+		ids = append(ids, committable(t, b).TransactionalID)
+	}
+	if want := "[ovf-0-0 ovf-0-1 ovf-0-2]"; fmt.Sprint(ids) != want {
+		t.Fatalf("ids %v, want %s (the third an overflow id)", ids, want)
+	}
+	if st := stateIDs(t, tw); st != 3 {
+		t.Fatalf("writer state records %d ids, want 3", st)
+	}
+	// Checkpoint 3 completes: the operator commits 1, 2 and 3 in order.
+	for i, b := range [][]byte{b1, b2, b3} {
+		if err := c.Commit(ctx, int64(i+1), [][]byte{b}); err != nil {
+			t.Fatalf("commit %d: %v", i+1, err)
+		}
+	}
+	// Back to the pool, in turn; the overflow id is not needed again.
+	for cp := int64(4); cp <= 7; cp++ {
+		writeAll(t, w, fmt.Sprint("a", cp))
+		b := prepare(t, w, cp)
+		cm := committable(t, b)
+		if want := fmt.Sprint("ovf-0-", cp%2); cm.TransactionalID != want {
+			t.Fatalf("checkpoint %d on %s, want %s", cp, cm.TransactionalID, want)
+		}
+		if cm.TransactionalID == "ovf-0-0" && cm.ProducerID != pid0 {
+			t.Fatalf("checkpoint %d: producer id %d, want %d (the same client, no new InitProducerId)", cp, cm.ProducerID, pid0)
+		}
+		if err := c.Commit(ctx, cp, [][]byte{b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tw.slots[0].cl != cl0 {
+		t.Fatal("the client of ovf-0-0 was replaced; want it reused")
+	}
+	if len(tw.slots) != 3 {
+		t.Fatalf("%d ids used, want 3", len(tw.slots))
+	}
+	got := readAll(t, seeds, "out", kgo.ReadCommitted(), 7)
+	if want := "[a1 a2 a3 a4 a5 a6 a7]"; fmt.Sprint(got) != want {
+		t.Fatalf("read_committed sees %v, want %s", got, want)
+	}
+	lso, end := stableOffsets(t, seeds, "out")
+	if lso[0] != end[0] {
+		t.Fatalf("lso %d end %d: a transaction is still open", lso[0], end[0])
+	}
+}
+
+func stateIDs(t *testing.T, tw *transactionalWriter[string]) int {
+	t.Helper()
+	st, err := tw.SnapshotState(0)
+	if err != nil || len(st) != 1 {
+		t.Fatalf("writer state %v, %v", st, err)
+	}
+	_, n, err := decodeWriterState(st[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Past the pool limit Write fails with ErrPoolExhausted, naming the oldest
+// uncommitted transaction; the writer never waits.
+func TestExactlyOncePoolLimit(t *testing.T) {
+	seeds := cluster(t, 1, "out")
+	s := eosSink(t, seeds, "lim", TransactionalIDPoolLimit(3))
+	w, err := s.NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for cp := int64(1); cp <= 3; cp++ {
+		writeAll(t, w, fmt.Sprint("v", cp))
+		prepare(t, w, cp)
+	}
+	err = w.Write("v4", noTimestamp)
+	if !errors.Is(err, ErrPoolExhausted) || !strings.Contains(err.Error(), "lim-0-0") || !strings.Contains(err.Error(), "checkpoint 1") {
+		t.Fatalf("write with every id pending: err %v, want ErrPoolExhausted naming lim-0-0 and checkpoint 1", err)
+	}
+	if _, err := NewSink(seeds, ValueSerializer("out", codec.String{}), Guarantee(ExactlyOnce), TransactionalIDPrefix("x"),
+		TransactionalIDPoolSize(4), TransactionalIDPoolLimit(3)); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("limit below the pool size: err %v, want ErrInvalidConfig", err)
+	}
+}
+
+// A restore aborts the lingering transaction of an overflow id the
+// restored writer state records, by describing it (not only through the
+// listing).
+func TestExactlyOnceRestoreAbortsOverflowIDs(t *testing.T) {
+	seeds := cluster(t, 1, "out")
+	s := eosSink(t, seeds, "rov")
+	w, err := s.NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := w.(*transactionalWriter[string])
+	writeAll(t, w, "p1")
+	prepare(t, w, 1)
+	writeAll(t, w, "p2")
+	prepare(t, w, 2)
+	writeAll(t, w, "open") // on the overflow id rov-0-2
+	if err := w.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	state, _ := tw.SnapshotState(3)
+	kill(w)
+
+	w2, err := s.NewWriter(sink.WriterContext{Subtask: 0, Parallelism: 1, Restored: true, RestoredParallelisms: []int{1}, RestoredState: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	nw := w2.(*transactionalWriter[string])
+	if !slices.Contains(nw.checked, "rov-0-2") {
+		t.Fatalf("ids described at restore %v, want rov-0-2 among them", nw.checked)
+	}
+	var aborted []string
+	for _, d := range nw.lingering {
+		aborted = append(aborted, d.TransactionalID)
+	}
+	slices.Sort(aborted)
+	if want := "[rov-0-0 rov-0-1 rov-0-2]"; fmt.Sprint(aborted) != want {
+		t.Fatalf("aborted %v, want %s", aborted, want)
+	}
+	lso, end := stableOffsets(t, seeds, "out")
+	if lso[0] != end[0] {
+		t.Fatalf("lso %d end %d after the restore: something is still open", lso[0], end[0])
+	}
+	// The fenced ids' clients serve the new writer.
+	if nw.slots[0].cl == nil || nw.slots[1].cl == nil {
+		t.Fatalf("the clients that aborted the pool ids were not kept")
 	}
 }
 
@@ -328,10 +502,7 @@ func TestExactlyOnceCommitAfterWriterIsGone(t *testing.T) {
 	}
 	writeAll(t, w, "a", "b", "c", "d")
 	b := prepare(t, w, 7)
-	// The crash: the writer's clients go, nothing ends the transaction.
-	tw := w.(*transactionalWriter[string])
-	tw.cancel()
-	tw.closing.Wait()
+	kill(w) // the crash: the writer's clients go, nothing ends the transaction
 
 	c, err := NewCommitter(seeds)
 	if err != nil {
@@ -366,10 +537,7 @@ func TestExactlyOnceAbortsLingeringAtRestore(t *testing.T) {
 	if err := old.Flush(false); err != nil {
 		t.Fatal(err)
 	}
-	ow := old.(*transactionalWriter[string])
-	ow.cur.cl.Close() // killed: no abort
-	ow.cur = nil
-	ow.cancel()
+	kill(old) // no abort
 
 	lso, end := stableOffsets(t, seeds, "out")
 	if lso[0] >= end[0] {
@@ -421,15 +589,12 @@ func TestExactlyOnceListingSafetyNet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tw := w.(*transactionalWriter[string])
-	tw.slot = 3
+	w.(*transactionalWriter[string]).next = 3
 	writeAll(t, w, "x")
 	if err := w.Flush(false); err != nil {
 		t.Fatal(err)
 	}
-	tw.cur.cl.Close()
-	tw.cur = nil
-	tw.cancel()
+	kill(w)
 
 	small := eosSink(t, seeds, "net")
 	w2, err := small.NewWriter(sink.WriterContext{Subtask: 0, Parallelism: 1, Restored: true, RestoredParallelisms: []int{1}})

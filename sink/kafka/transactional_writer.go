@@ -24,6 +24,10 @@ import (
 // starts.
 const startupTimeout = 2 * time.Minute
 
+// describeRetryTime bounds the retries of DescribeTransactions at startup
+// while the transaction coordinators are not ready.
+const describeRetryTime = 15 * time.Second
+
 // closeAbortTimeout bounds the abort of the open transaction at Close.
 const closeAbortTimeout = 10 * time.Second
 
@@ -34,10 +38,21 @@ func TransactionalID(prefix string, subtask, slot int) string {
 }
 
 // transactionalWriter is the exactly-once writer of one subtask. Each
-// checkpoint interval runs in one transaction, produced by a franz-go
-// client made for it under the interval's id of the pool; at the barrier
-// the transaction is flushed, handed over as a committable and left open
-// for the committer; the client is closed without ending it.
+// checkpoint interval runs in one transaction under an id of the
+// subtask's pool; at the barrier the transaction is flushed, handed over
+// as a committable and left open for the committer, and the next interval
+// takes another id. Every id has its own franz-go client, made on first
+// use and reused for every later transaction under that id.
+//
+// The pool has max concurrent checkpoints + 1 ids, taken in turn. When the
+// id whose turn it is still holds a transaction that is not committed (a
+// checkpoint was aborted, so its transaction waits for the next completed
+// checkpoint, whose notification runs on this very goroutine), the writer
+// does not wait: it takes an overflow id, `<prefix>-<subtask>-<n>` with n
+// past the pool, and gives it back once its transaction is committed. The
+// pool thus grows by what is outstanding, never with the checkpoint count,
+// up to the pool limit. The number of ids used is in the writer's state,
+// so that a restore aborts every one of them.
 type transactionalWriter[T any] struct {
 	s           *Sink[T]
 	subtask     int
@@ -46,23 +61,19 @@ type transactionalWriter[T any] struct {
 	ctx         context.Context
 	cancel      context.CancelFunc
 
-	slot    int            // slot of the current interval
-	cur     *txn           // the interval's open transaction; nil until its first record
-	pending []*Committable // by slot: handed over, not known to be committed
-	tv      int8           // transaction version, learnt with the first transaction
-	closing sync.WaitGroup // clients closing in the background
+	slots   []*slot  // by slot number: the pool, then overflow ids
+	next    int      // the pool slot whose turn is next
+	cur     *slot    // the interval's open transaction; nil until its first record
+	res     *results // the outcome of cur's records
+	tv      int8     // transaction version, learnt with the first transaction
+	closing sync.WaitGroup
 	closed  bool
 
 	// Lingering lists the transactions aborted at startup (for tests and
 	// logs): transactional id, producer id and epoch before the abort.
 	lingering []DescribedID
-}
-
-// txn is one open transaction.
-type txn struct {
-	id  string
-	cl  *kgo.Client
-	res *results
+	// checked lists the ids described at startup (for tests).
+	checked []string
 }
 
 // DescribedID is the broker's view of a transactional id.
@@ -82,59 +93,76 @@ func newTransactionalWriter[T any](s *Sink[T], wc sink.WriterContext) (*transact
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &transactionalWriter[T]{
 		s: s, subtask: wc.Subtask, parallelism: wc.Parallelism,
-		log:     s.cfg.logger.With("sink", "kafka", "subtask", wc.Subtask, "transactional_id_prefix", s.cfg.prefix),
-		ctx:     ctx,
-		cancel:  cancel,
-		pending: make([]*Committable, s.cfg.poolSize),
+		log:    s.cfg.logger.With("sink", "kafka", "subtask", wc.Subtask, "transactional_id_prefix", s.cfg.prefix),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+	for range s.cfg.poolSize {
+		w.addSlot()
 	}
 	if err := w.abortLingering(wc); err != nil {
-		cancel()
+		w.Close()
 		return nil, fmt.Errorf("kafka sink subtask %d: abort lingering transactions: %w", wc.Subtask, err)
 	}
 	return w, nil
 }
 
-// writerState is what an exactly-once writer stores in every checkpoint:
-// its pool size, so that a restore with a smaller pool still aborts the
-// ids of the larger one.
-func encodeWriterState(subtask, poolSize int) []byte {
-	b := []byte{1}
-	b = binary.AppendUvarint(b, uint64(subtask))
-	return binary.AppendUvarint(b, uint64(poolSize))
+// addSlot adds the next slot to the writer and the sink's pool.
+func (w *transactionalWriter[T]) addSlot() *slot {
+	n := len(w.slots)
+	sl := &slot{id: TransactionalID(w.s.cfg.prefix, w.subtask, n), index: n}
+	w.slots = append(w.slots, sl)
+	w.s.pool.register(sl)
+	return sl
 }
 
-func decodeWriterState(b []byte) (subtask, poolSize int, err error) {
+// writerState is what an exactly-once writer stores in every checkpoint:
+// its subtask and the number of ids it has used (its pool size, or more
+// when it took overflow ids), so that a restore aborts them all.
+func encodeWriterState(subtask, ids int) []byte {
+	b := []byte{1}
+	b = binary.AppendUvarint(b, uint64(subtask))
+	return binary.AppendUvarint(b, uint64(ids))
+}
+
+func decodeWriterState(b []byte) (subtask, ids int, err error) {
 	d := decoder{b: b}
 	if v := d.byte(); d.err == nil && v != 1 {
 		return 0, 0, fmt.Errorf("writer state version %d, want 1", v)
 	}
-	subtask, poolSize = int(d.uvarint()), int(d.uvarint())
-	return subtask, poolSize, d.err
+	subtask, ids = int(d.uvarint()), int(d.uvarint())
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	return subtask, ids, d.err
 }
 
-// SnapshotState stores the pool size.
+// SnapshotState stores the number of ids used.
 func (w *transactionalWriter[T]) SnapshotState(int64) ([][]byte, error) {
-	return [][]byte{encodeWriterState(w.subtask, w.s.cfg.poolSize)}, nil
+	return [][]byte{encodeWriterState(w.subtask, max(w.s.cfg.poolSize, len(w.slots)))}, nil
 }
 
 // abortLingering aborts, before the writer writes anything, the open
-// transactions under every id this subtask answers for: every slot of
+// transactions under every id this subtask answers for: every id used by
 // every subtask index i with i mod parallelism == subtask, for the current
 // parallelism and every restored one (the runtime hands the committables
 // of old subtask i to new subtask i mod parallelism and commits them
-// before it makes the writer, so nothing committable is aborted). A
-// listing of the open transactions under the prefix catches ids outside
-// those ranges (a pool that was larger, a parallelism not recorded).
-// Aborting is InitProducerId under the id: it bumps the epoch, which
-// fences a writer still alive and aborts its open transaction.
+// before it makes the writer, so nothing committable is aborted). The
+// number of ids of old subtask i is the larger of the pool size and what
+// its writer state recorded. A listing of the open transactions under the
+// prefix catches ids outside those ranges (an overflow id taken after the
+// restored checkpoint, a parallelism not recorded). Aborting is
+// InitProducerId under the id: it bumps the epoch, which fences a writer
+// still alive and aborts its open transaction; the client that did it is
+// kept as the slot's client when the id is one of this writer's.
 func (w *transactionalWriter[T]) abortLingering(wc sink.WriterContext) error {
 	ctx, cancel := context.WithTimeout(w.ctx, startupTimeout)
 	defer cancel()
-	pool := w.s.cfg.poolSize
+	used := map[int]int{} // old subtask -> ids it recorded
 	for _, b := range wc.RestoredState {
-		if _, p, err := decodeWriterState(b); err == nil && p > pool {
-			pool = p
-		} else if err != nil {
+		if st, n, err := decodeWriterState(b); err == nil {
+			used[st] = max(used[st], n)
+		} else {
 			w.log.Warn("kafka sink: ignoring undecodable writer state", "err", err)
 		}
 	}
@@ -142,15 +170,19 @@ func (w *transactionalWriter[T]) abortLingering(wc sink.WriterContext) error {
 	for _, p := range wc.RestoredParallelisms {
 		maxPar = max(maxPar, p)
 	}
+	for st := range used {
+		maxPar = max(maxPar, st+1)
+	}
 	var ids []string
 	mine := map[string]bool{}
 	for i := wc.Subtask; i < maxPar; i += wc.Parallelism {
-		for slot := range pool {
+		for slot := range max(w.s.cfg.poolSize, used[i]) {
 			id := TransactionalID(w.s.cfg.prefix, i, slot)
 			ids = append(ids, id)
 			mine[id] = true
 		}
 	}
+	w.checked = ids
 	adminCl, err := kgo.NewClient(w.s.cfg.kgoOpts()...)
 	if err != nil {
 		return fmt.Errorf("new admin client: %w", err)
@@ -158,9 +190,11 @@ func (w *transactionalWriter[T]) abortLingering(wc sink.WriterContext) error {
 	defer adminCl.Close()
 	adm := kadm.NewClient(adminCl)
 
-	described, err := adm.DescribeTransactions(ctx, ids...)
-	if err != nil && len(described) == 0 {
-		return fmt.Errorf("describe transactional ids %v: %w", ids, err)
+	described, err := describeRetrying(ctx, adm, ids)
+	if err != nil {
+		// Ids left undescribed are fenced below, which aborts whatever
+		// they hold.
+		w.log.Warn("kafka sink: cannot describe every transactional id; fencing those not described", "err", err)
 	}
 	var toAbort []DescribedID
 	for _, id := range ids {
@@ -199,8 +233,14 @@ func (w *transactionalWriter[T]) abortLingering(wc sink.WriterContext) error {
 	}
 
 	for _, d := range toAbort {
-		if err := w.fence(ctx, d.TransactionalID); err != nil {
+		cl, err := w.fence(ctx, d.TransactionalID)
+		if err != nil {
 			return err
+		}
+		if sl := w.slotOf(d.TransactionalID); sl != nil && sl.cl == nil {
+			w.s.pool.setClient(sl, cl)
+		} else {
+			cl.Close()
 		}
 		w.log.Info("kafka sink: aborted a lingering transaction", "transactional_id", d.TransactionalID,
 			"producer_id", d.ProducerID, "epoch", d.ProducerEpoch, "state", d.State)
@@ -209,18 +249,38 @@ func (w *transactionalWriter[T]) abortLingering(wc sink.WriterContext) error {
 	return nil
 }
 
-// fence initialises a producer under id and closes it: the broker bumps
-// the id's epoch and aborts its open transaction.
-func (w *transactionalWriter[T]) fence(ctx context.Context, id string) error {
-	cl, err := kgo.NewClient(w.s.cfg.kgoOpts(kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.txnTimeout))...)
-	if err != nil {
-		return fmt.Errorf("new client for transactional id %s: %w", id, err)
-	}
-	defer cl.Close()
-	if _, _, err := cl.ProducerID(ctx); err != nil {
-		return fmt.Errorf("abort the transaction of transactional id %s (init producer id): %w", id, err)
+// slotOf returns the writer's slot under id, or nil.
+func (w *transactionalWriter[T]) slotOf(id string) *slot {
+	for _, sl := range w.slots {
+		if sl.id == id {
+			return sl
+		}
 	}
 	return nil
+}
+
+// fence initialises a producer under id and returns its client: the
+// broker bumps the id's epoch and aborts its open transaction.
+func (w *transactionalWriter[T]) fence(ctx context.Context, id string) (*kgo.Client, error) {
+	cl, err := w.newProducer(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("abort the transaction of transactional id %s: %w", id, err)
+	}
+	return cl, nil
+}
+
+// newProducer makes a transactional client under id and initialises its
+// producer (InitProducerId).
+func (w *transactionalWriter[T]) newProducer(ctx context.Context, id string) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(w.s.cfg.kgoOpts(kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.txnTimeout))...)
+	if err != nil {
+		return nil, fmt.Errorf("new client for transactional id %s: %w", id, err)
+	}
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("init producer for transactional id %s: %w", id, err)
+	}
+	return cl, nil
 }
 
 // Write writes v into the interval's transaction, beginning it on the
@@ -231,115 +291,133 @@ func (w *transactionalWriter[T]) Write(v T, ts int64) error {
 			return err
 		}
 	}
-	if err := w.cur.res.err(); err != nil {
+	if err := w.res.err(); err != nil {
 		return fmt.Errorf("transactional id %s: %w", w.cur.id, err)
 	}
 	r, err := w.s.record(v, ts)
 	if err != nil {
 		return err
 	}
-	w.cur.cl.Produce(w.ctx, r, w.cur.res.promise)
+	w.cur.cl.Produce(w.ctx, r, w.res.promise)
 	return nil
 }
 
-// begin opens the transaction of the current slot.
+// begin opens the interval's transaction on a free slot. It never waits
+// for a commit: a slot still pending is passed over.
 func (w *transactionalWriter[T]) begin() error {
 	if w.closed {
 		return fmt.Errorf("kafka sink subtask %d: write after close: %w", w.subtask, sink.ErrClosed)
 	}
-	if err := w.awaitSlot(w.slot); err != nil {
+	sl, err := w.takeSlot()
+	if err != nil {
 		return err
 	}
-	id := TransactionalID(w.s.cfg.prefix, w.subtask, w.slot)
-	cl, err := kgo.NewClient(w.s.cfg.kgoOpts(kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.txnTimeout))...)
-	if err != nil {
-		return fmt.Errorf("kafka sink subtask %d: new client for transactional id %s: %w", w.subtask, id, err)
-	}
-	// Initialise the producer now: the transaction that last used the id
-	// is committed (awaitSlot), so this only bumps the epoch.
-	if _, _, err := cl.ProducerID(w.ctx); err != nil {
-		cl.Close()
-		return fmt.Errorf("kafka sink subtask %d: init producer for transactional id %s: %w", w.subtask, id, err)
+	if sl.cl == nil || sl.stale {
+		// First use of the id, or its client is out of step (its last
+		// transaction was ended by another client): initialise a
+		// producer. The id's last transaction is committed, so this
+		// only bumps the epoch.
+		cl, err := w.newProducer(w.ctx, sl.id)
+		if err != nil {
+			w.s.pool.release(sl)
+			return fmt.Errorf("kafka sink subtask %d: %w", w.subtask, err)
+		}
+		if old := w.s.pool.setClient(sl, cl); old != nil {
+			w.closing.Go(old.Close)
+		}
 	}
 	if w.tv == 0 {
-		if w.tv, err = transactionVersion(w.ctx, cl); err != nil {
-			cl.Close()
+		if w.tv, err = transactionVersion(w.ctx, sl.cl); err != nil {
+			w.s.pool.release(sl)
 			return fmt.Errorf("kafka sink subtask %d: %w", w.subtask, err)
 		}
 	}
-	if err := cl.BeginTransaction(); err != nil {
-		cl.Close()
-		return fmt.Errorf("kafka sink subtask %d: begin transaction under %s: %w", w.subtask, id, err)
+	if err := sl.cl.BeginTransaction(); err != nil {
+		w.s.pool.commitFailed(sl) // not reusable: replaced at the next turn
+		w.s.pool.release(sl)
+		return fmt.Errorf("kafka sink subtask %d: begin transaction under %s: %w", w.subtask, sl.id, err)
 	}
-	w.cur = &txn{id: id, cl: cl, res: newResults()}
+	w.cur, w.res = sl, newResults()
 	return nil
 }
 
-// awaitSlot returns once the transaction that last used slot is committed
-// (or otherwise finished): the committer of this process says so, or the
-// broker does. It waits up to the pool wait timeout.
-func (w *transactionalWriter[T]) awaitSlot(slot int) error {
-	c := w.pending[slot]
-	if c == nil {
-		return nil
+// takeSlot returns the slot for the next transaction: the pool's next
+// free slot in turn, else the first free overflow slot, else a new
+// overflow slot up to the pool limit.
+func (w *transactionalWriter[T]) takeSlot() (*slot, error) {
+	base := w.s.cfg.poolSize
+	for i := range base {
+		n := (w.next + i) % base
+		if w.s.pool.acquire(w.slots[n]) {
+			w.next = (n + 1) % base
+			return w.slots[n], nil
+		}
 	}
-	deadline := time.Now().Add(w.s.cfg.poolWait)
-	var adm *kadm.Client
-	for {
-		changed := w.s.registry.changed()
-		if w.s.registry.committed(*c) {
-			w.pending[slot] = nil
-			return nil
+	for _, sl := range w.slots[base:] {
+		if w.s.pool.acquire(sl) {
+			return sl, nil
 		}
-		if adm == nil {
-			cl, err := kgo.NewClient(w.s.cfg.kgoOpts()...)
-			if err != nil {
-				return fmt.Errorf("kafka sink subtask %d: new admin client: %w", w.subtask, err)
-			}
-			defer cl.Close()
-			adm = kadm.NewClient(cl)
-		}
-		d, err := describeID(w.ctx, adm, c.TransactionalID)
-		if err == nil && finished(*c, d) {
-			w.pending[slot] = nil
-			return nil
-		}
-		if !time.Now().Before(deadline) {
-			state := fmt.Sprintf("%s at producer id %d epoch %d", d.State, d.ProducerID, d.ProducerEpoch)
-			if err != nil {
-				state = err.Error()
-			}
-			return fmt.Errorf("kafka sink subtask %d: transactional id %s still holds the uncommitted transaction of checkpoint %d (%s) after %v; "+
-				"a checkpoint was aborted or its commit is late: raise MaxConcurrentCheckpoints or TransactionalIDPoolSize: %w",
-				w.subtask, c.TransactionalID, c.CheckpointID, state, w.s.cfg.poolWait, ErrPoolExhausted)
-		}
-		t := time.NewTimer(min(200*time.Millisecond, time.Until(deadline)))
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-w.ctx.Done():
-			t.Stop()
-			return w.ctx.Err()
-		}
-		t.Stop()
 	}
+	if len(w.slots) >= w.s.cfg.poolLimit {
+		oldest := w.slots[0]
+		for _, sl := range w.slots {
+			if sl.pending.CheckpointID < oldest.pending.CheckpointID {
+				oldest = sl
+			}
+		}
+		return nil, fmt.Errorf("kafka sink subtask %d: all %d transactional ids hold uncommitted transactions, the oldest %s of checkpoint %d; "+
+			"checkpoints keep failing or their commits do not happen (raise TransactionalIDPoolLimit only if that is expected): %w",
+			w.subtask, len(w.slots), oldest.id, oldest.pending.CheckpointID, ErrPoolExhausted)
+	}
+	sl := w.addSlot()
+	w.s.pool.acquire(sl)
+	w.log.Info("kafka sink: the next transactional id still holds an uncommitted transaction; taking an overflow id",
+		"transactional_id", sl.id, "ids", len(w.slots))
+	return sl, nil
 }
 
-// finished reports whether the broker's view d of c's id shows c's
-// transaction finished: the id moved to another producer or a later epoch,
-// or is at c's epoch in a final state.
-func finished(c Committable, d DescribedID) bool {
-	if d.State == "" { // the id is unknown to the broker
-		return true
+// describeRetrying describes ids, asking again for those whose
+// coordinator is not ready (a fresh cluster creates its transaction state
+// topic on first use) for up to describeRetryTime.
+func describeRetrying(ctx context.Context, adm *kadm.Client, ids []string) (kadm.DescribedTransactions, error) {
+	out := kadm.DescribedTransactions{}
+	deadline := time.Now().Add(describeRetryTime)
+	backoff := 100 * time.Millisecond
+	missing := ids
+	for {
+		ds, err := adm.DescribeTransactions(ctx, missing...)
+		for id, d := range ds {
+			out[id] = d
+		}
+		missing = missing[:0:0]
+		for _, id := range ids {
+			d, ok := out[id]
+			if ok && (d.Err == nil || errors.Is(d.Err, kerr.TransactionalIDNotFound)) {
+				continue
+			}
+			missing = append(missing, id)
+			if err == nil {
+				err = d.Err
+			}
+		}
+		if len(missing) == 0 {
+			return out, nil
+		}
+		if err == nil {
+			err = errors.New("no answer")
+		}
+		if !time.Now().Before(deadline) {
+			return out, fmt.Errorf("describe transactional ids %v: %w", missing, err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, fmt.Errorf("describe transactional ids %v: %w (%w)", missing, ctx.Err(), err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
 	}
-	if d.ProducerID != c.ProducerID || d.ProducerEpoch > c.ProducerEpoch {
-		return true
-	}
-	switch d.State {
-	case "CompleteCommit", "CompleteAbort", "Empty":
-		return true
-	}
-	return false
 }
 
 // describeID describes one transactional id; State is empty when the
@@ -407,7 +485,7 @@ func (w *transactionalWriter[T]) Flush(bool) error {
 	if err := w.cur.cl.Flush(w.ctx); err != nil {
 		return fmt.Errorf("kafka sink subtask %d: flush transaction %s: %w", w.subtask, w.cur.id, err)
 	}
-	if err := w.cur.res.err(); err != nil {
+	if err := w.res.err(); err != nil {
 		return fmt.Errorf("kafka sink subtask %d, transactional id %s: %w", w.subtask, w.cur.id, err)
 	}
 	return nil
@@ -416,7 +494,7 @@ func (w *transactionalWriter[T]) Flush(bool) error {
 // PrepareCommit closes the interval at barrier checkpointID: it flushes
 // the transaction, checks every record, and returns its committable; the
 // transaction stays open for the committer. An interval without records
-// has no transaction and no committable, and its slot stays in use.
+// has no transaction and no committable.
 func (w *transactionalWriter[T]) PrepareCommit(checkpointID int64) ([][]byte, error) {
 	if w.cur == nil {
 		return nil, nil
@@ -424,26 +502,21 @@ func (w *transactionalWriter[T]) PrepareCommit(checkpointID int64) ([][]byte, er
 	if err := w.Flush(false); err != nil {
 		return nil, fmt.Errorf("pre-commit for checkpoint %d: %w", checkpointID, err)
 	}
-	t := w.cur
-	pid, epoch, err := t.cl.ProducerID(w.ctx)
+	sl := w.cur
+	pid, epoch, err := sl.cl.ProducerID(w.ctx)
 	if err != nil {
-		return nil, fmt.Errorf("kafka sink subtask %d: pre-commit for checkpoint %d: producer id of %s: %w", w.subtask, checkpointID, t.id, err)
+		return nil, fmt.Errorf("kafka sink subtask %d: pre-commit for checkpoint %d: producer id of %s: %w", w.subtask, checkpointID, sl.id, err)
 	}
 	c := Committable{
-		TransactionalID:    t.id,
+		TransactionalID:    sl.id,
 		ProducerID:         pid,
 		ProducerEpoch:      epoch,
 		TransactionVersion: w.tv,
 		CheckpointID:       checkpointID,
-		LastOffsets:        t.res.lastOffsets(),
+		LastOffsets:        w.res.lastOffsets(),
 	}
-	w.cur = nil
-	// Close without ending the transaction: franz-go's Close sends no
-	// EndTxn. It may take a moment (a last client-metrics push), so it
-	// runs off the task goroutine.
-	w.closing.Go(t.cl.Close)
-	w.pending[w.slot] = &c
-	w.slot = (w.slot + 1) % len(w.pending)
+	w.cur, w.res = nil, nil
+	w.s.pool.precommitted(sl, c)
 	w.log.Debug("kafka sink: pre-committed", "checkpoint", checkpointID, "transactional_id", c.TransactionalID,
 		"producer_id", pid, "epoch", epoch, "partitions", len(c.LastOffsets))
 	return [][]byte{c.Encode()}, nil
@@ -451,27 +524,31 @@ func (w *transactionalWriter[T]) PrepareCommit(checkpointID int64) ([][]byte, er
 
 // Close aborts the open transaction of the current interval (its records
 // belong to no checkpoint) and closes the clients. Transactions already
-// handed over stay open for the committer.
+// handed over stay open for the committer, which commits them, or for
+// the restore that commits them from their committables.
 func (w *transactionalWriter[T]) Close() error {
 	if w.closed {
 		return nil
 	}
 	w.closed = true
-	if t := w.cur; t != nil {
+	if sl := w.cur; sl != nil {
 		w.cur = nil
 		ctx, cancel := context.WithTimeout(context.Background(), closeAbortTimeout)
-		err := t.cl.AbortBufferedRecords(ctx)
+		err := sl.cl.AbortBufferedRecords(ctx)
 		if err == nil {
-			err = t.cl.EndTransaction(ctx, kgo.TryAbort)
+			err = sl.cl.EndTransaction(ctx, kgo.TryAbort)
 		}
 		cancel()
 		if err != nil {
 			w.log.Warn("kafka sink: could not abort the open transaction at close; the next start aborts it",
-				"transactional_id", t.id, "err", err)
+				"transactional_id", sl.id, "err", err)
 		}
-		t.cl.Close()
+		w.s.pool.release(sl)
 	}
 	w.cancel()
+	for _, cl := range w.s.pool.unregister(w.slots) {
+		w.closing.Go(cl.Close)
+	}
 	w.closing.Wait()
 	return nil
 }

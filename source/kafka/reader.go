@@ -23,6 +23,9 @@ import (
 // it starts or discovers partitions.
 const setupTimeout = time.Minute
 
+// closeFlushTimeout bounds the wait for dead-letter copies at Close.
+const closeFlushTimeout = 5 * time.Second
+
 // boundedCheckInterval is how often a bounded reader whose partitions are
 // quiet checks whether only aborted records and markers separate it from
 // its stopping offsets (franz-go does not surface fetches without records).
@@ -513,6 +516,12 @@ func (r *Reader[T]) pollNext(out source.Output[T]) (source.Status, error) {
 			default:
 			}
 			if r.cfg.bounded && r.allFinished() {
+				// The dead-letter copies are acknowledged before the end:
+				// a job without checkpoints has no snapshot to wait for
+				// them.
+				if err := r.flushDeadLetters(r.ctx); err != nil {
+					return source.NothingAvailable, err
+				}
 				r.ended = true
 				return source.EndOfInput, nil
 			}
@@ -698,13 +707,8 @@ func (r *Reader[T]) Available() <-chan struct{} { return r.avail }
 // under the new parallelism. Dead-letter copies of skipped records are
 // acknowledged first.
 func (r *Reader[T]) SnapshotState(checkpointID int64) ([][]byte, error) {
-	if r.dlq != nil {
-		if err := r.dlq.Flush(r.ctx); err != nil {
-			return nil, fmt.Errorf("kafka source subtask %d: flush dead-letter records: %w", r.subtask, err)
-		}
-		if p := r.dlqErr.Load(); p != nil {
-			return nil, *p
-		}
+	if err := r.flushDeadLetters(r.ctx); err != nil {
+		return nil, err
 	}
 	out := make([][]byte, 0, len(r.order))
 	sts := make([]SplitState, 0, len(r.order))
@@ -772,12 +776,35 @@ func (r *Reader[T]) NotifyCheckpointAborted(id int64) error {
 	return nil
 }
 
-// Close stops the background goroutines and closes the clients.
+// flushDeadLetters waits until every dead-letter copy written so far is
+// acknowledged, and fails if one was not.
+func (r *Reader[T]) flushDeadLetters(ctx context.Context) error {
+	if r.dlq == nil {
+		return nil
+	}
+	if err := r.dlq.Flush(ctx); err != nil {
+		return fmt.Errorf("kafka source subtask %d: flush dead-letter records: %w", r.subtask, err)
+	}
+	if p := r.dlqErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Close stops the background goroutines and closes the clients. Dead-letter
+// copies still on their way get a few seconds to be acknowledged.
 func (r *Reader[T]) Close() error {
 	if r.closed {
 		return nil
 	}
 	r.closed = true
+	if r.dlq != nil {
+		ctx, cancel := context.WithTimeout(r.ctx, closeFlushTimeout)
+		if err := r.flushDeadLetters(ctx); err != nil {
+			r.log.Warn("kafka source: dead-letter records may be lost at close", "err", err)
+		}
+		cancel()
+	}
 	r.cancel()
 	r.wg.Wait()
 	for _, cl := range []*kgo.Client{r.consumer, r.dlq, r.admCl} {

@@ -427,6 +427,35 @@ func TestBadRecordPolicies(t *testing.T) {
 	}
 }
 
+// A bounded reader acknowledges its dead-letter copies before it reports
+// the end of its input: a job without checkpoints takes no snapshot that
+// would wait for them, and closes the reader right after.
+func TestDeadLetterFlushedAtEndOfInput(t *testing.T) {
+	e := newEnv(t, 1, "in", "dlq")
+	e.produceInts(int64(1), "bad", int64(2))
+	// With a minute's linger, only a flush sends the copy in time.
+	r, err := intSource(e, OnBadRecord(DeadLetterTopic("dlq")), Bounded(), ClientOptions(kgo.ProducerLinger(time.Minute))).
+		NewReader(source.ReaderContext{Subtask: 0, Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &fakeOutput[int64]{}
+	st, err := pollUntil(t, r.(*Reader[int64]), out, func() bool { return false })
+	if err != nil || st != source.EndOfInput {
+		t.Fatalf("poll to the end: %v, %v", st, err)
+	}
+	// Before Close: the copy is already acknowledged, so the end offset
+	// counts it right away.
+	ends, err := e.adm.ListEndOffsets(ctxFor(t), "dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup("dlq", 0); o.Offset != 1 {
+		t.Fatalf("dead-letter topic end offset %d at the end of input, want 1", o.Offset)
+	}
+	r.Close()
+}
+
 // New partitions and new topics matching the pattern are found at the
 // discovery interval and read from their earliest offset.
 func TestPartitionDiscovery(t *testing.T) {
