@@ -75,7 +75,7 @@ func (s *Sink[T]) Open(ctx *Context) error {
 	return nil
 }
 
-func (s *Sink[T]) ProcessElement(v T, ts int64) error {
+func (s *Sink[T]) Collect(v T, ts int64) error {
 	if err := s.writer.Write(v, ts); err != nil {
 		return Wrap(s.ctx, err)
 	}
@@ -176,5 +176,5 @@ func (s *Sink[T]) Close() error {
 
 // Collect and EmitWatermark let the previous operator of a chain call the
 // sink directly as its Output.
-func (s *Sink[T]) Collect(v T, ts int64) error  { return s.ProcessElement(v, ts) }
-func (s *Sink[T]) EmitWatermark(wm int64) error { return s.ProcessWatermark(wm) }
+func (s *Sink[T]) ProcessElement(v T, ts int64) error { return s.Collect(v, ts) }
+func (s *Sink[T]) EmitWatermark(wm int64) error       { return s.ProcessWatermark(wm) }

@@ -22,7 +22,7 @@ func NewMap[T, U any](fn func(T) (U, error), out Output[U]) *Map[T, U] {
 	return &Map[T, U]{fn: fn, out: out}
 }
 
-func (m *Map[T, U]) ProcessElement(v T, ts int64) error {
+func (m *Map[T, U]) Collect(v T, ts int64) error {
 	u, err := m.fn(v)
 	if err != nil {
 		return Wrap(m.ctx, err)
@@ -44,7 +44,7 @@ func NewFilter[T any](fn func(T) (bool, error), out Output[T]) *Filter[T] {
 	return &Filter[T]{fn: fn, out: out}
 }
 
-func (f *Filter[T]) ProcessElement(v T, ts int64) error {
+func (f *Filter[T]) Collect(v T, ts int64) error {
 	ok, err := f.fn(v)
 	if err != nil {
 		return Wrap(f.ctx, err)
@@ -70,7 +70,7 @@ func NewFlatMap[T, U any](fn func(T, Collector[U]) error, out Output[U]) *FlatMa
 	return &FlatMap[T, U]{fn: fn, out: out, col: collector[U]{out: out}}
 }
 
-func (f *FlatMap[T, U]) ProcessElement(v T, ts int64) error {
+func (f *FlatMap[T, U]) Collect(v T, ts int64) error {
 	f.col.ts = ts
 	err := f.fn(v, &f.col)
 	if cerr := f.col.take(); cerr != nil {
@@ -81,11 +81,12 @@ func (f *FlatMap[T, U]) ProcessElement(v T, ts int64) error {
 
 func (f *FlatMap[T, U]) ProcessWatermark(wm int64) error { return f.out.EmitWatermark(wm) }
 
-// Collect and EmitWatermark let the previous operator of a chain call an
-// operator directly as its Output.
-func (m *Map[T, U]) Collect(v T, ts int64) error      { return m.ProcessElement(v, ts) }
-func (m *Map[T, U]) EmitWatermark(wm int64) error     { return m.ProcessWatermark(wm) }
-func (f *Filter[T]) Collect(v T, ts int64) error      { return f.ProcessElement(v, ts) }
-func (f *Filter[T]) EmitWatermark(wm int64) error     { return f.ProcessWatermark(wm) }
-func (f *FlatMap[T, U]) Collect(v T, ts int64) error  { return f.ProcessElement(v, ts) }
-func (f *FlatMap[T, U]) EmitWatermark(wm int64) error { return f.ProcessWatermark(wm) }
+// Collect (the operator's body) and EmitWatermark let the previous operator
+// of a chain call an operator directly as its Output: one call per hop.
+// ProcessElement is the same, for records from the network.
+func (m *Map[T, U]) ProcessElement(v T, ts int64) error     { return m.Collect(v, ts) }
+func (m *Map[T, U]) EmitWatermark(wm int64) error           { return m.ProcessWatermark(wm) }
+func (f *Filter[T]) ProcessElement(v T, ts int64) error     { return f.Collect(v, ts) }
+func (f *Filter[T]) EmitWatermark(wm int64) error           { return f.ProcessWatermark(wm) }
+func (f *FlatMap[T, U]) ProcessElement(v T, ts int64) error { return f.Collect(v, ts) }
+func (f *FlatMap[T, U]) EmitWatermark(wm int64) error       { return f.ProcessWatermark(wm) }
