@@ -189,24 +189,14 @@ type Config struct {
 }
 
 // StateBackendFactory makes the keyed state backend of one subtask of a
-// keyed operator.
-type StateBackendFactory func(o StateBackendOptions) (state.KeyedBackend, error)
+// keyed operator (state.HeapBackendFactory, or the RocksDB backend's).
+type StateBackendFactory = state.BackendFactory
 
 // StateBackendOptions say which subtask a keyed backend serves.
-type StateBackendOptions struct {
-	Job            string
-	OperatorUID    string
-	Subtask        int
-	Parallelism    int
-	MaxParallelism int
-	KeyGroups      state.KeyGroupRange
-}
+type StateBackendOptions = state.BackendOptions
 
 // HeapStateBackend is the default StateBackendFactory.
-func HeapStateBackend(o StateBackendOptions) (state.KeyedBackend, error) {
-	kgr := o.KeyGroups
-	return state.NewHeapKeyedBackend(state.HeapOptions{MaxParallelism: o.MaxParallelism, KeyGroups: &kgr})
-}
+var HeapStateBackend StateBackendFactory = state.HeapBackendFactory
 
 // DefaultConfig returns Flink's defaults: parallelism 1, max parallelism
 // 128, 32 KiB buffers, 100 ms buffer timeout, chaining on, 200 ms

@@ -1,0 +1,616 @@
+package rocksdb
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/linxGnu/grocksdb"
+
+	"github.com/sluicehq/sluice/state"
+)
+
+// ErrLocked: the database directory is locked, i.e. another backend (in
+// this process or another) has it open.
+var ErrLocked = errors.New("RocksDB database locked: another backend has it open")
+
+// metaKey is the key, in the default column family, of the database's
+// metadata: its states and the list sequence counter.
+var metaKey = []byte("sluice.meta")
+
+const (
+	dbDirName  = "db"
+	chkDirName = "checkpoints"
+	tmpPrefix  = "restore-"
+	cfPrefix   = "state:"
+	metaFormat = 1
+)
+
+// dbMeta is what a database records about itself, so that a database
+// restored from an incremental checkpoint knows its states.
+type dbMeta struct {
+	Format         int               `json:"format"`
+	MaxParallelism int               `json:"max_parallelism"`
+	ListSeq        uint64            `json:"list_seq"`
+	States         []state.StateMeta `json:"states"`
+}
+
+// cfState is a state's column family. A state restored but not registered
+// yet has registered false; it is carried into snapshots as it is.
+type cfState struct {
+	meta       state.StateMeta
+	cf         *grocksdb.ColumnFamilyHandle
+	filter     *ttlFilter // TTL states only
+	registered bool
+}
+
+// Backend is the RocksDB keyed state backend of one subtask. It implements
+// state.KeyedBackend and adds incremental checkpoints.
+//
+// What the runtime calls, and when:
+//
+//   - New at task start, then either nothing (fresh start), Restore with
+//     full snapshots (savepoints, or checkpoints taken with incremental off),
+//     or RestoreIncremental with the handles of the restored checkpoint that
+//     overlap the subtask's key groups — before any state is created.
+//   - For each checkpoint, on the task goroutine: SnapshotIncremental(id)
+//     (the synchronous part: flush and a local RocksDB checkpoint); then,
+//     on any goroutine, Upload on the returned IncrementalSnapshot, and
+//     Release when done with it (always, also after a failed Upload). The
+//     handle goes, Encode'd, into the checkpoint's metadata; its shared
+//     files are registered with the shared state registry.
+//   - For savepoints (and checkpoints when Incremental() is false):
+//     Snapshot(id), then WriteTo on any goroutine.
+//   - NotifyCheckpointComplete(id) and NotifyCheckpointAborted(id) on the
+//     task goroutine as the coordinator decides: they maintain which
+//     uploaded files later checkpoints may reference, and the local copies.
+//   - Close at the end. A running asynchronous part makes Close wait for it;
+//     one not started yet fails with state.ErrClosed.
+//
+// Everything but the asynchronous parts runs on the task goroutine.
+type Backend struct {
+	opts   Options
+	log    *slog.Logger
+	dbDir  string
+	chkDir string
+	// instance names this backend's local checkpoints.
+	instance string
+
+	nopts  *nativeOptions
+	db     *grocksdb.DB
+	metaCF *grocksdb.ColumnFamilyHandle
+	// cfOpts are the options of TTL states' column families (each with
+	// its compaction filter), destroyed after the database closes.
+	cfOpts []*grocksdb.Options
+
+	maxPar int
+	kgr    state.KeyGroupRange
+	clock  state.Clock
+
+	key       []byte
+	kg        int
+	inRange   bool
+	keyPrefix []byte // key group | key of the current key
+	kbuf      []byte // scratch: the key of an entry
+	vbuf      []byte // scratch: a value read
+	lbuf      []byte // scratch: a list entry written
+
+	states   map[string]*cfState
+	order    []*cfState
+	listSeq  uint64
+	used     bool // a state was created: restore is refused
+	restored map[int]bool
+
+	mu      sync.Mutex // guards the fields below, shared with async parts
+	closed  bool
+	closing atomic.Bool
+	writers sync.WaitGroup
+	snaps   map[*fullSnapshot]struct{}
+	inc     incState
+}
+
+var _ state.KeyedBackend = (*Backend)(nil)
+
+// New opens an empty backend in opts.Dir. A database left in Dir by an
+// earlier run is discarded (state comes back through Restore and
+// RestoreIncremental); one that another instance has open fails with
+// ErrLocked, and one that cannot be opened fails naming the directory.
+func New(opts Options) (*Backend, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("rocksdb backend: working directory %q: %w", o.Dir, err)
+	}
+	o.Dir = dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("rocksdb backend: create working directory: %w", err)
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	b := &Backend{
+		opts:     o,
+		log:      o.Logger,
+		dbDir:    filepath.Join(dir, dbDirName),
+		chkDir:   filepath.Join(dir, chkDirName),
+		instance: hex.EncodeToString(id[:]),
+		maxPar:   o.MaxParallelism,
+		kgr:      *o.KeyGroups,
+		clock:    o.Clock,
+		kg:       -1,
+		states:   make(map[string]*cfState),
+		restored: make(map[int]bool),
+		snaps:    make(map[*fullSnapshot]struct{}),
+	}
+	b.inc.init()
+	if b.nopts, err = newNativeOptions(o); err != nil {
+		return nil, err
+	}
+	if err := b.openFresh(); err != nil {
+		b.nopts.destroy()
+		return nil, err
+	}
+	return b, nil
+}
+
+// openFresh opens a new, empty database in dbDir, discarding a stale one.
+func (b *Backend) openFresh() error {
+	if _, err := os.Stat(filepath.Join(b.dbDir, "CURRENT")); err == nil {
+		// A database of an earlier run: open it first, which fails if
+		// another instance holds it or it is not a database, then drop it.
+		r, err := b.openRaw(b.dbDir, false)
+		if err != nil {
+			return err
+		}
+		r.close()
+		if err := grocksdb.DestroyDb(b.dbDir, b.nopts.db); err != nil {
+			return fmt.Errorf("rocksdb backend: discard stale database %s: %w", b.dbDir, err)
+		}
+		b.log.Info("rocksdb backend: discarded the database of an earlier run", "dir", b.dbDir)
+	}
+	if err := os.RemoveAll(b.dbDir); err != nil {
+		return fmt.Errorf("rocksdb backend: clear %s: %w", b.dbDir, err)
+	}
+	if err := b.openExisting(b.dbDir); err != nil {
+		return err
+	}
+	return b.writeMeta()
+}
+
+// rawDB is an open database with its column families by name.
+type rawDB struct {
+	dir     string
+	db      *grocksdb.DB
+	metaCF  *grocksdb.ColumnFamilyHandle
+	cfs     map[string]*grocksdb.ColumnFamilyHandle
+	filters map[string]*ttlFilter
+	opts    []*grocksdb.Options
+}
+
+func (r *rawDB) close() {
+	for _, h := range r.cfs {
+		h.Destroy()
+	}
+	r.metaCF.Destroy()
+	r.db.Close()
+	destroyOptions(r.opts, r.filters)
+}
+
+func destroyOptions(opts []*grocksdb.Options, filters map[string]*ttlFilter) {
+	for _, f := range filters {
+		f.cfg.Store(nil)
+	}
+	for _, o := range opts {
+		o.Destroy()
+	}
+}
+
+// cfOptions returns the options of a column family by its name: shared
+// ones, or for a TTL state new ones with a compaction filter, which the
+// caller destroys after the database closes.
+func (b *Backend) cfOptions(name string) (opts *grocksdb.Options, filter *ttlFilter) {
+	kind, _, _ := strings.Cut(strings.TrimPrefix(name, cfPrefix), ":")
+	opts = b.nopts.cf
+	if strings.HasPrefix(kind, "v") {
+		opts = b.nopts.vcf
+	}
+	if !strings.HasSuffix(kind, "t") {
+		return opts, nil
+	}
+	opts = opts.Clone()
+	filter = &ttlFilter{}
+	opts.SetCompactionFilter(filter)
+	return opts, filter
+}
+
+// openRaw opens the database in dir (creating it if missing, unless
+// readOnly) with all its column families.
+func (b *Backend) openRaw(dir string, readOnly bool) (*rawDB, error) {
+	names := []string{"default"}
+	if _, err := os.Stat(filepath.Join(dir, "CURRENT")); err == nil || readOnly {
+		var err error
+		if names, err = grocksdb.ListColumnFamilies(b.nopts.db, dir); err != nil {
+			return nil, openErr(dir, err)
+		}
+	}
+	r := &rawDB{dir: dir, cfs: make(map[string]*grocksdb.ColumnFamilyHandle), filters: make(map[string]*ttlFilter)}
+	cfOpts := make([]*grocksdb.Options, len(names))
+	for i, n := range names {
+		if n == "default" {
+			cfOpts[i] = b.nopts.db
+			continue
+		}
+		opts, filter := b.cfOptions(n)
+		cfOpts[i] = opts
+		if filter != nil {
+			r.filters[n] = filter
+			r.opts = append(r.opts, opts)
+		}
+	}
+	var handles []*grocksdb.ColumnFamilyHandle
+	var err error
+	if readOnly {
+		r.db, handles, err = grocksdb.OpenDbForReadOnlyColumnFamilies(b.nopts.db, dir, names, cfOpts, false)
+	} else {
+		r.db, handles, err = grocksdb.OpenDbColumnFamilies(b.nopts.db, dir, names, cfOpts)
+	}
+	if err != nil {
+		destroyOptions(r.opts, r.filters)
+		return nil, openErr(dir, err)
+	}
+	for i, n := range names {
+		if n == "default" {
+			r.metaCF = handles[i]
+		} else {
+			r.cfs[n] = handles[i]
+		}
+	}
+	return r, nil
+}
+
+// openExisting opens the database in dir (creating it if missing) as this
+// backend's, and loads its states from its metadata.
+func (b *Backend) openExisting(dir string) error {
+	r, err := b.openRaw(dir, false)
+	if err != nil {
+		return err
+	}
+	m, err := b.readMeta(r)
+	if err != nil {
+		r.close()
+		return err
+	}
+	states := make(map[string]*cfState)
+	var order []*cfState
+	if m != nil {
+		for _, sm := range m.States {
+			cf := r.cfs[cfName(sm)]
+			if cf == nil {
+				r.close()
+				return fmt.Errorf("rocksdb backend: database %s: state %q has no column family: %w", dir, sm.Name, state.ErrCorruptSnapshot)
+			}
+			s := &cfState{meta: sm, cf: cf, filter: r.filters[cfName(sm)]}
+			if s.filter != nil {
+				s.filter.set(sm, b.clock)
+			}
+			states[sm.Name] = s
+			order = append(order, s)
+			delete(r.cfs, cfName(sm))
+		}
+		b.listSeq = m.ListSeq
+	}
+	if len(r.cfs) > 0 {
+		r.close()
+		return fmt.Errorf("rocksdb backend: database %s has column families its metadata does not list: %w", dir, state.ErrCorruptSnapshot)
+	}
+	b.db, b.metaCF, b.states, b.order, b.cfOpts = r.db, r.metaCF, states, order, r.opts
+	return nil
+}
+
+func openErr(dir string, err error) error {
+	msg := err.Error()
+	if strings.Contains(strings.ToLower(msg), "lock") {
+		return fmt.Errorf("rocksdb backend: open database %s: %w: %w", dir, ErrLocked, err)
+	}
+	return fmt.Errorf("rocksdb backend: open database %s: %w", dir, err)
+}
+
+// closeDB closes the open database and its column family handles.
+func (b *Backend) closeDB() {
+	if b.db == nil {
+		return
+	}
+	for _, s := range b.order {
+		s.cf.Destroy()
+	}
+	b.metaCF.Destroy()
+	b.db.Close()
+	filters := make(map[string]*ttlFilter)
+	for _, s := range b.order {
+		if s.filter != nil {
+			filters[s.meta.Name] = s.filter
+		}
+	}
+	destroyOptions(b.cfOpts, filters)
+	b.db, b.metaCF, b.cfOpts = nil, nil, nil
+	b.states, b.order = make(map[string]*cfState), nil
+}
+
+// readMeta reads a database's metadata; nil if it has none (new).
+func (b *Backend) readMeta(r *rawDB) (*dbMeta, error) {
+	sl, err := r.db.GetCF(b.nopts.ro, r.metaCF, metaKey)
+	if err != nil {
+		return nil, fmt.Errorf("rocksdb backend: database %s: read metadata: %w", r.dir, err)
+	}
+	defer sl.Free()
+	if !sl.Exists() {
+		if len(r.cfs) > 0 {
+			return nil, fmt.Errorf("rocksdb backend: database %s has column families but no metadata: %w", r.dir, state.ErrCorruptSnapshot)
+		}
+		return nil, nil
+	}
+	var m dbMeta
+	if err := json.Unmarshal(sl.Data(), &m); err != nil || m.Format != metaFormat {
+		return nil, fmt.Errorf("rocksdb backend: database %s: metadata unreadable (format %d): %w", r.dir, m.Format, state.ErrCorruptSnapshot)
+	}
+	if m.MaxParallelism != b.maxPar {
+		return nil, fmt.Errorf("rocksdb backend: database %s has max parallelism %d, backend %d: %w", r.dir, m.MaxParallelism, b.maxPar, state.ErrRestore)
+	}
+	return &m, nil
+}
+
+func (b *Backend) writeMeta() error {
+	m := dbMeta{Format: metaFormat, MaxParallelism: b.maxPar, ListSeq: b.listSeq}
+	for _, s := range b.order {
+		m.States = append(m.States, s.meta)
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("rocksdb backend: encode metadata: %w", err)
+	}
+	if err := b.db.PutCF(b.nopts.wo, b.metaCF, metaKey, data); err != nil {
+		return fmt.Errorf("rocksdb backend: write metadata: %w", err)
+	}
+	return nil
+}
+
+// Incremental reports whether checkpoints should be incremental
+// (SnapshotIncremental) rather than full (Snapshot).
+func (b *Backend) Incremental() bool { return !b.opts.DisableIncremental }
+
+// Dir is the working directory.
+func (b *Backend) Dir() string { return b.opts.Dir }
+
+// SetCurrentKey implements state.KeyedBackend.
+func (b *Backend) SetCurrentKey(key []byte, keyGroup int) {
+	b.key = append(b.key[:0], key...)
+	b.kg = keyGroup
+	b.inRange = b.kgr.Contains(keyGroup) && b.db != nil
+	b.keyPrefix = appendKeyPrefix(b.keyPrefix[:0], keyGroup, key)
+}
+
+// CurrentKey implements state.KeyedBackend.
+func (b *Backend) CurrentKey() ([]byte, int) {
+	if b.kg < 0 {
+		return nil, -1
+	}
+	return b.key, b.kg
+}
+
+// KeyGroupRange implements state.KeyedBackend.
+func (b *Backend) KeyGroupRange() state.KeyGroupRange { return b.kgr }
+
+// MaxParallelism implements state.KeyedBackend.
+func (b *Backend) MaxParallelism() int { return b.maxPar }
+
+// CreateState implements state.KeyedBackend.
+func (b *Backend) CreateState(d state.Descriptor) (any, error) {
+	if b.db == nil {
+		return nil, state.ErrClosed
+	}
+	m, err := d.Meta()
+	if err != nil {
+		return nil, err
+	}
+	s := b.states[m.Name]
+	switch {
+	case s != nil:
+		if err := s.meta.Compatible(m); err != nil {
+			if !s.registered {
+				return nil, fmt.Errorf("restored %w", err)
+			}
+			return nil, err
+		}
+		if s.meta.TTL != m.TTL {
+			s.meta.TTL = m.TTL
+			if s.filter != nil {
+				s.filter.set(s.meta, b.clock)
+			}
+			if err := b.writeMeta(); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		if s, err = b.addState(m); err != nil {
+			return nil, err
+		}
+	}
+	s.registered = true
+	b.used = true
+	st := &store{b: b, s: s}
+	switch m.Kind {
+	case state.KindList:
+		return d.Bind(listStore{st}, b.clock)
+	case state.KindMap:
+		return d.Bind(mapStore{st}, b.clock)
+	default:
+		return d.Bind(valueStore{st}, b.clock)
+	}
+}
+
+// cfName is the column family of a state: its name, behind a prefix that
+// says which options it is opened with: its kind (v for value, reducing
+// and aggregating, l for list, m for map) and t if it has a TTL.
+func cfName(m state.StateMeta) string {
+	kind := "v"
+	switch m.Kind {
+	case state.KindList:
+		kind = "l"
+	case state.KindMap:
+		kind = "m"
+	}
+	if m.TTL.Enabled() {
+		kind += "t"
+	}
+	return cfPrefix + kind + ":" + m.Name
+}
+
+// newIterOptions returns read options for an iterator: in total order,
+// which the hash-indexed memtables of value states need to iterate across
+// keys.
+func newIterOptions() *grocksdb.ReadOptions {
+	ro := grocksdb.NewDefaultReadOptions()
+	ro.SetTotalOrderSeek(true)
+	return ro
+}
+
+// addState creates the column family of a new state and records it.
+func (b *Backend) addState(m state.StateMeta) (*cfState, error) {
+	opts, filter := b.cfOptions(cfName(m))
+	cf, err := b.db.CreateColumnFamily(opts, cfName(m))
+	if err != nil {
+		if filter != nil {
+			opts.Destroy()
+		}
+		return nil, fmt.Errorf("state %q: create column family: %w", m.Name, err)
+	}
+	if filter != nil {
+		b.cfOpts = append(b.cfOpts, opts)
+		filter.set(m, b.clock)
+	}
+	s := &cfState{meta: m, cf: cf, filter: filter}
+	b.states[m.Name] = s
+	b.order = append(b.order, s)
+	return s, b.writeMeta()
+}
+
+// States implements state.KeyedBackend.
+func (b *Backend) States() []state.StateMeta {
+	var out []state.StateMeta
+	for _, s := range b.order {
+		if s.registered {
+			out = append(out, s.meta)
+		}
+	}
+	return out
+}
+
+// Keys implements state.KeyedBackend.
+func (b *Backend) Keys(name string, namespace []byte, fn func(key []byte, keyGroup int) error) error {
+	s := b.states[name]
+	if s == nil || !s.registered {
+		return fmt.Errorf("state %q: %w", name, state.ErrUnknownState)
+	}
+	if b.db == nil {
+		return state.ErrClosed
+	}
+	now := b.clock.Now().UnixMilli()
+	ro := newIterOptions()
+	defer ro.Destroy()
+	ro.SetIterateUpperBound(kgBound(b.kgr.End + 1))
+	it := b.db.NewIteratorCF(ro, s.cf)
+	defer it.Close()
+	var last []byte // the prefix (key and namespace) reported last
+	for it.Seek(kgBound(b.kgr.Start)); it.Valid(); it.Next() {
+		k := it.Key().Data()
+		e, err := parseEntryKey(k)
+		if err != nil {
+			return fmt.Errorf("state %q: %w", name, err)
+		}
+		if !bytes.Equal(e.ns, namespace) || (last != nil && bytes.Equal(e.prefix, last)) {
+			continue
+		}
+		if !entryLive(s.meta, it.Value().Data(), now) {
+			continue
+		}
+		last = append(last[:0], e.prefix...)
+		if err := fn(bytes.Clone(e.key), e.kg); err != nil {
+			return err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("state %q: iterate keys: %w", name, err)
+	}
+	return nil
+}
+
+// entryLive reports whether an entry's value has anything unexpired: a
+// value or map value with a live timestamp, a list entry with a live
+// element.
+func entryLive(m state.StateMeta, v []byte, now int64) bool {
+	if !m.TTL.Enabled() {
+		return true
+	}
+	if m.Kind == state.KindList {
+		live := false
+		_ = eachListElement(v, func(e []byte) error {
+			if valueLive(m, e, now) {
+				live = true
+				return errStop
+			}
+			return nil
+		})
+		return live
+	}
+	return valueLive(m, v, now)
+}
+
+var errStop = errors.New("stop")
+
+// valueLive checks the TTL timestamp of a value; one too short to have a
+// timestamp counts as live (and fails where it is decoded).
+func valueLive(m state.StateMeta, v []byte, now int64) bool {
+	if !m.TTL.Enabled() {
+		return true
+	}
+	ts, _, err := state.SplitTTLValue(v)
+	return err != nil || !state.TTLExpired(m.TTL, ts, now)
+}
+
+// Close implements state.KeyedBackend: it waits for running asynchronous
+// snapshot parts, fails those not started, closes the database and deletes
+// it. Local checkpoints kept for local recovery stay.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.closing.Store(true)
+	b.mu.Unlock()
+	b.writers.Wait()
+	b.mu.Lock()
+	for s := range b.snaps {
+		s.releaseLocked()
+	}
+	b.mu.Unlock()
+	b.inRange = false
+	b.closeDB()
+	b.nopts.destroy()
+	if err := os.RemoveAll(b.dbDir); err != nil {
+		return fmt.Errorf("rocksdb backend: delete %s: %w", b.dbDir, err)
+	}
+	return nil
+}

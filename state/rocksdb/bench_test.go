@@ -1,0 +1,259 @@
+package rocksdb
+
+import (
+	"encoding/binary"
+	"flag"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/linxGnu/grocksdb"
+
+	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/state"
+)
+
+const benchKeys = 1 << 20 // "1 million keys"
+
+func int64Key(dst []byte, k uint64) []byte { return binary.BigEndian.AppendUint64(dst, k) }
+
+// benchBackend returns a backend with a ValueState[int64] holding n keys.
+func benchBackend(b *testing.B, n int, opts Options) (*Backend, state.ValueState[int64]) {
+	b.Helper()
+	be := newTestBackend(b, opts)
+	b.Cleanup(func() { be.Close() })
+	vs, err := state.GetValueState(be, state.ValueStateDescriptor[int64]{Name: "count", Codec: codec.Int[int64]{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var kb []byte
+	for k := range uint64(n) {
+		kb = int64Key(kb[:0], k)
+		be.SetCurrentKey(kb, state.KeyGroupFor(kb, be.MaxParallelism()))
+		if err := vs.Update(1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return be, vs
+}
+
+// benchRMW measures a keyed read-modify-write of a ValueState[int64] as the
+// runtime drives it per record: encode the key, hash it to its key group,
+// SetCurrentKey, Value, Update; order is the sequence of keys (cycled), all
+// of which exist. The same loop as the heap backend's benchmark.
+func benchRMW(b *testing.B, n int, order []uint32, opts Options) {
+	be, vs := benchBackend(b, n, opts)
+	maxPar := be.MaxParallelism()
+	var kb []byte
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		kb = int64Key(kb[:0], uint64(order[i%len(order)]))
+		be.SetCurrentKey(kb, state.KeyGroupFor(kb, maxPar))
+		v, ok, err := vs.Value()
+		if err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+		if err := vs.Update(v + 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+func uniform(n int) []uint32 {
+	o := make([]uint32, n)
+	for i := range o {
+		o[i] = uint32(i)
+	}
+	rand.New(rand.NewPCG(1, 1)).Shuffle(n, func(i, j int) { o[i], o[j] = o[j], o[i] })
+	return o
+}
+
+func zipf(n int) []uint32 {
+	z := rand.NewZipf(rand.New(rand.NewPCG(2, 2)), 1.1, 1, uint64(n-1))
+	o := make([]uint32, n)
+	for i := range o {
+		o[i] = uint32(z.Uint64())
+	}
+	return o
+}
+
+// BenchmarkRocksDBValueRMW is the target figure: 1M int64 keys, uniformly
+// at random, default options. The first million operations find most keys
+// in the memtables; run it with -benchtime 3000000x for the steady state,
+// where memtables have been flushed and reads go to SST files too.
+func BenchmarkRocksDBValueRMW(b *testing.B) {
+	benchRMW(b, benchKeys, uniform(benchKeys), Options{})
+}
+
+func BenchmarkRocksDBValueRMWZipf(b *testing.B) {
+	benchRMW(b, benchKeys, zipf(benchKeys), Options{})
+}
+
+// BenchmarkRocksDBValueRMWSkipList is BenchmarkRocksDBValueRMW with
+// RocksDB's default (skip-list) memtable for the value state.
+func BenchmarkRocksDBValueRMWSkipList(b *testing.B) {
+	benchRMW(b, benchKeys, uniform(benchKeys), Options{SkipListMemtable: true})
+}
+
+// BenchmarkRocksDBValueRMWHotSet is 4096 keys: the cost of the code path.
+func BenchmarkRocksDBValueRMWHotSet(b *testing.B) {
+	benchRMW(b, 1<<12, uniform(1<<12), Options{})
+}
+
+// benchOpts are the options of BenchmarkIncrementalCheckpoint.
+var benchOpts Options
+
+var (
+	benchStateSize   = flag.String("rocksdb.state", "1gb", "BenchmarkIncrementalCheckpoint: state size (a memory size: 256mb, 1gb)")
+	benchCheckpoints = flag.Int("rocksdb.checkpoints", 20, "BenchmarkIncrementalCheckpoint: checkpoints after the first")
+	benchChange      = flag.Float64("rocksdb.change", 0.01, "BenchmarkIncrementalCheckpoint: fraction of the keys changed between checkpoints")
+	benchSettle      = flag.Bool("rocksdb.settle", true, "BenchmarkIncrementalCheckpoint: wait for compactions to finish before each checkpoint, as a checkpoint interval longer than a compaction does")
+)
+
+// settle waits (up to a minute) until RocksDB runs no flush or compaction
+// for five polls in a row.
+func settle(b *testing.B, be *Backend) {
+	idle := 0
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		c, _ := be.db.GetIntProperty("rocksdb.num-running-compactions")
+		f, _ := be.db.GetIntProperty("rocksdb.num-running-flushes")
+		if c+f > 0 {
+			idle = 0
+		} else if idle++; idle == 5 {
+			return
+		}
+	}
+	b.Logf("compactions still busy after a minute")
+}
+
+// BenchmarkIncrementalCheckpoint fills a backend with -rocksdb.state of
+// incompressible values (200 bytes per key), takes a full first
+// checkpoint, then -rocksdb.checkpoints incremental ones with
+// -rocksdb.change of the keys rewritten before each, uploading into a
+// directory with a retention of one checkpoint. It reports what each
+// checkpoint uploaded against what it references, the synchronous part's
+// duration, and how long a restore of the last checkpoint takes from the
+// local copy (local recovery) and by download. Run it with -benchtime 1x:
+//
+//	go test ./state/rocksdb -run XXX -bench IncrementalCheckpoint -benchtime 1x -rocksdb.state=1gb
+func BenchmarkIncrementalCheckpoint(b *testing.B) {
+	size, err := ParseMemorySize(*benchStateSize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const valueSize = 200
+	n := int(size / (valueSize + 16))
+	dir := b.TempDir()
+	opts := benchOpts
+	opts.Dir, opts.LocalRecovery = dir, true
+	be := newTestBackend(b, opts)
+	vs, err := state.GetValueState(be, state.ValueStateDescriptor[[]byte]{Name: "blob", Codec: codec.Bytes{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	val := make([]byte, valueSize)
+	var kb []byte
+	write := func(k uint64) {
+		for i := 0; i < valueSize; i += 8 {
+			binary.LittleEndian.PutUint64(val[i:], rng.Uint64())
+		}
+		kb = int64Key(kb[:0], k)
+		be.SetCurrentKey(kb, state.KeyGroupFor(kb, be.MaxParallelism()))
+		if err := vs.Update(val); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for k := range uint64(n) {
+		write(k)
+	}
+	b.Logf("wrote %d keys (%d MiB of values) in %v", n, int64(n)*valueSize>>20, time.Since(start).Round(time.Millisecond))
+	// Start from compacted state, as after a restore, so that the figures
+	// are those of updates rather than of the initial load.
+	start = time.Now()
+	fo := grocksdb.NewDefaultFlushOptions()
+	for _, s := range be.order {
+		if err := be.db.FlushCF(s.cf, fo); err != nil {
+			b.Fatal(err)
+		}
+		be.db.CompactRangeCF(s.cf, grocksdb.Range{})
+	}
+	fo.Destroy()
+	settle(b, be)
+	b.Logf("flushed and compacted in %v", time.Since(start).Round(time.Millisecond))
+	stor := newDirStorage(b)
+	reg := newRegistry(stor)
+	b.ResetTimer()
+	var h *IncrementalHandle
+	var ratios, syncs []float64
+	for id := int64(1); id <= int64(*benchCheckpoints)+1; id++ {
+		if id > 1 {
+			for range int(float64(n) * *benchChange) {
+				write(uint64(rng.IntN(n)))
+			}
+		}
+		if *benchSettle {
+			b.StopTimer()
+			settle(b, be)
+			b.StartTimer()
+		}
+		snap, err := be.SnapshotIncremental(id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		upStart := time.Now()
+		h, err = snap.Upload(stor)
+		if err != nil {
+			b.Fatal(err)
+		}
+		up := time.Since(upStart)
+		snap.Release()
+		be.NotifyCheckpointComplete(id)
+		reg.complete(b, []*IncrementalHandle{h})
+		ratio := 100 * float64(h.CheckpointedSize) / float64(h.StateSize)
+		b.Logf("checkpoint %2d: sync %4dms, upload %5dms, uploaded %7.1f MiB of %7.1f MiB (%5.1f%%), %d files",
+			id, snap.SyncDuration.Milliseconds(), up.Milliseconds(), float64(h.CheckpointedSize)/(1<<20), float64(h.StateSize)/(1<<20), ratio, len(h.Files))
+		if id > 1 {
+			ratios = append(ratios, ratio)
+			syncs = append(syncs, float64(snap.SyncDuration.Microseconds())/1000)
+		}
+	}
+	b.StopTimer()
+	check(b, be.Close())
+	// Local recovery: a new backend on the same directory.
+	start = time.Now()
+	local := newTestBackend(b, opts)
+	if err := local.RestoreIncremental([]*IncrementalHandle{h}, nil); err != nil {
+		b.Fatal(err)
+	}
+	localRestore := time.Since(start)
+	check(b, local.Close())
+	// Download: another directory.
+	start = time.Now()
+	remote := newTestBackend(b, Options{})
+	if err := remote.RestoreIncremental([]*IncrementalHandle{h}, stor.download); err != nil {
+		b.Fatal(err)
+	}
+	downloadRestore := time.Since(start)
+	check(b, remote.Close())
+	b.Logf("restore of %.1f MiB: local %v, download %v", float64(h.StateSize)/(1<<20), localRestore.Round(time.Millisecond), downloadRestore.Round(time.Millisecond))
+	avg := func(xs []float64) float64 {
+		s := 0.0
+		for _, x := range xs {
+			s += x
+		}
+		return s / float64(len(xs))
+	}
+	b.ReportMetric(float64(h.StateSize)/(1<<20), "state-MiB")
+	b.ReportMetric(avg(ratios), "ckpt-%avg")
+	b.ReportMetric(slices.Max(ratios), "ckpt-%max")
+	b.ReportMetric(avg(syncs), "sync-ms-avg")
+	b.ReportMetric(slices.Max(syncs), "sync-ms-max")
+	b.ReportMetric(localRestore.Seconds(), "local-restore-s")
+	b.ReportMetric(downloadRestore.Seconds(), "download-restore-s")
+}

@@ -1,0 +1,41 @@
+// Package rocksdb owns the RocksDB keyed state backend (through
+// github.com/linxGnu/grocksdb on the system's librocksdb) and its
+// incremental checkpoints.
+//
+// A Backend is one subtask's keyed state: one RocksDB database in the
+// subtask's working directory, one column family per state. An entry's key
+// is
+//
+//	key group (2 bytes, big endian) | uvarint len(key) | key | uvarint len(ns) | ns | suffix
+//
+// with an empty suffix for value, reducing and aggregating states, the
+// sequence number of an append for list states (a list is one entry per
+// Add/AddAll/Update holding its length-prefixed elements, so appending reads
+// nothing) and the map key for map states (a map is iterated over its
+// prefix, value by value). The length prefixes make the prefix of a key and
+// namespace unambiguous; the key group first makes a key-group range one
+// contiguous byte range. The backend implements state.KeyedBackend through
+// the state.Raw* stores, which the descriptors bind typed handles to.
+//
+// Snapshots come in two kinds:
+//
+//   - Full (Snapshot, Restore): the synchronous part takes a RocksDB snapshot,
+//     the asynchronous part writes the canonical keyed format of package state,
+//     the one every backend reads. Savepoints use it, so they move between
+//     backends and parallelisms.
+//   - Incremental (SnapshotIncremental, RestoreIncremental), the default for
+//     checkpoints: the synchronous part flushes and takes a RocksDB checkpoint
+//     (hard links) in a local directory; the asynchronous part uploads the SST
+//     files that the last completed checkpoint did not upload and references
+//     the others. The runtime keeps the resulting IncrementalHandle (Encode)
+//     and counts references to shared files, as Flink's shared state
+//     registry. A restore at another parallelism cuts the overlapping old
+//     databases to the owned key groups.
+//
+// Defaults follow Flink's options (Options.Set takes their names) except
+// where documented on Options: universal compaction, bloom filters, a 64 MiB
+// block cache, and hash-indexed memtables for value-like states. TTL states
+// get a compaction filter that drops expired entries.
+//
+// See Backend for what the runtime calls when.
+package rocksdb

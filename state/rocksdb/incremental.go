@@ -1,0 +1,421 @@
+package rocksdb
+
+import (
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/state"
+)
+
+// Uploader stores the files of an incremental checkpoint; the runtime
+// adapts checkpoint storage to it. Upload may be called from several
+// goroutines at once (Options.TransferThreads).
+type Uploader interface {
+	// Upload stores the file name, size bytes read from r, and returns an
+	// opaque reference to it, which the handle records and RestoreIncremental
+	// hands back to the download function. shared is true for SST files,
+	// which later checkpoints may reference (shared state: store them where
+	// the shared state registry counts references); false for files private
+	// to this checkpoint (MANIFEST, CURRENT, OPTIONS). Names repeat across
+	// subtasks and restores: the reference must be unique.
+	Upload(name string, r io.Reader, size int64, shared bool) (ref []byte, err error)
+}
+
+// IncrementalSnapshot is an incremental checkpoint whose synchronous part
+// is done: a RocksDB checkpoint (hard links) in a local directory.
+type IncrementalSnapshot struct {
+	b         *Backend
+	id        int64
+	localName string
+	dir       string
+	files     []localFile
+	kgr       state.KeyGroupRange
+	maxPar    int
+	// SyncDuration is how long the synchronous part took.
+	SyncDuration time.Duration
+
+	mu       sync.Mutex
+	started  bool
+	finished bool
+	ok       bool
+	released bool
+}
+
+type localFile struct {
+	name string
+	size int64
+}
+
+// incState is the backend's bookkeeping of incremental checkpoints,
+// guarded by Backend.mu.
+type incState struct {
+	// uploads: the shared files of each successful upload that is neither
+	// confirmed nor aborted yet, by checkpoint.
+	uploads map[int64]map[string]HandleFile
+	// base: the shared files of the last completed checkpoint, which later
+	// checkpoints reference instead of uploading them again.
+	base          map[string]HandleFile
+	baseID        int64
+	lastCompleted int64
+	// local: the local checkpoint directories kept for local recovery.
+	local map[int64]string
+	// inflight: local checkpoint directories of unreleased snapshots.
+	inflight map[string]bool
+	cleaned  bool
+}
+
+func (s *incState) init() {
+	s.uploads = make(map[int64]map[string]HandleFile)
+	s.base = make(map[string]HandleFile)
+	s.baseID, s.lastCompleted = -1, -1
+	s.local = make(map[int64]string)
+	s.inflight = make(map[string]bool)
+}
+
+// SnapshotIncremental runs the synchronous part of an incremental
+// checkpoint: it records the metadata, flushes the memtables and creates a
+// RocksDB checkpoint (hard links to the SST files, copies of the small
+// ones) in the local checkpoint directory. Call Upload on the result (on
+// any goroutine), then Release.
+func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot, error) {
+	if b.db == nil {
+		return nil, state.ErrClosed
+	}
+	start := time.Now()
+	if err := b.writeMeta(); err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("chk-%d-%s", checkpointID, b.instance)
+	dir := filepath.Join(b.chkDir, name)
+	if err := os.MkdirAll(b.chkDir, 0o755); err != nil {
+		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
+	}
+	cp, err := b.db.NewCheckpoint()
+	if err != nil {
+		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
+	}
+	err = cp.CreateCheckpoint(dir, 0) // 0: always flush the memtables
+	cp.Destroy()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: create %s: %w", checkpointID, dir, err)
+	}
+	files, err := listFiles(dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
+	}
+	b.mu.Lock()
+	b.inc.inflight[dir] = true
+	b.mu.Unlock()
+	return &IncrementalSnapshot{
+		b: b, id: checkpointID, localName: name, dir: dir, files: files,
+		kgr: b.kgr, maxPar: b.maxPar, SyncDuration: time.Since(start),
+	}, nil
+}
+
+func listFiles(dir string) ([]localFile, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []localFile
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, localFile{name: e.Name(), size: fi.Size()})
+	}
+	return files, nil
+}
+
+func isSST(name string) bool { return strings.HasSuffix(name, ".sst") }
+
+// CheckpointID is the checkpoint the snapshot belongs to.
+func (s *IncrementalSnapshot) CheckpointID() int64 { return s.id }
+
+// Upload runs the asynchronous part: it uploads the SST files that the
+// last completed checkpoint did not upload (or the restored checkpoint,
+// before any completes) and references the others, uploads the other files
+// always, and returns the handle to store in the checkpoint's metadata. It
+// runs once; after a failure the checkpoint must be declined (what was
+// uploaded is the runtime's to delete) and the previous checkpoints stay
+// valid.
+func (s *IncrementalSnapshot) Upload(u Uploader) (*IncrementalHandle, error) {
+	s.mu.Lock()
+	if s.started || s.released {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: uploaded or released already", s.id)
+	}
+	s.started = true
+	s.mu.Unlock()
+	h, err := s.upload(u)
+	s.mu.Lock()
+	s.finished, s.ok = true, err == nil
+	released := s.released
+	s.mu.Unlock()
+	if released {
+		s.cleanup()
+	}
+	return h, err
+}
+
+func (s *IncrementalSnapshot) upload(u Uploader) (*IncrementalHandle, error) {
+	b := s.b
+	b.mu.Lock()
+	base, baseID := b.inc.base, b.inc.baseID
+	b.mu.Unlock()
+	h := &IncrementalHandle{
+		Format:           handleFormat,
+		CheckpointID:     s.id,
+		LocalName:        s.localName,
+		MaxParallelism:   s.maxPar,
+		KeyGroups:        s.kgr,
+		BaseCheckpointID: -1,
+		Files:            make([]HandleFile, len(s.files)),
+	}
+	var todo []int
+	for i, f := range s.files {
+		hf := HandleFile{Name: f.name, Size: f.size, Shared: isSST(f.name)}
+		if bf, ok := base[f.name]; ok && hf.Shared && bf.Size == f.size {
+			hf.Ref, hf.CRC32C, hf.Reused = bf.Ref, bf.CRC32C, true
+			h.BaseCheckpointID = baseID
+		} else {
+			todo = append(todo, i)
+		}
+		h.Files[i] = hf
+	}
+	err := parallel(b.opts.TransferThreads, len(todo), func(j int) error {
+		hf := &h.Files[todo[j]]
+		return uploadFile(u, filepath.Join(s.dir, hf.Name), hf)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", s.id, err)
+	}
+	shared := make(map[string]HandleFile)
+	for _, f := range h.Files {
+		h.StateSize += f.Size
+		if !f.Reused {
+			h.CheckpointedSize += f.Size
+		}
+		if f.Shared {
+			shared[f.Name] = f
+		}
+	}
+	b.mu.Lock()
+	if s.id > b.inc.lastCompleted {
+		b.inc.uploads[s.id] = shared
+	}
+	b.mu.Unlock()
+	return h, nil
+}
+
+// uploadFile uploads one file, filling in its reference and checksum.
+func uploadFile(u Uploader, path string, hf *HandleFile) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", hf.Name, err)
+	}
+	defer f.Close()
+	cr := &checksumReader{r: io.LimitReader(f, hf.Size), h: crc32.New(crcTable)}
+	ref, err := u.Upload(hf.Name, cr, hf.Size, hf.Shared)
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", hf.Name, err)
+	}
+	if cr.n != hf.Size {
+		return fmt.Errorf("upload %s: the uploader read %d of %d bytes", hf.Name, cr.n, hf.Size)
+	}
+	if len(ref) == 0 {
+		return fmt.Errorf("upload %s: the uploader returned an empty reference", hf.Name)
+	}
+	hf.Ref, hf.CRC32C = slices.Clone(ref), cr.h.Sum32()
+	return nil
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// checksumReader counts and checksums what is read through it.
+type checksumReader struct {
+	r io.Reader
+	h hash.Hash32
+	n int64
+}
+
+func (c *checksumReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	return n, err
+}
+
+// Release frees the snapshot: it deletes the local checkpoint directory,
+// unless local recovery keeps it (a successful upload of a checkpoint not
+// subsumed or aborted yet). Call it when done with the snapshot, after
+// Upload or instead of it. It is idempotent; called while Upload runs, it
+// takes effect when Upload returns.
+func (s *IncrementalSnapshot) Release() {
+	s.mu.Lock()
+	if s.released {
+		s.mu.Unlock()
+		return
+	}
+	s.released = true
+	running := s.started && !s.finished
+	s.mu.Unlock()
+	if !running {
+		s.cleanup()
+	}
+}
+
+func (s *IncrementalSnapshot) cleanup() {
+	b := s.b
+	b.mu.Lock()
+	delete(b.inc.inflight, s.dir)
+	_, pending := b.inc.uploads[s.id]
+	keep := b.opts.LocalRecovery && s.ok && (pending || s.id == b.inc.lastCompleted)
+	if keep {
+		b.inc.local[s.id] = s.dir
+	}
+	b.mu.Unlock()
+	if !keep {
+		if err := os.RemoveAll(s.dir); err != nil {
+			b.log.Warn("rocksdb backend: delete local checkpoint", "dir", s.dir, "err", err)
+		}
+	}
+}
+
+// NotifyCheckpointComplete tells the backend that checkpoint id is
+// complete: later checkpoints reference its shared files rather than
+// upload them, and local copies of older checkpoints are deleted. Call it
+// for checkpoints, not savepoints: reporting a checkpoint this backend did
+// not upload incrementally (a savepoint, a full snapshot) is safe but makes
+// the next checkpoint upload everything.
+func (b *Backend) NotifyCheckpointComplete(id int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if id <= b.inc.lastCompleted {
+		return
+	}
+	b.inc.lastCompleted = id
+	// The files of checkpoints before id may be deleted once id subsumes
+	// them: the new base is id's files, or nothing if this backend did not
+	// upload id.
+	b.inc.base, b.inc.baseID = b.inc.uploads[id], id
+	if b.inc.base == nil {
+		b.inc.base = make(map[string]HandleFile)
+	}
+	for k := range b.inc.uploads {
+		if k <= id {
+			delete(b.inc.uploads, k)
+		}
+	}
+	for k, dir := range b.inc.local {
+		if k < id {
+			b.removeLocal(k, dir)
+		}
+	}
+	if !b.inc.cleaned {
+		b.cleanStaleLocal()
+	}
+}
+
+// NotifyCheckpointAborted tells the backend that checkpoint id will not
+// complete: its uploads are never referenced, its local copy is deleted.
+func (b *Backend) NotifyCheckpointAborted(id int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.inc.uploads, id)
+	if dir, ok := b.inc.local[id]; ok && id != b.inc.lastCompleted {
+		b.removeLocal(id, dir)
+	}
+}
+
+// removeLocal deletes a kept local checkpoint; b.mu is held.
+func (b *Backend) removeLocal(id int64, dir string) {
+	delete(b.inc.local, id)
+	if err := os.RemoveAll(dir); err != nil {
+		b.log.Warn("rocksdb backend: delete local checkpoint", "dir", dir, "err", err)
+	}
+}
+
+// cleanStaleLocal deletes the local checkpoint directories this backend
+// neither keeps nor writes: those of earlier runs. b.mu is held.
+func (b *Backend) cleanStaleLocal() {
+	b.inc.cleaned = true
+	entries, err := os.ReadDir(b.chkDir)
+	if err != nil {
+		return
+	}
+	keep := make(map[string]bool)
+	for _, d := range b.inc.local {
+		keep[d] = true
+	}
+	for d := range b.inc.inflight {
+		keep[d] = true
+	}
+	for _, e := range entries {
+		p := filepath.Join(b.chkDir, e.Name())
+		if !keep[p] {
+			if err := os.RemoveAll(p); err != nil {
+				b.log.Warn("rocksdb backend: delete stale local checkpoint", "dir", p, "err", err)
+			}
+		}
+	}
+}
+
+// parallel runs fn(0..n-1) on up to workers goroutines and returns the
+// first error; after an error no new calls start.
+func parallel(workers, n int, fn func(i int) error) error {
+	if workers > n {
+		workers = n
+	}
+	var (
+		mu    sync.Mutex
+		next  int
+		first error
+		wg    sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if first != nil || next >= n {
+					mu.Unlock()
+					return
+				}
+				i := next
+				next++
+				mu.Unlock()
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+var errBadHandle = errors.New("malformed incremental handle")
