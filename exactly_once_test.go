@@ -102,6 +102,7 @@ type eoRun struct {
 	atLeastOnce           bool
 	outDir, checkpointDir string
 	restarts              int64
+	backend               state.BackendFactory
 }
 
 func (r *eoRun) execute(t *testing.T) {
@@ -121,6 +122,9 @@ func (r *eoRun) execute(t *testing.T) {
 	}
 	if r.atLeastOnce {
 		opts = append(opts, sluice.WithCheckpointingMode(sluice.AtLeastOnce))
+	}
+	if r.backend != nil {
+		opts = append(opts, sluice.WithStateBackend(r.backend))
 	}
 	env := sluice.NewEnvironment(opts...)
 	keys := r.keys

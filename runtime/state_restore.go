@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,8 +19,9 @@ var ErrRestore = errors.New("cannot restore")
 
 // Names of the state streams a subtask writes per operator.
 const (
-	operatorStateName = "operator-state"
-	backendHeap       = "heap"
+	operatorStateName  = "operator-state"
+	backendHeap        = "full"
+	backendIncremental = "incremental"
 )
 
 // restoreSnapshot is the checkpoint or savepoint an attempt restores from,
@@ -103,16 +105,51 @@ func (t *Task) initState(n *Node, oc *operators.Context) error {
 	if oc.KeyedState != nil {
 		mine := oc.KeyedState.KeyGroupRange()
 		var kh []storage.StateHandle
+		var incremental [][]byte
 		for _, st := range olds {
 			for _, h := range st.KeyedState {
-				if h.Handle != nil && h.KeyGroups.Start <= mine.End && h.KeyGroups.End >= mine.Start {
+				if h.KeyGroups.Start > mine.End || h.KeyGroups.End < mine.Start {
+					continue
+				}
+				if h.Handle != nil {
 					kh = append(kh, *h.Handle)
 				}
+				for _, f := range h.Files {
+					if f.Name == incrementalHandleName {
+						incremental = append(incremental, f.Handle.Inline)
+					}
+				}
 			}
+		}
+		if len(incremental) > 0 {
+			return t.restoreIncremental(r, n, oc, incremental)
 		}
 		if err := t.restoreFrom(r, n, "keyed state", kh, oc.KeyedState.Restore); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// restoreIncremental restores an incremental backend from the handles of
+// the old subtasks, downloading the files they reference.
+func (t *Task) restoreIncremental(r *restoreSnapshot, n *Node, oc *operators.Context, handles [][]byte) error {
+	ib, ok := oc.KeyedState.(state.IncrementalBackend)
+	if !ok {
+		return fmt.Errorf("%w keyed state of operator %q subtask %d: checkpoint %d (%s) holds incremental state of another backend; restore it with that backend, or take a savepoint (always in the canonical format) and restore from it",
+			ErrRestore, n.Name, t.subtask, r.id(), r.snap.Dir)
+	}
+	download := func(ref []byte) (io.ReadCloser, error) {
+		var h storage.StateHandle
+		if err := json.Unmarshal(ref, &h); err != nil {
+			return nil, fmt.Errorf("file reference %q: %w", ref, err)
+		}
+		t.att.restoreCounters.bytes.Add(h.Size)
+		return r.snap.Open(h)
+	}
+	if err := ib.RestoreIncrementalState(handles, download); err != nil {
+		return fmt.Errorf("%w keyed state of operator %q subtask %d from checkpoint %d (%s): %w",
+			ErrRestore, n.Name, t.subtask, r.id(), r.snap.Dir, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -73,6 +74,7 @@ type outputChunk struct {
 type unitSnapshot struct {
 	unit         *opUnit
 	op, keyed    state.StateSnapshot
+	incremental  state.IncrementalStateSnapshot // instead of keyed
 	committables [][]byte
 }
 
@@ -85,6 +87,9 @@ func (p *pendingSnapshot) release() {
 		}
 		if u.keyed != nil {
 			u.keyed.Release()
+		}
+		if u.incremental != nil {
+			u.incremental.Release()
 		}
 	}
 }
@@ -203,7 +208,13 @@ func (t *Task) notifyUnits(id int64, complete bool) error {
 				ls = append(ls, l)
 			}
 		}
-		if l, ok := u.ctx.KeyedState.(checkpointListener); ok && u.ctx.KeyedState != nil {
+		if ib, ok := u.ctx.KeyedState.(state.IncrementalBackend); ok {
+			if complete {
+				ib.NotifyCheckpointComplete(id)
+			} else {
+				ib.NotifyCheckpointAborted(id)
+			}
+		} else if l, ok := u.ctx.KeyedState.(checkpointListener); ok && u.ctx.KeyedState != nil {
 			ls = append(ls, l)
 		}
 		for _, l := range ls {
@@ -462,8 +473,15 @@ func (c *taskCheckpoints) snapshotSync(a checkpoint.StartCheckpoint) error {
 		if us.op, err = u.ctx.OperatorState.Snapshot(id); err != nil {
 			return operators.Wrap(u.ctx, fmt.Errorf("snapshot operator state for checkpoint %d: %w", id, err))
 		}
-		if u.ctx.KeyedState != nil {
-			if us.keyed, err = u.ctx.KeyedState.Snapshot(id); err != nil {
+		if kb := u.ctx.KeyedState; kb != nil {
+			// Checkpoints of an incremental backend write what changed;
+			// savepoints are always full, in the canonical format.
+			if ib, ok := kb.(state.IncrementalBackend); ok && ib.Incremental() && a.Barrier.Options.Kind == checkpoint.KindCheckpoint {
+				us.incremental, err = ib.SnapshotIncrementalState(id)
+			} else {
+				us.keyed, err = kb.Snapshot(id)
+			}
+			if err != nil {
 				us.op.Release()
 				return operators.Wrap(u.ctx, fmt.Errorf("snapshot keyed state for checkpoint %d: %w", id, err))
 			}
@@ -505,30 +523,34 @@ func (c *taskCheckpoints) maybeAsync(p *pendingSnapshot) {
 	go func() {
 		defer c.async.Done()
 		start := time.Now()
-		states, written, persisted, err := c.write(p)
+		states, sizes, err := c.write(p)
 		p.release()
 		if err != nil {
 			d.decline(t, p.id(), checkpoint.ReasonAsyncFailure, fmt.Errorf("task %s: write checkpoint %d: %w", t.name, p.id(), err))
 			return
 		}
 		p.fig.Async = time.Since(start)
-		p.fig.CheckpointedSize = written
-		p.fig.StateSize = written
-		p.fig.PersistedData = persisted
+		p.fig.CheckpointedSize = sizes.written
+		p.fig.StateSize = sizes.state
+		p.fig.PersistedData = sizes.persisted
 		d.ack(t, p.id(), states, p.fig)
 	}()
 }
 
+// snapshotSizes are the figures of a task's asynchronous part: bytes
+// written now, bytes of state referenced (more than written for an
+// incremental checkpoint), and bytes of channel state.
+type snapshotSizes struct{ written, state, persisted int64 }
+
 // write is the asynchronous part: every operator's state streams, and the
-// channel state on the head operator. It returns the states, the bytes
-// written and the bytes of channel state.
-func (c *taskCheckpoints) write(p *pendingSnapshot) ([]storage.SubtaskState, int64, int64, error) {
+// channel state on the head operator.
+func (c *taskCheckpoints) write(p *pendingSnapshot) ([]storage.SubtaskState, snapshotSizes, error) {
 	t := c.t
+	var sz snapshotSizes
 	loc, err := t.att.driver.location(p.id())
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, sz, err
 	}
-	var written, persisted int64
 	states := make([]storage.SubtaskState, 0, len(p.units))
 	for i, us := range p.units {
 		u := us.unit
@@ -540,33 +562,103 @@ func (c *taskCheckpoints) write(p *pendingSnapshot) ([]storage.SubtaskState, int
 		}
 		h, err := writeStream(loc, owner+"-op", us.op)
 		if err != nil {
-			return nil, 0, 0, fmt.Errorf("operator state of %q: %w", u.node.Name, err)
+			return nil, sz, fmt.Errorf("operator state of %q: %w", u.node.Name, err)
 		}
-		written += h.Size
+		sz.written += h.Size
+		sz.state += h.Size
 		st.OperatorState = []storage.OperatorStateHandle{{Name: operatorStateName, Distribution: storage.DistributeSplit, Handle: h}}
-		if us.keyed != nil {
-			h, err := writeStream(loc, owner+"-keyed", us.keyed)
-			if err != nil {
-				return nil, 0, 0, fmt.Errorf("keyed state of %q: %w", u.node.Name, err)
-			}
-			written += h.Size
+		if us.keyed != nil || us.incremental != nil {
 			kgr := u.ctx.KeyedState.KeyGroupRange()
-			st.KeyedState = []storage.KeyedStateHandle{{
-				KeyGroups: storage.KeyGroupRange{Start: kgr.Start, End: kgr.End}, Backend: backendHeap, Handle: &h,
-			}}
+			kh := storage.KeyedStateHandle{KeyGroups: storage.KeyGroupRange{Start: kgr.Start, End: kgr.End}, Backend: backendHeap}
+			if us.keyed != nil {
+				h, err := writeStream(loc, owner+"-keyed", us.keyed)
+				if err != nil {
+					return nil, sz, fmt.Errorf("keyed state of %q: %w", u.node.Name, err)
+				}
+				sz.written += h.Size
+				sz.state += h.Size
+				kh.Handle = &h
+			} else {
+				files, up, err := uploadIncremental(loc, owner, us.incremental)
+				if err != nil {
+					return nil, sz, fmt.Errorf("incremental keyed state of %q: %w", u.node.Name, err)
+				}
+				sz.written += up.CheckpointedSize
+				sz.state += up.StateSize
+				kh.Backend, kh.Files = backendIncremental, files
+			}
+			st.KeyedState = []storage.KeyedStateHandle{kh}
 		}
 		if i == 0 && (len(p.input) > 0 || len(p.output) > 0) {
 			in, out, n, err := writeChannelState(loc, owner+"-channels", p)
 			if err != nil {
-				return nil, 0, 0, fmt.Errorf("channel state: %w", err)
+				return nil, sz, fmt.Errorf("channel state: %w", err)
 			}
 			st.InputChannelState, st.OutputChannelState = in, out
-			written += n
-			persisted += n
+			sz.written += n
+			sz.state += n
+			sz.persisted += n
 		}
 		states = append(states, st)
 	}
-	return states, written, persisted, nil
+	return states, sz, nil
+}
+
+// incrementalHandleName is the named handle that holds an incremental
+// backend's own handle, inline in _metadata.
+const incrementalHandleName = "_backend_handle"
+
+// uploadIncremental runs the asynchronous part of an incremental snapshot
+// against checkpoint storage: new files go to the shared directory (or the
+// checkpoint's own for private ones), and every file the snapshot uses is
+// listed in the metadata, so the shared-state registry counts it.
+func uploadIncremental(loc *storage.Location, owner string, s state.IncrementalStateSnapshot) ([]storage.NamedHandle, state.IncrementalUpload, error) {
+	up, err := s.Upload(storageUploader{loc: loc, owner: owner})
+	if err != nil {
+		return nil, up, err
+	}
+	files := []storage.NamedHandle{{Name: incrementalHandleName,
+		Handle: storage.StateHandle{Size: int64(len(up.Handle)), CRC32C: storage.Checksum(up.Handle), Inline: up.Handle}}}
+	for _, ref := range up.Refs {
+		var h storage.StateHandle
+		if err := json.Unmarshal(ref, &h); err != nil {
+			return nil, up, fmt.Errorf("reference %q of an uploaded file: %w", ref, err)
+		}
+		files = append(files, storage.NamedHandle{Name: h.Path, Handle: h})
+	}
+	return files, up, nil
+}
+
+// storageUploader adapts checkpoint storage to state.Uploader: a
+// reference is the JSON of the file's storage.StateHandle.
+type storageUploader struct {
+	loc   *storage.Location
+	owner string
+}
+
+func (u storageUploader) Upload(name string, r io.Reader, size int64, shared bool) ([]byte, error) {
+	var s *storage.StateStream
+	if shared {
+		var err error
+		if s, err = u.loc.CreateSharedStream(u.owner + "-" + name); err != nil {
+			return nil, err
+		}
+	} else {
+		s = u.loc.CreateStateStream(u.owner + "-" + name)
+	}
+	n, err := io.Copy(s, r)
+	if err == nil && n != size {
+		err = fmt.Errorf("upload %s: read %d bytes, want %d", name, n, size)
+	}
+	if err != nil {
+		s.Abort()
+		return nil, err
+	}
+	h, err := s.Close()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(h)
 }
 
 func writeStream(loc *storage.Location, owner string, w io.WriterTo) (storage.StateHandle, error) {

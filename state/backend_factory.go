@@ -50,9 +50,10 @@ type IncrementalBackend interface {
 	// groups overlap this backend's, keeping only owned key groups.
 	RestoreIncrementalState(handles [][]byte, download Download) error
 	// NotifyCheckpointComplete and NotifyCheckpointAborted tell the backend
-	// which uploads later checkpoints may reference.
-	NotifyCheckpointComplete(checkpointID int64) error
-	NotifyCheckpointAborted(checkpointID int64) error
+	// which uploads later checkpoints may reference (checkpoints only,
+	// never savepoints).
+	NotifyCheckpointComplete(checkpointID int64)
+	NotifyCheckpointAborted(checkpointID int64)
 }
 
 // IncrementalStateSnapshot is an incremental snapshot whose synchronous

@@ -136,3 +136,6 @@ func (s *StateStream) Abort() {
 	}
 	s.buf = nil
 }
+
+// Checksum is the CRC32C that state handles record, for bytes kept inline.
+func Checksum(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }
