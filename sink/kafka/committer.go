@@ -27,13 +27,14 @@ const DefaultCommitTimeout = time.Minute
 const markerScanTimeout = 30 * time.Second
 
 // Committer commits the transactions that exactly-once writers pre-commit.
-// A transaction whose writer is alive in this process is ended through the
-// writer's own client for its id (an EndTransaction, which keeps that
-// client in step for its next transaction). Any other (restored from a
-// checkpoint, or its client failed) is resumed from its committable with
-// a raw EndTxn request through a client that never initialises a
-// producer, so it cannot fence the transaction it commits. It is safe for
-// use by several goroutines.
+// A transaction of transaction version 2 whose writer is alive in this
+// process is ended through the writer's own client for its id (an
+// EndTransaction, which keeps that client in step for its next
+// transaction). Any other (version 1, restored from a checkpoint, or its
+// client failed) is resumed from its committable with a raw EndTxn
+// request through a client that never initialises a producer, so it
+// cannot fence the transaction it commits. It is safe for use by several
+// goroutines.
 type Committer struct {
 	cfg  *config
 	pool *slotPool
@@ -101,13 +102,24 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 		if c.pool.committed(cm) {
 			continue
 		}
+		// Transaction version 2 commits through the writer's client: its
+		// EndTxn bumps the epoch, so the client can begin the id's next
+		// transaction at once, and that transaction's committable names it
+		// alone. Under version 1 the epoch stays: the writer initialises a
+		// new producer per transaction (which bumps it), and the commit
+		// goes the raw way.
 		if sl := c.pool.takeForCommit(cm); sl != nil {
 			err := sl.cl.EndTransaction(ctx, kgo.TryCommit)
 			if err == nil {
-				c.closeLater(c.pool.markCommitted(cm, sl))
-				c.log.Debug("kafka sink: committed", "transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID,
-					"producer_id", cm.ProducerID, "epoch", cm.ProducerEpoch)
-				continue
+				pid, epoch, perr := sl.cl.ProducerID(ctx)
+				if perr == nil && (pid != cm.ProducerID || epoch != cm.ProducerEpoch) {
+					c.closeLater(c.pool.markCommitted(cm, sl, true))
+					c.log.Debug("kafka sink: committed", "transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID,
+						"producer_id", cm.ProducerID, "epoch", cm.ProducerEpoch)
+					continue
+				}
+				// No epoch bump: no EndTxn v5 went out. Make sure below.
+				err = fmt.Errorf("the producer is still at producer id %d epoch %d after EndTransaction (%v)", pid, epoch, perr)
 			}
 			// The outcome may be unknown: the writer's client is not
 			// reused, and the transaction is resumed from its
@@ -120,7 +132,7 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 		if err := c.commitOne(ctx, cm); err != nil {
 			return err
 		}
-		c.closeLater(c.pool.markCommitted(cm, nil))
+		c.closeLater(c.pool.markCommitted(cm, nil, false))
 	}
 	return nil
 }

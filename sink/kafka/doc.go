@@ -12,13 +12,17 @@
 // that names the transaction: transactional id, producer id, epoch,
 // transaction version, checkpoint and the last offset written per
 // partition. It never ends the transaction itself. The next interval
-// writes under the next slot; each slot keeps its franz-go client, so
-// InitProducerId runs once per id, not once per transaction. When
-// checkpoint n completes, the Committer commits the transaction through
-// the slot's client; a transaction restored from a checkpoint (its writer
-// is gone) is resumed with an EndTxn request sent through a client that
-// never initialised a producer for that id, so nothing can fence it by
-// accident.
+// writes under the next slot. When checkpoint n completes, the Committer
+// commits the transaction. Under transaction version 2 (KIP-890, Kafka 4's
+// default) it does so through the slot's own franz-go client, whose
+// EndTxn bumps the epoch, and the slot keeps that client for its next
+// transaction: InitProducerId runs once per id, not once per transaction.
+// Under version 1 the epoch would stay, and two transactions could not be
+// told apart by their committables, so each transaction gets a new
+// producer (InitProducerId, which bumps the epoch). A transaction restored
+// from a checkpoint (its writer is gone), or one of version 1, is resumed
+// with an EndTxn request sent through a client that never initialised a
+// producer for that id, so nothing can fence it by accident.
 //
 // A writer never waits for a commit. When the slot whose turn it is still
 // holds an uncommitted transaction (an aborted checkpoint's, which

@@ -5,14 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/codec"
@@ -684,5 +689,88 @@ func TestExactlyOnceRecommitAfterReuseAndDataLoss(t *testing.T) {
 	err = fresh.Commit(ctx, 4, [][]byte{b4})
 	if !errors.Is(err, ErrDataLoss) || !strings.Contains(err.Error(), cm4.TransactionalID) || !strings.Contains(err.Error(), "checkpoint 4") {
 		t.Fatalf("commit of an aborted transaction: err %v, want ErrDataLoss naming %s and checkpoint 4", err, cm4.TransactionalID)
+	}
+}
+
+// A record after the end of input and the final checkpoint's pre-commit
+// would never be committed: the writer says so loudly.
+func TestExactlyOnceWriteAfterFinalCheckpointIsLogged(t *testing.T) {
+	seeds := cluster(t, 1, "out")
+	var logs strings.Builder
+	var mu sync.Mutex
+	s := eosSink(t, seeds, "fin", Logger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))))
+	w, err := s.NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	writeAll(t, w, "last")
+	if err := w.Flush(true); err != nil {
+		t.Fatal(err)
+	}
+	prepare(t, w, 9) // the final checkpoint
+	writeAll(t, w, "too late")
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "after the end of input and the final checkpoint") {
+		t.Fatalf("no error logged for a record after the final checkpoint; logs:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// With the transaction protocol of version 1 (EndTxn v4 and below, no
+// epoch bump at a commit), a client reused for the id's next transaction
+// would give it the same producer id and epoch, and a committable would
+// no longer name one transaction: the writer then initialises a new
+// producer for every transaction, and every commit commits.
+func TestExactlyOnceTransactionVersion1(t *testing.T) {
+	seeds := cluster(t, 1, "out")
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+	v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
+	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
+	s := eosSink(t, seeds, "tv1", ClientOptions(kgo.MaxVersions(v)))
+	w, err := s.NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c, _ := s.NewCommitter(wctx(0, 1))
+	defer c.Close()
+	ctx := testCtx(t)
+	seen := map[string]bool{}
+	var want []string
+	for cp := int64(1); cp <= 5; cp++ {
+		v := fmt.Sprint("v", cp)
+		writeAll(t, w, v)
+		want = append(want, v)
+		cm := committable(t, prepare(t, w, cp))
+		if cm.TransactionVersion != 1 {
+			t.Fatalf("checkpoint %d: transaction version %d, want 1", cp, cm.TransactionVersion)
+		}
+		key := fmt.Sprint(cm.TransactionalID, "/", cm.ProducerID, "/", cm.ProducerEpoch)
+		if seen[key] {
+			t.Fatalf("checkpoint %d: %s names a transaction of an earlier checkpoint too", cp, key)
+		}
+		seen[key] = true
+		if err := c.Commit(ctx, cp, [][]byte{cm.Encode()}); err != nil {
+			t.Fatal(err)
+		}
+		if lso, end := stableOffsets(t, seeds, "out"); lso[0] != end[0] {
+			t.Fatalf("after the commit of checkpoint %d: last stable offset %d, end %d", cp, lso[0], end[0])
+		}
+	}
+	if got := readAll(t, seeds, "out", kgo.ReadCommitted(), len(want)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("read_committed sees %v, want %v", got, want)
 	}
 }

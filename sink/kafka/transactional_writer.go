@@ -42,7 +42,8 @@ func TransactionalID(prefix string, subtask, slot int) string {
 // subtask's pool; at the barrier the transaction is flushed, handed over
 // as a committable and left open for the committer, and the next interval
 // takes another id. Every id has its own franz-go client, made on first
-// use and reused for every later transaction under that id.
+// use and, under transaction version 2, reused for every later
+// transaction under that id (see the package documentation).
 //
 // The pool has max concurrent checkpoints + 1 ids, taken in turn. When the
 // id whose turn it is still holds a transaction that is not committed (a
@@ -61,13 +62,16 @@ type transactionalWriter[T any] struct {
 	ctx         context.Context
 	cancel      context.CancelFunc
 
-	slots   []*slot  // by slot number: the pool, then overflow ids
-	next    int      // the pool slot whose turn is next
-	cur     *slot    // the interval's open transaction; nil until its first record
-	res     *results // the outcome of cur's records
-	tv      int8     // transaction version, learnt with the first transaction
-	closing sync.WaitGroup
-	closed  bool
+	slots []*slot  // by slot number: the pool, then overflow ids
+	next  int      // the pool slot whose turn is next
+	cur   *slot    // the interval's open transaction; nil until its first record
+	res   *results // the outcome of cur's records
+	tv    int8     // transaction version, learnt with the first transaction
+	// endOfInput: Flush(true) was called; the final checkpoint follows.
+	// afterFinal: a checkpoint was pre-committed after that.
+	endOfInput, afterFinal bool
+	closing                sync.WaitGroup
+	closed                 bool
 
 	// Lingering lists the transactions aborted at startup (for tests and
 	// logs): transactional id, producer id and epoch before the abort.
@@ -308,6 +312,12 @@ func (w *transactionalWriter[T]) begin() error {
 	if w.closed {
 		return fmt.Errorf("kafka sink subtask %d: write after close: %w", w.subtask, sink.ErrClosed)
 	}
+	if w.afterFinal {
+		// The runtime finishes a bounded job with an aligned checkpoint
+		// after the end of input: nothing comes after it, and nothing
+		// would commit what did.
+		w.log.Error("kafka sink: a record arrived after the end of input and the final checkpoint; no checkpoint will commit it")
+	}
 	sl, err := w.takeSlot()
 	if err != nil {
 		return err
@@ -333,7 +343,7 @@ func (w *transactionalWriter[T]) begin() error {
 		}
 	}
 	if err := sl.cl.BeginTransaction(); err != nil {
-		w.s.pool.commitFailed(sl) // not reusable: replaced at the next turn
+		w.s.pool.invalidate(sl) // its client is replaced at the slot's next turn
 		w.s.pool.release(sl)
 		return fmt.Errorf("kafka sink subtask %d: begin transaction under %s: %w", w.subtask, sl.id, err)
 	}
@@ -478,7 +488,8 @@ func transactionVersion(ctx context.Context, cl *kgo.Client) (int8, error) {
 
 // Flush waits until every record of the open transaction is acknowledged;
 // it does not commit (the runtime takes a final checkpoint for that).
-func (w *transactionalWriter[T]) Flush(bool) error {
+func (w *transactionalWriter[T]) Flush(endOfInput bool) error {
+	w.endOfInput = w.endOfInput || endOfInput
 	if w.cur == nil {
 		return nil
 	}
@@ -497,11 +508,13 @@ func (w *transactionalWriter[T]) Flush(bool) error {
 // has no transaction and no committable.
 func (w *transactionalWriter[T]) PrepareCommit(checkpointID int64) ([][]byte, error) {
 	if w.cur == nil {
+		w.afterFinal = w.endOfInput
 		return nil, nil
 	}
 	if err := w.Flush(false); err != nil {
 		return nil, fmt.Errorf("pre-commit for checkpoint %d: %w", checkpointID, err)
 	}
+	w.afterFinal = w.endOfInput
 	sl := w.cur
 	pid, epoch, err := sl.cl.ProducerID(w.ctx)
 	if err != nil {

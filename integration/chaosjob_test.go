@@ -1,0 +1,379 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The chaos job (integration/chaosjob) is built once per test binary.
+var chaosBuild struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// TestMain removes the chaos job's build directory after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if chaosBuild.dir != "" {
+		os.RemoveAll(chaosBuild.dir)
+	}
+	os.Exit(code)
+}
+
+// chaosJobBinary builds integration/chaosjob (once) and returns its path.
+func chaosJobBinary(t *testing.T) string {
+	t.Helper()
+	chaosBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-chaosjob-")
+		if err != nil {
+			chaosBuild.err = err
+			return
+		}
+		chaosBuild.dir = dir
+		chaosBuild.path = filepath.Join(dir, "chaosjob")
+		cmd := exec.Command("go", "build", "-o", chaosBuild.path, "./chaosjob")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			chaosBuild.err = fmt.Errorf("go build ./integration/chaosjob: %v\n%s", err, out)
+		}
+	})
+	if chaosBuild.err != nil {
+		t.Fatal(chaosBuild.err)
+	}
+	return chaosBuild.path
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// chaosRun is one run of the chaos job: a separate OS process.
+type chaosRun struct {
+	cmd    *exec.Cmd
+	stdout syncBuffer
+	stderr syncBuffer
+	done   chan struct{}
+	err    error // of Wait, once done is closed
+}
+
+// chaosJob is the configuration every run of one test's job shares.
+type chaosJob struct {
+	in, out     string
+	checkpoints string
+	stateDir    string
+	prefix      string
+	mode        string
+	rate        int
+	extra       []string
+	runs        []*chaosRun
+}
+
+func newChaosJob(t *testing.T, in, out, mode string, rate int) *chaosJob {
+	return &chaosJob{
+		in: in, out: out, mode: mode, rate: rate,
+		checkpoints: t.TempDir(), stateDir: t.TempDir(),
+		prefix: uniqueName(t, "sluice-it-chaos"),
+	}
+}
+
+// start starts a run with the job's flags plus args.
+func (j *chaosJob) start(t *testing.T, args ...string) *chaosRun {
+	t.Helper()
+	all := append([]string{
+		"-brokers", strings.Join(brokers(t), ","), "-in", j.in, "-out", j.out,
+		"-checkpoints", j.checkpoints, "-state-dir", j.stateDir, "-prefix", j.prefix,
+		"-mode", j.mode, "-rate", strconv.Itoa(j.rate),
+	}, j.extra...)
+	if b := os.Getenv("SLUICE_IT_STATE_BACKEND"); b != "" {
+		all = append(all, "-backend", b) // rocksdb (the default) or heap
+	}
+	r := &chaosRun{done: make(chan struct{})}
+	r.cmd = exec.Command(chaosJobBinary(t), append(all, args...)...)
+	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatalf("start the chaos job: %v", err)
+	}
+	go func() {
+		r.err = r.cmd.Wait()
+		close(r.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-r.done:
+		default:
+			_ = r.cmd.Process.Kill()
+			<-r.done
+		}
+	})
+	j.runs = append(j.runs, r)
+	return r
+}
+
+// logRuns logs, for a failed test, what each run did: its checkpoints and
+// its restore, start and end log lines.
+func (j *chaosJob) logRuns(t *testing.T) {
+	t.Helper()
+	for i, r := range j.runs {
+		var lines []string
+		for _, l := range strings.Split(r.stderr.String(), "\n") {
+			for _, k := range []string{"restoring", "job started", "job failed", "job ended", "ERROR", "WARN"} {
+				if strings.Contains(l, k) {
+					lines = append(lines, l)
+					break
+				}
+			}
+		}
+		t.Logf("run %d (%v):\n%s%s", i+1, r.cmd.ProcessState, r.stdout.String(), strings.Join(lines, "\n"))
+	}
+}
+
+// kill sends SIGKILL and waits for the process to be gone. It reports
+// false when the run had already ended by itself.
+func (r *chaosRun) kill(t *testing.T) bool {
+	t.Helper()
+	select {
+	case <-r.done:
+		return false
+	default:
+	}
+	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Fatalf("kill the chaos job: %v", err)
+	}
+	<-r.done
+	return true
+}
+
+// wait waits for the run to end by itself and returns its exit status.
+func (r *chaosRun) wait(ctx context.Context, t *testing.T) int {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		t.Fatalf("the chaos job did not end: %v\nstdout:\n%s\nstderr (last lines):\n%s", ctx.Err(), r.stdout.String(), tail(r.stderr.String(), 40))
+	}
+	var ee *exec.ExitError
+	if errors.As(r.err, &ee) {
+		return ee.ExitCode()
+	}
+	if r.err != nil {
+		t.Fatalf("wait for the chaos job: %v", r.err)
+	}
+	return 0
+}
+
+// persisted sums the in-flight bytes the run's completed checkpoints
+// persisted (unaligned checkpoints).
+func (r *chaosRun) persisted() int64 {
+	var sum int64
+	for _, l := range strings.Split(r.stdout.String(), "\n") {
+		if i := strings.Index(l, "persisted="); i >= 0 {
+			n, _ := strconv.ParseInt(l[i+len("persisted="):], 10, 64)
+			sum += n
+		}
+	}
+	return sum
+}
+
+// completed counts the checkpoints the run completed.
+func (r *chaosRun) completed() int {
+	return strings.Count(r.stdout.String(), " completed: ")
+}
+
+// awaitCompleted waits until the run has completed n checkpoints.
+func (r *chaosRun) awaitCompleted(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	await(ctx, t, fmt.Sprintf("%d completed checkpoints", n), func() bool {
+		select {
+		case <-r.done:
+			t.Fatalf("the chaos job ended (%v) before %d checkpoints completed\nstderr:\n%s", r.err, n, tail(r.stderr.String(), 40))
+		default:
+		}
+		return r.completed() >= n
+	})
+}
+
+// await polls cond until it holds; ctx's deadline only turns a hang into
+// a failure.
+func await(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// keyName is the key of the chaos job's input records.
+func keyName(k int) string { return fmt.Sprintf("k%03d", k) }
+
+// produceKeyed writes perKey records for each of keys keys to topic,
+// interleaved, and waits until all are acknowledged.
+func produceKeyed(ctx context.Context, t *testing.T, topic string, keys, perKey int) {
+	t.Helper()
+	p := newClient(t, kgo.DefaultProduceTopic(topic))
+	recs := make([]*kgo.Record, 0, keys*perKey)
+	for i := range perKey {
+		for k := range keys {
+			recs = append(recs, &kgo.Record{Key: []byte(keyName(k)), Value: []byte(strconv.Itoa(i))})
+		}
+	}
+	if err := p.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce the input: %v", err)
+	}
+}
+
+// outRecord is one committed output record.
+type outRecord struct {
+	Partition int32
+	Offset    int64
+	Key       string
+	Value     string
+}
+
+// readCommitted reads every record of topic a read_committed consumer can
+// see, up to the last stable offset of each partition as it is when
+// called, in offset order per partition.
+func readCommitted(ctx context.Context, t *testing.T, topic string) []outRecord {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t))
+	lso, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("last stable offsets of %s: %v", topic, err)
+	}
+	want := map[int32]int64{}
+	lso.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	cl := newClient(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	var out []outRecord
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %s up to its last stable offsets %v: %v", topic, want, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := want[r.Partition]; ok && r.Offset < end && !r.Attrs.IsControl() {
+				out = append(out, outRecord{r.Partition, r.Offset, string(r.Key), string(r.Value)})
+			}
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out
+}
+
+// checkExactCounts asserts that for every key the committed output holds
+// the counts 1..perKey, each once, in order: no gap, no duplicate.
+func checkExactCounts(t *testing.T, got []outRecord, keys, perKey int) {
+	t.Helper()
+	byKey := map[string][]int64{}
+	for _, r := range got {
+		n, err := strconv.ParseInt(r.Value, 10, 64)
+		if err != nil {
+			t.Fatalf("output record %+v: value is not a count: %v", r, err)
+		}
+		byKey[r.Key] = append(byKey[r.Key], n)
+	}
+	bad := 0
+	for k := range keys {
+		counts := byKey[keyName(k)]
+		ok := len(counts) == perKey
+		for i := 0; ok && i < perKey; i++ {
+			ok = counts[i] == int64(i+1)
+		}
+		if !ok && bad < 5 {
+			bad++
+			t.Errorf("key %s: committed counts %v, want 1..%d once each, in order", keyName(k), summarize(counts), perKey)
+		}
+		delete(byKey, keyName(k))
+	}
+	for k := range byKey {
+		t.Errorf("output has unexpected key %q", k)
+	}
+	if len(got) != keys*perKey {
+		t.Errorf("%d committed output records, want %d", len(got), keys*perKey)
+	}
+}
+
+// summarize shows where a sequence of counts departs from 1, 2, 3...
+func summarize(c []int64) string {
+	for i, n := range c {
+		if n != int64(i+1) {
+			lo := max(0, i-3)
+			hi := min(len(c), i+4)
+			return fmt.Sprintf("(%d counts) ...%v... (first departure at position %d)", len(c), c[lo:hi], i)
+		}
+	}
+	return fmt.Sprintf("(%d counts) 1..%d", len(c), len(c))
+}
+
+// checkKcatAgrees reads topic with kcat under read_committed and compares
+// partition, key and value of every record with got.
+func checkKcatAgrees(t *testing.T, topic string, got []outRecord) {
+	t.Helper()
+	var mine []string
+	for _, r := range got {
+		mine = append(mine, fmt.Sprintf("%d:%s:%s", r.Partition, r.Key, r.Value))
+	}
+	slices.Sort(mine)
+	theirs := kcatReadFormat(t, topic, "%p:%k:%s\n")
+	if !slices.Equal(theirs, mine) {
+		t.Fatalf("kcat (read_committed) sees %d records, franz-go %d; first difference: %s",
+			len(theirs), len(mine), firstDifference(theirs, mine))
+	}
+}
+
+func firstDifference(a, b []string) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("at %d: kcat %q, franz-go %q", i, a[i], b[i])
+		}
+	}
+	return fmt.Sprintf("one is a prefix of the other (%d vs %d)", len(a), len(b))
+}

@@ -1,0 +1,281 @@
+package integration
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// jobContext bounds a job test well below `go test`'s own timeout.
+func jobContext(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Exactly-once under crashes: the job runs as a separate process that the
+// test kills with SIGKILL at random moments, at least 5 times, restarting
+// it each time from its latest checkpoint. Its counts live in RocksDB,
+// its checkpoints come every 200 ms. At the end a read_committed consumer
+// (and kcat) sees for every key the counts 1..n exactly once each, in
+// order. In aligned, unaligned and mixed modes.
+func TestExactlyOnceUnderKills(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	for i, mode := range []string{"aligned", "unaligned", "mixed"} {
+		t.Run(mode, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, uint64(i)))
+			const keys, perKey, kills = 16, 150, 5
+			ctx := jobContext(t, 3*time.Minute)
+			adm := kadm.NewClient(newClient(t))
+			in, out := createTopic(ctx, t, adm, 4), createTopic(ctx, t, adm, 4)
+			produceKeyed(ctx, t, in, keys, perKey)
+			// 2400 records at 300/s: 8 s of counting, so the kills land
+			// while there is work left.
+			job := newChaosJob(t, in, out, mode, 300)
+			run := job.start(t)
+			for k := 0; k < kills; k++ {
+				// A random moment: anywhere from the process' start-up
+				// (restore, re-commit, abort of lingering transactions) to
+				// well into its processing.
+				select {
+				case <-time.After(time.Duration(200+rng.IntN(1300)) * time.Millisecond):
+				case <-ctx.Done():
+					t.Fatal(ctx.Err())
+				}
+				if !run.kill(t) {
+					t.Fatalf("the job finished before kill %d of %d (exit %v); slow it down\nstderr:\n%s",
+						k+1, kills, run.err, tail(run.stderr.String(), 20))
+				}
+				run = job.start(t)
+			}
+			if code := run.wait(ctx, t); code != 0 {
+				t.Fatalf("the last run exited with status %d\nstderr:\n%s", code, tail(run.stderr.String(), 40))
+			}
+			completed, persisted := 0, int64(0)
+			for _, r := range job.runs {
+				completed += r.completed()
+				persisted += r.persisted()
+			}
+			got := readCommitted(ctx, t, out)
+			checkExactCounts(t, got, keys, perKey)
+			if t.Failed() {
+				job.logRuns(t)
+				t.Logf("after the last run: open transaction on the output: %v; ongoing transactions of the job: %v",
+					openTransaction(ctx, t, adm, out), ongoingTransactions(ctx, t, adm, job.prefix))
+			}
+			checkKcatAgrees(t, out, got)
+			t.Logf("%s: %d kills, %d runs, %d checkpoints completed (%d in-flight bytes persisted), %d committed records",
+				mode, kills, len(job.runs), completed, persisted, len(got))
+		})
+	}
+}
+
+// A crash after a checkpoint completed and before its commit: the job
+// exits in the sink's commit path of checkpoint 3, leaving its
+// transactions open; the restarted job restores checkpoint 3, commits
+// them, and the output is complete.
+func TestJobCrashAfterCheckpointBeforeCommit(t *testing.T) {
+	const keys, perKey = 8, 100
+	ctx := jobContext(t, 2*time.Minute)
+	adm := kadm.NewClient(newClient(t))
+	in, out := createTopic(ctx, t, adm, 4), createTopic(ctx, t, adm, 4)
+	produceKeyed(ctx, t, in, keys, perKey)
+	job := newChaosJob(t, in, out, "aligned", 300)
+	run := job.start(t, "-exit-before-commit", "3")
+	if code := run.wait(ctx, t); code != 3 {
+		t.Fatalf("the run exited with status %d, want 3 (the injected exit before the commit)\nstderr:\n%s", code, tail(run.stderr.String(), 30))
+	}
+	if !strings.Contains(run.stdout.String(), "checkpoint 3 completed:") {
+		t.Fatalf("checkpoint 3 did not complete before the exit:\n%s", run.stdout.String())
+	}
+	if !openTransaction(ctx, t, adm, out) {
+		t.Fatal("no transaction is open after the exit: checkpoint 3's transactions should be pre-committed and not committed")
+	}
+	run = job.start(t)
+	if code := run.wait(ctx, t); code != 0 {
+		t.Fatalf("the restarted run exited with status %d\nstderr:\n%s", code, tail(run.stderr.String(), 40))
+	}
+	checkExactCounts(t, readCommitted(ctx, t, out), keys, perKey)
+}
+
+// A transaction left open by a killed run holds read_committed consumers
+// back; the restarted job aborts it at startup and the last stable offset
+// moves past it (the transaction timeout, 15 minutes, plays no part).
+func TestJobAbortsLingeringTransactionAtStartup(t *testing.T) {
+	const keys, perKey = 8, 150
+	ctx := jobContext(t, 2*time.Minute)
+	adm := kadm.NewClient(newClient(t))
+	in, out := createTopic(ctx, t, adm, 4), createTopic(ctx, t, adm, 4)
+	produceKeyed(ctx, t, in, keys, perKey)
+	job := newChaosJob(t, in, out, "aligned", 300)
+	// The run kills itself once subtask 0 has written into the
+	// transaction after checkpoint 2's barrier: that transaction is left
+	// open, and no commit of subtask 0 can be on its way.
+	run := job.start(t, "-kill-in-interval", "2")
+	run.wait(ctx, t)
+	if ws, ok := run.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the run ended with %v, want killed by SIGKILL\nstderr:\n%s", run.cmd.ProcessState, tail(run.stderr.String(), 30))
+	}
+	lingering := ongoingTransactions(ctx, t, adm, job.prefix+"-0")
+	if len(lingering) == 0 {
+		t.Fatal("no transaction of subtask 0 is ongoing after the kill")
+	}
+	ends, err := adm.ListEndOffsets(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !openTransaction(ctx, t, adm, out) {
+		t.Fatalf("transactions %v are ongoing but none holds the output's last stable offset", lingering)
+	}
+	run = job.start(t)
+	await(ctx, t, "the last stable offsets to pass the killed run's end offsets", func() bool {
+		lso, err := adm.ListCommittedOffsets(ctx, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		passed := true
+		ends.Each(func(e kadm.ListedOffset) {
+			if s, _ := lso.Lookup(out, e.Partition); s.Offset < e.Offset {
+				passed = false
+			}
+		})
+		return passed
+	})
+	await(ctx, t, "the abort of the lingering transactions", func() bool {
+		return len(stillOngoing(ongoingTransactions(ctx, t, adm, job.prefix), lingering)) == 0
+	})
+	// The job logs the abort right after the broker has done it.
+	await(ctx, t, "the restarted job's log line of the abort", func() bool {
+		return strings.Contains(run.stderr.String(), "aborted a lingering transaction")
+	})
+	if code := run.wait(ctx, t); code != 0 {
+		t.Fatalf("the restarted run exited with status %d\nstderr:\n%s", code, tail(run.stderr.String(), 40))
+	}
+	checkExactCounts(t, readCommitted(ctx, t, out), keys, perKey)
+}
+
+// txnInstance is one transaction: its id, producer id and epoch.
+type txnInstance struct {
+	id    string
+	pid   int64
+	epoch int16
+}
+
+// ongoingTransactions lists the transactions under prefix that are
+// ongoing.
+func ongoingTransactions(ctx context.Context, t *testing.T, adm *kadm.Client, prefix string) []txnInstance {
+	t.Helper()
+	listed, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+	if err != nil {
+		t.Fatalf("list ongoing transactions: %v", err)
+	}
+	var ids []string
+	for _, id := range listed.TransactionalIDs() {
+		if strings.HasPrefix(id, prefix+"-") {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	described, err := adm.DescribeTransactions(ctx, ids...)
+	if err != nil {
+		t.Fatalf("describe transactions %v: %v", ids, err)
+	}
+	var out []txnInstance
+	for _, d := range described.Sorted() {
+		if d.Err == nil && d.State == "Ongoing" {
+			out = append(out, txnInstance{d.TxnID, d.ProducerID, d.ProducerEpoch})
+		}
+	}
+	return out
+}
+
+// stillOngoing returns the transactions of before that are still ongoing
+// (same id, producer id and epoch).
+func stillOngoing(now, before []txnInstance) []txnInstance {
+	var out []txnInstance
+	for _, x := range now {
+		if slices.Contains(before, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// The broker restarts during a run: the job fails over (its restart
+// strategy restarts it in the process from its latest checkpoint), recovers
+// once the broker is back, and the output is still exact.
+func TestJobSurvivesBrokerRestart(t *testing.T) {
+	restart := brokerRestarter(t)
+	const keys, perKey = 16, 150
+	ctx := jobContext(t, 3*time.Minute)
+	adm := kadm.NewClient(newClient(t))
+	in, out := createTopic(ctx, t, adm, 4), createTopic(ctx, t, adm, 4)
+	produceKeyed(ctx, t, in, keys, perKey)
+	job := newChaosJob(t, in, out, "aligned", 300)
+	// A checkpoint cannot complete while the broker is away (the sinks
+	// cannot flush), so with a 2 s checkpoint timeout and no tolerable
+	// failures the job fails over during the restart, and its restart
+	// strategy brings it back.
+	run := job.start(t, "-restarts", "60", "-checkpoint-timeout", "2s")
+	run.awaitCompleted(ctx, t, 3)
+	before := run.completed()
+	restart(ctx)
+	if code := run.wait(ctx, t); code != 0 {
+		t.Fatalf("the job exited with status %d after the broker restart\nstderr:\n%s", code, tail(run.stderr.String(), 40))
+	}
+	failovers := strings.Count(run.stderr.String(), "job failed; restarting")
+	if failovers == 0 {
+		t.Errorf("the job did not fail over during the broker restart")
+	}
+	if run.completed() <= before {
+		t.Fatalf("no checkpoint completed after the broker restart (%d before, %d in all)", before, run.completed())
+	}
+	t.Logf("checkpoints completed: %d before the broker restart, %d in all; the job failed over %d times", before, run.completed(), failovers)
+	got := readCommitted(ctx, t, out)
+	checkExactCounts(t, got, keys, perKey)
+	checkKcatAgrees(t, out, got)
+}
+
+// brokerRestarter returns a function that restarts the test broker with
+// scripts/kafka restart: possible when KAFKA_BROKERS is the broker that
+// scripts/kafka runs (from KAFKA_RUN_DIR, as scripts/with-kafka sets it).
+// Otherwise the test is skipped, or fails under CI=true.
+func brokerRestarter(t *testing.T) func(context.Context) {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("..", "scripts", "kafka"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(script, "status").Output()
+	want := "KAFKA_BROKERS=" + strings.Join(brokers(t), ",")
+	if err != nil || !strings.Contains(string(out), want) {
+		msg := "KAFKA_BROKERS is not a broker scripts/kafka runs from KAFKA_RUN_DIR (scripts/kafka status: " +
+			strings.TrimSpace(string(out)) + "), so the test cannot restart it; run it under scripts/with-kafka or `make test-integration`"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return func(ctx context.Context) {
+		t.Helper()
+		start := time.Now()
+		cmd := exec.CommandContext(ctx, script, "restart")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("scripts/kafka restart: %v\n%s", err, out)
+		}
+		t.Logf("the broker restarted in %v", time.Since(start).Round(100*time.Millisecond))
+	}
+}
