@@ -115,7 +115,7 @@ func TestInspectSavepoint(t *testing.T) {
 	// Every key is in the count state of exactly one subtask, once.
 	var total int64
 	for _, s := range ops["count"].Subtasks {
-		if s.KeyGroups == nil || s.Backend != "heap" || s.Incremental {
+		if s.KeyGroups == nil || s.Backend != "full" || s.Incremental {
 			t.Fatalf("count subtask %d: %+v", s.Index, s)
 		}
 		var st inspect.KeyedState
