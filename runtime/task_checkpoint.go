@@ -768,6 +768,13 @@ func (t *Task) replayChannelState() error {
 			return fmt.Errorf("task %s: replay output channel state: %w", t.name, err)
 		}
 	}
+	// Every channel's restored input goes into its reader before any is
+	// processed: a checkpoint whose barrier comes during the replay (the
+	// task polls priority events between records) then finds all the
+	// restored records not yet processed in the readers' pending bytes,
+	// and persists them again, instead of losing those of the channels
+	// not replayed yet.
+	var restored []*channelInput
 	for _, h := range head.inputState {
 		if h.Channel >= t.numChannels {
 			return fmt.Errorf("%w: checkpoint %d holds input state of channel %d, which task %s does not have",
@@ -780,6 +787,9 @@ func (t *Task) replayChannelState() error {
 		gi, local := t.channel(h.Channel)
 		ci := gi.channels[local]
 		ci.reader.FeedRaw(data)
+		restored = append(restored, ci)
+	}
+	for _, ci := range restored {
 		t.cur = ci
 		for t.cur != nil {
 			if _, err := t.processInput(); err != nil {
