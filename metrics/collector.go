@@ -49,6 +49,7 @@ type jobEntry struct {
 	job   Job
 	rates *backpressure.Sampler
 	kafka map[readerKey]KafkaReader
+	sinks map[string]KafkaSink
 }
 
 type readerKey struct {
@@ -134,6 +135,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
 		ch <- d
 	}
+	for _, d := range kafkaSinkDescs {
+		ch <- d
+	}
 	c.durations.Describe(ch)
 }
 
@@ -143,11 +147,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		name  string
 		e     *jobEntry
 		kafka map[readerKey]KafkaReader
+		sinks map[string]KafkaSink
 	}
 	c.mu.Lock()
 	snaps := make([]snap, 0, len(c.jobs))
 	for name, e := range c.jobs {
-		snaps = append(snaps, snap{name, e, cloneMap(e.kafka)})
+		snaps = append(snaps, snap{name, e, cloneMap(e.kafka), cloneMap(e.sinks)})
 	}
 	c.mu.Unlock()
 	for _, s := range snaps {
@@ -155,6 +160,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			collectJob(ch, s.name, s.e)
 		}
 		collectKafka(ch, s.name, s.kafka)
+		collectKafkaSinks(ch, s.name, s.sinks)
 	}
 	c.durations.Collect(ch)
 }

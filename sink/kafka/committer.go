@@ -102,6 +102,7 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 		if c.pool.committed(cm) {
 			continue
 		}
+		start := time.Now()
 		// Transaction version 2 commits through the writer's client: its
 		// EndTxn bumps the epoch, so the client can begin the id's next
 		// transaction at once, and that transaction's committable names it
@@ -114,6 +115,7 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 				pid, epoch, perr := sl.cl.ProducerID(ctx)
 				if perr == nil && (pid != cm.ProducerID || epoch != cm.ProducerEpoch) {
 					c.closeLater(c.pool.markCommitted(cm, sl, true))
+					c.cfg.stats.commit(time.Since(start))
 					c.log.Debug("kafka sink: committed", "transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID,
 						"producer_id", cm.ProducerID, "epoch", cm.ProducerEpoch)
 					continue
@@ -132,6 +134,7 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 		if err := c.commitOne(ctx, cm); err != nil {
 			return err
 		}
+		c.cfg.stats.commit(time.Since(start))
 		c.closeLater(c.pool.markCommitted(cm, nil, false))
 	}
 	return nil

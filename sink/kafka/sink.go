@@ -94,6 +94,7 @@ func KeyValueSerializer[T, K any](topic string, key func(T) K, kc codec.Codec[K]
 
 // config is what the options set.
 type config struct {
+	stats           *sinkStats // shared by the sink's writers and committers
 	seeds           []string
 	guarantee       DeliveryGuarantee
 	prefix          string
@@ -109,6 +110,7 @@ type config struct {
 
 func newConfig(seeds []string, opts []Option) config {
 	cfg := config{
+		stats:           &sinkStats{},
 		seeds:           seeds,
 		maxConcurrent:   DefaultMaxConcurrentCheckpoints,
 		txnTimeout:      DefaultTransactionTimeout,

@@ -306,6 +306,17 @@ func TestExactlyOncePoolRotationAndCommit(t *testing.T) {
 		t.Fatalf("read_committed sees %v, want %s", got, want)
 	}
 
+	// Three transactions committed (a re-commit is not counted again),
+	// each with its latency in the histogram.
+	m := s.Metrics()
+	var n uint64
+	for _, c := range m.CommitLatencyCounts {
+		n += c
+	}
+	if m.TransactionsCommitted != 3 || n != 3 || m.CommitLatencySum <= 0 || m.TransactionsAborted != 0 {
+		t.Fatalf("sink metrics %+v, want 3 commits with latencies and no abort", m)
+	}
+
 	// Each id has kept its client: one InitProducerId per id, not per
 	// transaction.
 	tw := w.(*transactionalWriter[string])
@@ -558,6 +569,9 @@ func TestExactlyOnceAbortsLingeringAtRestore(t *testing.T) {
 	nw := w.(*transactionalWriter[string])
 	if len(nw.lingering) != 1 || nw.lingering[0].TransactionalID != "ling-2-0" {
 		t.Fatalf("aborted at startup: %+v, want ling-2-0", nw.lingering)
+	}
+	if m := s.Metrics(); m.TransactionsAborted != 1 {
+		t.Fatalf("sink metrics count %d aborted transactions, want 1", m.TransactionsAborted)
 	}
 	lso, end = stableOffsets(t, seeds, "out")
 	if lso[0] != end[0] {

@@ -1,0 +1,60 @@
+package metrics_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/metrics"
+	kafkasink "github.com/sluicehq/sluice/sink/kafka"
+)
+
+type fakeSink struct{ m kafkasink.SinkMetrics }
+
+func (f fakeSink) Metrics() kafkasink.SinkMetrics { return f.m }
+
+func TestKafkaSinkMetrics(t *testing.T) {
+	c := metrics.NewCollector()
+	counts := make([]uint64, len(kafkasink.CommitLatencyBuckets)+1)
+	counts[2], counts[len(counts)-1] = 3, 1 // three within 5 ms, one slower than every bucket
+	c.AddKafkaSink("job", "out", fakeSink{kafkasink.SinkMetrics{
+		TransactionsCommitted: 4, TransactionsAborted: 2, CommitLatencyCounts: counts, CommitLatencySum: 12 * time.Second,
+	}})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.GetCounter() != nil:
+				got[mf.GetName()] = m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				h := m.GetHistogram()
+				got[mf.GetName()+"_count"] = float64(h.GetSampleCount())
+				got[mf.GetName()+"_sum"] = h.GetSampleSum()
+				for _, b := range h.GetBucket() {
+					if b.GetUpperBound() == 0.005 {
+						got[mf.GetName()+"_le_0.005"] = float64(b.GetCumulativeCount())
+					}
+				}
+			}
+		}
+	}
+	want := map[string]float64{
+		"sluice_kafka_sink_transactionsCommitted":          4,
+		"sluice_kafka_sink_transactionsAborted":            2,
+		"sluice_kafka_sink_commitLatency_seconds_count":    4,
+		"sluice_kafka_sink_commitLatency_seconds_sum":      12,
+		"sluice_kafka_sink_commitLatency_seconds_le_0.005": 3,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package kafka
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// CommitLatencyBuckets are the upper bounds, in seconds, of the commit
+// latency histogram of SinkMetrics.
+var CommitLatencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// SinkMetrics are the figures of an exactly-once sink, over all its
+// subtasks, for monitoring: transactions committed and aborted, and the
+// latency of the commits (from the commit request to the broker's answer).
+type SinkMetrics struct {
+	TransactionsCommitted int64
+	// TransactionsAborted counts the lingering transactions aborted when
+	// writers start.
+	TransactionsAborted int64
+	// CommitLatencyCounts[i] counts commits that took at most
+	// CommitLatencyBuckets[i] (cumulative counts are made by the reader);
+	// the last element counts the slower ones.
+	CommitLatencyCounts []uint64
+	CommitLatencySum    time.Duration
+}
+
+// sinkStats are a sink's counters, shared by its writers and committers.
+type sinkStats struct {
+	committed, aborted atomic.Int64
+	latency            [14]atomic.Uint64 // len(CommitLatencyBuckets)+1
+	latencySum         atomic.Int64
+}
+
+func (s *sinkStats) commit(d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.committed.Add(1)
+	s.latencySum.Add(int64(d))
+	i := 0
+	for i < len(CommitLatencyBuckets) && d.Seconds() > CommitLatencyBuckets[i] {
+		i++
+	}
+	s.latency[i].Add(1)
+}
+
+func (s *sinkStats) abort() {
+	if s != nil {
+		s.aborted.Add(1)
+	}
+}
+
+func (s *sinkStats) snapshot() SinkMetrics {
+	m := SinkMetrics{TransactionsCommitted: s.committed.Load(), TransactionsAborted: s.aborted.Load(),
+		CommitLatencySum: time.Duration(s.latencySum.Load())}
+	for i := range s.latency {
+		m.CommitLatencyCounts = append(m.CommitLatencyCounts, s.latency[i].Load())
+	}
+	return m
+}
+
+// Metrics returns the sink's figures so far (sluice's metrics package
+// exports them).
+func (s *Sink[T]) Metrics() SinkMetrics { return s.cfg.stats.snapshot() }
