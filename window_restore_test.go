@@ -176,7 +176,8 @@ func TestWindowsExactlyOnceUnderFailures(t *testing.T) {
 	if r.winCrash.fired.Load() == 0 || crashes < 3 {
 		t.Fatalf("%d crashes injected (%d in window functions); the test needs several", crashes, r.winCrash.fired.Load())
 	}
-	if job.Restarts() != crashes {
+	// Two crashes in one attempt (before it stops) cost one restart.
+	if job.Restarts() < 1 || job.Restarts() > crashes {
 		t.Errorf("job restarted %d times for %d crashes", job.Restarts(), crashes)
 	}
 	got := r.committed(t)
