@@ -94,20 +94,21 @@ func TestRestoreFromCheckpointPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var completed atomic.Int64
 	await(t, "a checkpoint after some records", func() bool {
 		st, ok := job.CheckpointStats()
-		if ok && st.LatestCompleted != nil && seen.Load() > 300 {
-			completed.Store(st.LatestCompleted.ID)
-			return true
-		}
-		return false
+		return ok && st.LatestCompleted != nil && seen.Load() > 300
 	})
 	job.Cancel()
 	if err := job.Wait(); !errors.Is(err, sluice.ErrJobCanceled) {
 		t.Fatalf("cancel: %v", err)
 	}
-	chk := filepath.Join(cpDir, "sluice-job", "chk-"+itoa(completed.Load()))
+	// The checkpoint retained at the cancellation (later ones may have
+	// subsumed the one seen above).
+	st, ok := job.CheckpointStats()
+	if !ok || st.LatestCompleted == nil {
+		t.Fatal("no completed checkpoint in the statistics")
+	}
+	chk := filepath.Join(cpDir, "sluice-job", "chk-"+itoa(st.LatestCompleted.ID))
 	if _, err := os.Stat(filepath.Join(chk, "_metadata")); err != nil {
 		t.Fatalf("retained checkpoint: %v", err)
 	}
