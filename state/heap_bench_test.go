@@ -1,94 +1,40 @@
 package state_test
 
 import (
-	"encoding/binary"
 	"io"
-	"math/rand/v2"
 	"strconv"
 	"testing"
 
-	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/state"
+	"github.com/sluicehq/sluice/state/statetest"
 )
 
 const benchKeys = 1 << 20 // "1 million keys"
-
-type keyEncoder func(dst []byte, k uint64) []byte
-
-func int64Key(dst []byte, k uint64) []byte { return binary.BigEndian.AppendUint64(dst, k) }
 
 func stringKey(dst []byte, k uint64) []byte {
 	return strconv.AppendUint(append(dst, "user-"...), k, 10)
 }
 
+var int64Key = statetest.Int64Key
+
 // benchBackend returns a heap backend with a ValueState[int64] holding n
 // keys.
-func benchBackend(b *testing.B, n int, encode keyEncoder) (*state.HeapKeyedBackend, state.ValueState[int64]) {
+func benchBackend(b *testing.B, n int, encode statetest.KeyEncoder) (*state.HeapKeyedBackend, state.ValueState[int64]) {
 	b.Helper()
 	be, err := state.NewHeapKeyedBackend(state.HeapOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	vs, err := state.GetValueState(be, state.ValueStateDescriptor[int64]{Name: "count", Codec: codec.Int[int64]{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var kb []byte
-	for k := range uint64(n) {
-		kb = encode(kb[:0], k)
-		be.SetCurrentKey(kb, state.KeyGroupFor(kb, be.MaxParallelism()))
-		if err := vs.Update(1); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return be, vs
+	return be, statetest.FillValueState(b, be, n, encode)
 }
 
-// benchRMW measures a keyed read-modify-write of a ValueState[int64] as
-// the runtime drives it per record: encode the key, hash it to its key
-// group, SetCurrentKey, Value, Update. order is the sequence of key
-// indexes visited (cycled); all keys exist (steady state).
-func benchRMW(b *testing.B, n int, order []uint32, encode keyEncoder) {
+// benchRMW runs the shared read-modify-write loop on a heap backend.
+func benchRMW(b *testing.B, n int, order []uint32, encode statetest.KeyEncoder) {
 	be, vs := benchBackend(b, n, encode)
-	maxPar := be.MaxParallelism()
-	var kb []byte
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		kb = encode(kb[:0], uint64(order[i%len(order)]))
-		be.SetCurrentKey(kb, state.KeyGroupFor(kb, maxPar))
-		v, ok, err := vs.Value()
-		if err != nil || !ok {
-			b.Fatal(ok, err)
-		}
-		if err := vs.Update(v + 1); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	statetest.BenchValueRMW(b, be, vs, order, encode)
 }
 
-// uniform is every key once, in random order.
-func uniform(n int) []uint32 {
-	o := make([]uint32, n)
-	for i := range o {
-		o[i] = uint32(i)
-	}
-	rand.New(rand.NewPCG(1, 1)).Shuffle(n, func(i, j int) { o[i], o[j] = o[j], o[i] })
-	return o
-}
-
-// zipf is n draws from a Zipf distribution (s = 1.1) over n keys: a few
-// hot keys and a long tail, as real streams have.
-func zipf(n int) []uint32 {
-	z := rand.NewZipf(rand.New(rand.NewPCG(2, 2)), 1.1, 1, uint64(n-1))
-	o := make([]uint32, n)
-	for i := range o {
-		o[i] = uint32(z.Uint64())
-	}
-	return o
-}
+var uniform, zipf = statetest.UniformOrder, statetest.ZipfOrder
 
 // BenchmarkHeapValueRMW is the target figure: 1M int64 keys, uniformly at
 // random, so nearly every operation misses the CPU caches.

@@ -12,74 +12,29 @@ import (
 
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/state"
+	"github.com/sluicehq/sluice/state/statetest"
 )
 
 const benchKeys = 1 << 20 // "1 million keys"
 
-func int64Key(dst []byte, k uint64) []byte { return binary.BigEndian.AppendUint64(dst, k) }
+var int64Key = statetest.Int64Key
 
 // benchBackend returns a backend with a ValueState[int64] holding n keys.
 func benchBackend(b *testing.B, n int, opts Options) (*Backend, state.ValueState[int64]) {
 	b.Helper()
 	be := newTestBackend(b, opts)
 	b.Cleanup(func() { be.Close() })
-	vs, err := state.GetValueState(be, state.ValueStateDescriptor[int64]{Name: "count", Codec: codec.Int[int64]{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var kb []byte
-	for k := range uint64(n) {
-		kb = int64Key(kb[:0], k)
-		be.SetCurrentKey(kb, state.KeyGroupFor(kb, be.MaxParallelism()))
-		if err := vs.Update(1); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return be, vs
+	return be, statetest.FillValueState(b, be, n, int64Key)
 }
 
-// benchRMW measures a keyed read-modify-write of a ValueState[int64] as the
-// runtime drives it per record: encode the key, hash it to its key group,
-// SetCurrentKey, Value, Update; order is the sequence of keys (cycled), all
-// of which exist. The same loop as the heap backend's benchmark.
+// benchRMW runs the read-modify-write loop every backend shares
+// (statetest.BenchValueRMW), so the figure compares with the heap's.
 func benchRMW(b *testing.B, n int, order []uint32, opts Options) {
 	be, vs := benchBackend(b, n, opts)
-	maxPar := be.MaxParallelism()
-	var kb []byte
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		kb = int64Key(kb[:0], uint64(order[i%len(order)]))
-		be.SetCurrentKey(kb, state.KeyGroupFor(kb, maxPar))
-		v, ok, err := vs.Value()
-		if err != nil || !ok {
-			b.Fatal(ok, err)
-		}
-		if err := vs.Update(v + 1); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	statetest.BenchValueRMW(b, be, vs, order, int64Key)
 }
 
-func uniform(n int) []uint32 {
-	o := make([]uint32, n)
-	for i := range o {
-		o[i] = uint32(i)
-	}
-	rand.New(rand.NewPCG(1, 1)).Shuffle(n, func(i, j int) { o[i], o[j] = o[j], o[i] })
-	return o
-}
-
-func zipf(n int) []uint32 {
-	z := rand.NewZipf(rand.New(rand.NewPCG(2, 2)), 1.1, 1, uint64(n-1))
-	o := make([]uint32, n)
-	for i := range o {
-		o[i] = uint32(z.Uint64())
-	}
-	return o
-}
+var uniform, zipf = statetest.UniformOrder, statetest.ZipfOrder
 
 // BenchmarkRocksDBValueRMW is the target figure: 1M int64 keys, uniformly
 // at random, default options. The first million operations find most keys
