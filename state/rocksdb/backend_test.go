@@ -50,6 +50,87 @@ func TestSuiteSkipListMemtable(t *testing.T) {
 	})
 }
 
+// TestSuiteNoInplaceUpdate runs the suite without in-place updates, where
+// full snapshots are RocksDB snapshots rather than local checkpoints.
+func TestSuiteNoInplaceUpdate(t *testing.T) {
+	statetest.Run(t, func(t testing.TB, cfg statetest.Config) state.KeyedBackend {
+		return newTestBackend(t, Options{MaxParallelism: cfg.MaxParallelism, KeyGroups: cfg.KeyGroups, Clock: cfg.Clock,
+			NoInplaceUpdate: true})
+	})
+}
+
+// TestInplaceUpdateKeepsMemtableSize: rewriting the same keys again and
+// again adds no entries to the active memtable (values are overwritten in
+// place), and a full snapshot taken in between still holds the values of
+// its time.
+func TestInplaceUpdateKeepsMemtableSize(t *testing.T) {
+	for _, noInplace := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoInplaceUpdate=%v", noInplace), func(t *testing.T) {
+			b := newTestBackend(t, Options{NoInplaceUpdate: noInplace})
+			v, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "v"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const keys = 1000
+			write := func(val int64) {
+				for k := range keys {
+					setKey(b, fmt.Sprint("k", k))
+					if err := v.Update(val); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			cf := b.states["v"].cf
+			entries := func() uint64 {
+				n, ok := b.db.GetIntPropertyCF("rocksdb.num-entries-active-mem-table", cf)
+				if !ok {
+					t.Fatal("no rocksdb.num-entries-active-mem-table")
+				}
+				return n
+			}
+			write(1)
+			snap, err := b.Snapshot(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer snap.Release()
+			base := entries()
+			for i := int64(2); i <= 11; i++ {
+				write(i)
+			}
+			added := entries() - base
+			if noInplace && added != 10*keys {
+				t.Errorf("without in-place updates 10 rewrites of %d keys added %d memtable entries, want %d", keys, added, 10*keys)
+			}
+			if !noInplace && added > keys {
+				t.Errorf("with in-place updates 10 rewrites of %d keys added %d memtable entries, want at most %d", keys, added, keys)
+			}
+			var buf bytes.Buffer
+			if _, err := snap.WriteTo(&buf); err != nil {
+				t.Fatal(err)
+			}
+			r := newTestBackend(t, Options{NoInplaceUpdate: noInplace})
+			if err := r.Restore(&buf); err != nil {
+				t.Fatal(err)
+			}
+			rv, err := state.GetValueState(r, state.ValueStateDescriptor[int64]{Name: "v"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range keys {
+				setKey(r, fmt.Sprint("k", k))
+				if got, ok, err := rv.Value(); err != nil || !ok || got != 1 {
+					t.Fatalf("k%d in the snapshot = %d %v %v, want 1 (the value at the snapshot)", k, got, ok, err)
+				}
+				setKey(b, fmt.Sprint("k", k))
+				if got, ok, err := v.Value(); err != nil || !ok || got != 11 {
+					t.Fatalf("k%d in the backend = %d %v %v, want 11", k, got, ok, err)
+				}
+			}
+		})
+	}
+}
+
 // TestCloseWithSnapshots: Close waits for a snapshot being written; a
 // snapshot not started fails with ErrClosed after Close, and releasing it
 // is harmless.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync/atomic"
 
 	"github.com/linxGnu/grocksdb"
@@ -12,11 +13,13 @@ import (
 	"github.com/sluicehq/sluice/state"
 )
 
-// fullSnapshot is a full snapshot: a RocksDB snapshot, written in the
-// canonical keyed format by WriteTo.
+// fullSnapshot is a full snapshot: a RocksDB snapshot, or with in-place
+// updates a local RocksDB checkpoint, written in the canonical keyed
+// format by WriteTo.
 type fullSnapshot struct {
 	b      *Backend
-	snap   *grocksdb.Snapshot
+	snap   *grocksdb.Snapshot // nil with a checkpoint
+	dir    string             // the local checkpoint, or
 	now    int64
 	metas  []state.StateMeta
 	cfs    []*grocksdb.ColumnFamilyHandle
@@ -33,18 +36,35 @@ const (
 )
 
 // Snapshot implements state.KeyedBackend: the synchronous part takes a
-// RocksDB snapshot (constant time); WriteTo iterates it.
+// RocksDB snapshot (constant time) or, with in-place updates
+// (Options.NoInplaceUpdate unset), a local checkpoint (a flush and hard
+// links, as an incremental checkpoint); WriteTo iterates it.
 func (b *Backend) Snapshot(checkpointID int64) (state.StateSnapshot, error) {
 	if b.db == nil {
 		return nil, state.ErrClosed
 	}
-	s := &fullSnapshot{b: b, snap: b.db.NewSnapshot(), now: b.clock.Now().UnixMilli()}
+	s := &fullSnapshot{b: b, now: b.clock.Now().UnixMilli()}
+	if b.opts.NoInplaceUpdate {
+		s.snap = b.db.NewSnapshot()
+	} else {
+		// In-place updates turn RocksDB snapshots off for the whole
+		// database (a memtable updated in place has no versions to
+		// isolate), so the view is a local checkpoint instead.
+		dir, err := b.localCheckpoint(fmt.Sprintf("full-%d-%s", checkpointID, b.instance))
+		if err != nil {
+			return nil, fmt.Errorf("rocksdb snapshot %d: %w", checkpointID, err)
+		}
+		s.dir = dir
+	}
 	for _, st := range b.order {
 		s.metas = append(s.metas, st.meta)
 		s.cfs = append(s.cfs, st.cf)
 	}
 	b.mu.Lock()
 	b.snaps[s] = struct{}{}
+	if s.dir != "" {
+		b.inc.inflight[s.dir] = true
+	}
 	b.mu.Unlock()
 	return s, nil
 }
@@ -69,7 +89,15 @@ func (s *fullSnapshot) releaseLocked() {
 		return
 	}
 	s.status = snapDone
-	s.b.db.ReleaseSnapshot(s.snap)
+	if s.snap != nil {
+		s.b.db.ReleaseSnapshot(s.snap)
+	}
+	if s.dir != "" {
+		delete(s.b.inc.inflight, s.dir)
+		if err := os.RemoveAll(s.dir); err != nil {
+			s.b.log.Warn("rocksdb backend: delete snapshot checkpoint", "dir", s.dir, "err", err)
+		}
+	}
 	delete(s.b.snaps, s)
 }
 
@@ -108,14 +136,30 @@ func (s *fullSnapshot) WriteTo(out io.Writer) (int64, error) {
 	if err != nil {
 		return w.Written(), err
 	}
+	db, cfs := b.db, s.cfs
+	if s.dir != "" {
+		r, err := b.openRaw(s.dir, true)
+		if err != nil {
+			return w.Written(), fmt.Errorf("rocksdb snapshot: %w", err)
+		}
+		defer r.close()
+		db, cfs = r.db, make([]*grocksdb.ColumnFamilyHandle, len(s.metas))
+		for i, m := range s.metas {
+			if cfs[i] = r.cfs[cfName(m)]; cfs[i] == nil {
+				return w.Written(), fmt.Errorf("rocksdb snapshot: checkpoint %s has no column family for state %q", s.dir, m.Name)
+			}
+		}
+	}
 	ro := newIterOptions()
 	defer ro.Destroy()
-	ro.SetSnapshot(s.snap)
+	if s.snap != nil {
+		ro.SetSnapshot(s.snap)
+	}
 	ro.SetFillCache(false)
 	ro.SetIterateUpperBound(kgBound(b.kgr.End + 1))
-	iters := make([]*cursor, len(s.cfs))
-	for i, cf := range s.cfs {
-		it := b.db.NewIteratorCF(ro, cf)
+	iters := make([]*cursor, len(cfs))
+	for i, cf := range cfs {
+		it := db.NewIteratorCF(ro, cf)
 		defer it.Close()
 		it.Seek(kgBound(b.kgr.Start))
 		iters[i] = &cursor{it: it}

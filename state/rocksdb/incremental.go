@@ -95,22 +95,9 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		return nil, err
 	}
 	name := fmt.Sprintf("chk-%d-%s", checkpointID, b.instance)
-	dir := filepath.Join(b.chkDir, name)
-	if err := os.MkdirAll(b.chkDir, 0o755); err != nil {
-		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
-	}
-	cp, err := b.db.NewCheckpoint()
+	dir, err := b.localCheckpoint(name)
 	if err != nil {
 		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
-	}
-	err = cp.CreateCheckpoint(dir, 0) // 0: always flush the memtables
-	cp.Destroy()
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: create %s: %w", checkpointID, dir, err)
 	}
 	files, err := listFiles(dir)
 	if err != nil {
@@ -124,6 +111,30 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		b: b, id: checkpointID, localName: name, dir: dir, files: files,
 		kgr: b.kgr, maxPar: b.maxPar, SyncDuration: time.Since(start),
 	}, nil
+}
+
+// localCheckpoint flushes the memtables and takes a RocksDB checkpoint
+// (hard links to the SST files, copies of the small ones) in the local
+// checkpoint directory name, which it returns.
+func (b *Backend) localCheckpoint(name string) (string, error) {
+	dir := filepath.Join(b.chkDir, name)
+	if err := os.MkdirAll(b.chkDir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	cp, err := b.db.NewCheckpoint()
+	if err != nil {
+		return "", err
+	}
+	err = cp.CreateCheckpoint(dir, 0) // 0: always flush the memtables
+	cp.Destroy()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	return dir, nil
 }
 
 func listFiles(dir string) ([]localFile, error) {

@@ -143,6 +143,18 @@ type Options struct {
 	// bytes of write buffer, and sorts the memtable when it is flushed or
 	// iterated (snapshots). No Flink equivalent (Flink's options factory).
 	SkipListMemtable bool
+	// NoInplaceUpdate turns off in-place updates of value, reducing and
+	// aggregating states. By default (RocksDB's inplace_update_support), a
+	// write of a key the active memtable already holds overwrites its value
+	// there when the new value is no longer than the old one, instead of
+	// adding a version: a read-modify-write loop over keys that fit in the
+	// write buffer then never fills it, so memtables are flushed (and
+	// sorted) only at checkpoints. The price: a full snapshot (savepoints,
+	// DisableIncremental) first seals the active memtables of those states
+	// (makes them immutable and flushes them in the background), since a
+	// RocksDB snapshot does not isolate a memtable updated in place. No
+	// Flink equivalent (Flink's options factory).
+	NoInplaceUpdate bool
 
 	// Incremental makes checkpoints incremental (state.backend.incremental).
 	// The runtime reads it to choose SnapshotIncremental over Snapshot for
@@ -437,12 +449,21 @@ func newNativeOptions(o Options) (*nativeOptions, error) {
 	// list on large memtables. Prefix extraction is the whole key (noop).
 	// Iterators must then seek in total order (see newIterOptions).
 	// (Set through an options string: grocksdb's SetPrefixExtractor frees
-	// the transform twice when the options are destroyed.)
-	vcf := cf.Clone()
+	// the transform twice when the options are destroyed.) Updates of their
+	// keys happen in place in the active memtable (Options.NoInplaceUpdate).
+	var spec []string
 	if !o.SkipListMemtable {
+		spec = append(spec, "prefix_extractor=rocksdb.Noop", fmt.Sprintf("memtable={id=hash_linkedlist;bucket_count=%d;log_when_flash=false}", max(o.WriteBufferSize/64, 1024)))
+	}
+	if !o.NoInplaceUpdate {
+		spec = append(spec, "inplace_update_support=true")
+	}
+	var vcf *grocksdb.Options
+	if len(spec) == 0 {
+		vcf = cf.Clone()
+	} else {
 		var err error
-		spec := fmt.Sprintf("prefix_extractor=rocksdb.Noop;memtable={id=hash_linkedlist;bucket_count=%d;log_when_flash=false}", max(o.WriteBufferSize/64, 1024))
-		if vcf, err = grocksdb.GetOptionsFromString(cf, spec); err != nil {
+		if vcf, err = grocksdb.GetOptionsFromString(cf, strings.Join(spec, ";")); err != nil {
 			cf.Destroy()
 			n.bbto.Destroy()
 			n.cache.Destroy()
@@ -451,7 +472,8 @@ func newNativeOptions(o Options) (*nativeOptions, error) {
 	}
 	db := cf.Clone()
 	db.SetCreateIfMissing(true)
-	// Hash memtables do not support concurrent writes; there is one writer.
+	// Hash memtables and in-place updates do not support concurrent
+	// writes; there is one writer.
 	db.SetAllowConcurrentMemtableWrites(false)
 	db.SetMaxBackgroundJobs(o.Threads)
 	db.SetInfoLogLevel(grocksdb.WarnInfoLogLevel)
