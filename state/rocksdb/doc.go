@@ -19,8 +19,9 @@
 //
 // Snapshots come in two kinds:
 //
-//   - Full (Snapshot, Restore): the synchronous part takes a RocksDB snapshot,
-//     the asynchronous part writes the canonical keyed format of package state,
+//   - Full (Snapshot, Restore): the synchronous part takes a local RocksDB
+//     checkpoint (or, with Options.NoInplaceUpdate, a RocksDB snapshot), the
+//     asynchronous part writes the canonical keyed format of package state,
 //     the one every backend reads. Savepoints use it, so they move between
 //     backends and parallelisms.
 //   - Incremental (SnapshotIncremental, RestoreIncremental), the default for
@@ -34,8 +35,10 @@
 //
 // Defaults follow Flink's options (Options.Set takes their names) except
 // where documented on Options: universal compaction, bloom filters, a 64 MiB
-// block cache, and hash-indexed memtables for value-like states. TTL states
-// get a compaction filter that drops expired entries.
+// block cache, and hash-indexed memtables updated in place for value-like
+// states. TTL states get a compaction filter that drops expired entries.
+// The point reads and writes of the hot path go to RocksDB's C API
+// directly (native_access.go), without grocksdb's per-call copies.
 //
 // See Backend for what the runtime calls when.
 package rocksdb

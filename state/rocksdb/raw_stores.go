@@ -32,20 +32,16 @@ func (st *store) entry(ns []byte) ([]byte, error) {
 // get reads key into b.vbuf.
 func (st *store) get(key []byte) ([]byte, bool, error) {
 	b := st.b
-	sl, err := b.db.GetCF(b.nopts.ro, st.s.cf, key)
+	v, ok, err := nativeGet(b.db, b.nopts.ro, st.s.cf, key, b.vbuf)
 	if err != nil {
 		return nil, false, fmt.Errorf("rocksdb get: %w", err)
 	}
-	if !sl.Exists() {
-		return nil, false, nil
-	}
-	b.vbuf = append(b.vbuf[:0], sl.Data()...)
-	sl.Free()
-	return b.vbuf, true, nil
+	b.vbuf = v
+	return v, ok, nil
 }
 
 func (st *store) put(key, value []byte) error {
-	if err := st.b.db.PutCF(st.b.nopts.wo, st.s.cf, key, value); err != nil {
+	if err := nativePut(st.b.db, st.b.nopts.wo, st.s.cf, key, value); err != nil {
 		return fmt.Errorf("rocksdb put: %w", err)
 	}
 	return nil
