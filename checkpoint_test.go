@@ -48,9 +48,18 @@ func readCounts(t *testing.T, dir string) []KeyCount {
 // resumed from that savepoint finishes the input, and the two runs
 // together committed exactly the output of one run without a stop.
 func TestStopWithSavepointAndResume(t *testing.T) {
+	savepointStopResume(t)
+}
+
+// savepointStopResume runs a count job with opts (on top of checkpoints
+// every 50 ms), takes a savepoint once records flow, stops it with a
+// savepoint midway, resumes from that one with the default (heap) backend,
+// and checks every count.
+func savepointStopResume(t *testing.T, opts ...sluice.Option) {
+	t.Helper()
 	const records, keys = 6000, 20
 	out, cpDir, spDir := t.TempDir(), t.TempDir(), t.TempDir()
-	env, seen := countJob(out, records, keys, 4000, sluice.WithCheckpointing(50*time.Millisecond, cpDir))
+	env, seen := countJob(out, records, keys, 4000, append(opts, sluice.WithCheckpointing(50*time.Millisecond, cpDir))...)
 	job, err := env.ExecuteAsync(context.Background())
 	if err != nil {
 		t.Fatal(err)

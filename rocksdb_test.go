@@ -122,34 +122,7 @@ func TestRocksDBIncrementalRetentionAndRescale(t *testing.T) {
 // snapshots: with in-place updates, local RocksDB checkpoints read while
 // the task goes on updating the same keys.
 func TestRocksDBSavepointIntoHeap(t *testing.T) {
-	const records, keys = 6000, 20
-	out, cpDir, spDir := t.TempDir(), t.TempDir(), t.TempDir()
-	backend := sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{}))
-	env, seen := countJob(out, records, keys, 4000, backend, sluice.WithCheckpointing(50*time.Millisecond, cpDir))
-	job, err := env.ExecuteAsync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	await(t, "records to flow", func() bool { return seen.Load() > 500 })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := job.TriggerSavepoint(ctx, spDir); err != nil {
-		t.Fatal(err)
-	}
-	await(t, "more records", func() bool { return seen.Load() > 1500 })
-	sp, err := job.StopWithSavepoint(ctx, spDir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Wait(); err != nil {
-		t.Fatalf("stopped job: %v", err)
-	}
-	if n := seen.Load(); n >= records {
-		t.Fatalf("the job read all %d records before it was stopped; the test needs a stop midway", n)
-	}
-	env2, _ := countJob(out, records, keys, 40000, sluice.WithCheckpointing(50*time.Millisecond, cpDir), sluice.WithRestoreFrom(sp))
-	mustExecute(t, env2)
-	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
+	savepointStopResume(t, sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{})))
 }
 
 // countJobAt is countJob with the counting operator at its own

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
 	"github.com/sluicehq/sluice/state/rocksdb"
@@ -42,27 +41,14 @@ func (c *stateCounter) ProcessElement(_ *sluice.KeyedContext[int64], _ source.Re
 func BenchmarkKeyedStateCount(b *testing.B) {
 	const keys = 1 << 20
 	b.Run("backend=heap", func(b *testing.B) {
-		keyedStateCount(b, keys, sluice.WithCheckpointing(time.Second, b.TempDir()))
+		keyedCountWith(b, keys, &stateCounter{}, sluice.WithCheckpointing(time.Second, b.TempDir()))
 	})
 	b.Run("backend=rocksdb", func(b *testing.B) {
-		keyedStateCount(b, keys, sluice.WithCheckpointing(time.Second, b.TempDir()),
+		keyedCountWith(b, keys, &stateCounter{}, sluice.WithCheckpointing(time.Second, b.TempDir()),
 			sluice.WithStateBackend(rocksdb.Factory(b.TempDir(), rocksdb.Options{})))
 	})
 	b.Run("backend=rocksdb-skiplist", func(b *testing.B) {
-		keyedStateCount(b, keys, sluice.WithCheckpointing(time.Second, b.TempDir()),
+		keyedCountWith(b, keys, &stateCounter{}, sluice.WithCheckpointing(time.Second, b.TempDir()),
 			sluice.WithStateBackend(rocksdb.Factory(b.TempDir(), rocksdb.Options{SkipListMemtable: true})))
 	})
-}
-
-func keyedStateCount(b *testing.B, keys int, opts ...sluice.Option) {
-	b.ReportAllocs()
-	env := sluice.NewEnvironment(append([]sluice.Option{sluice.WithParallelism(2), quiet}, opts...)...)
-	gen := source.NewDatagen(source.RandomRecords(1, 100, keys), source.DatagenCount(int64(b.N)))
-	recs := sluice.FromSource(env, gen, sluice.NoWatermarks[source.Record](), "datagen",
-		sluice.WithCodec[source.Record](source.RecordCodec{}))
-	counts := sluice.Process[int64, source.Record, int64](
-		sluice.KeyBy(recs, func(r source.Record) int64 { return r.Key }), &stateCounter{}, sluice.Name("count"))
-	d := sink.NewDiscard[int64]()
-	sluice.SinkTo(counts, d)
-	run(b, env, int64(b.N), d)
 }

@@ -55,13 +55,19 @@ func BenchmarkKeyedCount(b *testing.B) {
 }
 
 func keyedCount(b *testing.B, opts ...sluice.Option) {
+	keyedCountWith(b, 10_000, &counter{}, opts...)
+}
+
+// keyedCountWith runs datagen of 100-byte records over keys keys ->
+// keyBy -> fn -> discard at parallelism 2, for b.N records.
+func keyedCountWith(b *testing.B, keys int, fn sluice.KeyedProcessFunction[int64, source.Record, int64], opts ...sluice.Option) {
 	b.ReportAllocs()
 	env := sluice.NewEnvironment(append([]sluice.Option{sluice.WithParallelism(2), quiet}, opts...)...)
-	gen := source.NewDatagen(source.RandomRecords(1, 100, 10_000), source.DatagenCount(int64(b.N)))
+	gen := source.NewDatagen(source.RandomRecords(1, 100, keys), source.DatagenCount(int64(b.N)))
 	recs := sluice.FromSource(env, gen, sluice.NoWatermarks[source.Record](), "datagen",
 		sluice.WithCodec[source.Record](source.RecordCodec{}))
 	counts := sluice.Process[int64, source.Record, int64](
-		sluice.KeyBy(recs, func(r source.Record) int64 { return r.Key }), &counter{}, sluice.Name("count"))
+		sluice.KeyBy(recs, func(r source.Record) int64 { return r.Key }), fn, sluice.Name("count"))
 	d := sink.NewDiscard[int64]()
 	sluice.SinkTo(counts, d)
 	run(b, env, int64(b.N), d)

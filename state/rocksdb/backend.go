@@ -216,24 +216,13 @@ func destroyOptions(opts []*grocksdb.Options, filters map[string]*ttlFilter) {
 	}
 }
 
-// cfKind is the kind part of a column family's name (see cfName).
-func cfKind(name string) string {
-	kind, _, _ := strings.Cut(strings.TrimPrefix(name, cfPrefix), ":")
-	return kind
-}
-
-// valueKind reports whether a column family kind is that of a value,
-// reducing or aggregating state: read and written by key only, with the
-// value options (Options.SkipListMemtable, Options.NoInplaceUpdate).
-func valueKind(kind string) bool { return strings.HasPrefix(kind, "v") }
-
 // cfOptions returns the options of a column family by its name: shared
 // ones, or for a TTL state new ones with a compaction filter, which the
 // caller destroys after the database closes.
 func (b *Backend) cfOptions(name string) (opts *grocksdb.Options, filter *ttlFilter) {
-	kind := cfKind(name)
+	kind, _, _ := strings.Cut(strings.TrimPrefix(name, cfPrefix), ":")
 	opts = b.nopts.cf
-	if valueKind(kind) {
+	if strings.HasPrefix(kind, "v") {
 		opts = b.nopts.vcf
 	}
 	if !strings.HasSuffix(kind, "t") {

@@ -19,7 +19,7 @@ import (
 type fullSnapshot struct {
 	b      *Backend
 	snap   *grocksdb.Snapshot // nil with a checkpoint
-	dir    string             // the local checkpoint, or
+	dir    string             // the local checkpoint; "" with a snapshot
 	now    int64
 	metas  []state.StateMeta
 	cfs    []*grocksdb.ColumnFamilyHandle

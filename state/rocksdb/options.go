@@ -149,11 +149,12 @@ type Options struct {
 	// there when the new value is no longer than the old one, instead of
 	// adding a version: a read-modify-write loop over keys that fit in the
 	// write buffer then never fills it, so memtables are flushed (and
-	// sorted) only at checkpoints. The price: a full snapshot (savepoints,
-	// DisableIncremental) first seals the active memtables of those states
-	// (makes them immutable and flushes them in the background), since a
-	// RocksDB snapshot does not isolate a memtable updated in place. No
-	// Flink equivalent (Flink's options factory).
+	// sorted) only at checkpoints. The price: RocksDB turns snapshots off
+	// for the whole database, so the synchronous part of a full snapshot
+	// (savepoints, DisableIncremental) takes a local checkpoint, a flush
+	// and hard links as an incremental checkpoint does, instead of a
+	// constant-time RocksDB snapshot. No Flink equivalent (Flink's options
+	// factory).
 	NoInplaceUpdate bool
 
 	// Incremental makes checkpoints incremental (state.backend.incremental).

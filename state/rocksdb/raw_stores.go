@@ -34,7 +34,7 @@ func (st *store) get(key []byte) ([]byte, bool, error) {
 	b := st.b
 	v, ok, err := nativeGet(b.db, b.nopts.ro, st.s.cf, key, b.vbuf)
 	if err != nil {
-		return nil, false, fmt.Errorf("rocksdb get: %w", err)
+		return nil, false, fmt.Errorf("state %q: rocksdb get: %w", st.s.meta.Name, err)
 	}
 	b.vbuf = v
 	return v, ok, nil
@@ -42,7 +42,7 @@ func (st *store) get(key []byte) ([]byte, bool, error) {
 
 func (st *store) put(key, value []byte) error {
 	if err := nativePut(st.b.db, st.b.nopts.wo, st.s.cf, key, value); err != nil {
-		return fmt.Errorf("rocksdb put: %w", err)
+		return fmt.Errorf("state %q: rocksdb put: %w", st.s.meta.Name, err)
 	}
 	return nil
 }
