@@ -30,9 +30,12 @@ var metaKey = []byte("sluice.meta")
 const (
 	dbDirName  = "db"
 	chkDirName = "checkpoints"
-	tmpPrefix  = "restore-"
-	cfPrefix   = "state:"
-	metaFormat = 1
+	// spillDirName holds the SST files of write buffers until RocksDB
+	// ingests them.
+	spillDirName = "spill"
+	tmpPrefix    = "restore-"
+	cfPrefix     = "state:"
+	metaFormat   = 1
 )
 
 // dbMeta is what a database records about itself, so that a database
@@ -50,8 +53,23 @@ type cfState struct {
 	meta       state.StateMeta
 	cf         *grocksdb.ColumnFamilyHandle
 	filter     *ttlFilter // TTL states only
+	buf        *cfBuffer  // value-like states, unless Options.NativeMemtable
 	registered bool
 }
+
+// newCFState returns the state of a column family, with write buffers for
+// a value-like state.
+func (b *Backend) newCFState(m state.StateMeta, cf *grocksdb.ColumnFamilyHandle, filter *ttlFilter) *cfState {
+	s := &cfState{meta: m, cf: cf, filter: filter}
+	if b.goBuffers() && m.Kind != state.KindList && m.Kind != state.KindMap {
+		s.buf = newCFBuffer()
+	}
+	return s
+}
+
+// goBuffers reports whether value-like states write into Go write buffers
+// rather than RocksDB's memtables.
+func (b *Backend) goBuffers() bool { return !b.opts.NativeMemtable }
 
 // Backend is the RocksDB keyed state backend of one subtask. It implements
 // state.KeyedBackend and adds incremental checkpoints.
@@ -114,8 +132,14 @@ type Backend struct {
 	closed  bool
 	closing atomic.Bool
 	writers sync.WaitGroup
-	snaps   map[*fullSnapshot]struct{}
-	inc     incState
+	// spills counts background writes of sealed write buffers.
+	spills   sync.WaitGroup
+	spillSeq atomic.Int64
+	// Test hooks: run before each background spill, and before waiting
+	// for one.
+	testHookBeforeSpill, testHookWaitSealed func()
+	snaps                                   map[*fullSnapshot]struct{}
+	inc                                     incState
 }
 
 var _ state.KeyedBackend = (*Backend)(nil)
@@ -300,7 +324,7 @@ func (b *Backend) openExisting(dir string) error {
 				r.close()
 				return fmt.Errorf("rocksdb backend: database %s: state %q has no column family: %w", dir, sm.Name, state.ErrCorruptSnapshot)
 			}
-			s := &cfState{meta: sm, cf: cf, filter: r.filters[cfName(sm)]}
+			s := b.newCFState(sm, cf, r.filters[cfName(sm)])
 			if s.filter != nil {
 				s.filter.set(sm, b.clock)
 			}
@@ -499,7 +523,7 @@ func (b *Backend) addState(m state.StateMeta) (*cfState, error) {
 		b.cfOpts = append(b.cfOpts, opts)
 		filter.set(m, b.clock)
 	}
-	s := &cfState{meta: m, cf: cf, filter: filter}
+	s := b.newCFState(m, cf, filter)
 	b.states[m.Name] = s
 	b.order = append(b.order, s)
 	return s, b.writeMeta()
@@ -524,6 +548,9 @@ func (b *Backend) Keys(name string, namespace []byte, fn func(key []byte, keyGro
 	}
 	if b.db == nil {
 		return state.ErrClosed
+	}
+	if err := b.drain(s); err != nil {
+		return err
 	}
 	now := b.clock.Now().UnixMilli()
 	ro := newIterOptions()
@@ -601,6 +628,7 @@ func (b *Backend) Close() error {
 	b.closing.Store(true)
 	b.mu.Unlock()
 	b.writers.Wait()
+	b.spills.Wait()
 	b.mu.Lock()
 	for s := range b.snaps {
 		s.releaseLocked()

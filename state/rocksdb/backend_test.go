@@ -41,21 +41,41 @@ func TestSuite(t *testing.T) {
 	statetest.Run(t, suiteFactory)
 }
 
+// TestSuiteSmallWriteBuffer runs the suite with the smallest write
+// buffers, which fill after a few hundred entries: value states then also
+// read from sealed buffers and from RocksDB, spilled in the background.
+func TestSuiteSmallWriteBuffer(t *testing.T) {
+	statetest.Run(t, func(t testing.TB, cfg statetest.Config) state.KeyedBackend {
+		return newTestBackend(t, Options{MaxParallelism: cfg.MaxParallelism, KeyGroups: cfg.KeyGroups, Clock: cfg.Clock,
+			WriteBufferSize: minWriteBufferSize})
+	})
+}
+
+// TestSuiteNativeMemtable runs the suite with value states written into
+// RocksDB's hash memtables, updated in place.
+func TestSuiteNativeMemtable(t *testing.T) {
+	statetest.Run(t, func(t testing.TB, cfg statetest.Config) state.KeyedBackend {
+		return newTestBackend(t, Options{MaxParallelism: cfg.MaxParallelism, KeyGroups: cfg.KeyGroups, Clock: cfg.Clock,
+			WriteBufferSize: 4 << 20, NativeMemtable: true})
+	})
+}
+
 // TestSuiteSkipListMemtable runs the suite with RocksDB's default memtable
 // for value states too.
 func TestSuiteSkipListMemtable(t *testing.T) {
 	statetest.Run(t, func(t testing.TB, cfg statetest.Config) state.KeyedBackend {
 		return newTestBackend(t, Options{MaxParallelism: cfg.MaxParallelism, KeyGroups: cfg.KeyGroups, Clock: cfg.Clock,
-			WriteBufferSize: 4 << 20, SkipListMemtable: true, CompactionStyle: LevelCompaction})
+			WriteBufferSize: 4 << 20, NativeMemtable: true, SkipListMemtable: true, CompactionStyle: LevelCompaction})
 	})
 }
 
-// TestSuiteNoInplaceUpdate runs the suite without in-place updates, where
-// full snapshots are RocksDB snapshots rather than local checkpoints.
+// TestSuiteNoInplaceUpdate runs the suite with native memtables without
+// in-place updates, where full snapshots are RocksDB snapshots rather than
+// local checkpoints.
 func TestSuiteNoInplaceUpdate(t *testing.T) {
 	statetest.Run(t, func(t testing.TB, cfg statetest.Config) state.KeyedBackend {
 		return newTestBackend(t, Options{MaxParallelism: cfg.MaxParallelism, KeyGroups: cfg.KeyGroups, Clock: cfg.Clock,
-			NoInplaceUpdate: true})
+			NativeMemtable: true, NoInplaceUpdate: true})
 	})
 }
 
@@ -66,7 +86,7 @@ func TestSuiteNoInplaceUpdate(t *testing.T) {
 func TestInplaceUpdateKeepsMemtableSize(t *testing.T) {
 	for _, noInplace := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoInplaceUpdate=%v", noInplace), func(t *testing.T) {
-			b := newTestBackend(t, Options{NoInplaceUpdate: noInplace})
+			b := newTestBackend(t, Options{NativeMemtable: true, NoInplaceUpdate: noInplace})
 			v, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "v"})
 			if err != nil {
 				t.Fatal(err)
@@ -109,7 +129,7 @@ func TestInplaceUpdateKeepsMemtableSize(t *testing.T) {
 			if _, err := snap.WriteTo(&buf); err != nil {
 				t.Fatal(err)
 			}
-			r := newTestBackend(t, Options{NoInplaceUpdate: noInplace})
+			r := newTestBackend(t, Options{NativeMemtable: true, NoInplaceUpdate: noInplace})
 			if err := r.Restore(&buf); err != nil {
 				t.Fatal(err)
 			}

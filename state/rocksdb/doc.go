@@ -19,13 +19,15 @@
 //
 // Snapshots come in two kinds:
 //
-//   - Full (Snapshot, Restore): the synchronous part takes a local RocksDB
-//     checkpoint (or, with Options.NoInplaceUpdate, a RocksDB snapshot), the
+//   - Full (Snapshot, Restore): the synchronous part writes the write
+//     buffers into RocksDB and takes a RocksDB snapshot (or, with in-place
+//     updates of Options.NativeMemtable, a local RocksDB checkpoint), the
 //     asynchronous part writes the canonical keyed format of package state,
 //     the one every backend reads. Savepoints use it, so they move between
 //     backends and parallelisms.
 //   - Incremental (SnapshotIncremental, RestoreIncremental), the default for
-//     checkpoints: the synchronous part flushes and takes a RocksDB checkpoint
+//     checkpoints: the synchronous part writes the write buffers into
+//     RocksDB, flushes the memtables and takes a RocksDB checkpoint
 //     (hard links) in a local directory; the asynchronous part uploads the SST
 //     files that the last completed checkpoint did not upload and references
 //     the others. The runtime keeps the resulting IncrementalHandle (Encode)
@@ -35,10 +37,14 @@
 //
 // Defaults follow Flink's options (Options.Set takes their names) except
 // where documented on Options: universal compaction, bloom filters, a 64 MiB
-// block cache, and hash-indexed memtables updated in place for value-like
-// states. TTL states get a compaction filter that drops expired entries.
-// The point reads and writes of the hot path go to RocksDB's C API
-// directly (native_access.go), without grocksdb's per-call copies.
+// block cache. Value-like states (value, reducing, aggregating) write into
+// a write buffer in Go memory (write_buffer.go) that RocksDB receives as
+// sorted SST files it ingests (spill.go): when a buffer fills, in the
+// background, and at every snapshot, in its synchronous part; reads look
+// into the buffers first. List and map states write into RocksDB's
+// memtables. TTL states get a compaction filter that drops expired
+// entries. The point reads and writes of the hot path go to RocksDB's C
+// API directly (native_access.go), without grocksdb's per-call copies.
 //
 // See Backend for what the runtime calls when.
 package rocksdb

@@ -35,16 +35,20 @@ const (
 	snapDone
 )
 
-// Snapshot implements state.KeyedBackend: the synchronous part takes a
-// RocksDB snapshot (constant time) or, with in-place updates
-// (Options.NoInplaceUpdate unset), a local checkpoint (a flush and hard
-// links, as an incremental checkpoint); WriteTo iterates it.
+// Snapshot implements state.KeyedBackend: the synchronous part writes the
+// write buffers into RocksDB and takes a RocksDB snapshot (constant time)
+// or, with in-place updates (Options.NativeMemtable without
+// NoInplaceUpdate), a local checkpoint (a flush and hard links, as an
+// incremental checkpoint); WriteTo iterates it.
 func (b *Backend) Snapshot(checkpointID int64) (state.StateSnapshot, error) {
 	if b.db == nil {
 		return nil, state.ErrClosed
 	}
+	if err := b.drainAll(); err != nil {
+		return nil, fmt.Errorf("rocksdb snapshot %d: %w", checkpointID, err)
+	}
 	s := &fullSnapshot{b: b, now: b.clock.Now().UnixMilli()}
-	if b.opts.NoInplaceUpdate {
+	if !b.opts.inplace() {
 		s.snap = b.db.NewSnapshot()
 	} else {
 		// In-place updates turn RocksDB snapshots off for the whole

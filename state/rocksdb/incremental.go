@@ -82,7 +82,8 @@ func (s *incState) init() {
 }
 
 // SnapshotIncremental runs the synchronous part of an incremental
-// checkpoint: it records the metadata, flushes the memtables and creates a
+// checkpoint: it writes the write buffers into RocksDB, records the
+// metadata, flushes the memtables and creates a
 // RocksDB checkpoint (hard links to the SST files, copies of the small
 // ones) in the local checkpoint directory. Call Upload on the result (on
 // any goroutine), then Release.
@@ -91,6 +92,9 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		return nil, state.ErrClosed
 	}
 	start := time.Now()
+	if err := b.drainAll(); err != nil {
+		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
+	}
 	if err := b.writeMeta(); err != nil {
 		return nil, err
 	}

@@ -85,10 +85,14 @@ type Options struct {
 	// Default 4 KiB.
 	BlockSize int64
 	// WriteBufferSize is the memtable size per column family
-	// (state.backend.rocksdb.writebuffer.size). Default 64 MiB.
+	// (state.backend.rocksdb.writebuffer.size), and the size of a
+	// value-like state's Go write buffer (see NativeMemtable). Default 64
+	// MiB.
 	WriteBufferSize int64
 	// WriteBufferCount is the number of memtables per column family
-	// (state.backend.rocksdb.writebuffer.count). Default 2.
+	// (state.backend.rocksdb.writebuffer.count). Default 2. Go write
+	// buffers are always two: the active one and one being written into
+	// RocksDB.
 	WriteBufferCount int
 	// Compression of SST blocks; one value for all levels, or one per level
 	// (state.backend.rocksdb.compression.per.level). Default snappy, as
@@ -136,25 +140,34 @@ type Options struct {
 	// BloomBitsPerKey (state.backend.rocksdb.bloom-filter.bits-per-key).
 	// Default 10.
 	BloomBitsPerKey float64
-	// SkipListMemtable makes value, reducing and aggregating states use
-	// RocksDB's default skip-list memtable instead of a hash-indexed one
-	// (hash_linkedlist, whole-key prefix): the hash is several times faster
-	// for their point reads and writes, costs 8 bytes of buckets per 64
-	// bytes of write buffer, and sorts the memtable when it is flushed or
-	// iterated (snapshots). No Flink equivalent (Flink's options factory).
+	// NativeMemtable makes value, reducing and aggregating states write
+	// straight into RocksDB's memtables. By default they write into a
+	// write buffer in Go memory (write_buffer.go), WriteBufferSize per
+	// state, read before RocksDB: a checkpoint (and a full buffer, in the
+	// background) sorts it and hands it to RocksDB as an SST file, which
+	// RocksDB ingests. A read-modify-write of a buffered key then never
+	// leaves Go, and the synchronous part of a checkpoint sorts a compact
+	// array instead of RocksDB's flush sorting its memtable entry by entry.
+	// No Flink equivalent.
+	NativeMemtable bool
+	// SkipListMemtable makes value, reducing and aggregating states with
+	// NativeMemtable use RocksDB's default skip-list memtable instead of a
+	// hash-indexed one (hash_linkedlist, whole-key prefix): the hash is
+	// several times faster for their point reads and writes, costs 8 bytes
+	// of buckets per 64 bytes of write buffer, and sorts the memtable when
+	// it is flushed or iterated. No Flink equivalent (Flink's options
+	// factory).
 	SkipListMemtable bool
 	// NoInplaceUpdate turns off in-place updates of value, reducing and
-	// aggregating states. By default (RocksDB's inplace_update_support), a
-	// write of a key the active memtable already holds overwrites its value
-	// there when the new value is no longer than the old one, instead of
-	// adding a version: a read-modify-write loop over keys that fit in the
-	// write buffer then never fills it, so memtables are flushed (and
-	// sorted) only at checkpoints. The price: RocksDB turns snapshots off
-	// for the whole database, so the synchronous part of a full snapshot
-	// (savepoints, DisableIncremental) takes a local checkpoint, a flush
-	// and hard links as an incremental checkpoint does, instead of a
-	// constant-time RocksDB snapshot. No Flink equivalent (Flink's options
-	// factory).
+	// aggregating states with NativeMemtable. By default (RocksDB's
+	// inplace_update_support), a write of a key the active memtable already
+	// holds overwrites its value there when the new value is no longer than
+	// the old one, instead of adding a version. The price: RocksDB turns
+	// snapshots off for the whole database, so the synchronous part of a
+	// full snapshot (savepoints, DisableIncremental) takes a local
+	// checkpoint, a flush and hard links as an incremental checkpoint does,
+	// instead of a constant-time RocksDB snapshot. No Flink equivalent
+	// (Flink's options factory).
 	NoInplaceUpdate bool
 
 	// Incremental makes checkpoints incremental (state.backend.incremental).
@@ -314,6 +327,12 @@ func (c Compression) native() (grocksdb.CompressionType, error) {
 	return 0, fmt.Errorf("compression %q: want one of none, snappy, lz4, lz4hc, zstd, zlib", string(c))
 }
 
+// minWriteBufferSize is the smallest Options.WriteBufferSize.
+const minWriteBufferSize = 64 << 10
+
+// inplace reports whether value-like column families update in place.
+func (o Options) inplace() bool { return o.NativeMemtable && !o.NoInplaceUpdate }
+
 // withDefaults returns o with defaults filled in, or an error for invalid
 // values.
 func (o Options) withDefaults() (Options, error) {
@@ -373,7 +392,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.UniversalMaxSizeAmplification = 200
 	}
 	switch {
-	case o.BlockCacheSize < 0, o.BlockSize <= 0, o.WriteBufferSize < 64<<10, o.WriteBufferCount < 1,
+	case o.BlockCacheSize < 0, o.BlockSize <= 0, o.WriteBufferSize < minWriteBufferSize, o.WriteBufferCount < 1,
 		o.Threads < 1, o.TransferThreads < 1, o.TargetFileSize <= 0, o.MaxLevelBase <= 0, o.BloomBitsPerKey <= 0,
 		o.UniversalMergeWidth < 2, o.UniversalMaxSizeAmplification < 1:
 		return o, fmt.Errorf("rocksdb backend: invalid options %+v", o)
@@ -444,8 +463,8 @@ func newNativeOptions(o Options) (*nativeOptions, error) {
 		}
 		cf.SetCompressionPerLevel(per)
 	}
-	// Value-like states are read and written by key only: a hash table
-	// indexes their memtables (one bucket per 64 bytes of write buffer),
+	// With NativeMemtable, value-like states are read and written by key
+	// only in their memtables: a hash table indexes them (one bucket per 64 bytes of write buffer),
 	// which makes a read-modify-write several times faster than the skip
 	// list on large memtables. Prefix extraction is the whole key (noop).
 	// Iterators must then seek in total order (see newIterOptions).
@@ -453,10 +472,10 @@ func newNativeOptions(o Options) (*nativeOptions, error) {
 	// the transform twice when the options are destroyed.) Updates of their
 	// keys happen in place in the active memtable (Options.NoInplaceUpdate).
 	var spec []string
-	if !o.SkipListMemtable {
+	if o.NativeMemtable && !o.SkipListMemtable {
 		spec = append(spec, "prefix_extractor=rocksdb.Noop", fmt.Sprintf("memtable={id=hash_linkedlist;bucket_count=%d;log_when_flash=false}", max(o.WriteBufferSize/64, 1024)))
 	}
-	if !o.NoInplaceUpdate {
+	if o.NativeMemtable && !o.NoInplaceUpdate {
 		spec = append(spec, "inplace_update_support=true")
 	}
 	var vcf *grocksdb.Options

@@ -100,10 +100,18 @@ func (st *store) write(wb *grocksdb.WriteBatch) error {
 // states: one entry per key and namespace.
 type valueStore struct{ *store }
 
+// A value store with write buffers (cfState.buf) reads them before
+// RocksDB and writes only them.
+
 func (v valueStore) Get(ns []byte) ([]byte, bool, error) {
 	k, err := v.entry(ns)
 	if err != nil {
 		return nil, false, err
+	}
+	if v.s.buf != nil {
+		if val, dead, ok := v.b.bufGet(v.s, k); ok {
+			return val, !dead, nil
+		}
 	}
 	return v.get(k)
 }
@@ -113,6 +121,9 @@ func (v valueStore) Put(ns, value []byte) error {
 	if err != nil {
 		return err
 	}
+	if v.s.buf != nil {
+		return v.b.bufSet(v.s, k, value, false)
+	}
 	return v.put(k, value)
 }
 
@@ -120,6 +131,9 @@ func (v valueStore) Delete(ns []byte) error {
 	k, err := v.entry(ns)
 	if err != nil {
 		return err
+	}
+	if v.s.buf != nil {
+		return v.b.bufSet(v.s, k, nil, true)
 	}
 	return v.del(k)
 }

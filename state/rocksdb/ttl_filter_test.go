@@ -52,6 +52,7 @@ func TestTTLCompactionFilter(t *testing.T) {
 		check(t, m.Put("b", int64(i)))
 	}
 	clk.Advance(5 * time.Second) // the first writes expired
+	check(t, b.drainAll())       // value states: from the write buffers into RocksDB
 	for _, name := range []string{"v", "l", "m"} {
 		b.db.CompactRangeCF(b.states[name].cf, grocksdb.Range{})
 	}
@@ -84,6 +85,7 @@ func TestTTLCompactionFilter(t *testing.T) {
 	p, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "plain"})
 	check(t, err)
 	check(t, p.Update(1))
+	check(t, b.drainAll())
 	clk.Advance(time.Hour)
 	b.db.CompactRangeCF(b.states["plain"].cf, grocksdb.Range{})
 	if n := countEntries(t, b, "plain"); n != 1 {

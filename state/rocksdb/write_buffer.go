@@ -1,0 +1,200 @@
+package rocksdb
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/maphash"
+	"slices"
+)
+
+// writeBuffer is the memtable of a value-like state (value, reducing,
+// aggregating), kept in Go memory in front of its column family: the
+// latest value or deletion of each entry written since the buffer was last
+// written to RocksDB. Reads look here first; a checkpoint, or a buffer
+// grown past its size, writes the entries to an SST file in key order and
+// ingests it (spill.go).
+//
+// It is an open-addressing hash table over an append-only arena, neither
+// holding Go pointers, so the garbage collector never scans them. A slot
+// holds a tag of the key's hash (top 24 bits) and the offset of the entry
+// in the arena plus one (low 40 bits; 0 is an empty slot). An entry is
+//
+//	klen uint32 | vcap uint32 | vlen uint32 (deadBit: a deletion) | key | value (vcap bytes)
+//
+// A value no longer than vcap is overwritten in place; a longer one gets a
+// new entry, and the slot moves to it. Nothing is ever removed: a
+// deletion is an entry too, as it must shadow the value in RocksDB.
+type writeBuffer struct {
+	arena []byte
+	slots []uint64
+	mask  uint64
+	n     int // entries
+	seed  maphash.Seed
+}
+
+const (
+	entryHeader = 12
+	deadBit     = 1 << 31
+	offBits     = 40
+	offMask     = 1<<offBits - 1
+	minSlots    = 1 << 10
+)
+
+func newWriteBuffer() *writeBuffer {
+	return &writeBuffer{seed: maphash.MakeSeed()}
+}
+
+// size is the memory the buffer holds, which Options.WriteBufferSize
+// bounds.
+func (w *writeBuffer) size() int64 { return int64(len(w.arena) + 8*len(w.slots)) }
+
+func (w *writeBuffer) empty() bool { return w.n == 0 }
+
+// reset empties the buffer, keeping its memory.
+func (w *writeBuffer) reset() {
+	w.arena = w.arena[:0]
+	clear(w.slots)
+	w.n = 0
+}
+
+func (w *writeBuffer) entryKey(off uint64) []byte {
+	klen := binary.LittleEndian.Uint32(w.arena[off:])
+	return w.arena[off+entryHeader : off+entryHeader+uint64(klen)]
+}
+
+// entry returns the entry at off: its key, its value (nil for a deletion)
+// and whether it is a deletion.
+func (w *writeBuffer) entry(off uint64) (key, value []byte, dead bool) {
+	h := w.arena[off : off+entryHeader]
+	klen := uint64(binary.LittleEndian.Uint32(h))
+	vlen := binary.LittleEndian.Uint32(h[8:])
+	key = w.arena[off+entryHeader : off+entryHeader+klen]
+	if vlen&deadBit != 0 {
+		return key, nil, true
+	}
+	start := off + entryHeader + klen
+	return key, w.arena[start : start+uint64(vlen)], false
+}
+
+// find returns the slot index of key, or of the empty slot where it would
+// go, and whether key is there.
+func (w *writeBuffer) find(key []byte, h uint64) (uint64, bool) {
+	tag := h >> offBits
+	i := h & w.mask
+	for {
+		s := w.slots[i]
+		if s == 0 {
+			return i, false
+		}
+		if s>>offBits == tag && bytes.Equal(w.entryKey(s&offMask-1), key) {
+			return i, true
+		}
+		i = (i + 1) & w.mask
+	}
+}
+
+// get returns the buffered value of key: found reports an entry, dead
+// that it is a deletion. The value aliases the buffer: valid until the
+// next put or delete.
+func (w *writeBuffer) get(key []byte) (value []byte, dead, found bool) {
+	if w.n == 0 {
+		return nil, false, false
+	}
+	i, ok := w.find(key, maphash.Bytes(w.seed, key))
+	if !ok {
+		return nil, false, false
+	}
+	_, value, dead = w.entry(w.slots[i]&offMask - 1)
+	return value, dead, true
+}
+
+// put buffers value as key's latest value.
+func (w *writeBuffer) put(key, value []byte) { w.set(key, value, false) }
+
+// del buffers a deletion of key.
+func (w *writeBuffer) del(key []byte) { w.set(key, nil, true) }
+
+func (w *writeBuffer) set(key, value []byte, dead bool) {
+	if (w.n+1)*4 > len(w.slots)*3 {
+		w.grow()
+	}
+	h := maphash.Bytes(w.seed, key)
+	i, ok := w.find(key, h)
+	vlen := uint32(len(value))
+	if dead {
+		vlen = deadBit
+	}
+	if ok {
+		off := w.slots[i]&offMask - 1
+		e := w.arena[off:]
+		klen := uint64(binary.LittleEndian.Uint32(e))
+		if uint32(len(value)) <= binary.LittleEndian.Uint32(e[4:]) {
+			binary.LittleEndian.PutUint32(e[8:], vlen)
+			copy(e[entryHeader+klen:], value)
+			return
+		}
+	} else {
+		w.n++
+	}
+	off := uint64(len(w.arena))
+	w.arena = binary.LittleEndian.AppendUint32(w.arena, uint32(len(key)))
+	w.arena = binary.LittleEndian.AppendUint32(w.arena, uint32(len(value)))
+	w.arena = binary.LittleEndian.AppendUint32(w.arena, vlen)
+	w.arena = append(append(w.arena, key...), value...)
+	w.slots[i] = h>>offBits<<offBits | (off + 1)
+}
+
+func (w *writeBuffer) grow() {
+	old := w.slots
+	n := max(2*len(old), minSlots)
+	w.slots = make([]uint64, n)
+	w.mask = uint64(n - 1)
+	for _, s := range old {
+		if s == 0 {
+			continue
+		}
+		h := maphash.Bytes(w.seed, w.entryKey(s&offMask-1))
+		i := h & w.mask
+		for w.slots[i] != 0 {
+			i = (i + 1) & w.mask
+		}
+		w.slots[i] = s
+	}
+}
+
+// sortKey is an entry to sort: the first 8 bytes of its key (big endian,
+// zero-padded), which settle most comparisons without reading the arena,
+// and its offset.
+type sortKey struct {
+	prefix uint64
+	off    uint64
+}
+
+// sorted returns the offsets of the entries in key order.
+func (w *writeBuffer) sorted() []uint64 {
+	ks := make([]sortKey, 0, w.n)
+	var p [8]byte
+	for _, s := range w.slots {
+		if s == 0 {
+			continue
+		}
+		off := s&offMask - 1
+		clear(p[:])
+		copy(p[:], w.entryKey(off))
+		ks = append(ks, sortKey{binary.BigEndian.Uint64(p[:]), off})
+	}
+	slices.SortFunc(ks, func(a, b sortKey) int {
+		switch {
+		case a.prefix < b.prefix:
+			return -1
+		case a.prefix > b.prefix:
+			return 1
+		}
+		return bytes.Compare(w.entryKey(a.off), w.entryKey(b.off))
+	})
+	offs := make([]uint64, len(ks))
+	for i, k := range ks {
+		offs[i] = k.off
+	}
+	return offs
+}

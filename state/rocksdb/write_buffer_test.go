@@ -1,0 +1,135 @@
+package rocksdb
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/sluicehq/sluice/state"
+)
+
+// TestWriteBufferModel runs random puts and deletes of keys of many
+// lengths, values growing and shrinking, against a map: every get agrees,
+// and sorted lists every key once, in byte order, with its latest value.
+func TestWriteBufferModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	type val struct {
+		v    []byte
+		dead bool
+	}
+	w := newWriteBuffer()
+	model := map[string]val{}
+	key := func() []byte {
+		// Shared prefixes longer than the 8 sorted on first.
+		return fmt.Appendf(nil, "%s%d", bytes.Repeat([]byte{'k'}, rng.IntN(12)), rng.IntN(3000))
+	}
+	for i := range 50000 {
+		k := key()
+		switch rng.IntN(10) {
+		case 0:
+			w.del(k)
+			model[string(k)] = val{dead: true}
+		case 1, 2, 3:
+			v, dead, ok := w.get(k)
+			m, mok := model[string(k)]
+			if ok != mok || dead != m.dead || !bytes.Equal(v, m.v) {
+				t.Fatalf("op %d: get %q = %q dead=%v found=%v, want %q dead=%v found=%v", i, k, v, dead, ok, m.v, m.dead, mok)
+			}
+		default:
+			v := bytes.Repeat([]byte{byte(i)}, rng.IntN(40))
+			w.put(k, v)
+			model[string(k)] = val{v: v}
+		}
+	}
+	if w.n != len(model) {
+		t.Fatalf("buffer holds %d entries, model %d", w.n, len(model))
+	}
+	keys := make([]string, 0, len(model))
+	for k := range model {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	offs := w.sorted()
+	if len(offs) != len(keys) {
+		t.Fatalf("sorted gives %d entries, want %d", len(offs), len(keys))
+	}
+	for i, off := range offs {
+		k, v, dead := w.entry(off)
+		m := model[keys[i]]
+		if string(k) != keys[i] || dead != m.dead || !bytes.Equal(v, m.v) {
+			t.Fatalf("sorted entry %d = %q %q dead=%v, want %q %q dead=%v", i, k, v, dead, keys[i], m.v, m.dead)
+		}
+	}
+	w.reset()
+	if _, _, ok := w.get([]byte(keys[0])); ok || !w.empty() {
+		t.Fatal("reset buffer still holds entries")
+	}
+}
+
+// TestWriteBufferSpills: with the smallest write buffer, 20000 keys spill
+// many times in the background, each spill held back until the next one
+// is due (so reads find entries in the sealed buffer); every value,
+// overwrite and deletion reads back before and after a checkpoint, which a
+// restore reproduces, and the spill directory is left empty.
+func TestWriteBufferSpills(t *testing.T) {
+	b := newTestBackend(t, Options{WriteBufferSize: minWriteBufferSize})
+	closeLater(t, b)
+	release := make(chan struct{})
+	b.testHookBeforeSpill = func() { <-release }
+	b.testHookWaitSealed = func() { release <- struct{}{} }
+	t.Cleanup(func() { close(release) }) // before closeLater's Close
+	v, err := state.GetValueState(b, state.ValueStateDescriptor[string]{Name: "v"})
+	check(t, err)
+	const keys = 20000
+	want := func(k int) (string, bool) {
+		switch {
+		case k%7 == 0:
+			return "", false // deleted
+		case k%3 == 0:
+			return fmt.Sprint("long value of key ", k, " written second"), true
+		}
+		return fmt.Sprint(k), true
+	}
+	for k := range keys {
+		setKey(b, keyName(k))
+		check(t, v.Update(fmt.Sprint(k)))
+	}
+	for k := range keys {
+		setKey(b, keyName(k))
+		if k%7 == 0 {
+			check(t, v.Clear())
+		} else if s, ok := want(k); ok && k%3 == 0 {
+			check(t, v.Update(s))
+		}
+	}
+	verify := func(b *Backend, v state.ValueState[string], when string) {
+		t.Helper()
+		for k := range keys {
+			setKey(b, keyName(k))
+			got, ok, err := v.Value()
+			w, wok := want(k)
+			if err != nil || ok != wok || got != w {
+				t.Fatalf("%s: key %d = %q %v %v, want %q %v", when, k, got, ok, err, w, wok)
+			}
+		}
+	}
+	verify(b, v, "before the checkpoint")
+	if n := b.spillSeq.Load(); n < 10 {
+		t.Fatalf("%d spills, want many with a %d-byte write buffer", n, minWriteBufferSize)
+	}
+	stor := newDirStorage(t)
+	h := checkpoint(t, b, 1, stor)
+	verify(b, v, "after the checkpoint")
+	if left, _ := filepath.Glob(filepath.Join(b.opts.Dir, spillDirName, "*")); len(left) != 0 {
+		t.Fatalf("spill files left behind: %v", left)
+	}
+	r := newTestBackend(t, Options{})
+	closeLater(t, r)
+	check(t, r.RestoreIncremental([]*IncrementalHandle{h}, stor.download))
+	rv, err := state.GetValueState(r, state.ValueStateDescriptor[string]{Name: "v"})
+	check(t, err)
+	verify(r, rv, "restored")
+}
