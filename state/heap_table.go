@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"sync/atomic"
+	"unsafe"
 )
 
 // ktab is the hash table of one layer of one key group of one heap state:
@@ -177,6 +178,10 @@ func (t *ktab[V]) remove(k *ckey) bool {
 	}
 }
 
+// hugeTableBytes is the size from which a table asks for huge pages: an
+// eighth of one, so that the tables of neighbouring key groups share them.
+const hugeTableBytes = 256 << 10
+
 func (t *ktab[V]) grow() {
 	old := t.slots
 	n := 16
@@ -198,6 +203,9 @@ func (t *ktab[V]) grow() {
 			j = (j + 1) & t.mask
 		}
 		t.slots[j] = *s
+	}
+	if sz := uintptr(n) * unsafe.Sizeof(t.slots[0]); sz >= hugeTableBytes {
+		preferHugePages(unsafe.Pointer(&t.slots[0]), sz)
 	}
 }
 

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package state
+
+import "unsafe"
+
+func preferHugePages(unsafe.Pointer, uintptr) {}
