@@ -188,7 +188,8 @@ func New(opts Options) (*Backend, error) {
 	return b, nil
 }
 
-// openFresh opens a new, empty database in dbDir, discarding a stale one.
+// openFresh opens a new, empty database in dbDir, discarding a stale one
+// and the write-buffer files an earlier run left.
 func (b *Backend) openFresh() error {
 	if _, err := os.Stat(filepath.Join(b.dbDir, "CURRENT")); err == nil {
 		// A database of an earlier run: open it first, which fails if
@@ -205,6 +206,9 @@ func (b *Backend) openFresh() error {
 	}
 	if err := os.RemoveAll(b.dbDir); err != nil {
 		return fmt.Errorf("rocksdb backend: clear %s: %w", b.dbDir, err)
+	}
+	if err := os.RemoveAll(filepath.Join(b.opts.Dir, spillDirName)); err != nil {
+		return fmt.Errorf("rocksdb backend: clear write buffer files: %w", err)
 	}
 	if err := b.openExisting(b.dbDir); err != nil {
 		return err

@@ -454,11 +454,18 @@ func TestStaleDatabaseDiscarded(t *testing.T) {
 	check(t, linkFiles(snap.dir, filepath.Join(dir, "db"), names))
 	snap.Release()
 	check(t, b.Close())
+	// and a write buffer's SST file it had not ingested yet.
+	stale := filepath.Join(dir, spillDirName, "1.sst")
+	check(t, os.MkdirAll(filepath.Dir(stale), 0o755))
+	check(t, os.WriteFile(stale, []byte("partial"), 0o644))
 
 	b2 := newTestBackend(t, Options{Dir: dir})
 	closeLater(t, b2)
 	if len(b2.order) != 0 {
 		t.Fatalf("new backend has %d states from the stale database", len(b2.order))
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("stale write buffer file %s still there: %v", stale, err)
 	}
 	v2, err := state.GetValueState(b2, state.ValueStateDescriptor[int64]{Name: "v"})
 	check(t, err)

@@ -1,12 +1,17 @@
 package rocksdb
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/linxGnu/grocksdb"
 )
+
+// ErrValueTooLarge: a value-like state's value or key of 2 GiB or more,
+// which a write buffer cannot hold.
+var ErrValueTooLarge = errors.New("value too large for a write buffer")
 
 // cfBuffer is the write buffers of a value-like state: the active one,
 // which the task goroutine reads and writes, and at most one sealed one,
@@ -42,6 +47,9 @@ func (b *Backend) bufSet(s *cfState, key, value []byte, dead bool) error {
 	wb := s.buf
 	if wb.err != nil {
 		return wb.err
+	}
+	if len(value) >= deadBit || len(key) >= deadBit {
+		return fmt.Errorf("state %q: %d-byte value of a %d-byte key: %w", s.meta.Name, len(value), len(key), ErrValueTooLarge)
 	}
 	if wb.active.size() >= b.opts.WriteBufferSize {
 		if err := b.seal(s); err != nil {
@@ -88,7 +96,7 @@ func (b *Backend) seal(s *cfState) error {
 // keeps its memory for the next seal.
 func (b *Backend) waitSealed(s *cfState) error {
 	wb := s.buf
-	if wb.sealed == nil {
+	if wb.err != nil || wb.sealed == nil {
 		return wb.err
 	}
 	if b.testHookWaitSealed != nil {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/state"
@@ -132,4 +134,36 @@ func TestWriteBufferSpills(t *testing.T) {
 	rv, err := state.GetValueState(r, state.ValueStateDescriptor[string]{Name: "v"})
 	check(t, err)
 	verify(r, rv, "restored")
+}
+
+// TestWriteBufferSpillFailure: when a write buffer cannot be written into
+// RocksDB (here its directory is a file), writes and checkpoints of the
+// state fail with an error naming the state and the file, and what was
+// written stays readable.
+func TestWriteBufferSpillFailure(t *testing.T) {
+	b := newTestBackend(t, Options{WriteBufferSize: minWriteBufferSize})
+	closeLater(t, b)
+	check(t, os.WriteFile(filepath.Join(b.opts.Dir, spillDirName), nil, 0o644))
+	v, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "counts"})
+	check(t, err)
+	var werr error
+	written := 0
+	for k := 0; k < 100000 && werr == nil; k++ {
+		setKey(b, keyName(k))
+		if werr = v.Update(int64(k)); werr == nil {
+			written++
+		}
+	}
+	if werr == nil || !strings.Contains(werr.Error(), `"counts"`) || !strings.Contains(werr.Error(), spillDirName) {
+		t.Fatalf("write after a failed spill: %v, want an error naming the state and the spill directory", werr)
+	}
+	if _, err := b.SnapshotIncremental(1); err == nil || !strings.Contains(err.Error(), `"counts"`) {
+		t.Fatalf("checkpoint after a failed spill: %v, want an error naming the state", err)
+	}
+	for k := range written {
+		setKey(b, keyName(k))
+		if got, ok, err := v.Value(); err != nil || !ok || got != int64(k) {
+			t.Fatalf("key %d after a failed spill = %d %v %v, want %d", k, got, ok, err, k)
+		}
+	}
 }
