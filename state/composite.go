@@ -28,6 +28,17 @@ type ckey struct {
 // composites.
 func (k *ckey) set(key, ns []byte, scratch *[]byte) {
 	n := len(key) + len(ns) + 1
+	if len(ns) == 0 && n <= inlineMax {
+		// The common case, without a copy through a buffer: the key, a
+		// zero (the namespace's length), zeros, the length in byte 15.
+		k.long = nil
+		if len(key) <= 8 {
+			k.lo, k.hi = loadShort(key), uint64(n)<<56
+			return
+		}
+		k.lo, k.hi = binary.LittleEndian.Uint64(key), loadShort(key[8:])|uint64(n)<<56
+		return
+	}
 	if n <= inlineMax && len(ns) < 0x80 {
 		var a [16]byte
 		copy(a[:], key)
@@ -41,6 +52,18 @@ func (k *ckey) set(key, ns []byte, scratch *[]byte) {
 	}
 	*scratch = appendComposite((*scratch)[:0], key, ns)
 	k.lo, k.hi, k.long = 0, 0, *scratch
+}
+
+// loadShort reads up to 8 bytes as a little-endian word.
+func loadShort(b []byte) uint64 {
+	if len(b) == 8 {
+		return binary.LittleEndian.Uint64(b)
+	}
+	var v uint64
+	for i := len(b) - 1; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
 }
 
 // inlineBytes returns the composite stored inline in lo, hi (tombstone bit
