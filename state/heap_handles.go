@@ -245,6 +245,9 @@ func (h *cellHandle[T]) merge(target []byte, sources [][]byte, f func(a, b T) T)
 type heapValue[T any] struct{ cellHandle[T] }
 
 func (h *heapValue[T]) Value() (T, bool, error) {
+	if v, ok, done := h.probeFast(); done {
+		return v, ok, nil
+	}
 	kg, err := h.kg()
 	if err != nil {
 		var zero T
@@ -259,6 +262,37 @@ func (h *heapValue[T]) Value() (T, bool, error) {
 	}
 	v, ok := h.get(kg, false)
 	return v, ok, nil
+}
+
+// probeFast is read for the common case, with no calls: a current key in
+// range, the default namespace, no TTL, an inline key and a key group with
+// one layer. done is false when the case does not apply.
+func (h *heapValue[T]) probeFast() (v T, ok, done bool) {
+	b := h.b
+	kg := b.kgIdx
+	if kg < 0 || h.ns != nil || h.t.ttl.on || b.voidKey.hi == 0 {
+		return v, false, false
+	}
+	top := h.t.tops[kg]
+	tab := &top.tab
+	if top.below != nil || tab.slots == nil {
+		return v, false, false
+	}
+	lo, hi := b.voidKey.lo, b.voidKey.hi
+	h.cEpoch, h.cPtr, h.cWritable = b.epoch, nil, false
+	for i := tab.hash(lo, hi) & tab.mask; ; i = (i + 1) & tab.mask {
+		s := &tab.slots[i]
+		if s.lo == lo && s.hi&^deadBit == hi {
+			if s.hi&deadBit != 0 {
+				return v, false, true
+			}
+			h.cPtr, h.cWritable = &s.v, top.refs.Load() == 0
+			return s.v.v, true, true
+		}
+		if s.hi == 0 {
+			return v, false, true
+		}
+	}
 }
 
 func (h *heapValue[T]) Update(v T) error {
