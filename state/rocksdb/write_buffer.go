@@ -50,10 +50,11 @@ func (w *writeBuffer) size() int64 { return int64(len(w.arena) + 8*len(w.slots))
 
 func (w *writeBuffer) empty() bool { return w.n == 0 }
 
-// reset empties the buffer, keeping its memory.
+// reset empties the buffer, keeping the arena's memory. The table starts
+// small again: left at its size it could alone reach the buffer's limit.
 func (w *writeBuffer) reset() {
 	w.arena = w.arena[:0]
-	clear(w.slots)
+	w.slots, w.mask = nil, 0
 	w.n = 0
 }
 

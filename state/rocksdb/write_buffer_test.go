@@ -69,6 +69,10 @@ func TestWriteBufferModel(t *testing.T) {
 	if _, _, ok := w.get([]byte(keys[0])); ok || !w.empty() {
 		t.Fatal("reset buffer still holds entries")
 	}
+	w.put([]byte("again"), []byte("1"))
+	if v, dead, ok := w.get([]byte("again")); !ok || dead || string(v) != "1" || w.n != 1 {
+		t.Fatalf("put after reset: get = %q %v %v, %d entries", v, dead, ok, w.n)
+	}
 }
 
 // TestWriteBufferSpills: with the smallest write buffer, 20000 keys spill
