@@ -2,6 +2,7 @@ package rocksdb
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"hash/maphash"
 	"slices"
@@ -19,10 +20,11 @@ import (
 // holds a tag of the key's hash (top 24 bits) and the offset of the entry
 // in the arena plus one (low 40 bits; 0 is an empty slot). An entry is
 //
-//	klen uint32 | vcap uint32 | vlen uint32 (deadBit: a deletion) | key | value (vcap bytes)
+//	klen uint32 (staleBit: superseded) | vcap uint32 | vlen uint32 (deadBit: a deletion) | key | value (vcap bytes)
 //
 // A value no longer than vcap is overwritten in place; a longer one gets a
-// new entry, and the slot moves to it. Nothing is ever removed: a
+// new entry, the slot moves to it and the old one is marked stale, so
+// that sorted can walk the arena in order rather than follow the slots. Nothing is ever removed: a
 // deletion is an entry too, as it must shadow the value in RocksDB.
 type writeBuffer struct {
 	arena []byte
@@ -35,6 +37,7 @@ type writeBuffer struct {
 const (
 	entryHeader = 12
 	deadBit     = 1 << 31
+	staleBit    = 1 << 31
 	offBits     = 40
 	offMask     = 1<<offBits - 1
 	minSlots    = 1 << 10
@@ -134,6 +137,7 @@ func (w *writeBuffer) set(key, value []byte, dead bool) {
 			copy(e[entryHeader+klen:], value)
 			return
 		}
+		binary.LittleEndian.PutUint32(e, uint32(klen)|staleBit)
 	} else {
 		w.n++
 	}
@@ -163,33 +167,37 @@ func (w *writeBuffer) grow() {
 	}
 }
 
-// sortKey is an entry to sort: the first 8 bytes of its key (big endian,
-// zero-padded), which settle most comparisons without reading the arena,
-// and its offset.
+// sortKey is an entry to sort: the first 16 bytes of its key (big
+// endian, zero-padded), which settle most comparisons without reading the
+// arena (a key group, a length and an 8-byte key take 11), and its offset.
 type sortKey struct {
-	prefix uint64
+	p0, p1 uint64
 	off    uint64
 }
 
-// sorted returns the offsets of the entries in key order.
+// sorted returns the offsets of the entries in key order. It reads the
+// arena front to back (the slots point into it at random), skipping stale
+// entries.
 func (w *writeBuffer) sorted() []uint64 {
 	ks := make([]sortKey, 0, w.n)
-	var p [8]byte
-	for _, s := range w.slots {
-		if s == 0 {
-			continue
+	var p [16]byte
+	for off := uint64(0); off < uint64(len(w.arena)); {
+		h := w.arena[off : off+entryHeader]
+		klen := binary.LittleEndian.Uint32(h)
+		next := off + entryHeader + uint64(klen&^staleBit) + uint64(binary.LittleEndian.Uint32(h[4:]))
+		if klen&staleBit == 0 {
+			clear(p[:])
+			copy(p[:], w.arena[off+entryHeader:off+entryHeader+uint64(klen)])
+			ks = append(ks, sortKey{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:]), off})
 		}
-		off := s&offMask - 1
-		clear(p[:])
-		copy(p[:], w.entryKey(off))
-		ks = append(ks, sortKey{binary.BigEndian.Uint64(p[:]), off})
+		off = next
 	}
 	slices.SortFunc(ks, func(a, b sortKey) int {
-		switch {
-		case a.prefix < b.prefix:
-			return -1
-		case a.prefix > b.prefix:
-			return 1
+		if c := cmp.Compare(a.p0, b.p0); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.p1, b.p1); c != 0 {
+			return c
 		}
 		return bytes.Compare(w.entryKey(a.off), w.entryKey(b.off))
 	})
