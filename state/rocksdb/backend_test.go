@@ -518,6 +518,13 @@ func TestOptionsSet(t *testing.T) {
 	if _, err := New(Options{}); err == nil {
 		t.Fatal("New without a directory")
 	}
+	// Memtable options that only mean something with NativeMemtable.
+	for _, o := range []Options{{SkipListMemtable: true}, {NoInplaceUpdate: true}} {
+		o.Dir = t.TempDir()
+		if _, err := New(o); err == nil || !strings.Contains(err.Error(), "NativeMemtable") {
+			t.Fatalf("New(%+v) = %v, want an error naming NativeMemtable", o, err)
+		}
+	}
 }
 
 func TestKeyLayout(t *testing.T) {

@@ -81,7 +81,8 @@ var (
 	benchStateSize   = flag.String("rocksdb.state", "1gb", "BenchmarkIncrementalCheckpoint: state size (a memory size: 256mb, 1gb)")
 	benchCheckpoints = flag.Int("rocksdb.checkpoints", 20, "BenchmarkIncrementalCheckpoint: checkpoints after the first")
 	benchChange      = flag.Float64("rocksdb.change", 0.01, "BenchmarkIncrementalCheckpoint: fraction of the keys changed between checkpoints")
-	benchSkipList    = flag.Bool("rocksdb.skiplist", false, "BenchmarkIncrementalCheckpoint: Options.SkipListMemtable (the flush in the synchronous part sorts nothing)")
+	benchNative      = flag.Bool("rocksdb.native", false, "BenchmarkIncrementalCheckpoint: Options.NativeMemtable (the value state in RocksDB's hash memtable, which the synchronous part's flush sorts)")
+	benchSkipList    = flag.Bool("rocksdb.skiplist", false, "BenchmarkIncrementalCheckpoint: Options.NativeMemtable with SkipListMemtable (the flush sorts nothing)")
 	benchSettle      = flag.Bool("rocksdb.settle", true, "BenchmarkIncrementalCheckpoint: wait for compactions to finish before each checkpoint, as a checkpoint interval longer than a compaction does")
 )
 
@@ -119,7 +120,7 @@ func BenchmarkIncrementalCheckpoint(b *testing.B) {
 	const valueSize = 200
 	n := int(size / (valueSize + 16))
 	dir := b.TempDir()
-	opts := Options{SkipListMemtable: *benchSkipList}
+	opts := Options{NativeMemtable: *benchNative || *benchSkipList, SkipListMemtable: *benchSkipList}
 	opts.Dir, opts.LocalRecovery = dir, true
 	be := newTestBackend(b, opts)
 	vs, err := state.GetValueState(be, state.ValueStateDescriptor[[]byte]{Name: "blob", Codec: codec.Bytes{}})

@@ -397,6 +397,9 @@ func (o Options) withDefaults() (Options, error) {
 		o.UniversalMergeWidth < 2, o.UniversalMaxSizeAmplification < 1:
 		return o, fmt.Errorf("rocksdb backend: invalid options %+v", o)
 	}
+	if (o.SkipListMemtable || o.NoInplaceUpdate) && !o.NativeMemtable {
+		return o, errors.New("rocksdb backend: SkipListMemtable and NoInplaceUpdate choose the memtable of value states, which they have only with NativeMemtable")
+	}
 	if o.CompactionStyle != LevelCompaction && o.CompactionStyle != UniversalCompaction {
 		return o, fmt.Errorf("rocksdb backend: compaction style %q", o.CompactionStyle)
 	}
