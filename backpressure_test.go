@@ -171,3 +171,50 @@ func (f *fifoCheck) ProcessElement(_ *sluice.KeyedContext[int], v string, out sl
 	out.Collect(strings.ToUpper(v))
 	return nil
 }
+
+// TestAlignedBarrierQueuedBehindBackpressure: with an aligned checkpoint
+// timeout that never fires, a barrier queued behind backpressured data in
+// the source's output completes the checkpoint, aligned, as soon as the
+// consumer drains it: the source learns from the network that the barrier
+// left its queue (no timeout, no promotion).
+func TestAlignedBarrierQueuedBehindBackpressure(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	env := newEnv(sluice.WithBufferSize(256), sluice.WithParallelism(1),
+		sluice.WithCheckpointing(20*time.Millisecond, t.TempDir()),
+		sluice.WithUnalignedCheckpoints(time.Hour))
+	release := make(chan struct{})
+	src := sluice.FromSource(env, source.NewDatagen(func(i int64) int64 { return i }), sluice.NoWatermarks[int64](), "gen")
+	held := sluice.Map(src.Rebalance(), func(v int64) (int64, error) {
+		<-release
+		return v, nil
+	}, sluice.Name("held"))
+	sluice.SinkTo(held, sink.NewDiscard[int64](), sluice.Name("out"))
+	job, err := env.ExecuteAsync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		job.Cancel()
+		_ = job.Wait()
+	}()
+	await(t, "a checkpoint in progress while the source is backpressured", func() bool {
+		st, _ := job.CheckpointStats()
+		for _, m := range job.Metrics() {
+			if strings.HasPrefix(m.Vertex, "gen") && m.BackPressuredTime > 0 && st.InProgress > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	st, _ := job.CheckpointStats()
+	before := st.Completed // one may have completed before the first record
+	close(release)
+	await(t, "a completed checkpoint once the consumer drains", func() bool {
+		st, _ := job.CheckpointStats()
+		return st.Completed > before
+	})
+	st, _ = job.CheckpointStats()
+	if c := st.LatestCompleted; c.Unaligned || c.PersistedData != 0 {
+		t.Fatalf("checkpoint %d: unaligned=%v, persisted %d bytes; want aligned (the timeout never fires)", c.ID, c.Unaligned, c.PersistedData)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
@@ -43,6 +44,14 @@ type taskCheckpoints struct {
 	// a promotion at the deadline overtook before the handler started it.
 	announced map[int64]bool
 	promoted  map[int64]map[int][]byte
+	// watched are the snapshots whose aligned-with-timeout barrier is
+	// still queued in an output (watchOutput). While watchArmed, every
+	// event leaving an output queue posts one recheck mail (watchMail
+	// while it is queued); both flags are read by the network's
+	// goroutines.
+	watched    []*pendingSnapshot
+	watchArmed atomic.Bool
+	watchMail  atomic.Bool
 }
 
 // BarrierAnnouncement is the priority event sent ahead of an aligned
@@ -95,13 +104,17 @@ func (p *pendingSnapshot) release() {
 }
 
 func newTaskCheckpoints(t *Task) *taskCheckpoints {
-	return &taskCheckpoints{
+	c := &taskCheckpoints{
 		t:         t,
 		handler:   checkpoint.NewBarrierHandler(t.job.cfg.Checkpoint.Mode, t.numChannels),
 		pending:   map[int64]*pendingSnapshot{},
 		announced: map[int64]bool{},
 		promoted:  map[int64]map[int][]byte{},
 	}
+	for _, p := range t.partitions {
+		p.OnEventSent(c.onEventSent)
+	}
+	return c
 }
 
 // onAnnouncement arms, once per checkpoint, a timer at the barrier's
@@ -391,25 +404,54 @@ func (c *taskCheckpoints) exec(acts []checkpoint.Action, boe *network.BufferOrEv
 
 // watchOutput waits, for an aligned barrier that the timeout may still
 // promote, until it has left every output queue (or the timeout promotes
-// it): only then is the checkpoint's output channel state complete.
+// it): only then is the checkpoint's output channel state complete. The
+// network tells when events leave the queues (onEventSent).
 func (c *taskCheckpoints) watchOutput(p *pendingSnapshot) {
 	if p.barrier.Options.Alignment != checkpoint.AlignedWithTimeout {
 		p.outputDone = true
 		c.maybeAsync(p)
 		return
 	}
-	if !c.barrierQueued(p.id()) {
-		p.outputDone = true
-		c.maybeAsync(p)
+	// Armed before the check: a barrier sent after it posts a recheck.
+	c.watchArmed.Store(true)
+	c.watched = append(c.watched, p)
+	c.recheckWatched()
+}
+
+// onEventSent runs on a network goroutine when events left one of the
+// task's output queues: while snapshots are watched, it has the task
+// recheck them.
+func (c *taskCheckpoints) onEventSent() {
+	if !c.watchArmed.Load() || !c.watchMail.CompareAndSwap(false, true) {
 		return
 	}
-	t := c.t
-	t.timers.At(t.timers.Now()+5, func() error {
-		if c.pending[p.id()] == p && !p.outputDone {
-			c.watchOutput(p)
-		}
+	_ = c.t.mailbox.Put(func() error {
+		c.watchMail.Store(false)
+		c.recheckWatched()
 		return nil
 	})
+}
+
+// recheckWatched completes the output of the watched snapshots whose
+// barrier has left every queue, and forgets those done otherwise
+// (promoted, aborted).
+func (c *taskCheckpoints) recheckWatched() {
+	keep := c.watched[:0]
+	for _, p := range c.watched {
+		switch {
+		case c.pending[p.id()] != p || p.outputDone:
+		case c.barrierQueued(p.id()):
+			keep = append(keep, p)
+		default:
+			p.outputDone = true
+			c.maybeAsync(p)
+		}
+	}
+	clear(c.watched[len(keep):])
+	c.watched = keep
+	if len(keep) == 0 {
+		c.watchArmed.Store(false)
+	}
 }
 
 func (c *taskCheckpoints) barrierQueued(id int64) bool {

@@ -37,19 +37,20 @@ func (sp *subpartition) transferLocked(extra *Buffer) (unused *Buffer) {
 		return extra
 	}
 	g := c.g
-	var gotData, gotPrio bool
+	var gotData, gotPrio, sentEvent bool
 	for sp.queue.len() > 0 {
 		head := sp.queue.front()
 		if head.buf == nil { // an event
 			e, _ := sp.queue.popFront()
 			switch {
 			case c.released:
+				sentEvent = !e.prio
 			case e.prio:
 				c.addPriorityLocked(e, true)
 				gotPrio = true
 			default:
 				c.received.pushBack(e)
-				gotData = true
+				gotData, sentEvent = true, true
 			}
 			continue
 		}
@@ -81,6 +82,9 @@ func (sp *subpartition) transferLocked(extra *Buffer) (unused *Buffer) {
 	}
 	if gotData {
 		g.notifyData(c)
+	}
+	if fn := sp.p.eventSent.Load(); sentEvent && fn != nil {
+		(*fn)()
 	}
 	return extra
 }

@@ -33,6 +33,9 @@ type ResultPartition struct {
 	released   chan struct{} // closed by Release
 	releaseOne sync.Once
 
+	// eventSent, if set, runs when queued events leave a subpartition.
+	eventSent atomic.Pointer[func()]
+
 	buffersOut  atomic.Int64
 	bytesOut    atomic.Int64
 	recordsOut  atomic.Int64
@@ -86,6 +89,21 @@ func NewResultPartition(name string, numSubpartitions int, cfg Config, wake chan
 		p.subs[i] = &subpartition{p: p, index: i}
 	}
 	return p
+}
+
+// OnEventSent sets fn to run each time one or more queued (non-priority)
+// events leave a subpartition for its channel, or are dropped because the
+// channel was released: the way to learn, without polling, that an event
+// HasQueuedEvent reported is no longer queued. fn runs under the
+// subpartition's lock on whichever goroutine moved the events, so it must
+// be quick, not block, and not call into the network. Safe from any
+// goroutine; nil removes it.
+func (p *ResultPartition) OnEventSent(fn func()) {
+	if fn == nil {
+		p.eventSent.Store(nil)
+		return
+	}
+	p.eventSent.Store(&fn)
 }
 
 // Name returns the name given to NewResultPartition.

@@ -3,6 +3,7 @@ package network_test
 import (
 	"bytes"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/sluice/runtime/network"
@@ -240,4 +241,41 @@ func TestPriorityEventsAreFIFOAmongThemselves(t *testing.T) {
 	pollEvent(t, g, marker{1}, true)
 	pollEvent(t, g, marker{2}, true)
 	pollBuffer(t, g, framed('A', 15)).Recycle()
+}
+
+// TestOnEventSent: the hook runs when a queued event leaves the
+// subpartition, not while it waits behind data without credit, and not
+// for priority events; HasQueuedEvent agrees with it.
+func TestOnEventSent(t *testing.T) {
+	p, g := smallExchange(1, 1)
+	var sent atomic.Int32
+	p.OnEventSent(func() { sent.Add(1) })
+	isMarker := func(ev any) bool { _, ok := ev.(marker); return ok }
+	mustWrite(t, p, 'A', 15) // transferred
+	mustWrite(t, p, 'B', 15) // transferred
+	mustWrite(t, p, 'C', 15) // backlog: no credit left
+	if err := p.AddEvent(0, marker{1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := sent.Load(); n != 0 || !p.HasQueuedEvent(0, isMarker) {
+		t.Fatalf("event behind data without credit: hook ran %d times, queued=%v", n, p.HasQueuedEvent(0, isMarker))
+	}
+	if _, err := p.AddPriorityEvent(0, "prio"); err != nil {
+		t.Fatal(err)
+	}
+	if n := sent.Load(); n != 0 {
+		t.Fatalf("a priority event ran the hook %d times", n)
+	}
+	pollEvent(t, g, "prio", true)
+	pollBuffer(t, g, framed('A', 15)).Recycle() // credit: C and the event go
+	if n := sent.Load(); n != 1 || p.HasQueuedEvent(0, isMarker) {
+		t.Fatalf("after the event left: hook ran %d times, queued=%v", n, p.HasQueuedEvent(0, isMarker))
+	}
+	p.OnEventSent(nil)
+	if err := p.AddEvent(0, marker{2}); err != nil {
+		t.Fatal(err)
+	}
+	if n := sent.Load(); n != 1 {
+		t.Fatalf("removed hook ran: %d", n)
+	}
 }
