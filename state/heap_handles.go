@@ -274,25 +274,16 @@ func (h *heapValue[T]) probeFast() (v T, ok, done bool) {
 		return v, false, false
 	}
 	top := h.t.tops[kg]
-	tab := &top.tab
-	if top.below != nil || tab.slots == nil {
+	if top.below != nil {
 		return v, false, false
 	}
-	lo, hi := b.voidKey.lo, b.voidKey.hi
+	p, dead, found := top.tab.findInline(b.voidKey.lo, b.voidKey.hi)
 	h.cEpoch, h.cPtr, h.cWritable = b.epoch, nil, false
-	for i := tab.hash(lo, hi) & tab.mask; ; i = (i + 1) & tab.mask {
-		s := &tab.slots[i]
-		if s.lo == lo && s.hi&^deadBit == hi {
-			if s.hi&deadBit != 0 {
-				return v, false, true
-			}
-			h.cPtr, h.cWritable = &s.v, top.refs.Load() == 0
-			return s.v.v, true, true
-		}
-		if s.hi == 0 {
-			return v, false, true
-		}
+	if !found || dead {
+		return v, false, true
 	}
+	h.cPtr, h.cWritable = p, top.refs.Load() == 0
+	return p.v, true, true
 }
 
 func (h *heapValue[T]) Update(v T) error {

@@ -46,19 +46,22 @@ func (t *ktab[V]) find(k *ckey) (v *V, dead, ok bool) {
 		}
 		return &e.v, e.dead, true
 	}
+	return t.findInline(k.lo, k.hi)
+}
+
+// findInline is find for an inline key lo, hi.
+func (t *ktab[V]) findInline(lo, hi uint64) (v *V, dead, ok bool) {
 	if t.slots == nil {
 		return nil, false, false
 	}
-	i := t.hash(k.lo, k.hi) & t.mask
-	for {
+	for i := t.hash(lo, hi) & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
-		if s.lo == k.lo && s.hi&^deadBit == k.hi {
+		if s.lo == lo && s.hi&^deadBit == hi {
 			return &s.v, s.hi&deadBit != 0, true
 		}
 		if s.hi == 0 {
 			return nil, false, false
 		}
-		i = (i + 1) & t.mask
 	}
 }
 

@@ -40,3 +40,50 @@ func BenchmarkDependentRandomRead(b *testing.B) {
 		})
 	}
 }
+
+// benchSink keeps the work of BenchmarkIndependentRandomRead alive.
+var benchSink uint64
+
+// work is a dependent chain of n multiply-adds (about five instructions
+// each): code between two memory accesses.
+//
+//go:noinline
+func work(x uint64, n int) uint64 {
+	for range n {
+		x = x*2862933555777941757 + 3037000493
+	}
+	return x
+}
+
+// BenchmarkIndependentRandomRead asks whether consecutive cache misses of
+// the heap RMW could overlap: updates of 32-byte slots at independent
+// random places of a 64 MiB table (huge pages), with a chain of 0, 20 or
+// 40 multiply-adds between them. With none the CPU keeps many misses in
+// flight; once the code between two accesses is a few hundred
+// instructions (an RMW's key encoding, key-group hash and probe are more)
+// each miss costs its full latency, as in BenchmarkDependentRandomRead.
+func BenchmarkIndependentRandomRead(b *testing.B) {
+	type slot struct{ lo, hi, v, ts uint64 }
+	n := 64 << 20 / 32
+	s := make([]slot, n)
+	preferHugePages(unsafe.Pointer(&s[0]), uintptr(n)*unsafe.Sizeof(s[0]))
+	rng := rand.New(rand.NewPCG(5, 6))
+	idx := make([]uint32, 1<<20)
+	for i := range idx {
+		idx[i] = uint32(rng.IntN(n))
+	}
+	for _, w := range []int{0, 20, 40} {
+		b.Run("work="+strconv.Itoa(w), func(b *testing.B) {
+			var acc uint64
+			j := 0
+			for range b.N {
+				acc += work(uint64(j), w)
+				s[idx[j]].v++
+				if j++; j == len(idx) {
+					j = 0
+				}
+			}
+			benchSink = acc
+		})
+	}
+}

@@ -105,7 +105,7 @@ func Start(t testing.TB, o Options) *Run {
 		sluice.WithCodec[source.Record](source.RecordCodec{}), sluice.UID("gen"))
 	counts := sluice.Process[int64, source.Record, int64](
 		sluice.KeyBy(recs, func(r source.Record) int64 { return r.Key }),
-		&count{slow: o.Slow}, sluice.Name("count"), sluice.UID("count"))
+		CountPerKey(o.Slow), sluice.Name("count"), sluice.UID("count"))
 	sluice.SinkTo(counts, sink.NewDiscard[int64](), sluice.Name("discard"), sluice.UID("discard"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), SafetyNet)
@@ -197,6 +197,13 @@ func (r *Run) Wait(t testing.TB) error {
 		t.Fatalf("job did not end within the safety net")
 	}
 	return r.Job.Wait()
+}
+
+// CountPerKey returns the process function of the test job: it counts
+// records per key in a ValueState[int64] named "count" and emits each new
+// count, sleeping slow per record first.
+func CountPerKey(slow time.Duration) sluice.KeyedProcessFunction[int64, source.Record, int64] {
+	return &count{slow: slow}
 }
 
 // count counts records per key in keyed state.

@@ -3,7 +3,9 @@ package rocksdb
 import (
 	"encoding/binary"
 	"flag"
+	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -83,6 +85,7 @@ var (
 	benchChange      = flag.Float64("rocksdb.change", 0.01, "BenchmarkIncrementalCheckpoint: fraction of the keys changed between checkpoints")
 	benchNative      = flag.Bool("rocksdb.native", false, "BenchmarkIncrementalCheckpoint: Options.NativeMemtable (the value state in RocksDB's hash memtable, which the synchronous part's flush sorts)")
 	benchSkipList    = flag.Bool("rocksdb.skiplist", false, "BenchmarkIncrementalCheckpoint: Options.NativeMemtable with SkipListMemtable (the flush sorts nothing)")
+	benchSpillLog    = flag.Bool("rocksdb.spilllog", false, "BenchmarkIncrementalCheckpoint: log each write buffer's ingest (entries; sort, SST write, finish and ingest times) at debug level")
 	benchSettle      = flag.Bool("rocksdb.settle", true, "BenchmarkIncrementalCheckpoint: wait for compactions to finish before each checkpoint, as a checkpoint interval longer than a compaction does")
 )
 
@@ -121,6 +124,9 @@ func BenchmarkIncrementalCheckpoint(b *testing.B) {
 	n := int(size / (valueSize + 16))
 	dir := b.TempDir()
 	opts := Options{NativeMemtable: *benchNative || *benchSkipList, SkipListMemtable: *benchSkipList}
+	if *benchSpillLog {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	opts.Dir, opts.LocalRecovery = dir, true
 	be := newTestBackend(b, opts)
 	vs, err := state.GetValueState(be, state.ValueStateDescriptor[[]byte]{Name: "blob", Codec: codec.Bytes{}})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/linxGnu/grocksdb"
 )
@@ -153,7 +154,9 @@ func (b *Backend) spillPath() string {
 // ingests (moves into the database, newer than everything in it). It does
 // not change w, and runs on any goroutine.
 func (b *Backend) spill(s *cfState, w *writeBuffer, path string) (err error) {
+	start := time.Now()
 	offs := w.sorted()
+	sorted := time.Now()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write buffer: %w", err)
 	}
@@ -176,6 +179,7 @@ func (b *Backend) spill(s *cfState, w *writeBuffer, path string) (err error) {
 			return fmt.Errorf("write buffer: write %s: %w", path, err)
 		}
 	}
+	written := time.Now()
 	if err := sw.Finish(); err != nil {
 		return fmt.Errorf("write buffer: finish %s: %w", path, err)
 	}
@@ -185,5 +189,7 @@ func (b *Backend) spill(s *cfState, w *writeBuffer, path string) (err error) {
 	if err := b.db.IngestExternalFileCF(s.cf, []string{path}, io); err != nil {
 		return fmt.Errorf("write buffer: ingest %s: %w", path, err)
 	}
+	b.log.Debug("rocksdb backend: write buffer ingested", "state", s.meta.Name, "entries", len(offs),
+		"sort", sorted.Sub(start), "write", written.Sub(sorted), "finish_and_ingest", time.Since(written))
 	return nil
 }
