@@ -15,11 +15,11 @@ const (
 	HeaderError           = "sluice.error"
 )
 
-// deadLetter writes a copy of rec to the dead-letter topic. The write is
-// asynchronous; a failure fails the next PollNext, and SnapshotState waits
-// for every copy, so each is acknowledged before a checkpoint covers its
-// record.
-func (r *Reader[T]) deadLetter(rec *kgo.Record, cause error) error {
+// deadLetter writes a copy of rec, a record of p, to the dead-letter
+// topic. The write is asynchronous; a failure fails the next PollNext, and
+// SnapshotState waits for every copy, so each is acknowledged before a
+// checkpoint covers its record. An acknowledged copy is counted.
+func (r *Reader[T]) deadLetter(p *partition, rec *kgo.Record, cause error) error {
 	if r.dlq == nil {
 		cl, err := kgo.NewClient(r.cfg.kgoOpts()...)
 		if err != nil {
@@ -39,7 +39,12 @@ func (r *Reader[T]) deadLetter(rec *kgo.Record, cause error) error {
 	}
 	topic, partition, offset := rec.Topic, rec.Partition, rec.Offset
 	r.dlq.Produce(r.ctx, cp, func(_ *kgo.Record, err error) {
-		if err != nil && r.ctx.Err() == nil {
+		if err == nil {
+			p.deadLettered.Add(1)
+			r.deadLettered.Add(1)
+			return
+		}
+		if r.ctx.Err() == nil {
 			e := fmt.Errorf("kafka source subtask %d: write the undecodable record of topic %s partition %d offset %d to dead-letter topic %s: %w",
 				r.subtask, topic, partition, offset, r.cfg.policy.deadLetterTopic, err)
 			r.dlqErr.CompareAndSwap(nil, &e)

@@ -22,6 +22,13 @@ type PartitionMetrics struct {
 	// Finished is true once a bounded reader reached the partition's
 	// stopping offset.
 	Finished bool
+	// SkippedRecords counts the partition's records the bad-record policy
+	// skipped (the decoder refused or panicked on them), dead-lettered
+	// ones included.
+	SkippedRecords int64
+	// DeadLetteredRecords counts the skipped records whose copy the
+	// dead-letter topic acknowledged.
+	DeadLetteredRecords int64
 }
 
 // Metrics returns the figures of every assigned partition. It may be
@@ -37,6 +44,7 @@ func (r *Reader[T]) Metrics() []PartitionMetrics {
 			CurrentOffset: p.next.Load(), CommittedOffset: p.committed.Load(),
 			HighWatermark: p.hwm.Load(), LastStableOffset: p.lso.Load(),
 			Lag: -1, Finished: p.done.Load(),
+			SkippedRecords: p.skipped.Load(), DeadLetteredRecords: p.deadLettered.Load(),
 		}
 		end := m.LastStableOffset
 		if r.cfg.readUncomm {
@@ -53,3 +61,7 @@ func (r *Reader[T]) Metrics() []PartitionMetrics {
 // SkippedRecords returns how many undecodable records the reader skipped
 // (or sent to the dead-letter topic). It may be called from any goroutine.
 func (r *Reader[T]) SkippedRecords() int64 { return r.skipped.Load() }
+
+// DeadLetteredRecords returns how many skipped records the dead-letter
+// topic acknowledged. It may be called from any goroutine.
+func (r *Reader[T]) DeadLetteredRecords() int64 { return r.deadLettered.Load() }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -50,24 +51,52 @@ type partition struct {
 	// Watermarks (task goroutine only).
 	maxTs      int64
 	lastActive time.Time
+	// The fetched records not yet handed out (task goroutine only): a
+	// queue of segments from segHead on, one per fetch, nbuf records in
+	// all.
+	segs    []segment
+	segHead int
+	nbuf    int
+	// Bad records: skipped by the policy (dead-lettered ones included),
+	// and those whose dead-letter copy was acknowledged.
+	skipped      atomic.Int64
+	deadLettered atomic.Int64
+}
+
+// segment is one partition's records of one fetch, not yet handed out.
+type segment struct {
+	recs  []*kgo.Record
+	fetch *fetchRef
+}
+
+// fetchRef tracks one fetch while its records are handed out (task
+// goroutine only): left is the number of its segments still queued; the
+// fetch's slot is given back when the last one is empty.
+type fetchRef struct {
+	left int
+	slot bool
 }
 
 // item is what the background goroutines hand the task goroutine.
 type item struct {
-	records  []*kgo.Record
-	marks    []mark
+	parts    []fetched
+	slot     bool // the item holds one of r.slots until its records are handed out
 	newParts []SplitState
 	advance  *SplitState // a bounded partition may move to Offset: nothing visible before it
 	err      error
 }
 
-type mark struct {
+// fetched is one partition's part of a fetch: its records and end offsets.
+type fetched struct {
 	tp       topicPartition
 	hwm, lso int64
+	records  []*kgo.Record
 }
 
-// Reader reads the partitions assigned to one subtask. Its methods other
-// than Metrics and SkippedRecords run on the task goroutine.
+// Reader reads the partitions assigned to one subtask, handing out the
+// fetched records of its partitions in turn, up to partitionBatch records
+// of one partition before the next. Its methods other than Metrics,
+// SkippedRecords and DeadLetteredRecords run on the task goroutine.
 type Reader[T any] struct {
 	cfg         *config
 	decode      Decoder[T]
@@ -86,19 +115,28 @@ type Reader[T any] struct {
 	order []*partition
 
 	items  chan item
+	slots  chan struct{} // one per fetch with records not yet all handed out
 	avail  chan struct{}
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	cur        []*kgo.Record
-	skipped    atomic.Int64
-	snapshots  map[int64][]SplitState
-	committing atomic.Bool
-	idle       bool
-	lastWm     int64
-	ended      bool
-	closed     bool
+	// Round robin over the partitions with buffered records (task
+	// goroutine only): turn has the turn for turnLeft more records, and
+	// the search for the next one starts at order[rr].
+	buffered int
+	turn     *partition
+	turnLeft int
+	rr       int
+
+	skipped      atomic.Int64
+	deadLettered atomic.Int64
+	snapshots    map[int64][]SplitState
+	committing   atomic.Bool
+	idle         bool
+	lastWm       int64
+	ended        bool
+	closed       bool
 }
 
 var (
@@ -116,6 +154,7 @@ func newReader[T any](s *Source[T], rc source.ReaderContext) (*Reader[T], error)
 		log:       s.cfg.logger.With("source", "kafka", "subtask", rc.Subtask),
 		parts:     map[topicPartition]*partition{},
 		items:     make(chan item, s.cfg.maxBatches),
+		slots:     make(chan struct{}, s.cfg.maxBatches),
 		avail:     make(chan struct{}, 1),
 		ctx:       ctx,
 		cancel:    cancel,
@@ -390,9 +429,11 @@ func (r *Reader[T]) addPartitions(splits []SplitState) {
 	r.wg.Go(r.fetch)
 }
 
-// fetch polls the consumer and hands the fetches to the task goroutine
-// through the bounded items channel: a full channel stops the polling, so
-// memory stays bounded by the buffered fetches.
+// fetch polls the consumer and hands the fetches to the task goroutine.
+// A fetch with records takes one of the reader's slots, given back when
+// all its records are handed out: with every slot taken the polling
+// stops, so memory stays bounded by MaxBufferedFetches fetches (plus the
+// one franz-go holds and the one waiting here for a slot).
 func (r *Reader[T]) fetch() {
 	for {
 		fs := r.consumer.PollFetches(r.ctx)
@@ -417,13 +458,21 @@ func (r *Reader[T]) fetch() {
 			return
 		}
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			it.records = append(it.records, p.Records...)
-			it.marks = append(it.marks, mark{topicPartition{p.Topic, p.Partition}, p.HighWatermark, p.LastStableOffset})
+			it.parts = append(it.parts, fetched{topicPartition{p.Topic, p.Partition}, p.HighWatermark, p.LastStableOffset, p.Records})
+			it.slot = it.slot || len(p.Records) > 0
 		})
-		if len(it.records) > 0 || len(it.marks) > 0 {
-			if !r.deliver(it) {
+		if len(it.parts) == 0 {
+			continue
+		}
+		if it.slot {
+			select {
+			case r.slots <- struct{}{}:
+			case <-r.ctx.Done():
 				return
 			}
+		}
+		if !r.deliver(it) {
+			return
 		}
 	}
 }
@@ -505,15 +554,21 @@ func (r *Reader[T]) pollNext(out source.Output[T]) (source.Status, error) {
 	if p := r.dlqErr.Load(); p != nil {
 		return source.NothingAvailable, *p
 	}
+	// Fetches that arrived join the round robin at once, so a partition
+	// whose records came in a later fetch need not wait for an earlier
+	// fetch of another partition to be handed out.
+	if _, err := r.takeItems(); err != nil {
+		return source.NothingAvailable, err
+	}
 	for emitted := 0; emitted < r.cfg.perPoll; {
-		if len(r.cur) == 0 {
-			select {
-			case it := <-r.items:
-				if err := r.apply(it); err != nil {
-					return source.NothingAvailable, err
-				}
+		p := r.nextTurn()
+		if p == nil {
+			took, err := r.takeItems()
+			if err != nil {
+				return source.NothingAvailable, err
+			}
+			if took {
 				continue
-			default:
 			}
 			if r.cfg.bounded && r.allFinished() {
 				// The dead-letter copies are acknowledged before the end:
@@ -533,10 +588,7 @@ func (r *Reader[T]) pollNext(out source.Output[T]) (source.Status, error) {
 			}
 			return source.NothingAvailable, nil
 		}
-		rec := r.cur[0]
-		r.cur[0] = nil
-		r.cur = r.cur[1:]
-		ok, err := r.emit(rec, out)
+		ok, err := r.emit(p, r.pop(p), out)
 		if err != nil {
 			return source.NothingAvailable, err
 		}
@@ -547,6 +599,94 @@ func (r *Reader[T]) pollNext(out source.Output[T]) (source.Status, error) {
 	return source.MoreAvailable, nil
 }
 
+// takeItems applies the items the background goroutines have delivered,
+// without waiting; it reports whether there was any.
+func (r *Reader[T]) takeItems() (bool, error) {
+	// Bounded, in case the goroutines deliver as fast as this takes.
+	for n := range 2 * cap(r.items) {
+		select {
+		case it := <-r.items:
+			if err := r.apply(it); err != nil {
+				return true, err
+			}
+		default:
+			return n > 0, nil
+		}
+	}
+	return true, nil
+}
+
+// nextTurn returns the partition that hands out the next record: the
+// partition whose turn it is keeps it for up to partitionBatch records
+// while it has buffered ones, then the next partition in r.order with
+// buffered records takes over. Nil when nothing is buffered.
+func (r *Reader[T]) nextTurn() *partition {
+	if r.buffered == 0 {
+		return nil
+	}
+	if r.turnLeft > 0 && r.turn.nbuf > 0 {
+		r.turnLeft--
+		return r.turn
+	}
+	n := len(r.order)
+	for i := range n {
+		j := (r.rr + i) % n
+		if p := r.order[j]; p.nbuf > 0 {
+			r.turn, r.turnLeft, r.rr = p, r.cfg.partitionBatch-1, (j+1)%n
+			return p
+		}
+	}
+	return nil // not reached: buffered counts the records of r.order's partitions
+}
+
+// push queues the records of one fetch for p.
+func (r *Reader[T]) push(p *partition, s segment) {
+	if p.segHead > 0 && len(p.segs) == cap(p.segs) {
+		n := copy(p.segs, p.segs[p.segHead:])
+		clear(p.segs[n:])
+		p.segs, p.segHead = p.segs[:n], 0
+	}
+	p.segs = append(p.segs, s)
+	p.nbuf += len(s.recs)
+	r.buffered += len(s.recs)
+}
+
+// pop takes p's next buffered record (p.nbuf > 0); the last record of a
+// fetch gives the fetch's slot back.
+func (r *Reader[T]) pop(p *partition) *kgo.Record {
+	s := &p.segs[p.segHead]
+	rec := s.recs[0]
+	s.recs[0] = nil
+	s.recs = s.recs[1:]
+	p.nbuf--
+	r.buffered--
+	if len(s.recs) == 0 {
+		f := s.fetch
+		*s = segment{}
+		if p.segHead++; p.segHead == len(p.segs) {
+			p.segs, p.segHead = p.segs[:0], 0
+		}
+		if f.left--; f.left == 0 && f.slot {
+			r.releaseSlot()
+		}
+	}
+	return rec
+}
+
+// dropBuffered discards p's buffered records (p finished).
+func (r *Reader[T]) dropBuffered(p *partition) {
+	for p.nbuf > 0 {
+		r.pop(p)
+	}
+}
+
+func (r *Reader[T]) releaseSlot() {
+	select {
+	case <-r.slots:
+	default:
+	}
+}
+
 // apply takes one item from the background goroutines.
 func (r *Reader[T]) apply(it item) error {
 	if it.err != nil {
@@ -555,11 +695,25 @@ func (r *Reader[T]) apply(it item) error {
 	if len(it.newParts) > 0 {
 		r.addPartitions(it.newParts)
 	}
-	for _, m := range it.marks {
-		if p := r.parts[m.tp]; p != nil {
-			p.hwm.Store(m.hwm)
-			p.lso.Store(m.lso)
+	var f *fetchRef
+	for _, fp := range it.parts {
+		p := r.parts[fp.tp]
+		if p == nil {
+			continue
 		}
+		p.hwm.Store(fp.hwm)
+		p.lso.Store(fp.lso)
+		if p.finished || len(fp.records) == 0 {
+			continue
+		}
+		if f == nil {
+			f = &fetchRef{slot: it.slot}
+		}
+		f.left++
+		r.push(p, segment{recs: fp.records, fetch: f})
+	}
+	if it.slot && f == nil {
+		r.releaseSlot()
 	}
 	if a := it.advance; a != nil {
 		if p := r.parts[topicPartition{a.Topic, a.Partition}]; p != nil && !p.finished && p.next.Load() < a.Offset {
@@ -567,15 +721,14 @@ func (r *Reader[T]) apply(it item) error {
 			r.maybeFinish(p)
 		}
 	}
-	r.cur = it.records
 	return nil
 }
 
-// emit handles one fetched record: it advances the partition's position
-// and emits the decoded value; it reports whether a value was emitted.
-func (r *Reader[T]) emit(rec *kgo.Record, out source.Output[T]) (bool, error) {
-	p := r.parts[topicPartition{rec.Topic, rec.Partition}]
-	if p == nil || p.finished || rec.Offset < p.next.Load() {
+// emit handles one fetched record of p: it advances the partition's
+// position and emits the decoded value; it reports whether a value was
+// emitted.
+func (r *Reader[T]) emit(p *partition, rec *kgo.Record, out source.Output[T]) (bool, error) {
+	if p.finished || rec.Offset < p.next.Load() {
 		return false, nil
 	}
 	if p.stop >= 0 && rec.Offset >= p.stop {
@@ -588,24 +741,9 @@ func (r *Reader[T]) emit(rec *kgo.Record, out source.Output[T]) (bool, error) {
 		r.maybeFinish(p)
 		return false, nil
 	}
-	v, err := r.decode(rec)
+	v, err := r.decodeRecord(rec)
 	if err != nil {
-		if !r.cfg.policy.skip {
-			return false, fmt.Errorf("kafka source subtask %d: topic %s partition %d offset %d: %w: %w",
-				r.subtask, rec.Topic, rec.Partition, rec.Offset, err, ErrBadRecord)
-		}
-		r.skipped.Add(1)
-		if r.cfg.policy.deadLetterTopic != "" {
-			if err := r.deadLetter(rec, err); err != nil {
-				return false, err
-			}
-		} else {
-			r.log.Warn("kafka source: skipped an undecodable record", "topic", rec.Topic, "partition", rec.Partition,
-				"offset", rec.Offset, "err", err)
-		}
-		p.next.Store(rec.Offset + 1)
-		r.maybeFinish(p)
-		return false, nil
+		return false, r.badRecord(p, rec, err)
 	}
 	ts := rec.Timestamp.UnixMilli()
 	if err := out.Collect(v, ts); err != nil {
@@ -619,6 +757,54 @@ func (r *Reader[T]) emit(rec *kgo.Record, out source.Output[T]) (bool, error) {
 	p.next.Store(rec.Offset + 1)
 	r.maybeFinish(p)
 	return true, nil
+}
+
+// decodeRecord runs the decoder; a panic in it becomes an error, so that
+// the record goes through the bad-record policy like one the decoder
+// refused.
+func (r *Reader[T]) decodeRecord(rec *kgo.Record) (v T, err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			err = &decoderPanic{value: x, stack: debug.Stack()}
+		}
+	}()
+	return r.decode(rec)
+}
+
+// badRecord applies the bad-record policy to rec, which the decoder
+// refused (or panicked on) with cause: under FailOnBadRecord it returns
+// the error that fails the reader, else it skips the record (copying it
+// to the dead-letter topic if there is one) and returns nil.
+func (r *Reader[T]) badRecord(p *partition, rec *kgo.Record, cause error) error {
+	attrs := []any{"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", cause}
+	var dp *decoderPanic
+	panicked := errors.As(cause, &dp)
+	if panicked {
+		attrs = append(attrs, "stack", string(dp.stack))
+	}
+	if !r.cfg.policy.skip {
+		if panicked {
+			r.log.Error("kafka source: the decoder panicked", attrs...)
+		}
+		return fmt.Errorf("kafka source subtask %d: topic %s partition %d offset %d: %w: %w",
+			r.subtask, rec.Topic, rec.Partition, rec.Offset, cause, ErrBadRecord)
+	}
+	r.skipped.Add(1)
+	p.skipped.Add(1)
+	if r.cfg.policy.deadLetterTopic != "" {
+		if err := r.deadLetter(p, rec, cause); err != nil {
+			return err
+		}
+		if panicked {
+			r.log.Warn("kafka source: the decoder panicked; the record goes to the dead-letter topic",
+				append(attrs, "dead_letter_topic", r.cfg.policy.deadLetterTopic)...)
+		}
+	} else {
+		r.log.Warn("kafka source: skipped an undecodable record", attrs...)
+	}
+	p.next.Store(rec.Offset + 1)
+	r.maybeFinish(p)
+	return nil
 }
 
 // watermark emits the smallest partition watermark over the partitions
@@ -682,6 +868,7 @@ func (r *Reader[T]) maybeFinish(p *partition) {
 	}
 	p.finished = true
 	p.done.Store(true)
+	r.dropBuffered(p)
 	if r.consumer != nil {
 		r.consumer.RemoveConsumePartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})
 	}

@@ -2,9 +2,11 @@
 // subscription (topics by list or pattern), the deterministic assignment
 // of partitions (splits) to subtasks and the discovery of new ones, the
 // starting and stopping offsets, the reader that consumes its partitions
-// directly (no consumer-group rebalancing), its snapshot (next offset per
+// directly (no consumer-group rebalancing) and hands out their records in
+// turn, a bounded batch per partition, its snapshot (next offset per
 // partition) and restore, the commit of offsets back to a group for lag
-// monitoring, and the policies for records that cannot be decoded.
+// monitoring, and the policies for records that cannot be decoded (the
+// decoder refuses them or panics).
 package kafka
 
 import (
@@ -26,7 +28,9 @@ import (
 const DefaultPartitionDiscoveryInterval = 5 * time.Minute
 
 // Decoder turns a Kafka record into a value. An error makes the record a
-// bad record, handled by the source's BadRecordPolicy.
+// bad record, handled by the source's BadRecordPolicy; so does a panic,
+// which the reader recovers (the error wraps ErrDecoderPanic and names
+// the panic value).
 type Decoder[T any] func(r *kgo.Record) (T, error)
 
 // ValueDecoder decodes the record's value with c.
@@ -131,7 +135,7 @@ func (s StartingOffsets) String() string {
 }
 
 // BadRecordPolicy says what a reader does with a record its decoder
-// refuses.
+// refuses or panics on.
 type BadRecordPolicy struct {
 	skip            bool
 	deadLetterTopic string
@@ -141,7 +145,8 @@ type BadRecordPolicy struct {
 // partition and offset of the record (the default).
 func FailOnBadRecord() BadRecordPolicy { return BadRecordPolicy{} }
 
-// SkipBadRecords counts the record (Reader.SkippedRecords) and goes on.
+// SkipBadRecords counts the record (Reader.SkippedRecords, and the
+// partition's PartitionMetrics.SkippedRecords) and goes on.
 func SkipBadRecords() BadRecordPolicy { return BadRecordPolicy{skip: true} }
 
 // DeadLetterTopic writes the record as it is (key, value, headers, plus
@@ -165,9 +170,12 @@ type config struct {
 	logger     *slog.Logger
 	maxBatches int
 	perPoll    int
-	wmOn       bool
-	wmDelay    time.Duration
-	wmIdle     time.Duration
+	// partitionBatch is how many records a partition hands out in its
+	// turn before the reader's next partition with buffered records.
+	partitionBatch int
+	wmOn           bool
+	wmDelay        time.Duration
+	wmIdle         time.Duration
 }
 
 // Option configures a Source.
@@ -222,18 +230,42 @@ func PartitionWatermarks(outOfOrderness, idleTimeout time.Duration) Option {
 	return func(c *config) { c.wmOn, c.wmDelay, c.wmIdle = true, outOfOrderness, idleTimeout }
 }
 
-// MaxBufferedFetches bounds the fetches a reader holds ahead of the task
-// (default 4).
+// MaxBufferedFetches bounds the fetches with records a reader holds ahead
+// of the task, waiting or being handed out (default 4). The records of the
+// fetches held are handed out a few dozen per partition in turn, so a
+// partition with a large backlog does not hold back the reader's others.
 func MaxBufferedFetches(n int) Option { return func(c *config) { c.maxBatches = n } }
 
 // ErrInvalidConfig is returned (wrapped) by NewSource for a configuration it
 // refuses.
 var ErrInvalidConfig = errors.New("kafka source: invalid configuration")
 
-// ErrBadRecord is returned (wrapped) by PollNext when the decoder refuses a
-// record under FailOnBadRecord; the error names topic, partition and
-// offset.
+// ErrBadRecord is returned (wrapped) by PollNext when the decoder refuses
+// (or panics on) a record under FailOnBadRecord; the error names topic,
+// partition and offset, and the decoder's error or panic value.
 var ErrBadRecord = errors.New("kafka source: undecodable record")
+
+// ErrDecoderPanic is wrapped by the error of a record whose decoder
+// panicked: the record is then a bad record like one the decoder refused
+// (under FailOnBadRecord the error wraps ErrBadRecord too).
+var ErrDecoderPanic = errors.New("kafka source: decoder panicked")
+
+// decoderPanic is a recovered decoder panic: the panic value and the
+// stack where it happened (for the log).
+type decoderPanic struct {
+	value any
+	stack []byte
+}
+
+func (e *decoderPanic) Error() string { return fmt.Sprintf("decoder panicked: %v", e.value) }
+
+// Unwrap gives ErrDecoderPanic, and the panic value when it is an error.
+func (e *decoderPanic) Unwrap() []error {
+	if err, ok := e.value.(error); ok {
+		return []error{ErrDecoderPanic, err}
+	}
+	return []error{ErrDecoderPanic}
+}
 
 // ErrBadState is returned (wrapped) by NewReader when restored state cannot
 // be decoded.
@@ -252,7 +284,7 @@ var _ source.Source[int] = (*Source[int])(nil)
 func NewSource[T any](seeds []string, sub Subscription, decode Decoder[T], opts ...Option) (*Source[T], error) {
 	cfg := config{
 		seeds: seeds, sub: sub, start: Earliest(), discovery: DefaultPartitionDiscoveryInterval,
-		logger: slog.Default(), maxBatches: 4, perPoll: 64,
+		logger: slog.Default(), maxBatches: 4, perPoll: 64, partitionBatch: 32,
 	}
 	for _, o := range opts {
 		o(&cfg)
