@@ -9,6 +9,22 @@ import (
 	"github.com/sluicehq/sluice/source/kafka"
 )
 
+// The Kafka source's counters of bad records (records its decoder refused
+// or panicked on), per partition: those the bad-record policy skipped,
+// dead-lettered ones included, and those whose dead-letter copy was
+// acknowledged. Flink's counterpart of the first is a source's
+// numRecordsInErrors.
+var (
+	descBadRecordsSkipped      = kafkaDesc("numBadRecordsSkipped", "Undecodable records (the decoder refused or panicked on them) the bad-record policy skipped instead of emitting, dead-lettered ones included.", partitionLabels)
+	descBadRecordsDeadLettered = kafkaDesc("numBadRecordsDeadLettered", "Skipped undecodable records whose copy the dead-letter topic acknowledged.", partitionLabels)
+)
+
+// The collector describes its metrics from allDescs; the bad-record
+// counters join them here, beside the code that reports them.
+func init() {
+	allDescs = append(allDescs, descBadRecordsSkipped, descBadRecordsDeadLettered)
+}
+
 // KafkaReader is a source reader that reports its partitions: the Kafka
 // source's *kafka.Reader implements it.
 type KafkaReader interface {
@@ -63,6 +79,8 @@ func collectKafka(ch chan<- prometheus.Metric, job string, readers map[readerKey
 				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
 			}
 			g(descCurrentOffset, p.CurrentOffset)
+			ch <- prometheus.MustNewConstMetric(descBadRecordsSkipped, prometheus.CounterValue, float64(p.SkippedRecords), labels...)
+			ch <- prometheus.MustNewConstMetric(descBadRecordsDeadLettered, prometheus.CounterValue, float64(p.DeadLetteredRecords), labels...)
 			if p.CommittedOffset >= 0 {
 				g(descCommittedOffset, p.CommittedOffset)
 			}
