@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,22 +61,40 @@ func chaosJobBinary(t *testing.T) string {
 	return chaosBuild.path
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and readers.
+// syncBuffer is a bytes.Buffer safe for a writer and readers, which can
+// wait for the next write.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+	ch chan struct{} // closed by the next write
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n, err := s.b.Write(p)
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+	return n, err
 }
 
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// next returns what was written so far and a channel that the next write
+// closes.
+func (s *syncBuffer) next() (string, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.b.String(), s.ch
 }
 
 // chaosRun is one run of the chaos job: a separate OS process.
@@ -95,8 +114,11 @@ type chaosJob struct {
 	prefix      string
 	mode        string
 	rate        int
-	extra       []string
-	runs        []*chaosRun
+	// backend is the state backend when set; otherwise
+	// $SLUICE_IT_STATE_BACKEND or chaosjob's default (rocksdb).
+	backend string
+	extra   []string
+	runs    []*chaosRun
 }
 
 func newChaosJob(t *testing.T, in, out, mode string, rate int) *chaosJob {
@@ -115,7 +137,7 @@ func (j *chaosJob) start(t *testing.T, args ...string) *chaosRun {
 		"-checkpoints", j.checkpoints, "-state-dir", j.stateDir, "-prefix", j.prefix,
 		"-mode", j.mode, "-rate", strconv.Itoa(j.rate),
 	}, j.extra...)
-	if b := os.Getenv("SLUICE_IT_STATE_BACKEND"); b != "" {
+	if b := cmp.Or(j.backend, os.Getenv("SLUICE_IT_STATE_BACKEND")); b != "" {
 		all = append(all, "-backend", b) // rocksdb (the default) or heap
 	}
 	r := &chaosRun{done: make(chan struct{})}
@@ -147,7 +169,7 @@ func (j *chaosJob) logRuns(t *testing.T) {
 	for i, r := range j.runs {
 		var lines []string
 		for _, l := range strings.Split(r.stderr.String(), "\n") {
-			for _, k := range []string{"restoring", "job started", "job failed", "job ended", "ERROR", "WARN"} {
+			for _, k := range []string{"restoring", "job started", "job failed", "job ended", "already finished", "chaosjob:", "ERROR", "WARN"} {
 				if strings.Contains(l, k) {
 					lines = append(lines, l)
 					break
@@ -174,7 +196,8 @@ func (r *chaosRun) kill(t *testing.T) bool {
 	return true
 }
 
-// wait waits for the run to end by itself and returns its exit status.
+// wait waits for the run to end by itself and returns its exit status
+// (-1 when a signal ended it).
 func (r *chaosRun) wait(ctx context.Context, t *testing.T) int {
 	t.Helper()
 	select {
@@ -192,17 +215,213 @@ func (r *chaosRun) wait(ctx context.Context, t *testing.T) int {
 	return 0
 }
 
+// Exit statuses of the chaos job (see integration/chaosjob).
+const (
+	chaosExitFailed    = 1
+	chaosExitSuspended = 4
+	chaosExitCanceled  = 5
+)
+
+// ended reports whether the process has ended.
+func (r *chaosRun) ended() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal sends sig to the process unless it has ended; it reports whether
+// the signal was sent.
+func (r *chaosRun) signal(t *testing.T, sig syscall.Signal) bool {
+	t.Helper()
+	if r.ended() {
+		return false
+	}
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		if errors.Is(err, os.ErrProcessDone) {
+			return false
+		}
+		t.Fatalf("send %v to the chaos job: %v", sig, err)
+	}
+	return true
+}
+
+// killedBySignal reports, once the run ended, whether a signal ended the
+// process (rather than an exit of its own).
+func (r *chaosRun) killedBySignal() bool {
+	ws, ok := r.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled()
+}
+
+// awaitStdout waits until the run's stdout holds text and reports true,
+// or false when the run ended without it.
+func (r *chaosRun) awaitStdout(ctx context.Context, t *testing.T, text string) bool {
+	t.Helper()
+	return r.awaitOutput(ctx, t, &r.stdout, text) != ""
+}
+
+// awaitStderr is awaitStdout for the run's logs.
+func (r *chaosRun) awaitStderr(ctx context.Context, t *testing.T, text string) bool {
+	t.Helper()
+	return r.awaitOutput(ctx, t, &r.stderr, text) != ""
+}
+
+// awaitOutput waits until b holds one of texts and returns the first of
+// them it holds, or "" when the run ended without any.
+func (r *chaosRun) awaitOutput(ctx context.Context, t *testing.T, b *syncBuffer, texts ...string) string {
+	t.Helper()
+	find := func(s string) string {
+		for _, x := range texts {
+			if strings.Contains(s, x) {
+				return x
+			}
+		}
+		return ""
+	}
+	for {
+		s, next := b.next()
+		if x := find(s); x != "" {
+			return x
+		}
+		select {
+		case <-next:
+		case <-r.done:
+			// Every byte the process wrote is in b once it is done.
+			return find(b.String())
+		case <-ctx.Done():
+			t.Fatalf("waiting for %q from the chaos job: %v\nstdout:\n%s\nstderr (last lines):\n%s",
+				texts, ctx.Err(), r.stdout.String(), tail(r.stderr.String(), 40))
+		}
+	}
+}
+
+// awaitNextCompleted waits until the run has completed a checkpoint more
+// than the n it had, and reports true, or false when the run ended first.
+func (r *chaosRun) awaitNextCompleted(ctx context.Context, t *testing.T, n int) bool {
+	t.Helper()
+	for {
+		s, next := r.stdout.next()
+		if strings.Count(s, " completed: ") > n {
+			return true
+		}
+		select {
+		case <-next:
+		case <-r.done:
+			return strings.Count(r.stdout.String(), " completed: ") > n
+		case <-ctx.Done():
+			t.Fatalf("waiting for checkpoint %d of the chaos job: %v", n+1, ctx.Err())
+		}
+	}
+}
+
+// awaitSuspended waits, with a generous bound that only turns a hang into
+// a failure, for the run to exit after a SIGTERM, and fails the test
+// unless it exited by itself with the suspended status, saying so.
+func (r *chaosRun) awaitSuspended(ctx context.Context, t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	code := r.wait(ctx, t)
+	switch {
+	case code == chaosExitSuspended && r.said("job suspended"):
+	case code == chaosExitCanceled:
+		t.Fatalf("SIGTERM cancelled the job instead of suspending it (exit status %d, %q)\nstdout:\n%s\nstderr (last lines):\n%s",
+			code, lastLine(r.stdout.String()), r.stdout.String(), tail(r.stderr.String(), 20))
+	default:
+		t.Fatalf("after SIGTERM the job ended with %v, want exit status %d (suspended) and \"job suspended\"\nstdout:\n%s\nstderr (last lines):\n%s",
+			r.cmd.ProcessState, chaosExitSuspended, r.stdout.String(), tail(r.stderr.String(), 30))
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
 // persisted sums the in-flight bytes the run's completed checkpoints
 // persisted (unaligned checkpoints).
 func (r *chaosRun) persisted() int64 {
 	var sum int64
 	for _, l := range strings.Split(r.stdout.String(), "\n") {
-		if i := strings.Index(l, "persisted="); i >= 0 {
-			n, _ := strconv.ParseInt(l[i+len("persisted="):], 10, 64)
-			sum += n
+		if !strings.Contains(l, " completed: ") {
+			continue
+		}
+		for _, f := range strings.Fields(l) {
+			if v, ok := strings.CutPrefix(f, "persisted="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				sum += n
+			}
 		}
 	}
 	return sum
+}
+
+// checkpointLine is a checkpoint the run completed or restored, as its
+// stdout says.
+type checkpointLine struct {
+	ID   int64
+	Path string
+	// Line is the line's index among the run's stdout lines.
+	Line int
+}
+
+// parseCheckpointLines returns the lines of the run's stdout that begin
+// with prefix followed by a checkpoint id ("checkpoint " for completed
+// checkpoints, "restored from checkpoint " for restores).
+func (r *chaosRun) parseCheckpointLines(prefix string) []checkpointLine {
+	var out []checkpointLine
+	for i, l := range strings.Split(r.stdout.String(), "\n") {
+		rest, ok := strings.CutPrefix(l, prefix)
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 2 {
+			continue
+		}
+		id, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		c := checkpointLine{ID: id, Line: i}
+		for _, x := range f[1:] {
+			if v, ok := strings.CutPrefix(x, "path="); ok {
+				// A checkpoint's directory, whether the line names it or
+				// its _metadata.
+				c.Path = strings.TrimSuffix(filepath.Clean(v), string(filepath.Separator)+"_metadata")
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// completedCheckpoints lists the checkpoints the run completed.
+func (r *chaosRun) completedCheckpoints() []checkpointLine {
+	return r.parseCheckpointLines("checkpoint ")
+}
+
+// restores lists the checkpoints the run restored from, one per attempt
+// that restored.
+func (r *chaosRun) restores() []checkpointLine {
+	return r.parseCheckpointLines("restored from checkpoint ")
+}
+
+// lastCompleted is the id of the newest checkpoint the run completed, 0
+// when none.
+func (r *chaosRun) lastCompleted() int64 {
+	var last int64
+	for _, c := range r.completedCheckpoints() {
+		last = max(last, c.ID)
+	}
+	return last
+}
+
+// said reports whether the run printed line as a line of its own.
+func (r *chaosRun) said(line string) bool {
+	return slices.Contains(strings.Split(r.stdout.String(), "\n"), line)
 }
 
 // completed counts the checkpoints the run completed.

@@ -1,24 +1,38 @@
 // Command chaosjob is the job the integration tests run as a separate OS
-// process, to kill it with SIGKILL and restart it: it reads keyed records
-// from a Kafka topic (bounded: up to the offsets that were latest when it
-// first started), keeps a running count per key in keyed state (RocksDB
-// by default), and writes (key, count) to an output topic exactly once,
-// with checkpoints into a directory shared by every run, from whose latest
-// checkpoint each run resumes.
+// process, to kill it with SIGKILL, shut it down with SIGTERM and restart
+// it: it reads keyed records from a Kafka topic (bounded: up to the
+// offsets that were latest when it first started), keeps a running count
+// per key in keyed state (RocksDB by default), and writes (key, count) to
+// an output topic exactly once, with checkpoints into a directory shared
+// by every run, from whose latest checkpoint each run resumes (unless
+// -resume=false).
 //
 //	chaosjob -brokers 127.0.0.1:9092 -in in -out out -checkpoints /tmp/chk \
 //	    -prefix chaos -mode aligned -state-dir /tmp/state
 //
-// It prints a line per completed checkpoint on stdout ("checkpoint N
-// completed: unaligned=B persisted=BYTES") and its logs on stderr, and exits 0 once the job has
-// finished (every record read, the final checkpoint committed), 1 when the
-// job failed. With -kill-in-interval N it kills itself with SIGKILL once
+// On stdout it prints a line per completed checkpoint ("checkpoint N
+// completed: unaligned=B persisted=BYTES path=DIR"), "final checkpoint N
+// completed" after the checkpoint that covers the end of the input,
+// "restored from checkpoint N attempt=A path=DIR" for every restore, and
+// one line saying how the job ended; its logs go to stderr. Exit status:
+//
+//	0  "job finished" (every record read, the final checkpoint committed),
+//	   or "job already finished" (a finished job started again)
+//	1  the job failed, or could not start (the error is on stderr)
+//	3  the -exit-before-commit injection
+//	4  "job suspended": SIGTERM or SIGINT cancelled the job's context and
+//	   the job was suspended, its latest checkpoint kept
+//	5  "job canceled": the signal cancelled the job instead of suspending it
+//
+// With -kill-in-interval N it kills itself with SIGKILL once
 // subtask 0's sink has written (and flushed) a record into the transaction
 // that follows checkpoint N's barrier: a killed run that certainly leaves
 // an open transaction behind. With -exit-before-commit N it exits with status 3 in the
 // sink's commit path, after checkpoint N (or a later one) completed and
 // before its transactions are committed: the injection point of a crash
-// between a completed checkpoint and its commit.
+// between a completed checkpoint and its commit. With -fail-once-after N
+// the counting operator fails once, at its N-th record in this process
+// (the restart strategy, -restarts, decides what follows).
 package main
 
 import (
@@ -49,24 +63,36 @@ import (
 	"github.com/sluicehq/sluice/state/rocksdb"
 )
 
-// exitBeforeCommitStatus is the exit status of the commit-path injection.
-const exitBeforeCommitStatus = 3
+// Exit statuses besides 0 (finished) and 1 (failed).
+const (
+	// exitBeforeCommitStatus is the exit status of the commit-path injection.
+	exitBeforeCommitStatus = 3
+	// suspendedStatus: a signal suspended the job (its latest checkpoint
+	// kept, for the next run to resume from).
+	suspendedStatus = 4
+	// canceledStatus: a signal cancelled the job instead of suspending it.
+	canceledStatus = 5
+)
 
 type options struct {
 	brokers          string
 	in, out          string
 	checkpoints      string
 	prefix           string
+	jobName          string
 	mode             string
 	backend          string
+	incremental      bool
 	stateDir         string
 	interval         time.Duration
 	timeout          time.Duration
 	parallelism      int
 	rate             float64
 	restarts         int
+	resume           bool
 	exitBeforeCommit int64
 	killInInterval   int64
+	failOnceAfter    int64
 }
 
 func main() {
@@ -76,43 +102,92 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "output topic: (key, count) records, the count as a decimal string")
 	flag.StringVar(&o.checkpoints, "checkpoints", "", "checkpoint directory, shared by every run")
 	flag.StringVar(&o.prefix, "prefix", "", "transactional id prefix of the sink")
+	flag.StringVar(&o.jobName, "job-name", "chaosjob", "job name, from which the job id (and so its checkpoint directory under -checkpoints) derives")
 	flag.StringVar(&o.mode, "mode", "aligned", "checkpoints: aligned, unaligned, or mixed (aligned with a 20 ms timeout)")
 	flag.StringVar(&o.backend, "backend", "rocksdb", "keyed state backend: rocksdb or heap")
+	flag.BoolVar(&o.incremental, "incremental", true, "incremental RocksDB checkpoints (state.backend.incremental); false: full snapshots")
 	flag.StringVar(&o.stateDir, "state-dir", os.TempDir(), "root of the RocksDB working directories")
 	flag.DurationVar(&o.interval, "interval", 200*time.Millisecond, "checkpoint interval")
 	flag.DurationVar(&o.timeout, "checkpoint-timeout", time.Minute, "checkpoint timeout; a checkpoint that expires fails the job (no tolerable failures)")
 	flag.IntVar(&o.parallelism, "parallelism", 2, "parallelism of every operator")
 	flag.Float64Var(&o.rate, "rate", 0, "records per second the job reads and counts, over all subtasks (0: no limit)")
 	flag.IntVar(&o.restarts, "restarts", 0, "in-process restarts (fixed delay 500 ms) before the job fails")
+	flag.BoolVar(&o.resume, "resume", true, "resume from the latest checkpoint of the job (false: a fresh run)")
 	flag.Int64Var(&o.exitBeforeCommit, "exit-before-commit", 0, "exit with status 3 before committing checkpoint N or later (0: never)")
 	flag.Int64Var(&o.killInInterval, "kill-in-interval", 0, "SIGKILL the process in the first interval after checkpoint N's barrier, once subtask 0's sink has written a record into it (0: never)")
+	flag.Int64Var(&o.failOnceAfter, "fail-once-after", 0, "fail the counting operator once, at its N-th record in this process (0: never)")
 	flag.Parse()
 
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := run(o, log); err != nil {
+	// The runtime logs "job already finished" when a finished job is
+	// started again; the handler notices it for the line on stdout.
+	var alreadyFinished atomic.Bool
+	h := &noticingHandler{
+		Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}),
+		notice: func(msg string) {
+			if strings.Contains(msg, "already finished") {
+				alreadyFinished.Store(true)
+			}
+		},
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o, slog.New(h))
+	signaled := ctx.Err() != nil
+	stop()
+	switch {
+	case err == nil && alreadyFinished.Load():
+		fmt.Println("job already finished")
+	case err == nil:
+		fmt.Println("job finished")
+	case signaled && suspended(err):
 		fmt.Fprintf(os.Stderr, "chaosjob: %v\n", err)
+		fmt.Println("job suspended")
+		os.Exit(suspendedStatus)
+	case signaled && errors.Is(err, sluice.ErrJobCanceled):
+		fmt.Fprintf(os.Stderr, "chaosjob: %v\n", err)
+		fmt.Println("job canceled")
+		os.Exit(canceledStatus)
+	default:
+		fmt.Fprintf(os.Stderr, "chaosjob: %v\n", err)
+		fmt.Println("job failed")
 		os.Exit(1)
 	}
 }
 
-func run(o options, log *slog.Logger) error {
+// suspended reports whether Execute's error says that the cancelled
+// context suspended the job rather than cancelling it: it matches
+// context.Canceled but not ErrJobCanceled. (To become
+// errors.Is(err, sluice.ErrJobSuspended) once the runtime has it.)
+func suspended(err error) bool {
+	return errors.Is(err, context.Canceled) && !errors.Is(err, sluice.ErrJobCanceled)
+}
+
+func run(ctx context.Context, o options, log *slog.Logger) error {
 	if o.brokers == "" || o.in == "" || o.out == "" || o.checkpoints == "" || o.prefix == "" {
 		return errors.New("-brokers (or KAFKA_BROKERS), -in, -out, -checkpoints and -prefix are required")
 	}
 	seeds := strings.Split(o.brokers, ",")
+	final := &finalWatch{}
 	opts := []sluice.Option{
-		sluice.WithJobName("chaosjob"),
+		sluice.WithJobName(o.jobName),
 		sluice.WithParallelism(o.parallelism),
 		sluice.WithLogger(log),
 		sluice.WithBufferTimeout(5 * time.Millisecond),
 		sluice.WithCheckpointing(o.interval, o.checkpoints),
 		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Timeout = o.timeout }),
-		sluice.WithResumeFromLatestCheckpoint(),
 		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
 			if s.Status == checkpoint.StatusCompleted {
-				fmt.Printf("checkpoint %d completed: unaligned=%t persisted=%d\n", s.ID, s.Unaligned, s.PersistedData)
+				fmt.Printf("checkpoint %d completed: unaligned=%t persisted=%d path=%s\n", s.ID, s.Unaligned, s.PersistedData, s.Path)
+				if final.covers(s.ID) {
+					fmt.Printf("final checkpoint %d completed\n", s.ID)
+				}
 			}
 		}),
+		sluice.WithRestoreListener(func(r sluice.RestoreInfo) {
+			fmt.Printf("restored from checkpoint %d attempt=%d path=%s\n", r.CheckpointID, r.Attempt, r.Path)
+		}),
+	}
+	if o.resume {
+		opts = append(opts, sluice.WithResumeFromLatestCheckpoint())
 	}
 	if o.restarts > 0 {
 		opts = append(opts, sluice.WithRestartStrategy(sluice.FixedDelayRestart(o.restarts, 500*time.Millisecond)))
@@ -130,7 +205,7 @@ func run(o options, log *slog.Logger) error {
 	}
 	switch o.backend {
 	case "rocksdb":
-		opts = append(opts, sluice.WithStateBackend(rocksDBBackend(o.stateDir)))
+		opts = append(opts, sluice.WithStateBackend(rocksDBBackend(o.stateDir, o.incremental)))
 	case "heap":
 	default:
 		return fmt.Errorf("unknown -backend %q", o.backend)
@@ -151,25 +226,115 @@ func run(o options, log *slog.Logger) error {
 	pace := newLimiter(o.rate)
 	keys = sluice.Map(keys, func(k string) (string, error) { pace.wait(); return k, nil }, sluice.Name("pace"), sluice.UID("pace"))
 	counts := sluice.Process[string, string, keyCount](sluice.KeyBy(keys, func(k string) string { return k }),
-		&runningCount{limit: newLimiter(o.rate)}, sluice.Name("count"), sluice.UID("count"))
+		&runningCount{limit: newLimiter(o.rate), fail: &failOnce{at: o.failOnceAfter}}, sluice.Name("count"), sluice.UID("count"))
 	out, err := kafkasink.NewSink(seeds, func(kc keyCount) (*kgo.Record, error) {
 		return &kgo.Record{Topic: o.out, Key: []byte(kc.Key), Value: strconv.AppendInt(nil, kc.Count, 10)}, nil
 	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(o.prefix), kafkasink.Logger(log))
 	if err != nil {
 		return err
 	}
-	var snk sink.Sink[keyCount] = out
+	final.TwoPhaseCommitSink = out
+	var snk sink.TwoPhaseCommitSink[keyCount] = final
 	switch {
 	case o.exitBeforeCommit > 0:
-		snk = &exitBeforeCommit[keyCount]{Sink: out, from: o.exitBeforeCommit}
+		snk = &exitBeforeCommit[keyCount]{TwoPhaseCommitSink: snk, from: o.exitBeforeCommit}
 	case o.killInInterval > 0:
-		snk = &killInInterval[keyCount]{Sink: out, after: o.killInInterval}
+		snk = &killInInterval[keyCount]{TwoPhaseCommitSink: snk, after: o.killInInterval}
 	}
 	sluice.SinkTo(counts, snk, sluice.Name("kafka-out"), sluice.UID("kafka-out"))
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	return env.Execute(ctx)
+}
+
+// noticingHandler passes every log record on and tells notice its message.
+type noticingHandler struct {
+	slog.Handler
+	notice func(msg string)
+}
+
+func (h *noticingHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.notice(r.Message)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *noticingHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &noticingHandler{Handler: h.Handler.WithAttrs(as), notice: h.notice}
+}
+
+func (h *noticingHandler) WithGroup(name string) slog.Handler {
+	return &noticingHandler{Handler: h.Handler.WithGroup(name), notice: h.notice}
+}
+
+// finalWatch is the Kafka sink that knows which checkpoint is the final
+// one: the sink writers' end of input (Flush(true)) comes after every
+// barrier of a periodic checkpoint and before the final checkpoint's, so
+// the checkpoint that every writer snapshots after its end of input, in
+// one attempt, is the final checkpoint.
+type finalWatch struct {
+	sink.TwoPhaseCommitSink[keyCount]
+
+	mu          sync.Mutex
+	parallelism int
+	ended       map[int]bool  // subtask -> its writer had its end of input
+	after       map[int]int64 // subtask -> the first checkpoint it snapshot after that
+}
+
+func (f *finalWatch) NewWriter(ctx sink.WriterContext) (sink.Writer[keyCount], error) {
+	w, err := f.TwoPhaseCommitSink.NewWriter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended == nil || f.parallelism != ctx.Parallelism {
+		f.parallelism, f.ended, f.after = ctx.Parallelism, map[int]bool{}, map[int]int64{}
+	}
+	delete(f.ended, ctx.Subtask) // a new attempt's writer
+	delete(f.after, ctx.Subtask)
+	return &watchedWriter{Writer: w, f: f, subtask: ctx.Subtask}, nil
+}
+
+// covers reports whether checkpoint id is the final checkpoint.
+func (f *finalWatch) covers(id int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.parallelism == 0 || len(f.after) < f.parallelism {
+		return false
+	}
+	for _, a := range f.after {
+		if a != id {
+			return false
+		}
+	}
+	return true
+}
+
+type watchedWriter struct {
+	sink.Writer[keyCount]
+	f       *finalWatch
+	subtask int
+}
+
+func (w *watchedWriter) Flush(endOfInput bool) error {
+	err := w.Writer.Flush(endOfInput)
+	if endOfInput && err == nil {
+		w.f.mu.Lock()
+		w.f.ended[w.subtask] = true
+		w.f.mu.Unlock()
+	}
+	return err
+}
+
+func (w *watchedWriter) PrepareCommit(id int64) ([][]byte, error) {
+	w.f.mu.Lock()
+	if _, ok := w.f.after[w.subtask]; w.f.ended[w.subtask] && !ok {
+		w.f.after[w.subtask] = id
+	}
+	w.f.mu.Unlock()
+	return w.Writer.(sink.PrecommittingWriter[keyCount]).PrepareCommit(id)
+}
+
+func (w *watchedWriter) SnapshotState(id int64) ([][]byte, error) {
+	return w.Writer.(sink.StatefulWriter[keyCount]).SnapshotState(id)
 }
 
 // keyCount is one output record.
@@ -183,6 +348,26 @@ type keyCount struct {
 type runningCount struct {
 	count state.ValueState[int64]
 	limit *limiter
+	fail  *failOnce
+}
+
+// failOnce fails the at-th call of hit in the process, and no other.
+type failOnce struct {
+	at, n int64
+	mu    sync.Mutex
+}
+
+func (f *failOnce) hit() error {
+	if f == nil || f.at <= 0 {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n++; f.n != f.at {
+		return nil
+	}
+	fmt.Printf("injected failure at record %d\n", f.at)
+	return fmt.Errorf("chaosjob: injected failure at record %d of this process (-fail-once-after)", f.at)
 }
 
 func (r *runningCount) Open(ctx *sluice.OperatorContext) error {
@@ -193,6 +378,9 @@ func (r *runningCount) Open(ctx *sluice.OperatorContext) error {
 
 func (r *runningCount) ProcessElement(ctx *sluice.KeyedContext[string], _ string, out sluice.Collector[keyCount]) error {
 	r.limit.wait()
+	if err := r.fail.hit(); err != nil {
+		return err
+	}
 	n, _, err := r.count.Value()
 	if err != nil {
 		return err
@@ -240,12 +428,12 @@ func (l *limiter) wait() {
 // rocksDBBackend makes the RocksDB keyed backend of each subtask, in a
 // working directory of its own under root (a fresh one per attempt: state
 // comes back from the checkpoint).
-func rocksDBBackend(root string) runtime.StateBackendFactory {
+func rocksDBBackend(root string, incremental bool) runtime.StateBackendFactory {
 	var n atomic.Int64
 	return func(o runtime.StateBackendOptions) (state.KeyedBackend, error) {
 		kgr := o.KeyGroups
 		dir := filepath.Join(root, fmt.Sprintf("%s-%d-%d-%d", o.OperatorUID, o.Subtask, os.Getpid(), n.Add(1)))
-		return rocksdb.New(rocksdb.Options{Dir: dir, MaxParallelism: o.MaxParallelism, KeyGroups: &kgr})
+		return rocksdb.New(rocksdb.Options{Dir: dir, MaxParallelism: o.MaxParallelism, KeyGroups: &kgr, DisableIncremental: !incremental})
 	}
 }
 
@@ -253,12 +441,12 @@ func rocksDBBackend(root string) runtime.StateBackendFactory {
 // committers exit the process before committing checkpoint from or a later
 // one (committables restored from a checkpoint are committed normally).
 type exitBeforeCommit[T any] struct {
-	*kafkasink.Sink[T]
+	sink.TwoPhaseCommitSink[T]
 	from int64
 }
 
 func (s *exitBeforeCommit[T]) NewCommitter(ctx sink.WriterContext) (sink.Committer, error) {
-	c, err := s.Sink.NewCommitter(ctx)
+	c, err := s.TwoPhaseCommitSink.NewCommitter(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -283,12 +471,12 @@ func (c *exitingCommitter) Commit(ctx context.Context, id int64, committables []
 // of that interval is acknowledged: its transaction is left open, and no
 // commit of that subtask is in flight (commits run on the same goroutine).
 type killInInterval[T any] struct {
-	*kafkasink.Sink[T]
+	sink.TwoPhaseCommitSink[T]
 	after int64
 }
 
 func (s *killInInterval[T]) NewWriter(ctx sink.WriterContext) (sink.Writer[T], error) {
-	w, err := s.Sink.NewWriter(ctx)
+	w, err := s.TwoPhaseCommitSink.NewWriter(ctx)
 	if err != nil || ctx.Subtask != 0 {
 		return w, err
 	}
