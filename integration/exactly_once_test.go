@@ -24,61 +24,151 @@ func jobContext(t *testing.T, d time.Duration) context.Context {
 }
 
 // Exactly-once under crashes: the job runs as a separate process that the
-// test kills with SIGKILL at random moments, at least 5 times, restarting
-// it each time from its latest checkpoint. Its counts live in RocksDB,
-// its checkpoints come every 200 ms. At the end a read_committed consumer
-// (and kcat) sees for every key the counts 1..n exactly once each, in
-// order. In aligned, unaligned and mixed modes.
+// test kills with SIGKILL, at least 30 times per checkpoint mode, and
+// restarts each time from its latest checkpoint: mid-run at random
+// moments, during shutdown (SIGTERM, then SIGKILL a moment later, before
+// the process exits), right after the job finished (at its final
+// checkpoint's line and a few milliseconds after), and while a run of the
+// finished job starts again. The kills are spread over episodes, each a
+// bounded job of its own that ends with a run that exits 0. Counts live
+// in RocksDB (or $SLUICE_IT_STATE_BACKEND), checkpoints come every
+// 200 ms. After each episode a read_committed consumer (and kcat) sees
+// for every key the counts 1..n exactly once each, in order. In aligned,
+// unaligned and mixed modes. This fails when any kill loses or repeats a
+// committed record: a crash between a checkpoint and its commit, a
+// shutdown that deletes the checkpoint the next run needs, a finished
+// job that forgets it finished.
 func TestExactlyOnceUnderKills(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	for i, mode := range []string{"aligned", "unaligned", "mixed"} {
 		t.Run(mode, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, uint64(i)))
-			const keys, perKey, kills = 16, 150, 5
-			ctx := jobContext(t, 3*time.Minute)
+			const minKills, maxEpisodes = 30, 8
+			ctx := jobContext(t, 4*time.Minute)
 			adm := kadm.NewClient(newClient(t))
-			in, out := createTopic(ctx, t, adm, 4), createTopic(ctx, t, adm, 4)
-			produceKeyed(ctx, t, in, keys, perKey)
-			// 2400 records at 300/s: 8 s of counting, so the kills land
-			// while there is work left.
-			job := newChaosJob(t, in, out, mode, 300)
-			run := job.start(t)
-			for k := 0; k < kills; k++ {
-				// A random moment: anywhere from the process' start-up
-				// (restore, re-commit, abort of lingering transactions) to
-				// well into its processing.
-				select {
-				case <-time.After(time.Duration(200+rng.IntN(1300)) * time.Millisecond):
-				case <-ctx.Done():
-					t.Fatal(ctx.Err())
-				}
-				if !run.kill(t) {
-					t.Fatalf("the job finished before kill %d of %d (exit %v); slow it down\nstderr:\n%s",
-						k+1, kills, run.err, tail(run.stderr.String(), 20))
-				}
-				run = job.start(t)
+			var f chaosFigures
+			for f.episodes < maxEpisodes && f.kills() < minKills {
+				chaosEpisode(ctx, t, adm, rng, mode, &f)
 			}
-			if code := run.wait(ctx, t); code != 0 {
-				t.Fatalf("the last run exited with status %d\nstderr:\n%s", code, tail(run.stderr.String(), 40))
+			if f.kills() < minKills {
+				t.Fatalf("%d episodes landed only %d kills, want %d: the runs end too soon; slow them down", f.episodes, f.kills(), minKills)
 			}
-			completed, persisted := 0, int64(0)
-			for _, r := range job.runs {
-				completed += r.completed()
-				persisted += r.persisted()
-			}
-			got := readCommitted(ctx, t, out)
-			checkExactCounts(t, got, keys, perKey)
-			if t.Failed() {
-				job.logRuns(t)
-				t.Logf("after the last run: open transaction on the output: %v; ongoing transactions of the job: %v",
-					openTransaction(ctx, t, adm, out), ongoingTransactions(ctx, t, adm, job.prefix))
-			}
-			checkKcatAgrees(t, out, got)
-			t.Logf("%s: %d kills, %d runs, %d checkpoints completed (%d in-flight bytes persisted), %d committed records",
-				mode, kills, len(job.runs), completed, persisted, len(got))
+			t.Logf("%s: %d kills (%d mid-run, %d during shutdown, %d after the job finished, %d while a run restarted), "+
+				"%d SIGTERMs the exit beat the kill to, %d episodes, %d runs, %d checkpoints completed (%d in-flight bytes persisted), %d committed records",
+				mode, f.kills(), f.midRun, f.shutdown, f.afterFinish, f.restarting, f.suspended, f.episodes, f.runs, f.completed, f.persisted, f.committed)
 		})
 	}
+}
+
+// chaosFigures are what TestExactlyOnceUnderKills did.
+type chaosFigures struct {
+	midRun, shutdown, afterFinish, restarting int // kills that hit a live process
+	suspended                                 int // SIGTERMs after which the process exited before the SIGKILL
+	episodes, runs, completed, committed      int
+	persisted                                 int64
+}
+
+func (f *chaosFigures) kills() int { return f.midRun + f.shutdown + f.afterFinish + f.restarting }
+
+// chaosEpisode runs one bounded job through its kills to the end and
+// checks its output.
+func chaosEpisode(ctx context.Context, t *testing.T, adm *kadm.Client, rng *rand.Rand, mode string, f *chaosFigures) {
+	const keys, perKey, midRunKills = 16, 100, 6
+	f.episodes++
+	// 1600 records at 400/s: 4 s of counting, so that six runs of at most
+	// 1.2 s, each spending part of it starting, leave work to the last.
+	job := newKeyedJob(ctx, t, adm, keys, perKey, mode, 400)
+	pause := func(d time.Duration) {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+	}
+	// endedBy checks how a run that ended before its SIGKILL ended: 0
+	// (finished) or, after a SIGTERM, suspended.
+	endedBy := func(run *chaosRun, sigterm bool) {
+		t.Helper()
+		code := run.wait(ctx, t)
+		if code != 0 && (!sigterm || code != chaosExitSuspended) {
+			job.logRuns(t)
+			t.Fatalf("episode %d: a run ended by itself with %v (want 0, or %d after SIGTERM)\nstderr (last lines):\n%s",
+				f.episodes, run.cmd.ProcessState, chaosExitSuspended, tail(run.stderr.String(), 30))
+		}
+	}
+	run := job.start(t)
+	finished := false
+	for k := 0; k < midRunKills && !finished; k++ {
+		// A random moment, from the process' start-up (restore,
+		// re-commit, abort of lingering transactions) to well into its
+		// processing.
+		pause(time.Duration(150+rng.IntN(1000)) * time.Millisecond)
+		if rng.IntN(3) == 0 {
+			// During shutdown: SIGTERM, and SIGKILL before it exits.
+			if run.signal(t, syscall.SIGTERM) {
+				pause(time.Duration(rng.IntN(60)) * time.Millisecond)
+				if run.kill(t) {
+					f.shutdown++
+				} else {
+					f.suspended++
+					endedBy(run, true)
+				}
+			} else {
+				finished = true
+				endedBy(run, false)
+			}
+		} else if run.kill(t) {
+			f.midRun++
+		} else {
+			finished = true
+			endedBy(run, false)
+		}
+		run = job.start(t)
+	}
+	if !finished {
+		// Right after the job finished: at its final checkpoint's line
+		// or a few milliseconds later, as the commit, the job's result
+		// and the clean-up go on.
+		if run.awaitStdout(ctx, t, "final checkpoint ") {
+			pause(time.Duration(rng.IntN(30)) * time.Millisecond)
+		}
+		if run.kill(t) {
+			f.afterFinish++
+		} else {
+			endedBy(run, false)
+		}
+		run = job.start(t)
+	}
+	if rng.IntN(2) == 0 {
+		// A run of the finished job (or of its final checkpoint) killed
+		// as it starts.
+		pause(time.Duration(rng.IntN(400)) * time.Millisecond)
+		if run.kill(t) {
+			f.restarting++
+		} else {
+			endedBy(run, false)
+		}
+		run = job.start(t)
+	}
+	if code := run.wait(ctx, t); code != 0 {
+		job.logRuns(t)
+		t.Fatalf("episode %d: the last run exited with status %d\nstderr:\n%s", f.episodes, code, tail(run.stderr.String(), 40))
+	}
+	f.runs += len(job.runs)
+	for _, r := range job.runs {
+		f.completed += r.completed()
+		f.persisted += r.persisted()
+	}
+	got := readCommitted(ctx, t, job.out)
+	checkExactCounts(t, got, keys, perKey)
+	if t.Failed() {
+		job.logRuns(t)
+		t.Fatalf("episode %d: after the last run: open transaction on the output: %v; ongoing transactions of the job: %v",
+			f.episodes, openTransaction(ctx, t, adm, job.out), ongoingTransactions(ctx, t, adm, job.prefix))
+	}
+	checkKcatAgrees(t, job.out, got)
+	f.committed += len(got)
 }
 
 // A crash after a checkpoint completed and before its commit: the job
