@@ -7,6 +7,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/runtime"
+	"github.com/sluicehq/sluice/sink"
 )
 
 // CheckpointingMode is exactly-once or at-least-once
@@ -87,14 +88,19 @@ func WithRestartStrategy(r RestartStrategy) Option {
 }
 
 // WithRestoreFrom starts the job from a savepoint or checkpoint directory
-// (the one holding _metadata), as `flink run -s`.
+// (the one holding _metadata), as `flink run -s`. The claim mode
+// (WithClaimMode, default NoClaim) says whether the job may delete it.
 func WithRestoreFrom(path string) Option {
 	return func(e *Environment) { e.cfg.RestoreFrom = path }
 }
 
 // WithResumeFromLatestCheckpoint starts the job from the latest usable
-// checkpoint in its checkpoint directory when there is one: how a job
-// picks up after its process was killed.
+// checkpoint in its checkpoint directory (<dir>/<job id>/) when there is
+// one: how a job picks up after its process was killed or suspended. A
+// job whose recorded result is FINISHED does nothing (Execute returns nil
+// at once); a cancelled or failed one resumes from its retained
+// checkpoint, and without one is refused (ErrJobTerminated) unless
+// WithFreshStart.
 func WithResumeFromLatestCheckpoint() Option {
 	return func(e *Environment) { e.cfg.ResumeLatest = true }
 }
@@ -106,16 +112,41 @@ func WithStateBackend(f runtime.StateBackendFactory) Option {
 }
 
 // checkpointValidator is implemented by sinks and sources whose settings
-// must fit the checkpoint configuration (a Kafka transaction timeout must
-// outlast a checkpoint interval plus the checkpoint timeout).
+// must fit the checkpoint and restart configuration (a Kafka transaction
+// timeout must outlast the longest wait of a transaction for its commit).
 type checkpointValidator interface {
-	ValidateCheckpointing(interval, timeout time.Duration) error
+	ValidateCheckpointing(t sink.CheckpointTiming) error
 }
 
 func (e *Environment) validateCheckpointing() error {
 	cfg := e.cfg.Checkpoint.WithDefaults()
+	restart := e.cfg.Restart
+	if !e.cfg.RestartSet {
+		restart = checkpoint.DefaultRestartConfig(cfg.Enabled())
+	}
+	timing := sink.CheckpointTiming{
+		Interval: cfg.Interval, Timeout: cfg.Timeout, MinPause: cfg.MinPause, TolerableFailures: cfg.TolerableFailed,
+		RestartDelayOption: "restart-strategy.type none",
+	}
+	// The longest wait before a restart: a transaction whose checkpoint
+	// completed just before a failure is committed by the next attempt.
+	switch restart.Kind {
+	case checkpoint.FixedDelay:
+		if restart.Attempts > 0 {
+			timing.RestartDelay = restart.Delay
+			timing.RestartDelayOption = fmt.Sprintf("restart-strategy.fixed-delay.delay %v", restart.Delay)
+		}
+	case checkpoint.ExponentialDelay:
+		// The jitter may add up to jitter-factor × max-backoff.
+		timing.RestartDelay = restart.MaxBackoff + time.Duration(restart.JitterFactor*float64(restart.MaxBackoff))
+		timing.RestartDelayOption = fmt.Sprintf("restart-strategy.exponential-delay.max-backoff %v", restart.MaxBackoff)
+		if restart.JitterFactor > 0 {
+			timing.RestartDelayOption += fmt.Sprintf(" × (1 + restart-strategy.exponential-delay.jitter-factor %v) = %v",
+				restart.JitterFactor, timing.RestartDelay)
+		}
+	}
 	for _, v := range e.validators {
-		if err := v.ValidateCheckpointing(cfg.Interval, cfg.Timeout); err != nil {
+		if err := v.ValidateCheckpointing(timing); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 	}

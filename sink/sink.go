@@ -3,9 +3,18 @@
 // print and discard.
 package sink
 
+import "context"
+
 // WriterContext tells a Writer which subtask it runs in and, on restore,
 // what the writers had stored.
 type WriterContext struct {
+	// Context is the task's context: it is cancelled when the task is
+	// cancelled or its attempt fails over. A writer or committer gives up
+	// every blocking call (flushes, waits for acknowledgements, requests
+	// to a broker that is down) when it is done. Never nil when the
+	// runtime makes the context; a sink used by hand treats nil as
+	// context.Background().
+	Context context.Context
 	// Subtask is the index of this writer's subtask, in [0, Parallelism).
 	Subtask int
 	// Parallelism is the number of parallel writers of the sink.
@@ -41,4 +50,13 @@ type Writer[T any] interface {
 	Flush(endOfInput bool) error
 	// Close releases the writer's resources.
 	Close() error
+}
+
+// Ctx returns the writer context's Context, or context.Background() when
+// it is nil.
+func (c WriterContext) Ctx() context.Context {
+	if c.Context == nil {
+		return context.Background()
+	}
+	return c.Context
 }

@@ -1,6 +1,11 @@
 package sink
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
 
 // StatefulWriter is a Writer with state of its own in every checkpoint,
 // restored through WriterContext.RestoredState.
@@ -43,4 +48,66 @@ type TwoPhaseCommitSink[T any] interface {
 	Sink[T]
 	// NewCommitter makes the committer of one subtask.
 	NewCommitter(ctx WriterContext) (Committer, error)
+}
+
+// CheckpointTiming is what a two-phase-commit sink must outlast: the
+// checkpoint and restart settings that bound how long a transaction opened
+// at one checkpoint barrier may wait for its commit (a Kafka transaction
+// past its timeout is aborted by the broker, and its records are lost).
+// The runtime fills it from the job's configuration, with Flink's keys.
+type CheckpointTiming struct {
+	// Interval is execution.checkpointing.interval (0: checkpointing off).
+	Interval time.Duration
+	// Timeout is execution.checkpointing.timeout.
+	Timeout time.Duration
+	// MinPause is execution.checkpointing.min-pause.
+	MinPause time.Duration
+	// TolerableFailures is
+	// execution.checkpointing.tolerable-failed-checkpoints: the checkpoints
+	// that may fail in a row before the job fails, each of which leaves
+	// the transaction waiting for the next one.
+	TolerableFailures int
+	// RestartDelay is the longest the restart strategy may wait before a
+	// restart (0 for no restart): a transaction whose checkpoint
+	// completed just before a failure is committed by the restarted job.
+	RestartDelay time.Duration
+	// RestartDelayOption names the option RestartDelay comes from, with
+	// its value, for error messages (e.g.
+	// "restart-strategy.fixed-delay.delay 10s").
+	RestartDelayOption string
+}
+
+// MaxCommitWait returns the longest a transaction opened at a barrier may
+// wait for its commit: interval + timeout + tolerable failures × (timeout
+// + min pause) + restart delay. It saturates at math.MaxInt64 instead of
+// overflowing.
+func (t CheckpointTiming) MaxCommitWait() time.Duration {
+	sum := func(a, b time.Duration) time.Duration {
+		if a > math.MaxInt64-b {
+			return math.MaxInt64
+		}
+		return a + b
+	}
+	perFailure := sum(max(t.Timeout, 0), max(t.MinPause, 0))
+	failures := time.Duration(0)
+	if n := t.TolerableFailures; n > 0 && perFailure > 0 {
+		if time.Duration(n) > math.MaxInt64/perFailure {
+			failures = math.MaxInt64
+		} else {
+			failures = time.Duration(n) * perFailure
+		}
+	}
+	return sum(sum(sum(max(t.Interval, 0), max(t.Timeout, 0)), failures), max(t.RestartDelay, 0))
+}
+
+// String lists the terms of MaxCommitWait under their Flink keys.
+func (t CheckpointTiming) String() string {
+	restart := t.RestartDelayOption
+	if restart == "" {
+		restart = fmt.Sprintf("restart delay %v", t.RestartDelay)
+	}
+	return fmt.Sprintf("execution.checkpointing.interval %v + execution.checkpointing.timeout %v + "+
+		"execution.checkpointing.tolerable-failed-checkpoints %d × (execution.checkpointing.timeout %v + "+
+		"execution.checkpointing.min-pause %v) + %s",
+		t.Interval, t.Timeout, t.TolerableFailures, t.Timeout, t.MinPause, restart)
 }
