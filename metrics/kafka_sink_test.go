@@ -20,6 +20,7 @@ func TestKafkaSinkMetrics(t *testing.T) {
 	counts[2], counts[len(counts)-1] = 3, 1 // three within 5 ms, one slower than every bucket
 	c.AddKafkaSink("job", "out", fakeSink{kafkasink.SinkMetrics{
 		TransactionsCommitted: 4, TransactionsAborted: 2, CommitLatencyCounts: counts, CommitLatencySum: 12 * time.Second,
+		TransactionsLost: 1, RecordsSkipped: 7, RecordsDeadLettered: 5,
 	}})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
@@ -48,6 +49,9 @@ func TestKafkaSinkMetrics(t *testing.T) {
 	want := map[string]float64{
 		"sluice_kafka_sink_transactionsCommitted":          4,
 		"sluice_kafka_sink_transactionsAborted":            2,
+		"sluice_kafka_sink_transactionsLost":               1,
+		"sluice_kafka_sink_recordsSkipped":                 7,
+		"sluice_kafka_sink_recordsDeadLettered":            5,
 		"sluice_kafka_sink_commitLatency_seconds_count":    4,
 		"sluice_kafka_sink_commitLatency_seconds_sum":      12,
 		"sluice_kafka_sink_commitLatency_seconds_le_0.005": 3,

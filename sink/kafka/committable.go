@@ -7,8 +7,10 @@ import (
 	"strings"
 )
 
-// committableVersion is the first byte of every encoded Committable.
-const committableVersion = 1
+// committableVersion is the first byte of every encoded Committable:
+// version 2 adds the record count to version 1, which is still decoded
+// (Records -1).
+const committableVersion = 2
 
 // Committable names one pre-committed Kafka transaction: everything the
 // committer needs to finish it from another client or another process.
@@ -29,6 +31,9 @@ type Committable struct {
 	// to each partition: its control marker follows it, which is how a
 	// re-commit tells committed from aborted once the id moved on.
 	LastOffsets []PartitionOffset
+	// Records is the number of records the transaction wrote (-1 when
+	// unknown: a committable of encoding version 1).
+	Records int64
 }
 
 // PartitionOffset is an offset in a topic partition.
@@ -78,15 +83,16 @@ func (c Committable) Encode() []byte {
 			b = binary.AppendVarint(b, po.Offset)
 		}
 	}
-	return b
+	return binary.AppendVarint(b, c.Records)
 }
 
 // DecodeCommittable decodes what Encode wrote.
 func DecodeCommittable(b []byte) (Committable, error) {
 	d := decoder{b: b}
 	var c Committable
-	if v := d.byte(); d.err == nil && v != committableVersion {
-		return c, fmt.Errorf("committable version %d, want %d: %w", v, committableVersion, ErrBadCommittable)
+	v := d.byte()
+	if d.err == nil && v != 1 && v != committableVersion {
+		return c, fmt.Errorf("committable version %d, want 1 to %d: %w", v, committableVersion, ErrBadCommittable)
 	}
 	c.TransactionalID = d.string()
 	c.ProducerID = d.varint()
@@ -102,6 +108,10 @@ func DecodeCommittable(b []byte) (Committable, error) {
 			o := d.varint()
 			c.LastOffsets = append(c.LastOffsets, PartitionOffset{Topic: t, Partition: p, Offset: o})
 		}
+	}
+	c.Records = -1
+	if v >= 2 {
+		c.Records = d.varint()
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%d trailing bytes", len(d.b))

@@ -41,6 +41,10 @@ type Committer struct {
 	log  *slog.Logger
 	bg   sync.WaitGroup // clients of closed writers being closed
 
+	// txnTimeout is the writers' transaction timeout, for errors (0 when
+	// not known: a committer of NewCommitter without TransactionTimeout).
+	txnTimeout time.Duration
+
 	mu     sync.Mutex
 	cl     *kgo.Client // EndTxn at the newest version both sides support
 	clV1   *kgo.Client // EndTxn pinned to v4 and below, for transaction version 1
@@ -52,21 +56,26 @@ type Committer struct {
 var _ sink.Committer = (*Committer)(nil)
 
 func newCommitter(cfg *config, pool *slotPool) *Committer {
-	return &Committer{cfg: cfg, pool: pool, log: cfg.logger.With("sink", "kafka", "role", "committer")}
+	return &Committer{cfg: cfg, pool: pool, log: cfg.logger.With("sink", "kafka", "role", "committer"), txnTimeout: cfg.txnTimeout}
 }
 
 // NewCommitter returns a committer of exactly-once transactions on the
 // cluster at seeds, for use outside a job (tools, tests, a process that
 // finishes the transactions of another): it shares nothing with any
-// writer. Of the options, ClientOptions, Logger and CommitRetryBackoff
-// apply.
+// writer. Of the options, ClientOptions, Logger, CommitRetryBackoff,
+// IgnoreFailuresAfterTransactionTimeout and TransactionTimeout (named in
+// errors only) apply.
 func NewCommitter(seeds []string, opts ...Option) (*Committer, error) {
 	if len(seeds) == 0 {
 		return nil, fmt.Errorf("no seed brokers: %w", ErrInvalidConfig)
 	}
 	cfg := newConfig(seeds, opts)
 	cfg.guarantee = ExactlyOnce
-	return newCommitter(&cfg, newSlotPool()), nil
+	c := newCommitter(&cfg, newSlotPool())
+	if !cfg.txnTimeoutSet {
+		c.txnTimeout = 0
+	}
+	return c, nil
 }
 
 // Stats returns how many re-commits the broker refused because the id had
@@ -81,10 +90,15 @@ func (c *Committer) Stats() (verified, unverifiable int) {
 
 // Commit commits the transactions the committables name, in order. A
 // committable already committed succeeds again. It retries retriable
-// errors with backoff for up to DefaultCommitTimeout (or ctx's deadline),
-// then fails with ErrCommitFailed; a transaction the broker aborted fails
-// with ErrDataLoss. Both errors name the transactional id and the
-// checkpoint. It does nothing for a sink that is not exactly-once.
+// errors with backoff for up to DefaultCommitTimeout (or ctx's deadline,
+// or until ctx is done: the task's context, cancelled at a cancellation
+// or failover), then fails with ErrCommitFailed. A transaction the broker
+// aborted because its timeout expired fails with a *TransactionLostError
+// (terminal: SuppressRestarts), or, under
+// IgnoreFailuresAfterTransactionTimeout, is logged, counted and passed
+// over; one aborted otherwise (fenced) fails with ErrDataLoss. The errors
+// name the transactional id and the checkpoint. It does nothing for a
+// sink that is not exactly-once.
 func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables [][]byte) error {
 	if c.cfg.guarantee != ExactlyOnce || len(committables) == 0 {
 		return nil
@@ -132,7 +146,21 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 				"transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID, "err", err)
 		}
 		if err := c.commitOne(ctx, cm); err != nil {
-			return err
+			var lost *TransactionLostError
+			if !c.cfg.ignoreLost || !errors.As(err, &lost) {
+				return err
+			}
+			// Passed over as configured: the id is free again (its
+			// client, if any, is replaced before its next transaction),
+			// and a re-commit in this process does not count it twice.
+			c.cfg.stats.lose()
+			c.log.Error("kafka sink: DATA LOSS: the broker aborted a transaction of a completed checkpoint because its transaction timeout expired; "+
+				"going on as configured (IgnoreFailuresAfterTransactionTimeout)",
+				"transactional_id", lost.TransactionalID, "producer_id", lost.ProducerID, "epoch", lost.ProducerEpoch,
+				"checkpoint", lost.CheckpointID, "records", lost.Records, "partitions", describePartitions(lost.Partitions),
+				"transaction_timeout", lost.TransactionTimeout, "broker_answer", fmt.Sprint(lost.BrokerAnswer), "evidence", lost.Evidence)
+			c.closeLater(c.pool.markCommitted(cm, nil, false))
+			continue
 		}
 		c.cfg.stats.commit(time.Since(start))
 		c.closeLater(c.pool.markCommitted(cm, nil, false))
@@ -170,10 +198,13 @@ func (c *Committer) commitOne(ctx context.Context, cm Committable) error {
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
-				return fmt.Errorf("kafka sink: commit %v: gave up after %d attempts: %w: %w", cm, attempt, err, ErrCommitFailed)
+				return fmt.Errorf("kafka sink: commit %v: gave up after %d attempts: %w: %w: %w", cm, attempt, ctx.Err(), err, ErrCommitFailed)
 			}
 			backoff = min(2*backoff, c.cfg.commitBackoffMx)
 		default:
+			if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+				return fmt.Errorf("kafka sink: commit %v: gave up after %d attempts: %w: %w: %w", cm, attempt, cerr, err, ErrCommitFailed)
+			}
 			return fmt.Errorf("kafka sink: commit %v (attempt %d): %w: %w", cm, attempt, err, ErrCommitFailed)
 		}
 	}
@@ -263,6 +294,9 @@ func (c *Committer) resolve(ctx context.Context, cm Committable, cause error) er
 			"broker_answer", cause.Error(), "marker", where)
 		return nil
 	case markerAbort:
+		if timedOut(cause) {
+			return c.lost(cm, cause, "its abort marker is at "+where)
+		}
 		return fmt.Errorf("kafka sink: commit %v: the broker answered %v and the transaction's abort marker is at %s: %w",
 			cm, cause, where, ErrDataLoss)
 	}
@@ -275,6 +309,9 @@ func (c *Committer) resolve(ctx context.Context, cm Committable, cause error) er
 	if derr == nil && d.ProducerID == cm.ProducerID {
 		switch {
 		case d.State == "CompleteAbort" && (d.ProducerEpoch == cm.ProducerEpoch || d.ProducerEpoch == cm.ProducerEpoch+1):
+			if timedOut(cause) {
+				return c.lost(cm, cause, fmt.Sprintf("its coordinator shows the id aborted at epoch %d", d.ProducerEpoch))
+			}
 			return fmt.Errorf("kafka sink: commit %v: the broker answered %v and shows the id aborted at epoch %d: %w",
 				cm, cause, d.ProducerEpoch, ErrDataLoss)
 		case d.State == "CompleteCommit" && (d.ProducerEpoch == cm.ProducerEpoch || d.ProducerEpoch == cm.ProducerEpoch+1):
@@ -291,6 +328,23 @@ func (c *Committer) resolve(ctx context.Context, cm Committable, cause error) er
 		"transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID, "producer_id", cm.ProducerID,
 		"epoch", cm.ProducerEpoch, "broker_answer", cause.Error(), "broker_state", fmt.Sprintf("%+v", d), "describe_err", derr)
 	return nil
+}
+
+// timedOut reports whether the broker's answer to EndTxn(commit) is the
+// one it gives for a transaction it aborted because its timeout expired:
+// INVALID_TXN_STATE (Kafka 4.1, transaction version 2: the abort bumped
+// the epoch and completed, and the commit is a "retry" of the other
+// outcome). A fenced transaction is answered PRODUCER_FENCED instead.
+func timedOut(cause error) bool { return errors.Is(cause, kerr.InvalidTxnState) }
+
+// lost is the error for a transaction of a completed checkpoint that the
+// broker aborted because it timed out.
+func (c *Committer) lost(cm Committable, cause error, evidence string) *TransactionLostError {
+	return &TransactionLostError{
+		TransactionalID: cm.TransactionalID, ProducerID: cm.ProducerID, ProducerEpoch: cm.ProducerEpoch,
+		CheckpointID: cm.CheckpointID, Records: cm.Records, Partitions: cm.LastOffsets,
+		TransactionTimeout: c.txnTimeout, BrokerAnswer: cause, Evidence: evidence,
+	}
 }
 
 type markerVerdict int

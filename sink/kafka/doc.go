@@ -37,5 +37,26 @@
 // when the id has moved on since (a later transaction, an abort at
 // startup) the committer reads the transaction's control marker in the
 // output partition to tell committed from aborted. An aborted one is data
-// loss and fails with ErrDataLoss naming the id and the checkpoint.
+// loss. One the broker aborted because its transaction timeout expired
+// (EndTxn answers INVALID_TXN_STATE under transaction version 2) fails
+// with a *TransactionLostError, which tells the runtime not to restart:
+// every restore would meet the same abort. With
+// IgnoreFailuresAfterTransactionTimeout the committer logs and counts it
+// and goes on instead. One aborted otherwise (fenced) fails with
+// ErrDataLoss. Both name the id and the checkpoint. ValidateCheckpointing
+// refuses, before the job starts, a transaction timeout shorter than the
+// longest a transaction may wait for its commit under the checkpoint and
+// restart settings.
+//
+// Every blocking call of the writers and committers (flushes, waits for
+// room in a producer's buffer, InitProducerId, EndTxn, the abort of
+// lingering transactions) gives up when the task's context
+// (sink.WriterContext.Context, and the context handed to Commit) is done,
+// so that a cancellation or failover does not wait for a broker that is
+// down.
+//
+// A record the serializer refuses (an error, a panic, no record) is
+// handled by the sink's SerializerErrorPolicy: fail (default), skip, or a
+// copy to a dead-letter topic, written in the checkpoint's transaction
+// for exactly-once.
 package kafka

@@ -61,7 +61,7 @@ func TestJobWithAbortedCheckpoints(t *testing.T) {
 	s := sluice.FromSource(env, gen, sluice.NoWatermarks[string](), "gen", sluice.UID("gen"))
 	snk, err := kafkasink.NewSink(seeds, kafkasink.ValueSerializer("out", codec.String{}),
 		kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix("job"),
-		kafkasink.TransactionTimeout(time.Minute), kafkasink.Logger(quiet))
+		kafkasink.TransactionTimeout(5*time.Minute), kafkasink.Logger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,8 +45,13 @@ func (g DeliveryGuarantee) String() string {
 // Defaults, as Flink's KafkaSink.
 const (
 	// DefaultTransactionTimeout is the transaction timeout of an
-	// exactly-once sink (Flink's KafkaSink sets transaction.timeout.ms to
-	// 15 minutes, the broker's default transaction.max.timeout.ms).
+	// exactly-once sink (transaction.timeout.ms): 15 minutes, the
+	// broker's default transaction.max.timeout.ms, so that a broker with
+	// default settings accepts it. Flink's KafkaSink defaults to 1 hour,
+	// which such a broker refuses (InitProducerId fails with
+	// INVALID_TRANSACTION_TIMEOUT); set TransactionTimeout, and raise the
+	// broker's limit, when the checkpoint settings need more (see
+	// ValidateCheckpointing).
 	DefaultTransactionTimeout = 15 * time.Minute
 	// DefaultMaxConcurrentCheckpoints sizes the transactional id pool
 	// (pool = max concurrent checkpoints + 1), as Flink's default of one
@@ -61,7 +66,11 @@ const (
 // Serializer turns a value into the Kafka record to write: topic, key,
 // value, headers, and optionally partition and timestamp. A record
 // without a timestamp gets the value's event timestamp when it has one
-// (else the time of writing, as franz-go does).
+// (else the time of writing, as franz-go does). With an error it may
+// return the part of the record it made (topic, key): the DeadLetterTopic
+// policy writes that part. A serializer that panics or returns no record
+// fails as one that returns an error; the sink's SerializerErrorPolicy
+// says what then happens (default FailOnSerializerError).
 type Serializer[T any] func(v T) (*kgo.Record, error)
 
 // ValueSerializer writes every value to topic, encoded by c, without a key.
@@ -69,7 +78,7 @@ func ValueSerializer[T any](topic string, c codec.Codec[T]) Serializer[T] {
 	return func(v T) (*kgo.Record, error) {
 		b, err := c.Append(nil, v)
 		if err != nil {
-			return nil, fmt.Errorf("encode value for topic %s: %w", topic, err)
+			return &kgo.Record{Topic: topic}, fmt.Errorf("encode value for topic %s: %w", topic, err)
 		}
 		return &kgo.Record{Topic: topic, Value: b}, nil
 	}
@@ -82,11 +91,11 @@ func KeyValueSerializer[T, K any](topic string, key func(T) K, kc codec.Codec[K]
 	return func(v T) (*kgo.Record, error) {
 		k, err := kc.Append(nil, key(v))
 		if err != nil {
-			return nil, fmt.Errorf("encode key for topic %s: %w", topic, err)
+			return &kgo.Record{Topic: topic}, fmt.Errorf("encode key for topic %s: %w", topic, err)
 		}
 		b, err := vc.Append(nil, v)
 		if err != nil {
-			return nil, fmt.Errorf("encode value for topic %s: %w", topic, err)
+			return &kgo.Record{Topic: topic, Key: k}, fmt.Errorf("encode value for topic %s: %w", topic, err)
 		}
 		return &kgo.Record{Topic: topic, Key: k, Value: b}, nil
 	}
@@ -102,6 +111,9 @@ type config struct {
 	poolSize        int
 	poolLimit       int
 	txnTimeout      time.Duration
+	txnTimeoutSet   bool // TransactionTimeout was given
+	ignoreLost      bool // IgnoreFailuresAfterTransactionTimeout
+	serPolicy       SerializerErrorPolicy
 	commitBackoff   time.Duration
 	commitBackoffMx time.Duration
 	clientOpts      []kgo.Opt
@@ -160,10 +172,74 @@ func TransactionalIDPoolSize(n int) Option { return func(c *config) { c.poolSize
 // ErrPoolExhausted.
 func TransactionalIDPoolLimit(n int) Option { return func(c *config) { c.poolLimit = n } }
 
-// TransactionTimeout sets the Kafka transaction timeout (default 15 min).
-// It must cover a checkpoint interval plus the checkpoint timeout, and not
-// exceed the broker's transaction.max.timeout.ms.
-func TransactionTimeout(d time.Duration) Option { return func(c *config) { c.txnTimeout = d } }
+// TransactionTimeout sets the Kafka transaction timeout
+// (transaction.timeout.ms, default 15 min). It must cover the longest a
+// transaction may wait for its commit (see ValidateCheckpointing), and not
+// exceed the broker's transaction.max.timeout.ms (default 15 min).
+func TransactionTimeout(d time.Duration) Option {
+	return func(c *config) { c.txnTimeout, c.txnTimeoutSet = d, true }
+}
+
+// IgnoreFailuresAfterTransactionTimeout makes the committer go on when the
+// broker aborted a transaction of a completed checkpoint because its
+// timeout expired (as Flink's
+// FlinkKafkaProducer.ignoreFailuresAfterTransactionTimeout): the loss is
+// logged at Error level, naming the transaction, the checkpoint and what
+// was lost, and counted in SinkMetrics.TransactionsLost, instead of
+// failing the job with a TransactionLostError. Its records are lost
+// either way; use it when a job must keep running after a long outage.
+func IgnoreFailuresAfterTransactionTimeout() Option { return func(c *config) { c.ignoreLost = true } }
+
+// SerializerErrorPolicy says what a writer does with a record its
+// serializer refuses (an error, a panic, or no record): a poison pill on
+// the way out.
+type SerializerErrorPolicy struct {
+	kind  policyKind
+	topic string // the dead-letter topic
+}
+
+type policyKind uint8
+
+const (
+	policyFail policyKind = iota
+	policySkip
+	policyDeadLetter
+)
+
+func (p SerializerErrorPolicy) String() string {
+	switch p.kind {
+	case policySkip:
+		return "skip"
+	case policyDeadLetter:
+		return "dead-letter topic " + p.topic
+	}
+	return "fail"
+}
+
+// FailOnSerializerError fails the writer with ErrSerialize, naming the
+// subtask and the record's value (the default). The job restarts as its
+// restart strategy says, and meets the record again.
+func FailOnSerializerError() SerializerErrorPolicy { return SerializerErrorPolicy{} }
+
+// SkipSerializerErrors logs the record (Warn), counts it
+// (SinkMetrics.RecordsSkipped) and goes on without it.
+func SkipSerializerErrors() SerializerErrorPolicy { return SerializerErrorPolicy{kind: policySkip} }
+
+// DeadLetterTopic writes, instead of the record, a copy to topic and goes
+// on, counting it (SinkMetrics.RecordsDeadLettered). The copy carries the
+// key and value the serializer made when it got that far (its
+// HeaderValueFormat header says "serialized"), else the value printed
+// with fmt's %v ("fmt"), and headers naming the error, the intended topic
+// and the subtask. It is written as the sink's records are: inside the
+// interval's transaction for exactly-once (it commits with the
+// checkpoint), flushed at every barrier for at-least-once.
+func DeadLetterTopic(topic string) SerializerErrorPolicy {
+	return SerializerErrorPolicy{kind: policyDeadLetter, topic: topic}
+}
+
+// OnSerializerError sets the policy for records the serializer refuses
+// (default FailOnSerializerError).
+func OnSerializerError(p SerializerErrorPolicy) Option { return func(c *config) { c.serPolicy = p } }
 
 // CommitRetryBackoff sets the first and the largest wait between retries
 // of a commit that failed with a retriable error (default 100 ms and 5 s).
@@ -187,9 +263,9 @@ func Logger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 var ErrInvalidConfig = errors.New("kafka sink: invalid configuration")
 
 // ErrTransactionTimeoutTooSmall is returned (wrapped) by
-// ValidateCheckpointing when the transaction timeout cannot cover a
-// checkpoint interval plus the checkpoint timeout.
-var ErrTransactionTimeoutTooSmall = errors.New("kafka sink: transaction timeout too small for the checkpoint interval and timeout")
+// ValidateCheckpointing when the transaction timeout cannot cover the
+// longest a transaction may wait for its commit.
+var ErrTransactionTimeoutTooSmall = errors.New("kafka sink: transaction timeout too small for the checkpoint and restart settings")
 
 // Sink writes records of type T to Kafka. It is a sink.TwoPhaseCommitSink
 // whatever its guarantee: with DeliveryNone its writers pre-commit
@@ -241,6 +317,9 @@ func NewSink[T any](seeds []string, ser Serializer[T], opts ...Option) (*Sink[T]
 	default:
 		return nil, fmt.Errorf("unknown delivery guarantee %v: %w", cfg.guarantee, ErrInvalidConfig)
 	}
+	if p := cfg.serPolicy; p.kind == policyDeadLetter && (p.topic == "" || strings.TrimSpace(p.topic) != p.topic) {
+		return nil, fmt.Errorf("dead-letter topic %q: want a topic name without white space: %w", p.topic, ErrInvalidConfig)
+	}
 	return &Sink[T]{cfg: cfg, ser: ser, pool: newSlotPool()}, nil
 }
 
@@ -251,23 +330,30 @@ func (s *Sink[T]) Guarantee() DeliveryGuarantee { return s.cfg.guarantee }
 // exactly-once).
 func (s *Sink[T]) PoolSize() int { return s.cfg.poolSize }
 
-// ValidateCheckpointing refuses a transaction timeout that cannot cover a
-// checkpoint interval plus the checkpoint timeout: a transaction opens at
-// one barrier and commits when the next checkpoint completes, which may
-// take the interval plus the timeout; past its timeout the broker aborts
-// it and its records are lost. The runtime calls it when it builds the
-// job. It returns nil for a sink that is not exactly-once.
-func (s *Sink[T]) ValidateCheckpointing(interval, timeout time.Duration) error {
+// ValidateCheckpointing refuses a transaction timeout that cannot cover
+// the longest a transaction may wait for its commit (t.MaxCommitWait): a
+// transaction opens at one barrier and commits when the next checkpoint
+// completes, which may take the interval plus the checkpoint timeout,
+// plus, for every checkpoint that may fail in a row
+// (tolerable-failed-checkpoints), another timeout and min pause, plus the
+// restart delay when the job fails after the checkpoint completed and the
+// restarted job commits it. Past its timeout the broker aborts it and its
+// records are lost. The error names every term under its Flink key. The
+// runtime calls it when it builds the job. It returns nil for a sink that
+// is not exactly-once.
+func (s *Sink[T]) ValidateCheckpointing(t sink.CheckpointTiming) error {
 	if s.cfg.guarantee != ExactlyOnce {
 		return nil
 	}
-	if interval <= 0 {
-		return fmt.Errorf("exactly-once Kafka sink needs checkpointing enabled (checkpoint interval %v): %w", interval, ErrInvalidConfig)
+	if t.Interval <= 0 {
+		return fmt.Errorf("exactly-once Kafka sink needs checkpointing enabled (execution.checkpointing.interval %v): %w",
+			t.Interval, ErrInvalidConfig)
 	}
-	if need := interval + timeout; s.cfg.txnTimeout < need {
-		return fmt.Errorf("transaction timeout %v cannot cover checkpoint interval %v plus checkpoint timeout %v (%v): "+
-			"raise the sink's TransactionTimeout (and the broker's transaction.max.timeout.ms) or lower the interval or timeout: %w",
-			s.cfg.txnTimeout, interval, timeout, need, ErrTransactionTimeoutTooSmall)
+	if need := t.MaxCommitWait(); s.cfg.txnTimeout < need {
+		return fmt.Errorf("the sink's transaction.timeout.ms %d (%v) is shorter than the longest a transaction may wait for its commit, %v = %v: "+
+			"raise the sink's TransactionTimeout (and the broker's transaction.max.timeout.ms, 15 min by default), "+
+			"or lower the checkpoint interval, timeout, tolerable failed checkpoints, min pause or restart delay: %w",
+			s.cfg.txnTimeout.Milliseconds(), s.cfg.txnTimeout, need, t, ErrTransactionTimeoutTooSmall)
 	}
 	return nil
 }
@@ -302,19 +388,3 @@ func (c *config) kgoOpts(extra ...kgo.Opt) []kgo.Opt {
 
 // noTimestamp is source.NoTimestamp: a record without an event timestamp.
 const noTimestamp int64 = math.MinInt64
-
-// record serializes v and stamps it with ts when the serializer left the
-// timestamp unset.
-func (s *Sink[T]) record(v T, ts int64) (*kgo.Record, error) {
-	r, err := s.ser(v)
-	if err != nil {
-		return nil, fmt.Errorf("serialize record: %w", err)
-	}
-	if r == nil {
-		return nil, fmt.Errorf("serialize record: serializer returned no record: %w", ErrInvalidConfig)
-	}
-	if r.Timestamp.IsZero() && ts != noTimestamp {
-		r.Timestamp = time.UnixMilli(ts)
-	}
-	return r, nil
-}

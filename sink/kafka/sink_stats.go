@@ -9,14 +9,27 @@ import (
 // latency histogram of SinkMetrics.
 var CommitLatencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-// SinkMetrics are the figures of an exactly-once sink, over all its
-// subtasks, for monitoring: transactions committed and aborted, and the
-// latency of the commits (from the commit request to the broker's answer).
+// SinkMetrics are the figures of a sink, over all its subtasks, for
+// monitoring: for exactly-once, transactions committed, aborted and lost,
+// and the latency of the commits (from the commit request to the broker's
+// answer); for every guarantee, the records the serializer refused that
+// were skipped or dead-lettered.
 type SinkMetrics struct {
 	TransactionsCommitted int64
 	// TransactionsAborted counts the lingering transactions aborted when
 	// writers start.
 	TransactionsAborted int64
+	// TransactionsLost counts the transactions of completed checkpoints
+	// that the broker had aborted (their timeout expired) and that the
+	// committer passed over under IgnoreFailuresAfterTransactionTimeout.
+	TransactionsLost int64
+	// RecordsSkipped counts the records the serializer refused that
+	// SkipSerializerErrors dropped.
+	RecordsSkipped int64
+	// RecordsDeadLettered counts the records the serializer refused that
+	// DeadLetterTopic wrote to the dead-letter topic (when written: a
+	// record replayed after a failure is counted again).
+	RecordsDeadLettered int64
 	// CommitLatencyCounts[i] counts commits that took at most
 	// CommitLatencyBuckets[i] (cumulative counts are made by the reader);
 	// the last element counts the slower ones.
@@ -26,9 +39,10 @@ type SinkMetrics struct {
 
 // sinkStats are a sink's counters, shared by its writers and committers.
 type sinkStats struct {
-	committed, aborted atomic.Int64
-	latency            [14]atomic.Uint64 // len(CommitLatencyBuckets)+1
-	latencySum         atomic.Int64
+	committed, aborted, lost atomic.Int64
+	skipped, deadLettered    atomic.Int64
+	latency                  [14]atomic.Uint64 // len(CommitLatencyBuckets)+1
+	latencySum               atomic.Int64
 }
 
 func (s *sinkStats) commit(d time.Duration) {
@@ -50,8 +64,27 @@ func (s *sinkStats) abort() {
 	}
 }
 
+func (s *sinkStats) lose() {
+	if s != nil {
+		s.lost.Add(1)
+	}
+}
+
+func (s *sinkStats) skip() {
+	if s != nil {
+		s.skipped.Add(1)
+	}
+}
+
+func (s *sinkStats) deadLetter() {
+	if s != nil {
+		s.deadLettered.Add(1)
+	}
+}
+
 func (s *sinkStats) snapshot() SinkMetrics {
 	m := SinkMetrics{TransactionsCommitted: s.committed.Load(), TransactionsAborted: s.aborted.Load(),
+		TransactionsLost: s.lost.Load(), RecordsSkipped: s.skipped.Load(), RecordsDeadLettered: s.deadLettered.Load(),
 		CommitLatencySum: time.Duration(s.latencySum.Load())}
 	for i := range s.latency {
 		m.CommitLatencyCounts = append(m.CommitLatencyCounts, s.latency[i].Load())

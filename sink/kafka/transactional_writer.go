@@ -94,7 +94,11 @@ var (
 )
 
 func newTransactionalWriter[T any](s *Sink[T], wc sink.WriterContext) (*transactionalWriter[T], error) {
-	ctx, cancel := context.WithCancel(context.Background())
+	// Every blocking call of the writer (InitProducerId, the abort of
+	// lingering transactions, waits for room in the buffer, flushes) ends
+	// when the task's context does: a broker that is down must not hold a
+	// cancellation or a failover.
+	ctx, cancel := context.WithCancel(wc.Ctx())
 	w := &transactionalWriter[T]{
 		s: s, subtask: wc.Subtask, parallelism: wc.Parallelism,
 		log:    s.cfg.logger.With("sink", "kafka", "subtask", wc.Subtask, "transactional_id_prefix", s.cfg.prefix),
@@ -283,25 +287,35 @@ func (w *transactionalWriter[T]) newProducer(ctx context.Context, id string) (*k
 	}
 	if _, _, err := cl.ProducerID(ctx); err != nil {
 		cl.Close()
+		if errors.Is(err, kerr.InvalidTransactionTimeout) {
+			return nil, fmt.Errorf("init producer for transactional id %s: the broker refuses transaction.timeout.ms %d "+
+				"(it exceeds the broker's transaction.max.timeout.ms, 15 min by default): lower the sink's TransactionTimeout or raise the broker's limit: %w",
+				id, w.s.cfg.txnTimeout.Milliseconds(), err)
+		}
 		return nil, fmt.Errorf("init producer for transactional id %s: %w", id, err)
 	}
 	return cl, nil
 }
 
 // Write writes v into the interval's transaction, beginning it on the
-// first record. It fails with the first error of an earlier record.
+// first record; a record the serializer refuses is handled as the
+// SerializerErrorPolicy says (a dead-letter copy goes into the same
+// transaction). It fails with the first error of an earlier record.
 func (w *transactionalWriter[T]) Write(v T, ts int64) error {
+	if w.cur != nil {
+		if err := w.res.err(); err != nil {
+			return fmt.Errorf("transactional id %s: %w", w.cur.id, err)
+		}
+	}
+	// Serialize first: a skipped record must not begin a transaction.
+	r, err := w.s.record(v, ts, w.subtask, w.log)
+	if err != nil || r == nil {
+		return err
+	}
 	if w.cur == nil {
 		if err := w.begin(); err != nil {
 			return err
 		}
-	}
-	if err := w.res.err(); err != nil {
-		return fmt.Errorf("transactional id %s: %w", w.cur.id, err)
-	}
-	r, err := w.s.record(v, ts)
-	if err != nil {
-		return err
 	}
 	w.cur.cl.Produce(w.ctx, r, w.res.promise)
 	return nil
@@ -487,8 +501,9 @@ func transactionVersion(ctx context.Context, cl *kgo.Client) (int8, error) {
 	return 2, nil
 }
 
-// Flush waits until every record of the open transaction is acknowledged;
-// it does not commit (the runtime takes a final checkpoint for that).
+// Flush waits until every record of the open transaction is acknowledged,
+// or the writer context is done; it does not commit (the runtime takes a
+// final checkpoint for that).
 func (w *transactionalWriter[T]) Flush(endOfInput bool) error {
 	w.endOfInput = w.endOfInput || endOfInput
 	if w.cur == nil {
@@ -528,6 +543,7 @@ func (w *transactionalWriter[T]) PrepareCommit(checkpointID int64) ([][]byte, er
 		TransactionVersion: w.tv,
 		CheckpointID:       checkpointID,
 		LastOffsets:        w.res.lastOffsets(),
+		Records:            w.res.records(),
 	}
 	w.cur, w.res = nil, nil
 	w.s.pool.precommitted(sl, c)
@@ -547,7 +563,9 @@ func (w *transactionalWriter[T]) Close() error {
 	w.closed = true
 	if sl := w.cur; sl != nil {
 		w.cur = nil
-		ctx, cancel := context.WithTimeout(context.Background(), closeAbortTimeout)
+		// After a cancellation (w.ctx done) this gives up at once: the
+		// next start aborts the transaction.
+		ctx, cancel := context.WithTimeout(w.ctx, closeAbortTimeout)
 		err := sl.cl.AbortBufferedRecords(ctx)
 		if err == nil {
 			err = sl.cl.EndTransaction(ctx, kgo.TryAbort)

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,6 +17,7 @@ import (
 type results struct {
 	mu       sync.Mutex
 	failed   int64
+	acked    int64
 	firstErr error
 	last     map[topicPartition]int64 // highest acknowledged offset
 }
@@ -38,6 +40,7 @@ func (r *results) promise(rec *kgo.Record, err error) {
 		}
 		return
 	}
+	r.acked++
 	tp := topicPartition{rec.Topic, rec.Partition}
 	if o, ok := r.last[tp]; !ok || rec.Offset > o {
 		r.last[tp] = rec.Offset
@@ -57,6 +60,13 @@ func (r *results) err() error {
 	return r.firstErr
 }
 
+// records returns the number of records acknowledged.
+func (r *results) records() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.acked
+}
+
 // lastOffsets returns the highest acknowledged offset per partition.
 func (r *results) lastOffsets() []PartitionOffset {
 	r.mu.Lock()
@@ -73,6 +83,7 @@ func (r *results) lastOffsets() []PartitionOffset {
 type writer[T any] struct {
 	s       *Sink[T]
 	subtask int
+	log     *slog.Logger
 	cl      *kgo.Client
 	res     *results
 	ctx     context.Context
@@ -86,18 +97,22 @@ func newWriter[T any](s *Sink[T], wc sink.WriterContext) (*writer[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink subtask %d: new client: %w", wc.Subtask, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &writer[T]{s: s, subtask: wc.Subtask, cl: cl, res: newResults(), ctx: ctx, cancel: cancel}, nil
+	ctx, cancel := context.WithCancel(wc.Ctx())
+	return &writer[T]{s: s, subtask: wc.Subtask, cl: cl, res: newResults(), ctx: ctx, cancel: cancel,
+		log: s.cfg.logger.With("sink", "kafka", "subtask", wc.Subtask)}, nil
 }
 
-// Write hands the record to the producer. It fails with the first error of
-// an earlier record, so a failure stops the job soon after it happens.
+// Write hands the record to the producer (or, for a record the
+// serializer refuses, does what the SerializerErrorPolicy says). It fails
+// with the first error of an earlier record, so a failure stops the job
+// soon after it happens. It gives up waiting for room in the producer's
+// buffer when the writer context is done.
 func (w *writer[T]) Write(v T, ts int64) error {
 	if err := w.res.err(); err != nil {
 		return err
 	}
-	r, err := w.s.record(v, ts)
-	if err != nil {
+	r, err := w.s.record(v, ts, w.subtask, w.log)
+	if err != nil || r == nil {
 		return err
 	}
 	w.cl.Produce(w.ctx, r, w.res.promise)
@@ -105,7 +120,7 @@ func (w *writer[T]) Write(v T, ts int64) error {
 }
 
 // Flush waits until every record written so far is acknowledged and
-// fails if any was not.
+// fails if any was not, or when the writer context is done.
 func (w *writer[T]) Flush(bool) error {
 	if err := w.cl.Flush(w.ctx); err != nil {
 		return fmt.Errorf("kafka sink subtask %d: flush: %w", w.subtask, err)
