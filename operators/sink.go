@@ -36,6 +36,7 @@ func NewSink[T any](s sink.Sink[T]) *Sink[T] { return &Sink[T]{sink: s, pending:
 func (s *Sink[T]) Open(ctx *Context) error {
 	s.ctx = ctx
 	wctx := sink.WriterContext{
+		Context: s.taskContext(),
 		Subtask: ctx.Subtask, Parallelism: ctx.Parallelism,
 		Restored: ctx.Restored, RestoredCheckpointID: ctx.RestoredCheckpointID,
 		RestoredParallelisms: ctx.RestoredParallelisms,
@@ -61,7 +62,7 @@ func (s *Sink[T]) Open(ctx *Context) error {
 		if len(ctx.RestoredCommittables) > 0 {
 			// Re-commit what the restored checkpoint pre-committed, before
 			// the writer starts (and may abort lingering transactions).
-			if err := c.Commit(context.Background(), ctx.RestoredCheckpointID, ctx.RestoredCommittables); err != nil {
+			if err := c.Commit(s.taskContext(), ctx.RestoredCheckpointID, ctx.RestoredCommittables); err != nil {
 				return Wrap(ctx, fmt.Errorf("re-commit %d committables of restored checkpoint %d: %w",
 					len(ctx.RestoredCommittables), ctx.RestoredCheckpointID, err))
 			}
@@ -73,6 +74,17 @@ func (s *Sink[T]) Open(ctx *Context) error {
 	}
 	s.writer = w
 	return nil
+}
+
+// taskContext is the task's context (cancelled when the task is
+// cancelled or fails over), or context.Background() when the operator
+// runs without one: the writer and the committer give up blocking calls
+// when it is done.
+func (s *Sink[T]) taskContext() context.Context {
+	if s.ctx == nil || s.ctx.Ctx == nil {
+		return context.Background()
+	}
+	return s.ctx.Ctx
 }
 
 func (s *Sink[T]) Collect(v T, ts int64) error {
@@ -129,7 +141,7 @@ func (s *Sink[T]) NotifyCheckpointComplete(id int64) error {
 		if cid > id {
 			break
 		}
-		if err := s.committer.Commit(context.Background(), cid, s.pending[cid]); err != nil {
+		if err := s.committer.Commit(s.taskContext(), cid, s.pending[cid]); err != nil {
 			return Wrap(s.ctx, fmt.Errorf("commit checkpoint %d: %w", cid, err))
 		}
 		delete(s.pending, cid)
