@@ -221,23 +221,24 @@ func TestSuspendOnSIGTERM(t *testing.T) {
 	}
 }
 
-// checkResumed waits until run has restored (or completed a checkpoint, or
-// ended) and fails the test unless its first attempt restored a
-// checkpoint at least as new as latest, the newest checkpoint the
-// suspended runs before it completed (none when latest is 0).
+// checkResumed waits until run has reported its restore (or ended) and
+// fails the test unless its first attempt restored a checkpoint at least
+// as new as latest, the newest checkpoint the suspended runs before it
+// completed (none when latest is 0).
 func checkResumed(ctx context.Context, t *testing.T, job *chaosJob, run *chaosRun, latest int64) {
 	t.Helper()
 	if latest == 0 {
 		return
 	}
-	// A run reports its restore before its first checkpoint can complete.
-	run.awaitOutput(ctx, t, &run.stdout, "restored from checkpoint ", " completed: ")
+	// A restore is reported once every task has replayed its in-flight
+	// data, which may be after a checkpoint or two.
+	run.awaitStdout(ctx, t, "restored from checkpoint ")
 	rs := run.restores()
 	switch {
 	case len(rs) == 0:
 		job.logRuns(t)
-		t.Fatalf("run %d did not resume (ended: %v): the suspended run before it had completed checkpoint %d, which SIGTERM must keep",
-			len(job.runs), run.ended(), latest)
+		t.Fatalf("run %d did not resume (it ended: %v): the suspended run before it had completed checkpoint %d, which SIGTERM must keep",
+			len(job.runs), run.cmd.ProcessState, latest)
 	case rs[0].ID < latest:
 		job.logRuns(t)
 		t.Fatalf("run %d resumed from checkpoint %d, older than checkpoint %d, which the suspended run before it completed",
