@@ -117,7 +117,7 @@ func TestRestoreFromCheckpointPath(t *testing.T) {
 	if !ok || st.LatestCompleted == nil {
 		t.Fatal("no completed checkpoint in the statistics")
 	}
-	chk := filepath.Join(cpDir, "sluice-job", "chk-"+itoa(st.LatestCompleted.ID))
+	chk := filepath.Join(cpDir, job.ID(), "chk-"+itoa(st.LatestCompleted.ID))
 	if _, err := os.Stat(filepath.Join(chk, "_metadata")); err != nil {
 		t.Fatalf("retained checkpoint: %v", err)
 	}
@@ -128,8 +128,9 @@ func TestRestoreFromCheckpointPath(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// When the newest checkpoint is corrupt, resuming falls back to the one
-// before it.
+// When the newest checkpoint is corrupt, resuming refuses to fall back to
+// the one before it (the newest one's transactions were committed) unless
+// allowed, and then falls back.
 func TestResumeFallsBackPastCorruptCheckpoint(t *testing.T) {
 	const records, keys = 4000, 10
 	out, cpDir := t.TempDir(), t.TempDir()
@@ -148,7 +149,7 @@ func TestResumeFallsBackPastCorruptCheckpoint(t *testing.T) {
 	})
 	job.Cancel()
 	_ = job.Wait()
-	st, err := storage.New(storage.OSFS{}, cpDir, "sluice-job", storage.Options{})
+	st, err := storage.New(storage.OSFS{}, cpDir, job.ID(), storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,11 +167,25 @@ func TestResumeFallsBackPastCorruptCheckpoint(t *testing.T) {
 	if err := os.WriteFile(md, data[:len(data)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env2, _ := countJob(out, records, keys, 4000, sluice.WithCheckpointing(30*time.Millisecond, cpDir),
+	// The torn checkpoint had committed transactions (the file sink's):
+	// falling back past it would write their output again, so by default
+	// the restore is refused, naming the checkpoint and the file.
+	env1, _ := countJob(out, records, keys, 4000, sluice.WithCheckpointing(30*time.Millisecond, cpDir),
 		sluice.WithResumeFromLatestCheckpoint())
+	_, err = env1.ExecuteAsync(context.Background())
+	if !errors.Is(err, sluice.ErrFallbackPastCommitted) || !strings.Contains(err.Error(), "checkpoint "+itoa(newest.Metadata.CheckpointID)) ||
+		!strings.Contains(err.Error(), md) {
+		t.Fatalf("resume past a torn checkpoint: %v; want ErrFallbackPastCommitted naming checkpoint %d and %s", err, newest.Metadata.CheckpointID, md)
+	}
+	// Allowed, it falls back, logged and counted.
+	env2, _ := countJob(out, records, keys, 4000, sluice.WithCheckpointing(30*time.Millisecond, cpDir),
+		sluice.WithResumeFromLatestCheckpoint(), sluice.WithAllowFallbackPastCommitted())
 	job2, err := env2.ExecuteAsync(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := job2.FallbacksPastCommitted(); n != 1 {
+		t.Fatalf("%d fallbacks past a committed checkpoint counted, want 1", n)
 	}
 	var restored int64 = -1
 	await(t, "restore statistics", func() bool {

@@ -158,7 +158,9 @@ func (e *Environment) Config() runtime.Config { return e.cfg }
 func (e *Environment) Plan() *runtime.Plan { return &e.plan }
 
 // ExecuteAsync starts the job and returns its handle: Wait, Cancel, Status
-// and Metrics. Cancelling ctx cancels the job.
+// and Metrics. Cancelling ctx suspends the job (ErrJobSuspended): it
+// stops, keeping its latest checkpoint for the next run; Job.Cancel
+// cancels it.
 func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 	if len(e.errs) > 0 {
 		return nil, errors.Join(e.errs...)
@@ -180,8 +182,9 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 }
 
 // Execute runs the job until every bounded source has finished, ctx is
-// cancelled (ErrJobCanceled) or the job fails (the error names the
-// operator, the subtask and the cause).
+// cancelled (ErrJobSuspended: the job is suspended, its latest checkpoint
+// kept) or the job fails (the error names the operator, the subtask and
+// the cause).
 func (e *Environment) Execute(ctx context.Context) error {
 	j, err := e.ExecuteAsync(ctx)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -26,6 +27,9 @@ const safetyNet = 60 * time.Second
 
 // quietLogger keeps the job's start/stop logs out of the test output.
 func quietLogger() sluice.Option {
+	if os.Getenv("SLUICE_TEST_LOGS") != "" {
+		return sluice.WithLogger(slog.Default())
+	}
 	return sluice.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 

@@ -270,8 +270,9 @@ func TestCancel(t *testing.T) {
 	}
 }
 
-// TestCancelByContext: cancelling the context given to Execute cancels
-// the job.
+// TestCancelByContext: cancelling the context given to Execute suspends
+// the job (a process shutting down): Execute returns ErrJobSuspended, not
+// ErrJobCanceled.
 func TestCancelByContext(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	env := newEnv(sluice.WithParallelism(2))
@@ -290,12 +291,12 @@ func TestCancelByContext(t *testing.T) {
 	case <-ctx.Done():
 		err = <-done
 	}
-	if !errors.Is(err, sluice.ErrJobCanceled) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("Execute after cancelling its context: %v, want ErrJobCanceled and context.Canceled", err)
+	if !errors.Is(err, sluice.ErrJobSuspended) || !errors.Is(err, context.Canceled) || errors.Is(err, sluice.ErrJobCanceled) {
+		t.Fatalf("Execute after cancelling its context: %v, want ErrJobSuspended and context.Canceled", err)
 	}
 }
 
-// TestCancelBeforeStart: a context that is already cancelled cancels the
+// TestCancelBeforeStart: a context that is already cancelled suspends the
 // job at once.
 func TestCancelBeforeStart(t *testing.T) {
 	defer goleak.VerifyNone(t)
@@ -304,8 +305,8 @@ func TestCancelBeforeStart(t *testing.T) {
 	sluice.SinkTo(s, sink.NewDiscard[int64]())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := env.Execute(ctx); !errors.Is(err, sluice.ErrJobCanceled) {
-		t.Fatalf("Execute with a cancelled context: %v", err)
+	if err := env.Execute(ctx); !errors.Is(err, sluice.ErrJobSuspended) {
+		t.Fatalf("Execute with a cancelled context: %v, want ErrJobSuspended", err)
 	}
 }
 

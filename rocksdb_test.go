@@ -75,7 +75,7 @@ func TestRocksDBIncrementalRetentionAndRescale(t *testing.T) {
 	if err := job.Wait(); !errors.Is(err, sluice.ErrJobCanceled) {
 		t.Fatal(err)
 	}
-	st, err := storage.New(storage.OSFS{}, cpDir, "sluice-job", storage.Options{})
+	st, err := storage.New(storage.OSFS{}, cpDir, job.ID(), storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestRocksDBIncrementalRetentionAndRescale(t *testing.T) {
 	}
 	slices.Sort(want)
 	want = slices.Compact(want)
-	entries, err := os.ReadDir(filepath.Join(cpDir, "sluice-job", "shared"))
+	entries, err := os.ReadDir(filepath.Join(cpDir, job.ID(), "shared"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,7 @@ var (
 // files only when no retained checkpoint references them.
 type Coordinator struct {
 	job     string
+	run     string // recorded in every _metadata
 	cfg     Config
 	tasks   []TaskInfo // by ID
 	byID    map[TaskID]*TaskInfo
@@ -169,6 +170,24 @@ func (c *Coordinator) Restore(now time.Time, retained []*storage.Metadata, from 
 		c.stats.restored(from, now)
 	}
 	return c.trimRetained(nil), nil
+}
+
+// SetRunID sets the run id recorded in the metadata of every checkpoint
+// and savepoint this coordinator completes.
+func (c *Coordinator) SetRunID(run string) { c.run = run }
+
+// Pin registers, before Start, the shared files of completed checkpoints
+// on disk that this run does not own (another run's, a NO_CLAIM restore
+// source): they are never discarded by this coordinator, and no file they
+// reference is ever released for deletion.
+func (c *Coordinator) Pin(mds []*storage.Metadata) {
+	for _, md := range mds {
+		if slices.Contains(c.retained, md.CheckpointID) {
+			continue
+		}
+		c.registry.Register(md.CheckpointID, md.SharedFiles())
+		c.nextID = max(c.nextID, md.CheckpointID+1)
+	}
 }
 
 // Start starts periodic checkpoints (when the interval is set): the first
@@ -314,6 +333,7 @@ func (c *Coordinator) Ack(now time.Time, task TaskID, id int64, states []storage
 	md := &storage.Metadata{
 		Version:             storage.MetadataVersion,
 		Job:                 c.job,
+		RunID:               c.run,
 		CheckpointID:        id,
 		Kind:                storageKind(p.barrier.Options.Kind),
 		TriggerTimestamp:    p.barrier.Timestamp,

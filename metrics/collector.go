@@ -182,7 +182,7 @@ func collectJob(ch chan<- prometheus.Metric, name string, e *jobEntry) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{name}, labels...)...)
 	}
 	status := j.Status()
-	for s := runtime.JobCreated; s <= runtime.JobRestarting; s++ {
+	for s := runtime.JobCreated; s <= runtime.JobSuspended; s++ {
 		gauge(descJobStatus, b2f(s == status), s.String())
 	}
 	counter(descNumRestarts, float64(j.Restarts()))

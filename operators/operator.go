@@ -1,6 +1,7 @@
 package operators
 
 import (
+	"context"
 	"errors"
 
 	"fmt"
@@ -68,6 +69,10 @@ type Context struct {
 	ProcessingTime ProcessingTimeService
 	// Logger carries the job, vertex and subtask attributes.
 	Logger *slog.Logger
+	// Ctx is cancelled when the task is cancelled (job cancelled, attempt
+	// failed over): blocking I/O of an operator (a sink talking to a
+	// broker that is down) must give up on it.
+	Ctx context.Context
 
 	// OperatorState is the operator's non-keyed state of this subtask
 	// (list and union list states), checkpointed with it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,7 +40,11 @@ type savepointResult struct {
 	err  error
 }
 
-func newCheckpointDriver(a *attempt) (*checkpointDriver, error) {
+// newCheckpointDriver makes the coordinator of attempt a. owned are the
+// completed checkpoints the run owns (it retains and subsumes them); every
+// other completed checkpoint on disk is pinned: never discarded, none of
+// its files released.
+func newCheckpointDriver(a *attempt, owned []int64) (*checkpointDriver, error) {
 	j := a.job
 	byTask := map[*JobVertex]bool{}
 	infos := make([]checkpoint.TaskInfo, len(a.tasks))
@@ -54,10 +59,11 @@ func newCheckpointDriver(a *attempt) (*checkpointDriver, error) {
 			Operators: uids, Upstream: t.upstream,
 		}
 	}
-	coord, err := checkpoint.NewCoordinator(storageName(j.cfg.JobName), j.cfg.Checkpoint, infos)
+	coord, err := checkpoint.NewCoordinator(j.id, j.cfg.Checkpoint, infos)
 	if err != nil {
 		return nil, err
 	}
+	coord.SetRunID(j.run)
 	if prev := j.att.Load(); prev != nil && prev.driver != nil {
 		coord.InheritStats(prev.driver.coord) // the previous attempt has stopped
 	}
@@ -72,9 +78,18 @@ func newCheckpointDriver(a *attempt) (*checkpointDriver, error) {
 	if rerr != nil && !errors.Is(rerr, storage.ErrNoCheckpoint) {
 		j.logger.Warn("checkpoint storage holds unusable checkpoints", "err", rerr)
 	}
-	var retained []*storage.Metadata
+	var retained, pinned []*storage.Metadata
 	for _, s := range rec.Retained {
-		retained = append(retained, s.Metadata)
+		if slices.Contains(owned, s.Metadata.CheckpointID) {
+			retained = append(retained, s.Metadata)
+		} else {
+			pinned = append(pinned, s.Metadata)
+		}
+	}
+	for _, u := range rec.Unusable {
+		if u.Metadata != nil {
+			pinned = append(pinned, u.Metadata)
+		}
 	}
 	for _, id := range rec.Orphans {
 		if err := j.store.DiscardCheckpoint(id, nil); err != nil {
@@ -89,6 +104,7 @@ func newCheckpointDriver(a *attempt) (*checkpointDriver, error) {
 	if err != nil {
 		return nil, err
 	}
+	coord.Pin(pinned)
 	d.exec(acts)
 	return d, nil
 }
@@ -181,17 +197,12 @@ func (d *checkpointDriver) forget(id int64) {
 	d.mu.Unlock()
 }
 
-// shutdown stops the coordinator when the attempt ends; the completed
-// checkpoints are kept or discarded as the retention says.
-func (d *checkpointDriver) shutdown(term checkpoint.Termination) {
+// shutdown stops the coordinator when the attempt ends: pending
+// checkpoints are aborted, completed ones kept (the job's end applies the
+// retention policy once its result is recorded).
+func (d *checkpointDriver) shutdown() {
 	d.call(func() {
-		var acts []checkpoint.CoordinatorAction
-		if term == checkpoint.JobFailed {
-			acts = d.coord.Suspend(time.Now()) // the next attempt restores
-		} else {
-			acts = d.coord.Shutdown(time.Now(), term)
-		}
-		d.exec(acts)
+		d.exec(d.coord.Suspend(time.Now()))
 		final := d.coord.Stats()
 		d.mu.Lock()
 		d.final = &final
@@ -251,6 +262,7 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			d.report(id)
 		case checkpoint.NotifyComplete:
 			d.forget(a.ID)
+			d.dropAdopted()
 			for _, id := range a.Tasks {
 				t, cid := d.a.tasks[id], a.ID
 				_ = t.mailbox.Put(func() error { return t.notifyComplete(cid) })
@@ -275,6 +287,9 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 		case checkpoint.SavepointCompleted:
 			logger.Info("savepoint completed", "savepoint", a.ID, "path", a.Path, "stop", a.Stop)
 			if a.Stop {
+				d.a.mu.Lock()
+				d.a.savepoint = a.Path
+				d.a.mu.Unlock()
 				d.a.stopAfterSavepoint()
 			}
 			d.resolveSavepoint(a.ID, savepointResult{path: a.Path})
@@ -291,6 +306,22 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			logger.Warn("unknown checkpoint coordinator action", "action", act.String())
 		}
 	}
+}
+
+// dropAdopted deletes a snapshot outside the job's directory that the run
+// claimed (CLAIM), once the run's own first checkpoint completed.
+func (d *checkpointDriver) dropAdopted() {
+	j := d.a.job
+	if j.adopt == "" {
+		return
+	}
+	dir := j.adopt
+	j.adopt = ""
+	if err := d.store.DiscardSavepoint(dir); err != nil {
+		j.logger.Warn("delete the claimed snapshot", "dir", dir, "err", err)
+		return
+	}
+	j.logger.Info("deleted the claimed snapshot the job was restored from", "dir", dir)
 }
 
 // report hands the statistics of a checkpoint that ended to the

@@ -28,10 +28,14 @@ const (
 	JobFailed
 	JobCanceled
 	JobRestarting
+	// JobSuspended: the process running the job shut down (its context
+	// was cancelled); the job is not over and resumes from its latest
+	// checkpoint in the next run.
+	JobSuspended
 )
 
 func (s JobStatus) String() string {
-	return [...]string{"CREATED", "RUNNING", "FINISHED", "FAILED", "CANCELED", "RESTARTING"}[s]
+	return [...]string{"CREATED", "RUNNING", "FINISHED", "FAILED", "CANCELED", "RESTARTING", "SUSPENDED"}[s]
 }
 
 // Job is a running job: the handle that Execute returns. It outlives the
@@ -41,6 +45,19 @@ type Job struct {
 	cfg    Config
 	logger *slog.Logger
 	store  *storage.Storage // nil without a checkpoint directory
+	unlock func() error     // releases the job directory's lock
+	id     string           // the job id: its directory under the checkpoint directory
+	run    string           // this execution's run id, recorded in every _metadata
+
+	// adopt is a claimed snapshot outside the job's directory, deleted once
+	// the run completes a checkpoint (CLAIM).
+	adopt string
+	// fallbacks counts restores that skipped a corrupt checkpoint whose
+	// transactions may have been committed (AllowFallbackPastCommitted).
+	fallbacks atomic.Int64
+	// result is the recorded end of an earlier run that made this one do
+	// nothing (a finished job resumed).
+	result *storage.JobResult
 
 	ctx    context.Context // the job's lifetime: cancelled by Cancel
 	cancel context.CancelFunc
@@ -51,10 +68,11 @@ type Job struct {
 
 	lastRestore atomic.Pointer[RestoreInfo]
 
-	mu       sync.Mutex
-	err      error
-	canceled bool
-	done     chan struct{}
+	mu        sync.Mutex
+	err       error
+	canceled  bool
+	suspended bool
+	done      chan struct{}
 }
 
 // attempt is one run of the job's tasks; a restart makes a new one.
@@ -70,10 +88,15 @@ type attempt struct {
 	partitions []*network.ResultPartition
 	gates      []*network.InputGate
 
-	mu      sync.Mutex
-	err     error
-	stopped bool // stop-with-savepoint: tasks exit without finishing
-	wg      sync.WaitGroup
+	mu        sync.Mutex
+	err       error
+	stopped   bool   // stop-with-savepoint: tasks exit without finishing
+	savepoint string // the stop-with-savepoint's path
+	wg        sync.WaitGroup
+	// stopping is closed once the attempt is told to stop (failure,
+	// cancel, suspend): the cancellation timeout runs from then.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
 
 	restoreCounters restoreCounters
 }
@@ -90,9 +113,15 @@ func storageName(job string) string {
 }
 
 // Execute compiles the plan and starts the job. It returns at once; use
-// Wait for the outcome. Cancelling ctx cancels the job. With checkpointing
+// Wait for the outcome. Cancelling ctx suspends the job (its checkpoints
+// are kept for the next run); Job.Cancel cancels it. With checkpointing
 // on, a failure restarts the job from its latest completed checkpoint as
 // the restart strategy allows.
+//
+// With a checkpoint directory the job's checkpoints and its result live
+// in <dir>/<job id>/ (see JobIDOf), locked while the job runs. A job whose
+// result says it finished, started with ResumeLatest, does nothing: Wait
+// returns nil at once.
 func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	g, err := Compile(plan, cfg)
 	if err != nil {
@@ -107,6 +136,9 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	if err := cfg.Checkpoint.WithDefaults().Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.CancellationTimeout < 0 {
+		return nil, fmt.Errorf("%w: task.cancellation.timeout %v must not be negative (0 waits for ever)", checkpoint.ErrInvalidConfig, cfg.CancellationTimeout)
+	}
 	if !cfg.RestartSet {
 		cfg.Restart = checkpoint.DefaultRestartConfig(cfg.Checkpoint.Enabled())
 	}
@@ -114,86 +146,97 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Job{graph: g, cfg: cfg, logger: logger, done: make(chan struct{})}
+	j := &Job{graph: g, cfg: cfg, logger: logger, done: make(chan struct{}), id: JobIDOf(cfg, g), run: newRunID()}
+	j.unlock = func() error { return nil }
 	if cfg.Checkpoint.Directory != "" {
 		fsys := cfg.CheckpointFS
 		if fsys == nil {
 			fsys = storage.OSFS{}
 		}
-		st, err := storage.New(fsys, cfg.Checkpoint.Directory, storageName(cfg.JobName),
+		st, err := storage.New(fsys, cfg.Checkpoint.Directory, j.id,
 			storage.Options{InlineThreshold: storage.DefaultInlineThreshold, Logger: logger})
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint storage: %w", err)
 		}
 		j.store = st
+		unlock, err := st.Lock(j.lockHolder())
+		if err != nil {
+			return nil, fmt.Errorf("job %s: %w", j.id, err)
+		}
+		j.unlock = unlock
 	} else if cfg.Checkpoint.Enabled() {
 		return nil, fmt.Errorf("%w: checkpointing is on (interval %v) but no checkpoint directory is set (execution.checkpointing.dir)",
 			checkpoint.ErrInvalidConfig, cfg.Checkpoint.Interval)
 	}
-	restore, err := j.initialRestore()
+	start, err := j.planStart()
 	if err != nil {
+		_ = j.unlock()
 		return nil, err
 	}
+	if start.finished != nil {
+		j.result = start.finished
+		j.status.Store(int32(JobFinished))
+		j.ctx, j.cancel = context.WithCancel(context.Background())
+		j.cancel()
+		_ = j.unlock()
+		close(j.done)
+		return j, nil
+	}
+	if j.store != nil {
+		j.collectGarbage()
+	}
+	j.adopt = start.adopt
 	j.ctx, j.cancel = context.WithCancel(context.Background())
-	a, err := j.newAttempt(0, restore)
+	a, err := j.newAttempt(0, start.restore, start.owned)
 	if err != nil {
 		j.cancel()
+		_ = j.unlock()
 		return nil, err
 	}
 	j.status.Store(int32(JobRunning))
-	stop := context.AfterFunc(ctx, j.Cancel)
+	stop := context.AfterFunc(ctx, j.suspend)
 	go func() {
 		defer stop()
-		j.supervise(a, restore, strategy)
+		j.supervise(a, start.restore, strategy)
 	}()
 	return j, nil
 }
 
-// initialRestore finds what the first attempt restores from: the given
-// checkpoint or savepoint, or the latest checkpoint of the job when asked.
-func (j *Job) initialRestore() (*restoreSnapshot, error) {
-	if p := j.cfg.RestoreFrom; p != "" {
-		snap, err := storage.LoadSnapshot(storage.OSFS{}, p)
-		if err != nil {
-			return nil, fmt.Errorf("%w from %s: %w", ErrRestore, p, err)
-		}
-		if err := snap.Verify(); err != nil {
-			return nil, fmt.Errorf("%w from %s: %w", ErrRestore, p, err)
-		}
-		return newRestoreSnapshot(snap), nil
-	}
-	if j.cfg.ResumeLatest && j.store != nil {
-		return j.latestCheckpoint(nil)
-	}
-	return nil, nil
-}
+// ID returns the job id: the name of its directory under the checkpoint
+// directory, stable across runs of one deployment.
+func (j *Job) ID() string { return j.id }
 
-// latestCheckpoint returns the newest usable completed checkpoint of the
-// job's storage, or fallback when there is none.
-func (j *Job) latestCheckpoint(fallback *restoreSnapshot) (*restoreSnapshot, error) {
-	if j.store == nil {
-		return fallback, nil
-	}
-	rec, err := j.store.Recover()
-	if latest := rec.Latest(); latest != nil {
-		j.logger.Info("restoring from checkpoint", "checkpoint", latest.Metadata.CheckpointID, "dir", latest.Dir)
-		return newRestoreSnapshot(latest), nil
-	}
-	if errors.Is(err, storage.ErrNoCheckpoint) {
-		return fallback, nil
-	}
-	return nil, fmt.Errorf("%w: %w", ErrRestore, err)
-}
+// RunID returns the id of this execution of the job, recorded in the
+// metadata of its checkpoints.
+func (j *Job) RunID() string { return j.run }
 
-// supervise runs attempts until the job finishes, is cancelled, or fails
-// beyond what the restart strategy allows.
+// PreviousResult returns the recorded end of an earlier run when this run
+// did nothing because of it (a finished job started with ResumeLatest).
+func (j *Job) PreviousResult() (*storage.JobResult, bool) { return j.result, j.result != nil }
+
+// FallbacksPastCommitted is how many restores skipped a corrupt checkpoint
+// whose transactions may have been committed (only with
+// AllowFallbackPastCommitted).
+func (j *Job) FallbacksPastCommitted() int64 { return j.fallbacks.Load() }
+
+// supervise runs attempts until the job finishes, is cancelled or
+// suspended, or fails beyond what the restart strategy allows (or with an
+// error that suppresses restarts).
 func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoint.RestartStrategy) {
 	var err error
+	var savepoint string
 	for {
 		if a != nil {
 			err = a.run()
+			a.mu.Lock()
+			savepoint = a.savepoint
+			a.mu.Unlock()
 		}
-		if err == nil || j.isCanceled() {
+		if err == nil || j.isStopping() {
+			break
+		}
+		if suppressesRestarts(err) {
+			j.logger.Error("job failed with an error that suppresses restarts", "err", err)
 			break
 		}
 		delay, ok := strategy.NextDelay(time.Now())
@@ -206,35 +249,60 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 		case <-time.After(delay):
 		case <-j.ctx.Done():
 		}
-		if j.isCanceled() {
+		if j.isStopping() {
 			break
 		}
 		j.restarts.Add(1)
+		owned := j.ownedCheckpoints()
 		var r *restoreSnapshot
-		if r, err = j.latestCheckpoint(restore); err != nil {
+		if r, err = j.failoverRestore(owned, restore); err != nil {
 			a = nil
+			if suppressesRestarts(err) {
+				break
+			}
 			continue
 		}
-		if a, err = j.newAttempt(int(j.restarts.Load()), r); err != nil {
+		if a, err = j.newAttempt(int(j.restarts.Load()), r, owned); err != nil {
 			a = nil
 			continue
 		}
 		j.status.Store(int32(JobRunning))
 	}
 	j.mu.Lock()
+	var status JobStatus
 	switch {
 	case j.canceled:
-		j.status.Store(int32(JobCanceled))
+		status = JobCanceled
+	case j.suspended:
+		status = JobSuspended
 	case err != nil:
 		j.err = err
-		j.status.Store(int32(JobFailed))
+		status = JobFailed
 	default:
-		j.status.Store(int32(JobFinished))
+		status = JobFinished
 	}
 	j.mu.Unlock()
+	if status == JobSuspended {
+		j.logger.Info("job suspended; its checkpoints are kept for the next run", "job_id", j.id)
+	} else {
+		j.recordResult(status, err, savepoint)
+	}
+	j.status.Store(int32(status))
 	j.cancel()
+	if uerr := j.unlock(); uerr != nil {
+		j.logger.Warn("release the job directory's lock", "err", uerr)
+	}
 	j.logger.Info("job ended", "status", j.Status())
 	close(j.done)
+}
+
+// ownedCheckpoints are the completed checkpoints the run owns: those the
+// latest attempt's coordinator retains.
+func (j *Job) ownedCheckpoints() []int64 {
+	if a := j.att.Load(); a != nil && a.driver != nil {
+		return a.driver.coord.Retained()
+	}
+	return nil
 }
 
 func (j *Job) isCanceled() bool {
@@ -243,9 +311,17 @@ func (j *Job) isCanceled() bool {
 	return j.canceled
 }
 
+// isStopping reports whether the job was cancelled or suspended: task
+// errors from then on are the stop, not failures.
+func (j *Job) isStopping() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.canceled || j.suspended
+}
+
 // newAttempt makes the tasks of one attempt, restoring their state.
-func (j *Job) newAttempt(number int, restore *restoreSnapshot) (*attempt, error) {
-	a := &attempt{job: j, number: number, restore: restore}
+func (j *Job) newAttempt(number int, restore *restoreSnapshot, owned []int64) (*attempt, error) {
+	a := &attempt{job: j, number: number, restore: restore, stopping: make(chan struct{})}
 	a.restoreCounters.start = time.Now()
 	a.ctx, a.cancel = context.WithCancel(j.ctx)
 	if err := a.deploy(); err != nil {
@@ -253,7 +329,7 @@ func (j *Job) newAttempt(number int, restore *restoreSnapshot) (*attempt, error)
 		return nil, err
 	}
 	if j.cfg.Checkpoint.Enabled() {
-		d, err := newCheckpointDriver(a)
+		d, err := newCheckpointDriver(a, owned)
 		if err != nil {
 			a.closeTasks()
 			a.cancel()
@@ -279,6 +355,7 @@ func (a *attempt) run() error {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
+			defer t.exited.Store(true)
 			err := t.run()
 			if err != nil {
 				a.fail(t.name, err)
@@ -287,19 +364,14 @@ func (a *attempt) run() error {
 			}
 		}()
 	}
-	a.wg.Wait()
+	a.waitTasks()
 	a.mu.Lock()
 	err, stopped := a.err, a.stopped
 	a.mu.Unlock()
 	if a.driver != nil {
-		term := checkpoint.JobFinished
-		switch {
-		case j.isCanceled():
-			term = checkpoint.JobCanceled
-		case err != nil && !stopped:
-			term = checkpoint.JobFailed
-		}
-		a.driver.shutdown(term)
+		// Completed checkpoints stay: the job's end (recordResult) applies
+		// the retention policy once its result is durable.
+		a.driver.shutdown()
 	}
 	a.cancel()
 	if stopped {
@@ -315,10 +387,55 @@ func (a *attempt) restoreID() int64 {
 	return a.restore.id()
 }
 
+// waitTasks waits for every task goroutine to exit; once the attempt was
+// told to stop, for at most the cancellation timeout. Past it the attempt
+// fails with ErrTaskCancellationTimeout naming the tasks still running,
+// and their goroutines are left behind.
+func (a *attempt) waitTasks() {
+	exited := make(chan struct{})
+	go func() {
+		a.wg.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+		return
+	case <-a.stopping:
+	}
+	timeout := a.job.cfg.CancellationTimeout
+	if timeout <= 0 {
+		<-exited
+		return
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-exited:
+		return
+	case <-timer.C:
+	}
+	var stuck []string
+	for _, t := range a.tasks {
+		if !t.exited.Load() {
+			stuck = append(stuck, t.name)
+		}
+	}
+	err := &fatalError{fmt.Errorf("%w: %d tasks still running %v after they were cancelled (task.cancellation.timeout): %v",
+		ErrTaskCancellationTimeout, len(stuck), timeout, stuck)}
+	a.job.logger.Error("tasks did not exit after cancellation; leaving them behind", "tasks", stuck, "timeout", timeout)
+	a.mu.Lock()
+	if a.err != nil {
+		err = &fatalError{fmt.Errorf("%w (stopping after: %w)", err.err, a.err)}
+	}
+	a.err, a.stopped = err, false
+	a.mu.Unlock()
+}
+
 // fail records the first failure of the attempt and stops every task.
 func (a *attempt) fail(task string, err error) {
 	a.mu.Lock()
-	first := a.err == nil && !a.stopped && !a.job.isCanceled()
+	first := a.err == nil && !a.stopped && !a.job.isStopping()
+
 	if first {
 		a.err = err
 	}
@@ -330,6 +447,7 @@ func (a *attempt) fail(task string, err error) {
 }
 
 func (a *attempt) stopAll() {
+	a.stoppingOnce.Do(func() { close(a.stopping) })
 	a.cancel()
 	for _, p := range a.partitions {
 		p.Release()
@@ -433,14 +551,29 @@ func (a *attempt) deploy() error {
 	return nil
 }
 
-// Cancel stops the job; Wait then returns ErrJobCanceled.
-func (j *Job) Cancel() {
+// Cancel cancels the job (Flink's cancel): it stops, its result is
+// recorded as CANCELED, and the retention policy applies to its
+// checkpoints. Wait then returns ErrJobCanceled.
+func (j *Job) Cancel() { j.stop(false) }
+
+// suspend stops the job without ending it, when the context given to
+// Execute is cancelled: its checkpoints stay, no result is recorded, and
+// Wait returns ErrJobSuspended.
+func (j *Job) suspend() { j.stop(true) }
+
+func (j *Job) stop(suspend bool) {
 	j.mu.Lock()
-	if j.err == nil && (j.Status() == JobRunning || j.Status() == JobRestarting) {
-		j.canceled = true
+	if j.err == nil && !j.canceled && !j.suspended && (j.Status() == JobRunning || j.Status() == JobRestarting) {
+		if suspend {
+			j.suspended = true
+		} else {
+			j.canceled = true
+		}
 	}
 	j.mu.Unlock()
-	j.cancel()
+	if j.cancel != nil {
+		j.cancel()
+	}
 	if a := j.att.Load(); a != nil {
 		a.stopAll()
 	}
@@ -458,6 +591,9 @@ func (j *Job) Wait() error {
 	}
 	if j.canceled {
 		return fmt.Errorf("%w: %w", ErrJobCanceled, context.Canceled)
+	}
+	if j.suspended {
+		return fmt.Errorf("%w: %w", ErrJobSuspended, context.Canceled)
 	}
 	return nil
 }

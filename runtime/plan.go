@@ -186,7 +186,32 @@ type Config struct {
 	// CheckpointFS is the filesystem checkpoints are written to; nil is
 	// the operating system's. Tests inject faults through it.
 	CheckpointFS storage.FS
+
+	// JobID names the job's directory under the checkpoint directory and
+	// its result; stable across restarts of one deployment. Empty: derived
+	// from JobName (see JobIDOf).
+	JobID string
+	// FreshStart lets a run start from no state although the job's
+	// directory records that an earlier run ended (finished, cancelled,
+	// failed); without it such a start is refused with ErrJobTerminated.
+	FreshStart bool
+	// ClaimMode says who owns the snapshot RestoreFrom points to
+	// (execution.state-recovery.claim-mode, default NO_CLAIM).
+	ClaimMode ClaimMode
+	// AllowFallbackPastCommitted lets a restore skip a corrupt completed
+	// checkpoint whose transactions may have been committed (their output
+	// is then written again); without it such a restore fails with
+	// ErrFallbackPastCommitted naming the checkpoint and the file.
+	AllowFallbackPastCommitted bool
+	// CancellationTimeout bounds how long a cancelled or failed-over
+	// attempt waits for its tasks to exit (task.cancellation.timeout,
+	// default 180 s; 0 waits for ever, as Flink's 0 turns the watchdog off). Past it the job fails with
+	// ErrTaskCancellationTimeout, naming the tasks, without a restart.
+	CancellationTimeout time.Duration
 }
+
+// DefaultCancellationTimeout is Flink's task.cancellation.timeout.
+const DefaultCancellationTimeout = 180 * time.Second
 
 // StateBackendFactory makes the keyed state backend of one subtask of a
 // keyed operator (state.HeapBackendFactory, or the RocksDB backend's).
@@ -210,5 +235,6 @@ func DefaultConfig() Config {
 		BufferTimeout:         100 * time.Millisecond,
 		Chaining:              true,
 		AutoWatermarkInterval: 200 * time.Millisecond,
+		CancellationTimeout:   DefaultCancellationTimeout,
 	}
 }

@@ -29,10 +29,15 @@ const (
 type restoreSnapshot struct {
 	snap  *storage.Snapshot
 	byUID map[string][]storage.SubtaskState
+	// owned: the run owns the snapshot and it lives in the job's own
+	// directory, so incremental checkpoints may reference its shared files.
+	// Otherwise (NO_CLAIM, a snapshot elsewhere) the first checkpoint after
+	// the restore writes every file anew.
+	owned bool
 }
 
-func newRestoreSnapshot(snap *storage.Snapshot) *restoreSnapshot {
-	r := &restoreSnapshot{snap: snap, byUID: map[string][]storage.SubtaskState{}}
+func newRestoreSnapshot(snap *storage.Snapshot, owned bool) *restoreSnapshot {
+	r := &restoreSnapshot{snap: snap, byUID: map[string][]storage.SubtaskState{}, owned: owned}
 	for _, st := range snap.Metadata.Subtasks {
 		r.byUID[st.OperatorUID] = append(r.byUID[st.OperatorUID], st)
 	}
@@ -150,6 +155,9 @@ func (t *Task) restoreIncremental(r *restoreSnapshot, n *Node, oc *operators.Con
 	if err := ib.RestoreIncrementalState(handles, download); err != nil {
 		return fmt.Errorf("%w keyed state of operator %q subtask %d from checkpoint %d (%s): %w",
 			ErrRestore, n.Name, t.subtask, r.id(), r.snap.Dir, err)
+	}
+	if d, ok := ib.(state.RestoreDisclaimer); ok && !r.owned {
+		d.DisclaimRestored()
 	}
 	return nil
 }

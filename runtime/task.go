@@ -71,6 +71,9 @@ type Task struct {
 	finished bool
 	counters taskCounters
 	recsIn   int64
+	// exited is set once the task goroutine returned (for the
+	// cancellation timeout's report of the tasks still running).
+	exited atomic.Bool
 }
 
 // gateInput is one input gate of a task and what it needs to read it.
@@ -244,6 +247,7 @@ func (t *Task) operatorContext(n *Node) *operators.Context {
 		MaxParallelism: t.vertex.MaxParallelism,
 		ProcessingTime: t.timers,
 		Logger:         t.logger.With("operator", n.Name),
+		Ctx:            t.ctx,
 	}
 }
 

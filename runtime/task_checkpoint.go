@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -565,7 +566,7 @@ func (c *taskCheckpoints) maybeAsync(p *pendingSnapshot) {
 	go func() {
 		defer c.async.Done()
 		start := time.Now()
-		states, sizes, err := c.write(p)
+		states, sizes, err := c.writeRecovering(p)
 		p.release()
 		if err != nil {
 			d.decline(t, p.id(), checkpoint.ReasonAsyncFailure, fmt.Errorf("task %s: write checkpoint %d: %w", t.name, p.id(), err))
@@ -577,6 +578,19 @@ func (c *taskCheckpoints) maybeAsync(p *pendingSnapshot) {
 		p.fig.PersistedData = sizes.persisted
 		d.ack(t, p.id(), states, p.fig)
 	}()
+}
+
+// writeRecovering is write with a panic (in a state backend's upload, a
+// user's snapshot code) turned into an error: the checkpoint is declined
+// instead of the process crashing.
+func (c *taskCheckpoints) writeRecovering(p *pendingSnapshot) (states []storage.SubtaskState, sz snapshotSizes, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.t.logger.Error("panic in the asynchronous part of a checkpoint; declining it", "checkpoint", p.id(), "panic", r, "stack", string(debug.Stack()))
+			states, err = nil, fmt.Errorf("panic in the asynchronous part: %v", r)
+		}
+	}()
+	return c.write(p)
 }
 
 // snapshotSizes are the figures of a task's asynchronous part: bytes

@@ -80,3 +80,12 @@ type IncrementalUpload struct {
 	// snapshot references in all.
 	CheckpointedSize, StateSize int64
 }
+
+// RestoreDisclaimer is an incremental backend that can be told, after a
+// restore, that the restored snapshot is not the job's to reference (a
+// NO_CLAIM restore, or a snapshot outside the job's directory): its next
+// checkpoint then writes every file anew instead of referencing the
+// restored snapshot's shared files.
+type RestoreDisclaimer interface {
+	DisclaimRestored()
+}

@@ -207,6 +207,9 @@ func (r *Recovery) Latest() *Snapshot {
 type Unusable struct {
 	ID  int64
 	Err error // names the failed file
+	// Metadata is its metadata when that could be read (a referenced file
+	// is missing or corrupt), nil when the _metadata itself is corrupt.
+	Metadata *Metadata
 }
 
 // Recover scans the job's checkpoints: it verifies every completed one
@@ -250,7 +253,11 @@ func (s *Storage) Recover() (*Recovery, error) {
 			err = snap.verify(verified)
 		}
 		if err != nil {
-			rec.Unusable = append(rec.Unusable, Unusable{ID: id, Err: err})
+			u := Unusable{ID: id, Err: err}
+			if snap != nil && snap.Metadata.CheckpointID == id {
+				u.Metadata = snap.Metadata
+			}
+			rec.Unusable = append(rec.Unusable, u)
 			if len(rec.Retained) == 0 {
 				s.log.Warn("checkpoint unusable, falling back to the previous one",
 					"job", s.job, "checkpoint", id, "file", failedFile(err), "error", err)
@@ -286,25 +293,64 @@ func failedFile(err error) string {
 	return ""
 }
 
-// UnreferencedShared lists the files of the shared directory that none of
-// the given snapshots references: uploads of checkpoints that never
-// completed. Call it only while no checkpoint is in progress (at restore).
-func (s *Storage) UnreferencedShared(retained []*Snapshot) ([]string, error) {
-	entries, err := s.fs.ReadDir(s.sharedDir())
+// ErrReferencesUnknown: a _metadata on disk cannot be read, so which shared
+// files it references is unknown and none is deleted.
+var ErrReferencesUnknown = errors.New("shared file references unknown")
+
+// referencedShared returns the shared files that some _metadata on disk
+// references (every chk-*/_metadata of the job, usable or not). It fails
+// with ErrReferencesUnknown when a _metadata cannot be decoded.
+func (s *Storage) referencedShared() (map[string]bool, error) {
+	entries, err := s.fs.ReadDir(s.root)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint storage: list %s: %w", s.sharedDir(), err)
+		return nil, fmt.Errorf("checkpoint storage: list %s: %w", s.root, err)
 	}
 	used := map[string]bool{}
-	for _, snap := range retained {
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), checkpointPrefix) {
+			continue
+		}
+		dir := filepath.Join(s.root, e.Name())
+		if _, err := s.fs.Stat(filepath.Join(dir, metadataName)); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		snap, err := readSnapshot(s.fs, dir)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrReferencesUnknown, err)
+		}
 		for _, name := range snap.Metadata.SharedFiles() {
 			used[name] = true
 		}
 	}
-	var out []string
-	for _, e := range entries {
-		if !e.IsDir() && !used[e.Name()] {
-			out = append(out, e.Name())
-		}
+	return used, nil
+}
+
+// CollectSharedGarbage deletes the files of the shared directory that no
+// _metadata on disk references: uploads of checkpoints that never
+// completed (a crash mid-upload, a late acknowledgement). It returns the
+// names deleted. Call it only while no checkpoint of the job is being
+// written: at start-up, holding the job's lock. When some _metadata cannot
+// be read it deletes nothing and returns ErrReferencesUnknown.
+func (s *Storage) CollectSharedGarbage() ([]string, error) {
+	used, err := s.referencedShared()
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	entries, err := s.fs.ReadDir(s.sharedDir())
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint storage: list %s: %w", s.sharedDir(), err)
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() || used[e.Name()] {
+			continue
+		}
+		if err := s.fs.Remove(filepath.Join(s.sharedDir(), e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove unreferenced shared file: %w", err))
+			continue
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, errors.Join(errs...)
 }

@@ -21,8 +21,11 @@ const (
 // and subtask, the handles of every piece of state. It is what _metadata
 // holds (as JSON).
 type Metadata struct {
-	Version      int    `json:"version"`
-	Job          string `json:"job"`
+	Version int    `json:"version"`
+	Job     string `json:"job"`
+	// RunID is the execution of the job that took the checkpoint: a run
+	// restores only checkpoints it, or its restore source, produced.
+	RunID        string `json:"run_id,omitempty"`
 	CheckpointID int64  `json:"checkpoint_id"`
 	// Kind is KindCheckpoint, KindSavepoint or KindFullCheckpoint.
 	Kind string `json:"kind"`
@@ -191,6 +194,17 @@ func (md *Metadata) SharedFiles() []string {
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
+}
+
+// Committables returns every two-phase-commit committable the metadata
+// holds: non-empty when sinks had transactions that its completion
+// committed.
+func (md *Metadata) Committables() [][]byte {
+	var out [][]byte
+	for _, st := range md.Subtasks {
+		out = append(out, st.Committables...)
+	}
+	return out
 }
 
 // StateSize is the total size of the state the metadata references.

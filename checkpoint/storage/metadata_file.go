@@ -31,29 +31,14 @@ func EncodeMetadata(md *Metadata) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode checkpoint %d metadata: %w", md.CheckpointID, err)
 	}
-	out := make([]byte, 0, len(body)+trailerLen)
-	out = append(out, body...)
-	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(body, castagnoli))
-	out = binary.LittleEndian.AppendUint64(out, uint64(len(body)))
-	out = append(out, metadataMagic...)
-	return out, nil
+	return frame(body, metadataMagic), nil
 }
 
 // DecodeMetadata checks the trailer of a _metadata file and decodes it.
 func DecodeMetadata(data []byte) (*Metadata, error) {
-	if len(data) < trailerLen {
-		return nil, fmt.Errorf("%w: metadata of %d bytes is shorter than its trailer", ErrTruncated, len(data))
-	}
-	tr := data[len(data)-trailerLen:]
-	if !bytes.Equal(tr[12:], []byte(metadataMagic)) {
-		return nil, fmt.Errorf("%w: metadata trailer missing (torn or truncated write)", ErrTruncated)
-	}
-	body := data[:len(data)-trailerLen]
-	if n := binary.LittleEndian.Uint64(tr[4:12]); n != uint64(len(body)) {
-		return nil, fmt.Errorf("%w: metadata body is %d bytes, trailer says %d", ErrTruncated, len(body), n)
-	}
-	if sum := crc32.Checksum(body, castagnoli); sum != binary.LittleEndian.Uint32(tr[:4]) {
-		return nil, fmt.Errorf("%w: metadata crc32c %08x, trailer says %08x", ErrChecksumMismatch, sum, binary.LittleEndian.Uint32(tr[:4]))
+	body, err := unframe(data, metadataMagic, "metadata")
+	if err != nil {
+		return nil, err
 	}
 	var md Metadata
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -64,4 +49,33 @@ func DecodeMetadata(data []byte) (*Metadata, error) {
 		return nil, err
 	}
 	return &md, nil
+}
+
+// frame appends the trailer (crc32c, length, magic) to body.
+func frame(body []byte, magic string) []byte {
+	out := make([]byte, 0, len(body)+trailerLen)
+	out = append(out, body...)
+	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(body, castagnoli))
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(body)))
+	return append(out, magic...)
+}
+
+// unframe checks the trailer of data and returns the body; what names the
+// file kind in errors.
+func unframe(data []byte, magic, what string) ([]byte, error) {
+	if len(data) < trailerLen {
+		return nil, fmt.Errorf("%w: %s of %d bytes is shorter than its trailer", ErrTruncated, what, len(data))
+	}
+	tr := data[len(data)-trailerLen:]
+	if !bytes.Equal(tr[12:], []byte(magic)) {
+		return nil, fmt.Errorf("%w: %s trailer missing (torn or truncated write)", ErrTruncated, what)
+	}
+	body := data[:len(data)-trailerLen]
+	if n := binary.LittleEndian.Uint64(tr[4:12]); n != uint64(len(body)) {
+		return nil, fmt.Errorf("%w: %s body is %d bytes, trailer says %d", ErrTruncated, what, len(body), n)
+	}
+	if sum := crc32.Checksum(body, castagnoli); sum != binary.LittleEndian.Uint32(tr[:4]) {
+		return nil, fmt.Errorf("%w: %s crc32c %08x, trailer says %08x", ErrChecksumMismatch, what, sum, binary.LittleEndian.Uint32(tr[:4]))
+	}
+	return body, nil
 }

@@ -111,15 +111,31 @@ func (s *Storage) SavepointAt(dir string, id int64) (*Location, error) {
 
 // DiscardCheckpoint deletes the directory of checkpoint id and the shared
 // files listed (those the registry says no retained checkpoint references).
-// Missing files are not an error: discarding is idempotent.
+// The directory goes first, so its _metadata never outlives a file it
+// references; a listed shared file that some other _metadata on disk still
+// references is kept (and logged): whatever the caller's bookkeeping, no
+// file a completed checkpoint references is deleted. Missing files are not
+// an error: discarding is idempotent.
 func (s *Storage) DiscardCheckpoint(id int64, shared []string) error {
 	var errs []error
 	if err := s.fs.RemoveAll(s.CheckpointDir(id)); err != nil {
-		errs = append(errs, fmt.Errorf("discard checkpoint %d: %w", id, err))
+		return fmt.Errorf("discard checkpoint %d: %w", id, err)
+	}
+	if len(shared) == 0 {
+		return nil
+	}
+	used, err := s.referencedShared()
+	if err != nil {
+		s.log.Warn("discard checkpoint: shared files kept, the references on disk are unknown", "job", s.job, "checkpoint", id, "files", len(shared), "err", err)
+		return nil
 	}
 	for _, name := range shared {
 		if !localName(name) {
 			errs = append(errs, fmt.Errorf("discard checkpoint %d: shared file name %q", id, name))
+			continue
+		}
+		if used[name] {
+			s.log.Warn("discard checkpoint: shared file still referenced by a checkpoint on disk; kept", "job", s.job, "checkpoint", id, "file", name)
 			continue
 		}
 		p := filepath.Join(s.sharedDir(), name)

@@ -491,9 +491,12 @@ func TestDiscardAndSharedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unref, err := st.UnreferencedShared(rec.Retained)
+	unref, err := st.CollectSharedGarbage()
 	if err != nil || !slices.Equal(unref, []string{orphan.Path}) {
-		t.Fatalf("unreferenced %v, %v; want [%s]", unref, err, orphan.Path)
+		t.Fatalf("collected %v, %v; want [%s]", unref, err, orphan.Path)
+	}
+	if again, err := st.CollectSharedGarbage(); err != nil || len(again) != 0 {
+		t.Fatalf("second collection removed %v, %v", again, err)
 	}
 
 	// Checkpoint 1 is discarded: only a is no longer referenced.

@@ -135,6 +135,7 @@ func run(logger *slog.Logger, addr, token string, duration, interval time.Durati
 		sluice.WithParallelism(2),
 		sluice.WithLogger(logger),
 		sluice.WithCheckpointing(interval, filepath.Join(dir, "checkpoints")),
+		sluice.WithResumeFromLatestCheckpoint(),
 		sluice.WithSavepointDir(filepath.Join(dir, "savepoints")),
 		sluice.WithObservers(collector, tracer),
 	}
@@ -177,8 +178,11 @@ func run(logger *slog.Logger, addr, token string, duration, interval time.Durati
 		srv.URL(), srv.URL(), srv.URL(), dir)
 
 	err = job.Wait()
-	if errors.Is(err, sluice.ErrJobCanceled) && ctx.Err() != nil {
-		return nil // interrupted or -duration ran out
+	if errors.Is(err, sluice.ErrJobSuspended) && ctx.Err() != nil {
+		// Interrupted (SIGINT, SIGTERM) or -duration ran out: the job is
+		// suspended, its latest checkpoint kept; run again with the same
+		// -dir to resume from it.
+		return nil
 	}
 	return err
 }

@@ -419,7 +419,7 @@ func parallel(workers, n int, fn func(i int) error) error {
 				i := next
 				next++
 				mu.Unlock()
-				if err := fn(i); err != nil {
+				if err := recovered(i, fn); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = err
@@ -431,6 +431,18 @@ func parallel(workers, n int, fn func(i int) error) error {
 	}
 	wg.Wait()
 	return first
+}
+
+// recovered runs fn(i), turning a panic (in an uploader, a download
+// function) into an error: a worker goroutine's panic would otherwise kill
+// the process, where a failed upload only declines the checkpoint.
+func recovered(i int, fn func(int) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("rocksdb backend: panic in file transfer %d: %v", i, r)
+		}
+	}()
+	return fn(i)
 }
 
 var errBadHandle = errors.New("malformed incremental handle")

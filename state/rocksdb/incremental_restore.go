@@ -338,3 +338,14 @@ func downloadFile(h *IncrementalHandle, f HandleFile, dir string, download Downl
 	}
 	return nil
 }
+
+// DisclaimRestored forgets the shared files of the restored checkpoint:
+// the next checkpoint uploads every file rather than reference them, so
+// it depends on nothing the job does not own (a NO_CLAIM restore, or a
+// checkpoint of another job's directory).
+func (b *Backend) DisclaimRestored() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.inc.base = make(map[string]HandleFile)
+	b.inc.baseID = -1
+}

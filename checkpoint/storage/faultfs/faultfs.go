@@ -216,6 +216,14 @@ func (f *FS) Stat(name string) (fs.FileInfo, error) {
 	return f.inner.Stat(name)
 }
 
+// Lock passes the lock to the inner file system when it can lock.
+func (f *FS) Lock(path, holder string) (func() error, error) {
+	if l, ok := f.inner.(storage.Locker); ok {
+		return l.Lock(path, holder)
+	}
+	return func() error { return nil }, nil
+}
+
 func (f *FS) SyncDir(name string) error {
 	if err := f.fail(OpSyncDir, name); err != nil {
 		return err
