@@ -104,10 +104,11 @@ func chaosEpisode(ctx context.Context, t *testing.T, adm *kadm.Client, rng *rand
 		// re-commit, abort of lingering transactions) to well into its
 		// processing.
 		pause(time.Duration(150+rng.IntN(1000)) * time.Millisecond)
-		if rng.IntN(3) == 0 {
-			// During shutdown: SIGTERM, and SIGKILL before it exits.
+		if rng.IntN(2) == 0 {
+			// During shutdown: SIGTERM, and SIGKILL before it exits (a
+			// suspension takes a few tens of milliseconds).
 			if run.signal(t, syscall.SIGTERM) {
-				pause(time.Duration(rng.IntN(60)) * time.Millisecond)
+				pause(time.Duration(rng.IntN(25)) * time.Millisecond)
 				if run.kill(t) {
 					f.shutdown++
 				} else {
@@ -143,7 +144,7 @@ func chaosEpisode(ctx context.Context, t *testing.T, adm *kadm.Client, rng *rand
 	if rng.IntN(2) == 0 {
 		// A run of the finished job (or of its final checkpoint) killed
 		// as it starts.
-		pause(time.Duration(rng.IntN(400)) * time.Millisecond)
+		pause(time.Duration(rng.IntN(150)) * time.Millisecond)
 		if run.kill(t) {
 			f.restarting++
 		} else {
