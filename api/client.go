@@ -114,6 +114,14 @@ func (c *Client) Job(ctx context.Context, jobID string) (JobDetailsInfo, error) 
 	return out, err
 }
 
+// ExecutionResult returns GET /jobs/:jobid/execution-result: how the job
+// ended, with what its result store recorded.
+func (c *Client) ExecutionResult(ctx context.Context, jobID string) (JobExecutionResultResponse, error) {
+	var out JobExecutionResultResponse
+	err := c.get(ctx, "/jobs/"+url.PathEscape(jobID)+"/execution-result", &out)
+	return out, err
+}
+
 // Checkpoints returns GET /jobs/:jobid/checkpoints.
 func (c *Client) Checkpoints(ctx context.Context, jobID string) (CheckpointingStatistics, error) {
 	var out CheckpointingStatistics

@@ -279,6 +279,7 @@ func (s *Server) routes() http.Handler {
 	api("GET /jobs", s.handleJobs)
 	api("GET /jobs/overview", s.handleJobsOverview)
 	api("GET /jobs/{jobid}", s.withJob(s.handleJob))
+	api("GET /jobs/{jobid}/execution-result", s.withJob(s.handleExecutionResult))
 	api("PATCH /jobs/{jobid}", s.withJob(s.handleCancel))
 	api("GET /jobs/{jobid}/checkpoints", s.withJob(s.handleCheckpoints))
 	api("GET /jobs/{jobid}/checkpoints/config", s.withJob(s.handleCheckpointConfig))

@@ -58,6 +58,8 @@ type Job struct {
 	// result is the recorded end of an earlier run that made this one do
 	// nothing (a finished job resumed).
 	result *storage.JobResult
+	// ended is the result this run recorded when it ended.
+	ended atomic.Pointer[storage.JobResult]
 
 	ctx    context.Context // the job's lifetime: cancelled by Cancel
 	cancel context.CancelFunc
@@ -213,6 +215,20 @@ func (j *Job) RunID() string { return j.run }
 // PreviousResult returns the recorded end of an earlier run when this run
 // did nothing because of it (a finished job started with ResumeLatest).
 func (j *Job) PreviousResult() (*storage.JobResult, bool) { return j.result, j.result != nil }
+
+// Result returns the job's recorded result once it has ended (finished,
+// cancelled or failed; not while running or suspended), or, for a
+// finished job that was started again, the earlier run's result. ok is
+// false when there is none (also without a checkpoint directory).
+func (j *Job) Result() (res storage.JobResult, ok bool) {
+	if r := j.ended.Load(); r != nil {
+		return *r, true
+	}
+	if j.result != nil {
+		return *j.result, true
+	}
+	return storage.JobResult{}, false
+}
 
 // FallbacksPastCommitted is how many restores skipped a corrupt checkpoint
 // whose transactions may have been committed (only with

@@ -363,6 +363,7 @@ func (j *Job) recordResult(status JobStatus, runErr error, savepoint string) {
 		// Without a durable result nothing may be deleted: the next start
 		// must still find the checkpoints.
 		j.logger.Error("write the job result; its checkpoints are kept", "status", res.Status, "err", err)
+		j.ended.Store(res)
 		return
 	}
 	if d != nil && discard {
@@ -372,6 +373,7 @@ func (j *Job) recordResult(status JobStatus, runErr error, savepoint string) {
 	if err := j.store.WriteJobResult(res); err != nil {
 		j.logger.Warn("mark the job result clean", "err", err)
 	}
+	j.ended.Store(res)
 }
 
 // finishCleanup completes the retention cleanup of a result written by a

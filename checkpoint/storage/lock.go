@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -67,4 +68,20 @@ func (OSFS) Lock(path, holder string) (func() error, error) {
 		_ = f.Truncate(0)
 		return f.Close()
 	}, nil
+}
+
+// LockHolder reports whether the job directory dir is locked by a running
+// job, and by whom, without taking the lock for longer than the probe
+// (for tools that list jobs offline).
+func LockHolder(dir string) (holder string, held bool, err error) {
+	path := filepath.Join(dir, lockName)
+	unlock, err := OSFS{}.Lock(path, "probe by pid "+strconv.Itoa(os.Getpid()))
+	if errors.Is(err, ErrJobLocked) {
+		who, _ := os.ReadFile(path)
+		return strings.TrimSpace(string(who)), true, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return "", false, unlock()
 }

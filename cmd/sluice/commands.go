@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/checkpoint/storage"
 )
 
 // pollEvery is how often savepoint operations are polled.
@@ -56,12 +61,117 @@ func listJobs(ctx context.Context, c *api.Client, out io.Writer) error {
 		return nil
 	}
 	w := table(out)
-	fmt.Fprintln(w, "ID\tNAME\tSTATE\tSTART\tDURATION\tTASKS\t")
+	fmt.Fprintln(w, "ID\tNAME\tSTATE\tSTART\tDURATION\tTASKS\tRESULT\t")
 	for _, j := range jobs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d running\n", j.JID, j.Name, j.State, stamp(j.StartTime),
-			(time.Duration(j.Duration) * time.Millisecond).Round(time.Second), j.Tasks["running"], j.Tasks["total"])
+		result := "-"
+		if r, err := c.ExecutionResult(ctx, j.JID); err == nil && r.Result != nil {
+			result = r.Result.ApplicationStatus
+			if jr := r.Result.JobResult; jr != nil {
+				result = describeResult(jr.Status, jr.LastCheckpoint, jr.Retained, jr.Savepoint, jr.Error)
+				if jr.Previous {
+					result += " (an earlier run; this one did nothing)"
+				}
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d running\t%s\n", j.JID, j.Name, j.State, stamp(j.StartTime),
+			(time.Duration(j.Duration) * time.Millisecond).Round(time.Second), j.Tasks["running"], j.Tasks["total"], result)
 	}
 	return w.Flush()
+}
+
+// describeResult says in a table cell how a job ended.
+func describeResult(status string, last int64, retained bool, savepoint, errText string) string {
+	s := status
+	switch {
+	case savepoint != "":
+		s += ", savepoint " + savepoint
+	case last > 0 && retained:
+		s += fmt.Sprintf(", checkpoint %d retained", last)
+	}
+	if errText != "" {
+		if len(errText) > 80 {
+			errText = errText[:77] + "..."
+		}
+		s += ": " + errText
+	}
+	return s
+}
+
+// listJobDirs lists, offline, the jobs of a checkpoint directory: per job
+// directory, whether a process runs it (the lock), its recorded result,
+// and its completed checkpoints.
+func listJobDirs(dir string, out io.Writer) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	w := table(out)
+	fmt.Fprintln(w, "JOB ID\tSTATE\tENDED\tRUN\tCHECKPOINTS\tDETAIL\t")
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		jd := filepath.Join(dir, e.Name())
+		res, rerr := storage.ReadJobResult(storage.OSFS{}, jd)
+		chks := completedCheckpoints(jd)
+		if res == nil && rerr == nil && len(chks) == 0 && !exists(filepath.Join(jd, "shared")) {
+			continue // not a job directory
+		}
+		n++
+		state, ended, run, detail := "SUSPENDED", "-", "-", "not running; resumes from its latest checkpoint"
+		if len(chks) == 0 {
+			state, detail = "CREATED", "not running; no completed checkpoint"
+		}
+		switch {
+		case rerr != nil:
+			state, detail = "UNKNOWN", rerr.Error()
+		case res != nil:
+			state, ended, run = res.Status, stamp(res.EndTimestamp), res.RunID
+			detail = describeResult("", res.LastCheckpoint, res.Retained, res.Savepoint, res.Error)
+			detail = strings.TrimPrefix(detail, ", ")
+			if !res.Clean {
+				detail += " (cleanup unfinished)"
+			}
+		}
+		if holder, held, err := storage.LockHolder(jd); err == nil && held {
+			state, detail = "RUNNING", "held by "+holder
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Name(), state, ended, run, checkpointList(chks), detail)
+	}
+	if n == 0 {
+		fmt.Fprintf(out, "no job directories in %s\n", dir)
+		return nil
+	}
+	return w.Flush()
+}
+
+func completedCheckpoints(jobDir string) []string {
+	entries, _ := os.ReadDir(jobDir)
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "chk-") && exists(filepath.Join(jobDir, e.Name(), "_metadata")) {
+			ids = append(ids, strings.TrimPrefix(e.Name(), "chk-"))
+		}
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		x, _ := strconv.ParseInt(a, 10, 64)
+		y, _ := strconv.ParseInt(b, 10, 64)
+		return int(x - y)
+	})
+	return ids
+}
+
+func checkpointList(ids []string) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	return strings.Join(ids, ",")
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func showCheckpoints(ctx context.Context, c *api.Client, ref string, id int64, out io.Writer) error {

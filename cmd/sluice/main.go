@@ -2,7 +2,7 @@
 // server, prints the per-subtask checkpoint table, takes savepoints, stops
 // and cancels jobs, and reads a checkpoint or savepoint offline.
 //
-//	sluice jobs
+//	sluice jobs [--checkpoint-dir DIR]
 //	sluice checkpoints JOB [--checkpoint ID]
 //	sluice savepoint JOB [--dir DIR] [--no-wait]
 //	sluice stop JOB [--drain] [--dir DIR]
@@ -31,7 +31,10 @@ import (
 const usage = `sluice operates Sluice jobs through their API, and reads checkpoints offline.
 
 Usage:
-  sluice jobs                                  list the jobs
+  sluice jobs                                  list the jobs (with how each ended)
+  sluice jobs --checkpoint-dir DIR             list, offline, the jobs of a checkpoint
+                                               directory: running (and by whom),
+                                               suspended, or the recorded result
   sluice checkpoints JOB [--checkpoint ID]     checkpoint counts, summary and the
                                                per-subtask table of the latest
                                                completed checkpoint (or of ID)
@@ -68,6 +71,7 @@ type options struct {
 	timeout    time.Duration
 	checkpoint int64
 	dir        string
+	chkDir     string
 	drain      bool
 	noWait     bool
 }
@@ -88,6 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	fs.StringVar(&o.token, "token", getenv("SLUICE_TOKEN"), "bearer token of the API server (env SLUICE_TOKEN)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the server and for savepoints")
 	fs.Int64Var(&o.checkpoint, "checkpoint", 0, "checkpoints: the checkpoint to show (default: the latest completed)")
+	fs.StringVar(&o.chkDir, "checkpoint-dir", "", "jobs: list the job directories of this checkpoint directory (execution.checkpointing.dir) offline")
 	fs.StringVar(&o.dir, "dir", "", "savepoint, stop: the directory to put the savepoint in (default: the job's savepoint directory)")
 	fs.BoolVar(&o.drain, "drain", false, "stop: end event time first, so that every timer and window fires")
 	fs.BoolVar(&o.noWait, "no-wait", false, "savepoint: print the trigger id and return without waiting")
@@ -112,7 +117,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	cmd, rest := pos[0], pos[1:]
 	switch cmd {
 	case "jobs":
-		err = want(rest, 0, "jobs", func() error { return listJobs(ctx, c, stdout) })
+		err = want(rest, 0, "jobs", func() error {
+			if o.chkDir != "" {
+				return listJobDirs(o.chkDir, stdout)
+			}
+			return listJobs(ctx, c, stdout)
+		})
 	case "checkpoints":
 		err = want(rest, 1, "checkpoints JOB", func() error { return showCheckpoints(ctx, c, rest[0], o.checkpoint, stdout) })
 	case "savepoint":

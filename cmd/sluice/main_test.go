@@ -84,11 +84,11 @@ func TestJobsTable(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("jobs printed %q", out)
 	}
-	if h := fields(lines[0]); strings.Join(h, "|") != "ID|NAME|STATE|START|DURATION|TASKS" {
+	if h := fields(lines[0]); strings.Join(h, "|") != "ID|NAME|STATE|START|DURATION|TASKS|RESULT" {
 		t.Errorf("header %q", h)
 	}
 	row := fields(lines[1])
-	if len(row) != 6 || row[0] != s.id || row[1] != "listed" || row[2] != "RUNNING" || row[5] != "4/4 running" {
+	if len(row) != 7 || row[0] != s.id || row[1] != "listed" || row[2] != "RUNNING" || row[5] != "4/4 running" || row[6] != "-" {
 		t.Errorf("row %q", row)
 	}
 }
@@ -185,6 +185,15 @@ func TestSavepointInspectStopCancel(t *testing.T) {
 	if err := s.run.Wait(t); err != nil {
 		t.Fatalf("stopped job: %v", err)
 	}
+	// The stopped job's recorded result, through the API and offline.
+	code, out, errs = s.sluice(t, "jobs")
+	if code != 0 || !regexp.MustCompile(`\sFINISHED, savepoint `+regexp.QuoteMeta(dir)+`\S+\n`).MatchString(out) {
+		t.Fatalf("jobs after the stop: exit %d %q %s", code, out, errs)
+	}
+	code, out, errs = s.sluice(t, "jobs", "--checkpoint-dir", s.run.Dir)
+	if code != 0 || !regexp.MustCompile(`\noperated\s+FINISHED\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+[0-9a-f]{16}\s+-\s+savepoint `).MatchString(out) {
+		t.Fatalf("jobs --checkpoint-dir after the stop: exit %d %q %s", code, out, errs)
+	}
 
 	c := serve(t, testjob.Options{Name: "cancelled"})
 	code, out, errs = c.sluice(t, "cancel", "cancelled")
@@ -193,6 +202,20 @@ func TestSavepointInspectStopCancel(t *testing.T) {
 	}
 	if err := c.run.Wait(t); err == nil || !strings.Contains(err.Error(), "cancel") {
 		t.Fatalf("cancelled job: %v", err)
+	}
+}
+
+// Offline, the jobs of a checkpoint directory: one running (its lock
+// holder named), one suspended with its checkpoints.
+func TestJobsOfACheckpointDirectory(t *testing.T) {
+	s := serve(t, testjob.Options{Name: "running-one", Rate: 20000, Interval: 20 * time.Millisecond})
+	s.run.AwaitCompleted(t, 1)
+	code, out, errs := s.sluice(t, "jobs", "--checkpoint-dir", s.run.Dir)
+	if code != 0 || !regexp.MustCompile(`\nrunning-one\s+RUNNING\s+-\s+-\s+\S+\s+held by pid \d+ on `).MatchString(out) {
+		t.Fatalf("jobs --checkpoint-dir of a running job: exit %d %q %s", code, out, errs)
+	}
+	if code, out, _ := s.sluice(t, "jobs", "--checkpoint-dir", t.TempDir()); code != 0 || !strings.HasPrefix(out, "no job directories in ") {
+		t.Fatalf("empty directory: exit %d %q", code, out)
 	}
 }
 
