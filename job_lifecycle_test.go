@@ -571,3 +571,68 @@ func TestCancellationTimeout(t *testing.T) {
 		t.Fatalf("Wait: %v", err)
 	}
 }
+
+// A task deaf to cancellation while the job fails over: past the
+// cancellation timeout the job fails for good with
+// ErrTaskCancellationTimeout naming the task, instead of hanging or
+// restarting next to the stuck task.
+func TestCancellationTimeoutDuringFailover(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	entered := newOnce()
+	env := newEnv(sluice.WithParallelism(2), sluice.WithTaskCancellationTimeout(100*time.Millisecond),
+		sluice.WithRestartStrategy(sluice.FixedDelayRestart(5, time.Millisecond)))
+	s := sluice.FromSource(env, source.NewDatagen(func(i int64) int64 { return i }), sluice.NoWatermarks[int64](), "gen")
+	s = sluice.Map(s.Rebalance(), func(v int64) (int64, error) {
+		switch v {
+		case 3:
+			entered.close()
+			<-release
+		case 100:
+			<-entered.C()
+			return 0, errors.New("injected failure")
+		}
+		return v, nil
+	}, sluice.Name("stuck-or-failing"))
+	sluice.SinkTo(s, sink.NewDiscard[int64]())
+	job := mustStart(t, env)
+	awaitClosed(t, "the job's end", job.Done())
+	err := job.Wait()
+	if !errors.Is(err, sluice.ErrTaskCancellationTimeout) || !strings.Contains(err.Error(), "stuck-or-failing") ||
+		!strings.Contains(err.Error(), "injected failure") || job.Restarts() != 0 {
+		t.Fatalf("job: %v (%d restarts); want ErrTaskCancellationTimeout naming the stuck task and the failure, no restart", err, job.Restarts())
+	}
+}
+
+// CLAIM: the run owns the checkpoint it was restored from and deletes it
+// once its own checkpoints subsume it; NO_CLAIM (the default, above) keeps
+// it.
+func TestClaimModeDeletesTheRestoredCheckpointOnceSubsumed(t *testing.T) {
+	const records, keys = 4000, 10
+	out, cpDir := t.TempDir(), t.TempDir()
+	keep := sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Retention = checkpoint.RetainOnCancellation })
+	env, seen := countJob(out, records, keys, 4000, keep, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
+	job, err := env.ExecuteAsync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	await(t, "a checkpoint", func() bool {
+		s, ok := job.CheckpointStats()
+		return ok && s.Completed >= 1 && seen.Load() > 300
+	})
+	job.Cancel()
+	_ = job.Wait()
+	st := jobDir(t, cpDir, job)
+	ids := completedOnDisk(t, st)
+	if len(ids) != 1 {
+		t.Fatalf("retained %v, want one checkpoint", ids)
+	}
+	restored := st.CheckpointDir(ids[0])
+	env2, _ := countJob(out, records, keys, 40000, sluice.WithCheckpointing(20*time.Millisecond, cpDir),
+		sluice.WithRestoreFrom(restored), sluice.WithClaimMode(sluice.Claim))
+	mustExecute(t, env2)
+	if _, err := os.Stat(restored); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the claimed checkpoint %s is still there: %v", restored, err)
+	}
+	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
+}
