@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ import (
 //	ack t= task= id= [shared=(names)] [size=] [persisted=] [processed=] [delay=] [unaligned]
 //	decline t= task= id= [reason=] | written t= id= [err=] | finished t= task=
 //	end-of-input t= task= | suspend t= | shutdown t= term= | state | stats [id=]
-//	restore t= max-id= [from=] [from-savepoint]     input lines: <id> [shared=(names)]
+//	restore t= max-id= [from=] [from-savepoint]     input lines: <id> [shared=(names)] [pinned]
 func TestCoordinatorScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/coordinator", func(t *testing.T, path string) {
 		var c *Coordinator
@@ -193,7 +194,7 @@ func scenarioStates(t *testing.T, c *Coordinator, d *datadriven.TestData) []stor
 }
 
 func scenarioRestore(t *testing.T, c *Coordinator, now time.Time, d *datadriven.TestData) ([]CoordinatorAction, error) {
-	var retained []*storage.Metadata
+	var retained, pinned []*storage.Metadata
 	var from *storage.Metadata
 	for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
 		if line == "" {
@@ -211,7 +212,11 @@ func scenarioRestore(t *testing.T, c *Coordinator, now time.Time, d *datadriven.
 				md.Subtasks[0].KeyedState = []storage.KeyedStateHandle{{Files: files}}
 			}
 		}
-		retained = append(retained, md)
+		if slices.Contains(fields[1:], "pinned") {
+			pinned = append(pinned, md)
+		} else {
+			retained = append(retained, md)
+		}
 	}
 	if id := d.Int(t, "from", 0); id > 0 {
 		from = &storage.Metadata{Version: 1, CheckpointID: id, Kind: storage.KindCheckpoint}
@@ -219,7 +224,9 @@ func scenarioRestore(t *testing.T, c *Coordinator, now time.Time, d *datadriven.
 			from.Kind = storage.KindSavepoint
 		}
 	}
-	return c.Restore(now, retained, from, d.Int(t, "max-id", 0))
+	acts, err := c.Restore(now, retained, from, d.Int(t, "max-id", 0))
+	c.Pin(pinned)
+	return acts, err
 }
 
 func formatCoordinatorActions(acts []CoordinatorAction) string {
