@@ -17,8 +17,11 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/checkpoint/storage/faultfs"
+	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/sink"
+	"github.com/sluicehq/sluice/sink/filesink"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state/rocksdb"
 )
@@ -260,13 +263,19 @@ func TestJobIDs(t *testing.T) {
 
 // failOnce fails the job once, when the shared counter reaches at.
 type failOnce struct {
-	at   int64
+	at   atomic.Int64
 	n    atomic.Int64
 	done atomic.Bool
 }
 
+func newFailOnce(at int64) *failOnce {
+	f := &failOnce{}
+	f.at.Store(at)
+	return f
+}
+
 func (f *failOnce) hit() bool {
-	return f.n.Add(1) == f.at && f.done.CompareAndSwap(false, true)
+	return f.n.Add(1) == f.at.Load() && f.done.CompareAndSwap(false, true)
 }
 
 // A fresh run (no resume, no restore) in a directory holding an earlier
@@ -296,7 +305,7 @@ func TestFreshRunNeverRestoresAnotherRunsCheckpoint(t *testing.T) {
 	// The second run fails at its 50th record, long before its first
 	// checkpoint (1 min interval), then restarts.
 	out := t.TempDir()
-	f := &failOnce{at: 50}
+	f := newFailOnce(50)
 	var restores []int64
 	var mu sync.Mutex
 	env2 := newEnv(sluice.WithParallelism(2), sluice.WithCheckpointing(time.Minute, cpDir),
@@ -635,4 +644,62 @@ func TestClaimModeDeletesTheRestoredCheckpointOnceSubsumed(t *testing.T) {
 		t.Fatalf("the claimed checkpoint %s is still there: %v", restored, err)
 	}
 	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
+}
+
+// The run's only checkpoint is corrupt when a task fails: restarting from
+// what the run started from (here: nothing) would write that checkpoint's
+// committed output again, so the job fails for good with
+// ErrFallbackPastCommitted naming it, instead of silently starting over.
+func TestFailoverRefusesToFallBackPastCommittedOutput(t *testing.T) {
+	const records, keys = 1 << 40, 10
+	out, cpDir := t.TempDir(), t.TempDir()
+	ffs := faultfs.New(storage.OSFS{})
+	f := newFailOnce(1 << 62)
+	env := newEnv(sluice.WithParallelism(2), sluice.WithCheckpointing(20*time.Millisecond, cpDir), sluice.WithCheckpointStorageFS(ffs),
+		sluice.WithRestartStrategy(sluice.FixedDelayRestart(5, time.Millisecond)),
+		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.TolerableFailed = 1 << 20 }))
+	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenRate(5000))
+	s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen", sluice.UID("gen"))
+	s = sluice.Map(s, func(v int64) (int64, error) {
+		if f.hit() {
+			return 0, errors.New("injected failure")
+		}
+		return v, nil
+	}, sluice.UID("maybe-fail"))
+	counts := sluice.Process[int64, int64, KeyCount](sluice.KeyBy(s, func(v int64) int64 { return v % keys }),
+		&runningCount{}, sluice.Name("count"), sluice.UID("count"))
+	sluice.SinkTo(counts, filesink.New[KeyCount](out, codec.JSON[KeyCount]{}), sluice.Name("files"), sluice.UID("files"))
+	job := mustStart(t, env)
+	var done int64
+	await(t, "a completed checkpoint", func() bool {
+		st, ok := job.CheckpointStats()
+		if ok && st.LatestCompleted != nil {
+			done = st.LatestCompleted.ID
+		}
+		return done > 0
+	})
+	// No later checkpoint completes; then the completed one rots.
+	ffs.Inject(faultfs.Rule{Op: faultfs.OpRename, PathContains: "_metadata"})
+	await(t, "a checkpoint failing after the fault", func() bool {
+		st, ok := job.CheckpointStats()
+		return ok && st.Failed > 0 && st.LatestCompleted != nil
+	})
+	st, _ := job.CheckpointStats()
+	latest := st.LatestCompleted.ID
+	md := filepath.Join(cpDir, job.ID(), fmt.Sprintf("chk-%d", latest), "_metadata")
+	data, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(md, data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.at.Store(f.n.Load() + 10) // fail soon
+	err = job.Wait()
+	if !errors.Is(err, sluice.ErrFallbackPastCommitted) || !strings.Contains(err.Error(), fmt.Sprintf("checkpoint %d", latest)) {
+		t.Fatalf("job: %v; want ErrFallbackPastCommitted naming checkpoint %d", err, latest)
+	}
+	if job.Restarts() != 1 {
+		t.Fatalf("%d restarts, want the one that found the corrupt checkpoint", job.Restarts())
+	}
 }

@@ -309,6 +309,21 @@ func (j *Job) failoverRestore(owned []int64, initial *restoreSnapshot) (*restore
 		return nil, err
 	}
 	if snap == nil {
+		// Every checkpoint the run owns is unusable: going back to what the
+		// run started from repeats whatever they committed.
+		for _, u := range rec.Unusable {
+			if !slices.Contains(owned, u.ID) || (u.Metadata != nil && len(u.Metadata.Committables()) == 0) {
+				continue
+			}
+			if !j.cfg.AllowFallbackPastCommitted {
+				return nil, &fatalError{fmt.Errorf("%w: checkpoint %d is corrupt (%v) and its transactions may have been committed, and the run has no older usable checkpoint; restoring what it started from would write their output again. Repair or remove %s, or allow the fallback (sluice.WithAllowFallbackPastCommitted)",
+					ErrFallbackPastCommitted, u.ID, u.Err, j.store.CheckpointDir(u.ID))}
+			}
+			j.fallbacks.Add(1)
+			j.logger.Error("restoring what the run started from, past a corrupt checkpoint whose transactions may have been committed: their output is written again",
+				"corrupt", u.ID, "err", u.Err)
+			break
+		}
 		return initial, nil
 	}
 	if initial != nil && snap.Metadata.CheckpointID == initial.id() && filepath.Clean(snap.Dir) == filepath.Clean(initial.snap.Dir) {
