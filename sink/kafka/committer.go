@@ -297,7 +297,7 @@ func (c *Committer) resolve(ctx context.Context, cm Committable, cause error) er
 		if timedOut(cause) {
 			return c.lost(cm, cause, "its abort marker is at "+where)
 		}
-		return fmt.Errorf("kafka sink: commit %v: the broker answered %v and the transaction's abort marker is at %s: %w",
+		return fmt.Errorf("kafka sink: commit %v: the broker answered %w and the transaction's abort marker is at %s: %w",
 			cm, cause, where, ErrDataLoss)
 	}
 	// No marker: ask the coordinator.
@@ -312,7 +312,7 @@ func (c *Committer) resolve(ctx context.Context, cm Committable, cause error) er
 			if timedOut(cause) {
 				return c.lost(cm, cause, fmt.Sprintf("its coordinator shows the id aborted at epoch %d", d.ProducerEpoch))
 			}
-			return fmt.Errorf("kafka sink: commit %v: the broker answered %v and shows the id aborted at epoch %d: %w",
+			return fmt.Errorf("kafka sink: commit %v: the broker answered %w and shows the id aborted at epoch %d: %w",
 				cm, cause, d.ProducerEpoch, ErrDataLoss)
 		case d.State == "CompleteCommit" && (d.ProducerEpoch == cm.ProducerEpoch || d.ProducerEpoch == cm.ProducerEpoch+1):
 			c.log.Info("kafka sink: transaction already committed", "transactional_id", cm.TransactionalID,
