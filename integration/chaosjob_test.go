@@ -217,9 +217,9 @@ func (r *chaosRun) wait(ctx context.Context, t *testing.T) int {
 
 // Exit statuses of the chaos job (see integration/chaosjob).
 const (
-	chaosExitFailed    = 1
 	chaosExitSuspended = 4
 	chaosExitCanceled  = 5
+	chaosExitLocked    = 6
 )
 
 // ended reports whether the process has ended.

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -84,8 +85,8 @@ func TestFinishedJobStartedAgain(t *testing.T) {
 					t.Errorf("run %d of the finished job did not say \"job already finished\" (it said %q): it ran the job again",
 						i, lastLine(run.stdout.String()))
 				}
-				if c, r := run.completedCheckpoints(), run.restores(); len(c) > 0 || len(r) > 0 {
-					t.Errorf("run %d of the finished job completed checkpoints %v and restored %v, want none: it must not run", i, c, r)
+				if c, r := run.completedCheckpoints(), run.restores(); len(c) > 0 || len(r) > 0 || strings.Contains(run.stderr.String(), "job started") {
+					t.Errorf("run %d of the finished job started tasks, completed checkpoints %v or restored %v, want none of it: it must not run", i, c, r)
 				}
 			}
 			n := checkJobOutput(ctx, t, job, keys, perKey)
@@ -249,52 +250,75 @@ func checkResumed(ctx context.Context, t *testing.T, job *chaosJob, run *chaosRu
 // A fresh run (no resume, no restore path) of a job whose checkpoint
 // directory holds another run's checkpoints: run 1 is killed mid-run,
 // leaving completed checkpoints; run 2, started without resume and
-// writing to a new output topic, fails once early and restarts in the
-// process. It must never restore run 1's checkpoints: every restore it
-// reports is of a checkpoint it completed itself (at the path it wrote),
-// and its output holds every count from 1, as one run's. This fails
-// when the restart after run 2's failure picks the newest checkpoint in
-// the directory, run 1's: its counts then continue from run 1's state.
+// writing to a new output topic, fails once and restarts in the process,
+// either at its first record (before any checkpoint of its own) or after
+// a second of counting (after some). It must never restore run 1's
+// checkpoints: every restore it reports is of a checkpoint it completed
+// itself (at the path it wrote), its restart after its own checkpoints
+// restores the newest of them, and its output holds every count from 1,
+// as one run's. This fails when the restart picks the newest checkpoint
+// in the directory that is not its own, run 1's: its counts then go on
+// from run 1's state.
 func TestFreshRunIgnoresOtherRunsCheckpoints(t *testing.T) {
-	const keys, perKey = 8, 150
-	ctx := jobContext(t, 3*time.Minute)
-	adm := kadm.NewClient(newClient(t))
-	job := newKeyedJob(ctx, t, adm, keys, perKey, "aligned", 300)
-	first := job.start(t)
-	first.awaitCompleted(ctx, t, 2)
-	if !first.kill(t) {
-		t.Fatalf("run 1 ended (%v) before the kill", first.cmd.ProcessState)
+	for _, c := range []struct {
+		name   string
+		failAt int // the record of run 2 at which it fails once
+	}{
+		// Its first record comes well before its first checkpoint.
+		{"failure-before-its-own-checkpoints", 1},
+		// 300 records at 300/s: a second, several checkpoint intervals.
+		{"failure-after-its-own-checkpoints", 300},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const keys, perKey = 8, 150
+			ctx := jobContext(t, 2*time.Minute)
+			adm := kadm.NewClient(newClient(t))
+			job := newKeyedJob(ctx, t, adm, keys, perKey, "aligned", 300)
+			first := job.start(t)
+			first.awaitCompleted(ctx, t, 2)
+			if !first.kill(t) {
+				t.Fatalf("run 1 ended (%v) before the kill", first.cmd.ProcessState)
+			}
+			left := metadataFiles(t, job.checkpoints)
+			if len(left) == 0 {
+				t.Fatalf("run 1 completed checkpoints %v but left no _metadata under %s: nothing to ignore", first.completedCheckpoints(), job.checkpoints)
+			}
+			job.out = createTopic(ctx, t, adm, 4)
+			second := job.start(t, "-resume=false", "-fail-once-after", strconv.Itoa(c.failAt), "-restarts", "3")
+			if code := second.wait(ctx, t); code != 0 {
+				job.logRuns(t)
+				t.Fatalf("run 2 exited with status %d\nstderr (last lines):\n%s", code, tail(second.stderr.String(), 30))
+			}
+			failed := slices.IndexFunc(strings.Split(second.stdout.String(), "\n"), func(l string) bool { return strings.HasPrefix(l, "injected failure") })
+			if failed < 0 || !strings.Contains(second.stderr.String(), "job failed; restarting") {
+				job.logRuns(t)
+				t.Fatal("run 2 did not fail and restart: the test shows nothing")
+			}
+			own := second.completedCheckpoints()
+			var ownBefore int64 // the newest checkpoint run 2 completed before its failure
+			for _, o := range own {
+				if o.Line < failed {
+					ownBefore = max(ownBefore, o.ID)
+				}
+			}
+			restores := second.restores()
+			for _, r := range restores {
+				mine := slices.ContainsFunc(own, func(o checkpointLine) bool { return o.ID == r.ID && o.Path == r.Path && o.Line < r.Line })
+				if !mine {
+					job.logRuns(t)
+					t.Fatalf("run 2 (fresh, no resume) restored checkpoint %d at %s, which it had not completed itself; run 1 completed %v",
+						r.ID, r.Path, first.completedCheckpoints())
+				}
+			}
+			if ownBefore > 0 && (len(restores) == 0 || restores[0].ID < ownBefore) {
+				job.logRuns(t)
+				t.Fatalf("run 2 completed checkpoint %d before its failure, but its restart restored %v", ownBefore, restores)
+			}
+			n := checkJobOutput(ctx, t, job, keys, perKey)
+			t.Logf("run 1 completed %d checkpoints (%d _metadata files left); run 2 failed after completing %d of its own (newest %d), then restored %v; %d committed records",
+				first.completed(), len(left), len(slices.DeleteFunc(slices.Clone(own), func(o checkpointLine) bool { return o.Line > failed })), ownBefore, restores, n)
+		})
 	}
-	left := metadataFiles(t, job.checkpoints)
-	if len(left) == 0 {
-		t.Fatalf("run 1 completed checkpoints %v but left no _metadata under %s: nothing to ignore", first.completedCheckpoints(), job.checkpoints)
-	}
-	job.out = createTopic(ctx, t, adm, 4)
-	// Its first record comes well before its first checkpoint (200 ms).
-	second := job.start(t, "-resume=false", "-fail-once-after", "1", "-restarts", "3")
-	if code := second.wait(ctx, t); code != 0 {
-		job.logRuns(t)
-		t.Fatalf("run 2 exited with status %d\nstderr (last lines):\n%s", code, tail(second.stderr.String(), 30))
-	}
-	if !second.awaitStdout(ctx, t, "injected failure") || !strings.Contains(second.stderr.String(), "job failed; restarting") {
-		job.logRuns(t)
-		t.Fatal("run 2 did not fail and restart: the test shows nothing")
-	}
-	own := second.completedCheckpoints()
-	for _, r := range second.restores() {
-		mine := false
-		for _, c := range own {
-			mine = mine || (c.ID == r.ID && c.Path == r.Path && c.Line < r.Line)
-		}
-		if !mine {
-			job.logRuns(t)
-			t.Fatalf("run 2 (fresh, no resume) restored checkpoint %d at %s, which it had not completed itself; run 1 completed %v",
-				r.ID, r.Path, first.completedCheckpoints())
-		}
-	}
-	n := checkJobOutput(ctx, t, job, keys, perKey)
-	t.Logf("run 1 completed %d checkpoints (%d _metadata files left); run 2 restored %v after its failure, completed %d checkpoints; %d committed records",
-		first.completed(), len(left), second.restores(), len(own), n)
 }
 
 // metadataFiles lists the _metadata files under dir.
@@ -344,10 +368,10 @@ func TestSecondProcessOnSameJobRefused(t *testing.T) {
 			refusal = l
 		}
 	}
-	if code != chaosExitFailed || !containsWord(refusal, pid) {
+	if code != chaosExitLocked || !containsWord(refusal, pid) {
 		job.logRuns(t)
-		t.Fatalf("the second process exited with status %d and error %q; want status %d and an error naming the holder, pid %s",
-			code, refusal, chaosExitFailed, pid)
+		t.Fatalf("the second process exited with status %d and error %q; want status %d (ErrJobLocked) and an error naming the holder, pid %s",
+			code, refusal, chaosExitLocked, pid)
 	}
 	if holder.ended() {
 		t.Fatalf("the holder ended (%v) while the second process was refused", holder.cmd.ProcessState)

@@ -23,6 +23,7 @@
 //	4  "job suspended": SIGTERM or SIGINT cancelled the job's context and
 //	   the job was suspended, its latest checkpoint kept
 //	5  "job canceled": the signal cancelled the job instead of suspending it
+//	6  "job locked": another process runs the job; the error names it
 //
 // With -kill-in-interval N it kills itself with SIGKILL once
 // subtask 0's sink has written (and flushed) a record into the transaction
@@ -72,6 +73,8 @@ const (
 	suspendedStatus = 4
 	// canceledStatus: a signal cancelled the job instead of suspending it.
 	canceledStatus = 5
+	// lockedStatus: another process runs the job (ErrJobLocked).
+	lockedStatus = 6
 )
 
 type options struct {
@@ -79,7 +82,7 @@ type options struct {
 	in, out          string
 	checkpoints      string
 	prefix           string
-	jobName          string
+	jobName, jobID   string
 	mode             string
 	backend          string
 	incremental      bool
@@ -102,7 +105,8 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "output topic: (key, count) records, the count as a decimal string")
 	flag.StringVar(&o.checkpoints, "checkpoints", "", "checkpoint directory, shared by every run")
 	flag.StringVar(&o.prefix, "prefix", "", "transactional id prefix of the sink")
-	flag.StringVar(&o.jobName, "job-name", "chaosjob", "job name, from which the job id (and so its checkpoint directory under -checkpoints) derives")
+	flag.StringVar(&o.jobName, "job-name", "chaosjob", "job name, from which the job id (its directory under -checkpoints) derives unless -job-id is set")
+	flag.StringVar(&o.jobID, "job-id", "", "job id: the job's directory under -checkpoints (default: from -job-name)")
 	flag.StringVar(&o.mode, "mode", "aligned", "checkpoints: aligned, unaligned, or mixed (aligned with a 20 ms timeout)")
 	flag.StringVar(&o.backend, "backend", "rocksdb", "keyed state backend: rocksdb or heap")
 	flag.BoolVar(&o.incremental, "incremental", true, "incremental RocksDB checkpoints (state.backend.incremental); false: full snapshots")
@@ -138,7 +142,7 @@ func main() {
 		fmt.Println("job already finished")
 	case err == nil:
 		fmt.Println("job finished")
-	case signaled && suspended(err):
+	case signaled && errors.Is(err, sluice.ErrJobSuspended):
 		fmt.Fprintf(os.Stderr, "chaosjob: %v\n", err)
 		fmt.Println("job suspended")
 		os.Exit(suspendedStatus)
@@ -146,19 +150,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "chaosjob: %v\n", err)
 		fmt.Println("job canceled")
 		os.Exit(canceledStatus)
+	case errors.Is(err, sluice.ErrJobLocked):
+		fmt.Fprintf(os.Stderr, "chaosjob: %v\n", err)
+		fmt.Println("job locked")
+		os.Exit(lockedStatus)
 	default:
 		fmt.Fprintf(os.Stderr, "chaosjob: %v\n", err)
 		fmt.Println("job failed")
 		os.Exit(1)
 	}
-}
-
-// suspended reports whether Execute's error says that the cancelled
-// context suspended the job rather than cancelling it: it matches
-// context.Canceled but not ErrJobCanceled. (To become
-// errors.Is(err, sluice.ErrJobSuspended) once the runtime has it.)
-func suspended(err error) bool {
-	return errors.Is(err, context.Canceled) && !errors.Is(err, sluice.ErrJobCanceled)
 }
 
 func run(ctx context.Context, o options, log *slog.Logger) error {
@@ -185,6 +185,9 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		sluice.WithRestoreListener(func(r sluice.RestoreInfo) {
 			fmt.Printf("restored from checkpoint %d attempt=%d path=%s\n", r.CheckpointID, r.Attempt, r.Path)
 		}),
+	}
+	if o.jobID != "" {
+		opts = append(opts, sluice.WithJobID(o.jobID))
 	}
 	if o.resume {
 		opts = append(opts, sluice.WithResumeFromLatestCheckpoint())
