@@ -199,7 +199,7 @@ func run(interval, lineGap time.Duration) error {
 	snk, err := kafkasink.NewSink(seeds, func(wc WordCount) (*kgo.Record, error) {
 		return &kgo.Record{Topic: output, Key: []byte(wc.Word), Value: strconv.AppendInt(nil, wc.Count, 10)}, nil
 	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix("wordcount-"+suffix),
-		kafkasink.TransactionTimeout(time.Minute), kafkasink.Logger(log))
+		kafkasink.TransactionTimeout(5*time.Minute), kafkasink.Logger(log))
 	if err != nil {
 		return err
 	}
