@@ -96,7 +96,8 @@ func (c *Committer) Stats() (verified, unverifiable int) {
 // aborted because its timeout expired fails with a *TransactionLostError
 // (terminal: SuppressRestarts), or, under
 // IgnoreFailuresAfterTransactionTimeout, is logged, counted and passed
-// over; one aborted otherwise (fenced) fails with ErrDataLoss. The errors
+// over; one proven aborted otherwise (fenced) fails with ErrDataLoss,
+// terminal too (a restart would find it aborted again). The errors
 // name the transactional id and the checkpoint. It does nothing for a
 // sink that is not exactly-once.
 func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables [][]byte) error {
@@ -297,8 +298,8 @@ func (c *Committer) resolve(ctx context.Context, cm Committable, cause error) er
 		if timedOut(cause) {
 			return c.lost(cm, cause, "its abort marker is at "+where)
 		}
-		return fmt.Errorf("kafka sink: commit %v: the broker answered %w and the transaction's abort marker is at %s: %w",
-			cm, cause, where, ErrDataLoss)
+		return permanent(fmt.Errorf("kafka sink: commit %v: the broker answered %w and the transaction's abort marker is at %s: %w",
+			cm, cause, where, ErrDataLoss))
 	}
 	// No marker: ask the coordinator.
 	var d DescribedID
@@ -312,8 +313,8 @@ func (c *Committer) resolve(ctx context.Context, cm Committable, cause error) er
 			if timedOut(cause) {
 				return c.lost(cm, cause, fmt.Sprintf("its coordinator shows the id aborted at epoch %d", d.ProducerEpoch))
 			}
-			return fmt.Errorf("kafka sink: commit %v: the broker answered %w and shows the id aborted at epoch %d: %w",
-				cm, cause, d.ProducerEpoch, ErrDataLoss)
+			return permanent(fmt.Errorf("kafka sink: commit %v: the broker answered %w and shows the id aborted at epoch %d: %w",
+				cm, cause, d.ProducerEpoch, ErrDataLoss))
 		case d.State == "CompleteCommit" && (d.ProducerEpoch == cm.ProducerEpoch || d.ProducerEpoch == cm.ProducerEpoch+1):
 			c.log.Info("kafka sink: transaction already committed", "transactional_id", cm.TransactionalID,
 				"checkpoint", cm.CheckpointID, "broker_answer", cause.Error())

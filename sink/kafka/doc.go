@@ -42,8 +42,9 @@
 // with a *TransactionLostError, which tells the runtime not to restart:
 // every restore would meet the same abort. With
 // IgnoreFailuresAfterTransactionTimeout the committer logs and counts it
-// and goes on instead. One aborted otherwise (fenced) fails with
-// ErrDataLoss. Both name the id and the checkpoint. ValidateCheckpointing
+// and goes on instead. One proven aborted otherwise (fenced) fails with
+// ErrDataLoss, also without a restart. Both name the id and the
+// checkpoint. ValidateCheckpointing
 // refuses, before the job starts, a transaction timeout shorter than the
 // longest a transaction may wait for its commit under the checkpoint and
 // restart settings.

@@ -125,3 +125,16 @@ func describePartitions(ps []PartitionOffset) string {
 	}
 	return fmt.Sprintf("%d partitions %s", len(ps), s)
 }
+
+// permanentError is a proven loss no restart can mend (the transaction is
+// aborted on the broker: every restore would find it so): the runtime
+// fails the job once instead of restarting it for ever.
+type permanentError struct{ err error }
+
+func permanent(err error) error { return &permanentError{err: err} }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// SuppressRestarts tells the runtime not to restart the job.
+func (e *permanentError) SuppressRestarts() bool { return true }
