@@ -151,6 +151,10 @@ func TestSinkFencedTransactionIsNotLost(t *testing.T) {
 	if !errors.Is(err, kafkasink.ErrDataLoss) || !errors.Is(err, kerr.ProducerFenced) || errors.As(err, &lost) {
 		t.Fatalf("commit of a fenced transaction: err %v, want ErrDataLoss from PRODUCER_FENCED, not a TransactionLostError", err)
 	}
+	var terminal interface{ SuppressRestarts() bool }
+	if !errors.As(err, &terminal) || !terminal.SuppressRestarts() {
+		t.Fatalf("commit of a fenced transaction: err %v does not suppress restarts: every restore would fail the same way", err)
+	}
 }
 
 // At job level: the broker aborts the transaction of a completed
