@@ -122,19 +122,10 @@ func main() {
 	flag.Int64Var(&o.failOnceAfter, "fail-once-after", 0, "fail the counting operator once, at its N-th record in this process (0: never)")
 	flag.Parse()
 
-	// The runtime logs "job already finished" when a finished job is
-	// started again; the handler notices it for the line on stdout.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var alreadyFinished atomic.Bool
-	h := &noticingHandler{
-		Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}),
-		notice: func(msg string) {
-			if strings.Contains(msg, "already finished") {
-				alreadyFinished.Store(true)
-			}
-		},
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o, slog.New(h))
+	err := run(ctx, o, log, &alreadyFinished)
 	signaled := ctx.Err() != nil
 	stop()
 	switch {
@@ -161,7 +152,9 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, o options, log *slog.Logger) error {
+// run runs the job; alreadyFinished is set when the job's recorded result
+// says it had finished, so this run did nothing.
+func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atomic.Bool) error {
 	if o.brokers == "" || o.in == "" || o.out == "" || o.checkpoints == "" || o.prefix == "" {
 		return errors.New("-brokers (or KAFKA_BROKERS), -in, -out, -checkpoints and -prefix are required")
 	}
@@ -245,27 +238,17 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		snk = &killInInterval[keyCount]{TwoPhaseCommitSink: snk, after: o.killInInterval}
 	}
 	sluice.SinkTo(counts, snk, sluice.Name("kafka-out"), sluice.UID("kafka-out"))
-	return env.Execute(ctx)
+	job, err := env.ExecuteAsync(ctx)
+	if err != nil {
+		return err
+	}
+	err = job.Wait()
+	if _, ok := job.PreviousResult(); ok && err == nil {
+		alreadyFinished.Store(true)
+	}
+	return err
 }
 
-// noticingHandler passes every log record on and tells notice its message.
-type noticingHandler struct {
-	slog.Handler
-	notice func(msg string)
-}
-
-func (h *noticingHandler) Handle(ctx context.Context, r slog.Record) error {
-	h.notice(r.Message)
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h *noticingHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &noticingHandler{Handler: h.Handler.WithAttrs(as), notice: h.notice}
-}
-
-func (h *noticingHandler) WithGroup(name string) slog.Handler {
-	return &noticingHandler{Handler: h.Handler.WithGroup(name), notice: h.notice}
-}
 
 // finalWatch is the Kafka sink that knows which checkpoint is the final
 // one: the sink writers' end of input (Flush(true)) comes after every
