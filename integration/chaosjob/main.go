@@ -249,7 +249,6 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 	return err
 }
 
-
 // finalWatch is the Kafka sink that knows which checkpoint is the final
 // one: the sink writers' end of input (Flush(true)) comes after every
 // barrier of a periodic checkpoint and before the final checkpoint's, so
