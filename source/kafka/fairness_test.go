@@ -65,7 +65,7 @@ func TestReaderInterleavesPartitions(t *testing.T) {
 
 // handOutReader is a reader without a broker whose partitions 0..n-1 of
 // topic "t" have the given records buffered, as if fetched.
-func handOutReader(t *testing.T, perPartition ...int) *Reader[int] {
+func handOutReader(t testing.TB, perPartition ...int) *Reader[int] {
 	t.Helper()
 	r := &Reader[int]{
 		cfg:    &config{perPoll: 64, partitionBatch: 32, maxBatches: 4},
