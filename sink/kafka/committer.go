@@ -56,7 +56,7 @@ type Committer struct {
 var _ sink.Committer = (*Committer)(nil)
 
 func newCommitter(cfg *config, pool *slotPool) *Committer {
-	return &Committer{cfg: cfg, pool: pool, log: cfg.logger.With("sink", "kafka", "role", "committer"), txnTimeout: cfg.txnTimeout}
+	return &Committer{cfg: cfg, pool: pool, log: cfg.client.Log().With("sink", "kafka", "role", "committer"), txnTimeout: cfg.txnTimeout}
 }
 
 // NewCommitter returns a committer of exactly-once transactions on the
@@ -261,7 +261,7 @@ func (c *Committer) client(tv int8) (*kgo.Client, error) {
 		extra = append(extra, kgo.MaxVersions(v))
 	}
 	if *p == nil {
-		cl, err := kgo.NewClient(c.cfg.kgoOpts(extra...)...)
+		cl, err := kgo.NewClient(c.cfg.client.Opts(extra...)...)
 		if err != nil {
 			return nil, fmt.Errorf("kafka sink committer: new client: %w", err)
 		}
@@ -397,7 +397,7 @@ func (c *Committer) scanPartition(ctx context.Context, adm *kadm.Client, pid int
 	if end.Offset <= from {
 		return markerUnknown, "", nil
 	}
-	cl, err := kgo.NewClient(c.cfg.kgoOpts(
+	cl, err := kgo.NewClient(c.cfg.client.Opts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{po.Topic: {po.Partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		kgo.KeepControlRecords(),

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/sink"
+	"github.com/sluicehq/sluice/source"
 )
 
 // The transaction timeout must cover interval + timeout + tolerable
@@ -454,7 +455,7 @@ func cancelWithBrokerDown(t *testing.T, g DeliveryGuarantee, op string) {
 		}
 		// The producer is up (and for exactly-once its transaction
 		// open) before the broker goes.
-		if err := o.Collect("first", noTimestamp); err != nil {
+		if err := o.Collect("first", source.NoTimestamp); err != nil {
 			t.Fatal(err)
 		}
 		if err := o.Finish(); err != nil {
@@ -468,7 +469,7 @@ func cancelWithBrokerDown(t *testing.T, g DeliveryGuarantee, op string) {
 		c.Close()
 		if op != "commit" {
 			// One record that cannot be delivered fills the buffer.
-			if err := o.Collect("stuck", noTimestamp); err != nil {
+			if err := o.Collect("stuck", source.NoTimestamp); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -480,7 +481,7 @@ func cancelWithBrokerDown(t *testing.T, g DeliveryGuarantee, op string) {
 		case "open":
 			err = o.Open(opCtx)
 		case "collect":
-			err = o.Collect("blocked", noTimestamp)
+			err = o.Collect("blocked", source.NoTimestamp)
 		case "finish":
 			err = o.Finish()
 		case "snapshot":

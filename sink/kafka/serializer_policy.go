@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/source"
 )
 
 // Headers of a dead-letter copy written under the DeadLetterTopic policy,
@@ -57,7 +59,7 @@ func (s *Sink[T]) serialize(v T) (r *kgo.Record, err error) {
 func (s *Sink[T]) record(v T, ts int64, subtask int, log *slog.Logger) (*kgo.Record, error) {
 	r, err := s.serialize(v)
 	if err == nil {
-		if r.Timestamp.IsZero() && ts != noTimestamp {
+		if r.Timestamp.IsZero() && ts != source.NoTimestamp {
 			r.Timestamp = time.UnixMilli(ts)
 		}
 		return r, nil
@@ -88,7 +90,7 @@ func (s *Sink[T]) describe() string {
 }
 
 func describeTimestamp(ts int64) string {
-	if ts == noTimestamp {
+	if ts == source.NoTimestamp {
 		return "none"
 	}
 	return strconv.FormatInt(ts, 10)
@@ -114,7 +116,7 @@ func deadLetterRecord[T any](topic string, v T, ts int64, subtask int, partial *
 	if format == "fmt" {
 		dl.Value = []byte(truncate(fmt.Sprintf("%v", v), maxDeadLetterFmtValue))
 	}
-	if dl.Timestamp.IsZero() && ts != noTimestamp {
+	if dl.Timestamp.IsZero() && ts != source.NoTimestamp {
 		dl.Timestamp = time.UnixMilli(ts)
 	}
 	dl.Headers = append(dl.Headers,

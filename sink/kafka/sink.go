@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/sink"
 )
 
@@ -103,8 +103,10 @@ func KeyValueSerializer[T, K any](topic string, key func(T) K, kc codec.Codec[K]
 
 // config is what the options set.
 type config struct {
-	stats           *sinkStats // shared by the sink's writers and committers
-	seeds           []string
+	stats *sinkStats // shared by the sink's writers and committers
+	// client is the seeds, the user's franz-go options, the logger and
+	// the security settings, shared with the Kafka source.
+	client          kafkaclient.Config
 	guarantee       DeliveryGuarantee
 	prefix          string
 	maxConcurrent   int
@@ -116,14 +118,12 @@ type config struct {
 	serPolicy       SerializerErrorPolicy
 	commitBackoff   time.Duration
 	commitBackoffMx time.Duration
-	clientOpts      []kgo.Opt
-	logger          *slog.Logger
 }
 
 func newConfig(seeds []string, opts []Option) config {
 	cfg := config{
 		stats:           &sinkStats{},
-		seeds:           seeds,
+		client:          kafkaclient.Config{Seeds: seeds},
 		maxConcurrent:   DefaultMaxConcurrentCheckpoints,
 		txnTimeout:      DefaultTransactionTimeout,
 		poolLimit:       DefaultTransactionalIDPoolLimit,
@@ -133,9 +133,7 @@ func newConfig(seeds []string, opts []Option) config {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.logger == nil {
-		cfg.logger = slog.Default()
-	}
+	cfg.client.Logger = cfg.client.Log()
 	if cfg.commitBackoff <= 0 {
 		cfg.commitBackoff = 100 * time.Millisecond
 	}
@@ -252,11 +250,11 @@ func CommitRetryBackoff(first, max time.Duration) Option {
 // brokers, and for exactly-once the transactional id and timeout, after
 // them.
 func ClientOptions(opts ...kgo.Opt) Option {
-	return func(c *config) { c.clientOpts = append(c.clientOpts, opts...) }
+	return func(c *config) { c.client.Options = append(c.client.Options, opts...) }
 }
 
 // Logger sets the logger (default slog.Default()).
-func Logger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+func Logger(l *slog.Logger) Option { return func(c *config) { c.client.Logger = l } }
 
 // ErrInvalidConfig is returned (wrapped) by NewSink for a configuration it
 // refuses.
@@ -284,8 +282,8 @@ var _ sink.TwoPhaseCommitSink[int] = (*Sink[int])(nil)
 // ser makes.
 func NewSink[T any](seeds []string, ser Serializer[T], opts ...Option) (*Sink[T], error) {
 	cfg := newConfig(seeds, opts)
-	if len(seeds) == 0 {
-		return nil, fmt.Errorf("no seed brokers: %w", ErrInvalidConfig)
+	if err := cfg.client.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ErrInvalidConfig)
 	}
 	if ser == nil {
 		return nil, fmt.Errorf("no serializer: %w", ErrInvalidConfig)
@@ -377,14 +375,3 @@ func (s *Sink[T]) NewWriter(ctx sink.WriterContext) (sink.Writer[T], error) {
 func (s *Sink[T]) NewCommitter(ctx sink.WriterContext) (sink.Committer, error) {
 	return newCommitter(&s.cfg, s.pool), nil
 }
-
-// kgoOpts returns the options of a client: the user's, then ours.
-func (c *config) kgoOpts(extra ...kgo.Opt) []kgo.Opt {
-	opts := make([]kgo.Opt, 0, len(c.clientOpts)+len(extra)+1)
-	opts = append(opts, c.clientOpts...)
-	opts = append(opts, kgo.SeedBrokers(c.seeds...))
-	return append(opts, extra...)
-}
-
-// noTimestamp is source.NoTimestamp: a record without an event timestamp.
-const noTimestamp int64 = math.MinInt64

@@ -21,7 +21,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/sink"
+	"github.com/sluicehq/sluice/source"
 )
 
 func TestMain(m *testing.M) {
@@ -218,10 +220,10 @@ func TestAtLeastOnceChecksEveryPromise(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if err := w.Write([]byte("small"), noTimestamp); err != nil {
+	if err := w.Write([]byte("small"), source.NoTimestamp); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(bytes.Repeat([]byte("x"), 4096), noTimestamp); err != nil {
+	if err := w.Write(bytes.Repeat([]byte("x"), 4096), source.NoTimestamp); err != nil {
 		t.Fatal(err)
 	}
 	ww := w.(*writer[[]byte])
@@ -232,7 +234,7 @@ func TestAtLeastOnceChecksEveryPromise(t *testing.T) {
 	if !errors.Is(err, ErrProduce) || !strings.Contains(err.Error(), "topic out partition") {
 		t.Fatalf("PrepareCommit err %v, want ErrProduce naming the topic", err)
 	}
-	if err := w.Write([]byte("more"), noTimestamp); !errors.Is(err, ErrProduce) {
+	if err := w.Write([]byte("more"), source.NoTimestamp); !errors.Is(err, ErrProduce) {
 		t.Fatalf("Write after a failed record: err %v, want ErrProduce", err)
 	}
 }
@@ -250,7 +252,7 @@ func eosSink(t *testing.T, seeds []string, prefix string, opts ...Option) *Sink[
 func writeAll(t *testing.T, w sink.Writer[string], vals ...string) {
 	t.Helper()
 	for _, v := range vals {
-		if err := w.Write(v, noTimestamp); err != nil {
+		if err := w.Write(v, source.NoTimestamp); err != nil {
 			t.Fatalf("write %q: %v", v, err)
 		}
 	}
@@ -458,7 +460,7 @@ func TestExactlyOncePoolLimit(t *testing.T) {
 		writeAll(t, w, fmt.Sprint("v", cp))
 		prepare(t, w, cp)
 	}
-	err = w.Write("v4", noTimestamp)
+	err = w.Write("v4", source.NoTimestamp)
 	if !errors.Is(err, ErrPoolExhausted) || !strings.Contains(err.Error(), "lim-0-0") || !strings.Contains(err.Error(), "checkpoint 1") {
 		t.Fatalf("write with every id pending: err %v, want ErrPoolExhausted naming lim-0-0 and checkpoint 1", err)
 	}
@@ -800,5 +802,17 @@ func TestExactlyOnceTransactionVersion1(t *testing.T) {
 	}
 	if got := readAll(t, seeds, "out", kgo.ReadCommitted(), len(want)); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("read_committed sees %v, want %v", got, want)
+	}
+}
+
+// The client configuration is validated by the shared kafkaclient; the
+// error reads as before and matches both sentinels.
+func TestNewSinkRefusesClientConfig(t *testing.T) {
+	_, err := NewSink(nil, ValueSerializer("out", codec.String{}))
+	if !errors.Is(err, ErrInvalidConfig) || !errors.Is(err, kafkaclient.ErrInvalidConfig) {
+		t.Fatalf("no seeds: %v, want ErrInvalidConfig (the sink's and kafkaclient's)", err)
+	}
+	if want := "no seed brokers: kafka sink: invalid configuration"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
 	}
 }

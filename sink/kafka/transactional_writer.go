@@ -101,7 +101,7 @@ func newTransactionalWriter[T any](s *Sink[T], wc sink.WriterContext) (*transact
 	ctx, cancel := context.WithCancel(wc.Ctx())
 	w := &transactionalWriter[T]{
 		s: s, subtask: wc.Subtask, parallelism: wc.Parallelism,
-		log:    s.cfg.logger.With("sink", "kafka", "subtask", wc.Subtask, "transactional_id_prefix", s.cfg.prefix),
+		log:    s.cfg.client.Log().With("sink", "kafka", "subtask", wc.Subtask, "transactional_id_prefix", s.cfg.prefix),
 		ctx:    ctx,
 		cancel: cancel,
 	}
@@ -191,7 +191,7 @@ func (w *transactionalWriter[T]) abortLingering(wc sink.WriterContext) error {
 		}
 	}
 	w.checked = ids
-	adminCl, err := kgo.NewClient(w.s.cfg.kgoOpts()...)
+	adminCl, err := kgo.NewClient(w.s.cfg.client.Opts()...)
 	if err != nil {
 		return fmt.Errorf("new admin client: %w", err)
 	}
@@ -281,7 +281,7 @@ func (w *transactionalWriter[T]) fence(ctx context.Context, id string) (*kgo.Cli
 // newProducer makes a transactional client under id and initialises its
 // producer (InitProducerId).
 func (w *transactionalWriter[T]) newProducer(ctx context.Context, id string) (*kgo.Client, error) {
-	cl, err := kgo.NewClient(w.s.cfg.kgoOpts(kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.txnTimeout))...)
+	cl, err := kgo.NewClient(w.s.cfg.client.Opts(kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.txnTimeout))...)
 	if err != nil {
 		return nil, fmt.Errorf("new client for transactional id %s: %w", id, err)
 	}

@@ -93,13 +93,13 @@ type writer[T any] struct {
 var _ sink.PrecommittingWriter[int] = (*writer[int])(nil)
 
 func newWriter[T any](s *Sink[T], wc sink.WriterContext) (*writer[T], error) {
-	cl, err := kgo.NewClient(s.cfg.kgoOpts()...)
+	cl, err := kgo.NewClient(s.cfg.client.Opts()...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink subtask %d: new client: %w", wc.Subtask, err)
 	}
 	ctx, cancel := context.WithCancel(wc.Ctx())
 	return &writer[T]{s: s, subtask: wc.Subtask, cl: cl, res: newResults(), ctx: ctx, cancel: cancel,
-		log: s.cfg.logger.With("sink", "kafka", "subtask", wc.Subtask)}, nil
+		log: s.cfg.client.Log().With("sink", "kafka", "subtask", wc.Subtask)}, nil
 }
 
 // Write hands the record to the producer (or, for a record the

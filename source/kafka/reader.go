@@ -151,7 +151,7 @@ func newReader[T any](s *Source[T], rc source.ReaderContext) (*Reader[T], error)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Reader[T]{
 		cfg: &s.cfg, decode: s.decode, subtask: rc.Subtask, parallelism: rc.Parallelism,
-		log:       s.cfg.logger.With("source", "kafka", "subtask", rc.Subtask),
+		log:       s.cfg.client.Log().With("source", "kafka", "subtask", rc.Subtask),
 		parts:     map[topicPartition]*partition{},
 		items:     make(chan item, s.cfg.maxBatches),
 		slots:     make(chan struct{}, s.cfg.maxBatches),
@@ -172,7 +172,7 @@ func newReader[T any](s *Source[T], rc source.ReaderContext) (*Reader[T], error)
 // background goroutines.
 func (r *Reader[T]) start(rc source.ReaderContext) error {
 	var err error
-	if r.admCl, err = kgo.NewClient(r.cfg.kgoOpts()...); err != nil {
+	if r.admCl, err = kgo.NewClient(r.cfg.client.Opts()...); err != nil {
 		return fmt.Errorf("new client: %w", err)
 	}
 	r.adm = kadm.NewClient(r.admCl)
@@ -416,7 +416,7 @@ func (r *Reader[T]) addPartitions(splits []SplitState) {
 	if r.cfg.readUncomm {
 		isolation = kgo.ReadUncommitted()
 	}
-	cl, err := kgo.NewClient(r.cfg.kgoOpts(
+	cl, err := kgo.NewClient(r.cfg.client.Opts(
 		kgo.ConsumePartitions(consume),
 		kgo.FetchIsolationLevel(isolation),
 		kgo.KeepControlRecords(),

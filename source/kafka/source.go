@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/source"
 )
 
@@ -158,7 +159,9 @@ func DeadLetterTopic(topic string) BadRecordPolicy {
 }
 
 type config struct {
-	seeds      []string
+	// client is the seeds, the user's franz-go options, the logger and
+	// the security settings, shared with the Kafka sink.
+	client     kafkaclient.Config
 	sub        Subscription
 	start      StartingOffsets
 	bounded    bool
@@ -166,8 +169,6 @@ type config struct {
 	readUncomm bool
 	discovery  time.Duration
 	policy     BadRecordPolicy
-	clientOpts []kgo.Opt
-	logger     *slog.Logger
 	maxBatches int
 	perPoll    int
 	// partitionBatch is how many records a partition hands out in its
@@ -213,11 +214,11 @@ func OnBadRecord(p BadRecordPolicy) Option { return func(c *config) { c.policy =
 // the partitions to consume and the isolation level after them; do not pass
 // group or topic consuming options.
 func ClientOptions(opts ...kgo.Opt) Option {
-	return func(c *config) { c.clientOpts = append(c.clientOpts, opts...) }
+	return func(c *config) { c.client.Options = append(c.client.Options, opts...) }
 }
 
 // Logger sets the logger (default slog.Default()).
-func Logger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+func Logger(l *slog.Logger) Option { return func(c *config) { c.client.Logger = l } }
 
 // PartitionWatermarks makes the reader generate event-time watermarks per
 // partition, as Flink's Kafka source does: each partition's watermark is
@@ -283,15 +284,16 @@ var _ source.Source[int] = (*Source[int])(nil)
 // decoding records with decode.
 func NewSource[T any](seeds []string, sub Subscription, decode Decoder[T], opts ...Option) (*Source[T], error) {
 	cfg := config{
-		seeds: seeds, sub: sub, start: Earliest(), discovery: DefaultPartitionDiscoveryInterval,
-		logger: slog.Default(), maxBatches: 4, perPoll: 64, partitionBatch: 32,
+		client: kafkaclient.Config{Seeds: seeds}, sub: sub, start: Earliest(), discovery: DefaultPartitionDiscoveryInterval,
+		maxBatches: 4, perPoll: 64, partitionBatch: 32,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if err := cfg.client.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ErrInvalidConfig)
+	}
 	switch {
-	case len(seeds) == 0:
-		return nil, fmt.Errorf("no seed brokers: %w", ErrInvalidConfig)
 	case decode == nil:
 		return nil, fmt.Errorf("no decoder: %w", ErrInvalidConfig)
 	case sub.pattern == nil && len(sub.topics) == 0:
@@ -306,9 +308,7 @@ func NewSource[T any](seeds []string, sub Subscription, decode Decoder[T], opts 
 			return nil, fmt.Errorf("empty topic name: %w", ErrInvalidConfig)
 		}
 	}
-	if cfg.logger == nil {
-		cfg.logger = slog.Default()
-	}
+	cfg.client.Logger = cfg.client.Log()
 	return &Source[T]{cfg: cfg, decode: decode}, nil
 }
 
@@ -320,11 +320,4 @@ func (s *Source[T]) Bounded() bool { return s.cfg.bounded }
 // starts (restored offsets first) and, when bounded, stops.
 func (s *Source[T]) NewReader(ctx source.ReaderContext) (source.Reader[T], error) {
 	return newReader(s, ctx)
-}
-
-func (c *config) kgoOpts(extra ...kgo.Opt) []kgo.Opt {
-	opts := make([]kgo.Opt, 0, len(c.clientOpts)+len(extra)+1)
-	opts = append(opts, c.clientOpts...)
-	opts = append(opts, kgo.SeedBrokers(c.seeds...))
-	return append(opts, extra...)
 }
