@@ -48,21 +48,17 @@ func (p Partitioner) String() string {
 	return fmt.Sprintf("Partitioner(%d)", int(p))
 }
 
-// SourceDriver is the type-erased reader of one source subtask, as the task
-// loop drives it.
+// SourceDriver is the type-erased source operator of one source subtask
+// (operators.Source), as the task loop drives it.
 type SourceDriver interface {
 	PollNext() (source.Status, error)
 	Available() <-chan struct{}
 	Close() error
 }
 
-// SourceContext is handed to a source node's builder.
-type SourceContext struct {
-	Op *operators.Context
-	// SetIdle marks the source subtask idle (true) or active again (false)
-	// downstream, so that watermarks do not wait for an idle source.
-	SetIdle func(idle bool) error
-}
+// SourceContext is handed to a source node's builder (the source
+// operator's context: operators.SourceContext).
+type SourceContext = operators.SourceContext
 
 // Node is one operator of a Plan. The typed parts are closures made by the
 // generic API, so the runtime itself never sees a record's type.
