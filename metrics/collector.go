@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/internal/backpressure"
+	"github.com/sluicehq/sluice/metrics/report"
 	"github.com/sluicehq/sluice/runtime"
 )
 
@@ -48,8 +49,9 @@ type Collector struct {
 type jobEntry struct {
 	job   Job
 	rates *backpressure.Sampler
-	kafka map[readerKey]KafkaReader
-	sinks map[string]KafkaSink
+	// readers and sinks are the connectors' reporters (connectors.go).
+	readers map[readerKey]Reporter
+	sinks   map[string]Reporter
 }
 
 type readerKey struct {
@@ -108,7 +110,7 @@ func (c *Collector) RemoveJob(name string) {
 func (c *Collector) entry(name string) *jobEntry {
 	e := c.jobs[name]
 	if e == nil {
-		e = &jobEntry{rates: backpressure.NewSampler(MinRateWindow), kafka: map[readerKey]KafkaReader{}}
+		e = &jobEntry{rates: backpressure.NewSampler(MinRateWindow), readers: map[readerKey]Reporter{}}
 		c.jobs[name] = e
 	}
 	return e
@@ -135,8 +137,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
 		ch <- d
 	}
-	for _, d := range kafkaSinkDescs {
-		ch <- d
+	for _, f := range report.Families() {
+		ch <- familyDesc(f)
 	}
 	c.durations.Describe(ch)
 }
@@ -144,23 +146,23 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads every job and sends its metrics.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	type snap struct {
-		name  string
-		e     *jobEntry
-		kafka map[readerKey]KafkaReader
-		sinks map[string]KafkaSink
+		name    string
+		e       *jobEntry
+		readers map[readerKey]Reporter
+		sinks   map[string]Reporter
 	}
 	c.mu.Lock()
 	snaps := make([]snap, 0, len(c.jobs))
 	for name, e := range c.jobs {
-		snaps = append(snaps, snap{name, e, cloneMap(e.kafka), cloneMap(e.sinks)})
+		snaps = append(snaps, snap{name, e, cloneMap(e.readers), cloneMap(e.sinks)})
 	}
 	c.mu.Unlock()
 	for _, s := range snaps {
 		if s.e.job != nil {
 			collectJob(ch, s.name, s.e)
 		}
-		collectKafka(ch, s.name, s.kafka)
-		collectKafkaSinks(ch, s.name, s.sinks)
+		collectReaders(ch, s.name, s.readers)
+		collectSinks(ch, s.name, s.sinks)
 	}
 	c.durations.Collect(ch)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/internal/testjob"
 	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/metrics/report"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/source/kafka"
 )
@@ -247,6 +248,9 @@ func (r *fakeReader) PollNext(source.Output[int]) (source.Status, error) {
 func (r *fakeReader) Available() <-chan struct{}        { return nil }
 func (r *fakeReader) Close() error                      { return nil }
 func (r *fakeReader) Metrics() []kafka.PartitionMetrics { return r.parts }
+
+// Report reports the fixed partitions as a Kafka reader does.
+func (r *fakeReader) Report(emit func(report.Sample)) { kafka.ReportPartitions(r.parts, emit) }
 
 // The readers an instrumented source makes report their partitions.
 func TestKafkaSourceMetrics(t *testing.T) {

@@ -7,12 +7,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/metrics/report"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 )
 
 type fakeSink struct{ m kafkasink.SinkMetrics }
 
 func (f fakeSink) Metrics() kafkasink.SinkMetrics { return f.m }
+
+// Report reports the fixed figures as a Kafka sink does.
+func (f fakeSink) Report(emit func(report.Sample)) { kafkasink.ReportSinkMetrics(f.m, emit) }
 
 func TestKafkaSinkMetrics(t *testing.T) {
 	c := metrics.NewCollector()

@@ -4,18 +4,15 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Label names.
 const (
-	labelJob       = "job_name"
-	labelVertex    = "vertex"
-	labelSubtask   = "subtask"
-	labelStatus    = "status"
-	labelTopic     = "topic"
-	labelPartition = "partition"
+	labelJob     = "job_name"
+	labelVertex  = "vertex"
+	labelSubtask = "subtask"
+	labelStatus  = "status"
 )
 
 var (
-	jobLabels       = []string{labelJob}
-	taskLabels      = []string{labelJob, labelVertex, labelSubtask}
-	partitionLabels = []string{labelJob, labelVertex, labelSubtask, labelTopic, labelPartition}
+	jobLabels  = []string{labelJob}
+	taskLabels = []string{labelJob, labelVertex, labelSubtask}
 )
 
 func jobDesc(name, help string, extra ...string) *prometheus.Desc {
@@ -24,10 +21,6 @@ func jobDesc(name, help string, extra ...string) *prometheus.Desc {
 
 func taskDesc(name, help string) *prometheus.Desc {
 	return prometheus.NewDesc(Prefix+"task_"+name, help, taskLabels, nil)
-}
-
-func kafkaDesc(name, help string, labels []string) *prometheus.Desc {
-	return prometheus.NewDesc(Prefix+"kafka_source_"+name, help, labels, nil)
 }
 
 // Job scope: Flink's job metrics of the checkpointing and availability
@@ -67,20 +60,10 @@ var (
 	descStartDelay = taskDesc("checkpointStartDelayNanos", "Time from the trigger to the first barrier at the task in the last completed checkpoint, nanoseconds.")
 )
 
-// Kafka source scope: Flink's KafkaSourceReader metrics.
-var (
-	descCurrentOffset   = kafkaDesc("currentOffset", "Offset of the next record the reader emits.", partitionLabels)
-	descCommittedOffset = kafkaDesc("committedOffset", "Offset last committed to the consumer group on a completed checkpoint.", partitionLabels)
-	descHighWatermark   = kafkaDesc("highWatermark", "The partition's high watermark as of the last fetch.", partitionLabels)
-	descRecordsLag      = kafkaDesc("recordsLag", "Records the reader is behind the end of the partition it can read.", partitionLabels)
-	descPendingRecords  = kafkaDesc("pendingRecords", "Records the reader is behind over all its partitions.", taskLabels)
-)
-
 var allDescs = []*prometheus.Desc{
 	descJobStatus, descNumRestarts, descCompleted, descFailed, descInProgress, descTotal,
 	descLastDuration, descLastSize, descLastFullSize, descLastPersisted, descLastProcessed, descLastID,
 	descLastRestoreTS, descRestoredSize, descRestoreDuration,
 	descRecordsIn, descRecordsOut, descBytesIn, descBytesOut, descBusyPerSec, descIdlePerSec, descBPPerSec,
 	descAccBusy, descAccIdle, descAccBP, descAlignment, descStartDelay,
-	descCurrentOffset, descCommittedOffset, descHighWatermark, descRecordsLag, descPendingRecords,
 }

@@ -1,0 +1,32 @@
+package importcheck
+
+import "testing"
+
+func TestIsConnector(t *testing.T) {
+	for path, want := range map[string]bool{
+		Module + "/source/kafka":     true,
+		Module + "/sink/kafka":       true,
+		Module + "/sink/filesink":    true,
+		Module + "/source":           false,
+		Module + "/sink":             false,
+		Module + "/sinkhole":         false,
+		Module + "/metrics/report":   false,
+		"example.com/x/source/kafka": false,
+	} {
+		if got := IsConnector(path); got != want {
+			t.Errorf("IsConnector(%s) = %t, want %t", path, got, want)
+		}
+	}
+}
+
+// The check sees a connector where there is one: this package's own
+// dependencies have none, source/kafka's list has itself.
+func TestDepsSeesConnectors(t *testing.T) {
+	found := false
+	for _, d := range Deps(t, "../../source/kafka") {
+		found = found || IsConnector(d)
+	}
+	if !found {
+		t.Fatal("the deps of source/kafka contain no connector: the check could never fail")
+	}
+}
