@@ -120,11 +120,3 @@ func (b Barrier) alignmentDeadline() time.Time {
 func (b Barrier) String() string {
 	return fmt.Sprintf("barrier{id=%d ts=%d %s}", b.ID, b.Timestamp, b.Options)
 }
-
-// CancelCheckpointMarker travels in place of a barrier when a task aborted
-// checkpoint ID, so that downstream tasks stop waiting for it.
-type CancelCheckpointMarker struct {
-	ID int64
-}
-
-func (m CancelCheckpointMarker) String() string { return fmt.Sprintf("cancel-marker{id=%d}", m.ID) }

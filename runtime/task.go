@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/runtime/network"
+	"github.com/sluicehq/sluice/runtime/network/event"
 	"github.com/sluicehq/sluice/source"
 )
 
@@ -503,12 +504,12 @@ func (t *Task) pollPriority() (bool, error) {
 func (t *Task) handleEvent(ci *channelInput, boe *network.BufferOrEvent) error {
 	ch := ci.gate.offset + ci.index
 	switch e := boe.Event.(type) {
-	case Watermark:
+	case event.Watermark:
 		if wm, adv := t.valve.watermark(ch, e.Timestamp); adv {
 			return t.head.ProcessWatermark(wm)
 		}
 		return nil
-	case WatermarkStatus:
+	case event.WatermarkStatus:
 		wm, adv, changed := t.valve.status(ch, e.Idle)
 		if changed {
 			if err := t.setIdle(t.valve.allIdle); err != nil {
@@ -519,24 +520,24 @@ func (t *Task) handleEvent(ci *channelInput, boe *network.BufferOrEvent) error {
 			return t.head.ProcessWatermark(wm)
 		}
 		return nil
-	case checkpoint.Barrier:
+	case event.Barrier:
 		if t.cp == nil {
 			return fmt.Errorf("task %s: checkpoint barrier %d on channel %d, but checkpointing is off", t.name, e.ID, ch)
 		}
-		return t.cp.onBarrier(ch, e, boe)
-	case BarrierAnnouncement:
+		return t.cp.onBarrier(ch, e.Barrier, boe)
+	case event.BarrierAnnouncement:
 		if t.cp != nil {
 			t.cp.onAnnouncement(e.Barrier)
 		}
 		return nil
-	case checkpoint.CancelCheckpointMarker:
+	case event.CancelCheckpointMarker:
 		if t.cp == nil {
 			return nil
 		}
 		return t.cp.step(checkpoint.CancelReceived{Channel: ch, ID: e.ID}, nil)
-	case EndOfData:
+	case event.EndOfData:
 		return t.channelEndOfData(ch)
-	case network.EndOfPartition:
+	case event.EndOfPartition:
 		if t.cp != nil {
 			if err := t.cp.step(checkpoint.EndOfPartition{Channel: ch}, nil); err != nil {
 				return err
@@ -556,11 +557,6 @@ func (t *Task) handleEvent(ci *channelInput, boe *network.BufferOrEvent) error {
 		return fmt.Errorf("task %s: unexpected event %T on edge %q -> %q channel %d", t.name, boe.Event, ci.gate.edge.From.Name, ci.gate.edge.To.Name, ci.index)
 	}
 }
-
-// EndOfData is the network event a task sends when its input ended and its
-// operators finished: downstream operators finish once every channel
-// delivered it, while the tasks stay up for the final checkpoint.
-type EndOfData struct{}
 
 // channelEndOfData records that channel ch ended its data; once every
 // channel has, the operators finish.
@@ -584,7 +580,7 @@ func (t *Task) setIdle(idle bool) error {
 	}
 	t.idle = idle
 	for _, p := range t.partitions {
-		if err := p.BroadcastEvent(WatermarkStatus{Idle: idle}); err != nil {
+		if err := p.BroadcastEvent(event.WatermarkStatus{Idle: idle}); err != nil {
 			return fmt.Errorf("task %s: broadcast watermark status: %w", t.name, err)
 		}
 	}
@@ -606,7 +602,7 @@ func (t *Task) endOfInput() error {
 	if !t.allowedFinish {
 		for _, p := range t.partitions {
 			p.FlushAll()
-			if err := p.BroadcastEvent(EndOfData{}); err != nil {
+			if err := p.BroadcastEvent(event.EndOfData{}); err != nil {
 				return fmt.Errorf("task %s: broadcast end of data: %w", t.name, err)
 			}
 		}

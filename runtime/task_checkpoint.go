@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/runtime/network"
+	"github.com/sluicehq/sluice/runtime/network/event"
 	"github.com/sluicehq/sluice/state"
 )
 
@@ -54,12 +55,6 @@ type taskCheckpoints struct {
 	watchArmed atomic.Bool
 	watchMail  atomic.Bool
 }
-
-// BarrierAnnouncement is the priority event sent ahead of an aligned
-// barrier that may time out: the consumer learns of the checkpoint while
-// the barrier still waits behind data in its input channel, so that at the
-// deadline it can promote it (Flink's barrier announcement).
-type BarrierAnnouncement struct{ Barrier checkpoint.Barrier }
 
 // pendingSnapshot is one checkpoint of this task from its synchronous part
 // until its asynchronous part starts.
@@ -281,9 +276,9 @@ func (c *taskCheckpoints) onBuffer(ch int, data []byte) error {
 	return nil
 }
 
-func matchBarrier(id int64) func(ev any) bool {
-	return func(ev any) bool {
-		b, ok := ev.(checkpoint.Barrier)
+func matchBarrier(id int64) func(ev event.Event) bool {
+	return func(ev event.Event) bool {
+		b, ok := ev.(event.Barrier)
 		return ok && b.ID == id
 	}
 }
@@ -311,12 +306,12 @@ func (c *taskCheckpoints) exec(acts []checkpoint.Action, boe *network.BufferOrEv
 			c.overtaken = nil
 			for pi, p := range t.partitions {
 				if !a.Priority {
-					if err := p.BroadcastEvent(a.Barrier); err != nil {
+					if err := p.BroadcastEvent(event.Barrier{Barrier: a.Barrier}); err != nil {
 						return fmt.Errorf("task %s: forward barrier %d: %w", t.name, a.Barrier.ID, err)
 					}
 					if a.Barrier.Options.Alignment == checkpoint.AlignedWithTimeout {
 						for sub := 0; sub < p.NumSubpartitions(); sub++ {
-							if _, err := p.AddPriorityEvent(sub, BarrierAnnouncement{Barrier: a.Barrier}); err != nil {
+							if _, err := p.AddPriorityEvent(sub, event.BarrierAnnouncement{Barrier: a.Barrier}); err != nil {
 								return fmt.Errorf("task %s: announce barrier %d: %w", t.name, a.Barrier.ID, err)
 							}
 						}
@@ -324,7 +319,7 @@ func (c *taskCheckpoints) exec(acts []checkpoint.Action, boe *network.BufferOrEv
 					continue
 				}
 				for sub := 0; sub < p.NumSubpartitions(); sub++ {
-					ov, err := p.AddPriorityEvent(sub, a.Barrier)
+					ov, err := p.AddPriorityEvent(sub, event.Barrier{Barrier: a.Barrier})
 					if err != nil {
 						return fmt.Errorf("task %s: forward priority barrier %d: %w", t.name, a.Barrier.ID, err)
 					}
@@ -392,7 +387,7 @@ func (c *taskCheckpoints) exec(acts []checkpoint.Action, boe *network.BufferOrEv
 			c.abort(a.ID, a.Reason, fmt.Errorf("task %s aborted checkpoint %d: %s", t.name, a.ID, a.Reason))
 		case checkpoint.ForwardCancel:
 			for _, p := range t.partitions {
-				if err := p.BroadcastEvent(checkpoint.CancelCheckpointMarker{ID: a.ID}); err != nil {
+				if err := p.BroadcastEvent(event.CancelCheckpointMarker{ID: a.ID}); err != nil {
 					return fmt.Errorf("task %s: forward cancel marker %d: %w", t.name, a.ID, err)
 				}
 			}

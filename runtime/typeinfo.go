@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/runtime/network"
+	"github.com/sluicehq/sluice/runtime/network/event"
 	"github.com/sluicehq/sluice/state"
 )
 
@@ -236,12 +237,5 @@ func (o *netOutput[T]) Collect(v T, ts int64) error {
 }
 
 func (o *netOutput[T]) EmitWatermark(wm int64) error {
-	return o.w.part.BroadcastEvent(Watermark{Timestamp: wm})
+	return o.w.part.BroadcastEvent(event.Watermark{Timestamp: wm})
 }
-
-// Watermark is the network event that carries a watermark.
-type Watermark struct{ Timestamp int64 }
-
-// WatermarkStatus is the network event that marks a producing subtask idle
-// or active again.
-type WatermarkStatus struct{ Idle bool }

@@ -170,7 +170,7 @@ func TestReleaseUnblocksBlockedWriter(t *testing.T) {
 	if s := p.Stats(); s.QueuedBuffers != 0 || s.BlockedWriters != 0 {
 		t.Fatalf("after Release: %+v", s)
 	}
-	if err := p.AddEvent(0, marker{1}); !errors.Is(err, network.ErrReleased) {
+	if err := p.AddEvent(0, marker(1)); !errors.Is(err, network.ErrReleased) {
 		t.Fatalf("AddEvent after Release: %v", err)
 	}
 	if err := p.Finish(); !errors.Is(err, network.ErrReleased) {

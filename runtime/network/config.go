@@ -39,6 +39,9 @@ var (
 	ErrCorruptFrame = errors.New("network: corrupt record framing")
 	// ErrNilEvent is returned when a nil event is added.
 	ErrNilEvent = errors.New("network: nil event")
+	// ErrNotAnEvent is returned when an event.RecordBuffer is added as an
+	// event.
+	ErrNotAnEvent = errors.New("network: not an event")
 )
 
 // Config sizes the buffers and pools of partitions and gates. Zero fields

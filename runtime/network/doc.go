@@ -60,10 +60,11 @@
 //
 // # Events
 //
-// Events are any Go values (barriers, watermarks, cancellation markers)
-// and travel in the same queues as the data, in order; EndOfPartition,
-// added by ResultPartition.Finish, is the only one the network looks at,
-// and the gate delivers it once per channel. Events need no credit: an
+// Events are the closed set of package event (barriers, watermarks,
+// cancellation markers, end of data, end of partition), passed in process
+// as Go values, and travel in the same queues as the data, in order;
+// event.EndOfPartition, added by ResultPartition.Finish, is the only one the
+// network looks at, and the gate delivers it once per channel. Events need no credit: an
 // event at the head of a subpartition queue is transferred at once. An
 // event never splits a record: the subpartition's partially filled buffer
 // is finished and queued before the event.

@@ -1,9 +1,10 @@
 package network
 
-// EndOfPartition is the event that ends a channel: ResultPartition.Finish
-// adds it to every subpartition, and InputGate.Poll delivers it once per
-// channel. It is the only event whose type the network looks at.
-type EndOfPartition struct{}
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/runtime/network/event"
+)
 
 // BufferOrEvent is what InputGate.Poll returns: a data buffer or an event,
 // and the channel it came from.
@@ -12,7 +13,7 @@ type BufferOrEvent struct {
 	// Recycle it (a RecordReader does) when its bytes are used up.
 	Buffer *Buffer
 	// Event is the event, nil for a buffer.
-	Event any
+	Event event.Event
 	// Channel is the index of the input channel.
 	Channel int
 	// Priority is true for an event that was put at the head of its queue
@@ -29,3 +30,15 @@ type BufferOrEvent struct {
 
 // IsEvent reports whether boe carries an event.
 func (boe BufferOrEvent) IsEvent() bool { return boe.Buffer == nil }
+
+// checkEvent refuses what cannot be queued as an event: nothing, and a
+// record buffer (data travels as buffers in process).
+func checkEvent(ev event.Event) error {
+	switch ev.(type) {
+	case nil:
+		return ErrNilEvent
+	case event.RecordBuffer:
+		return fmt.Errorf("%w: a record buffer is data, written with WriteRaw", ErrNotAnEvent)
+	}
+	return nil
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/runtime/network"
+
+	"github.com/sluicehq/sluice/runtime/network/event"
 )
 
 // TestFIFOWithSpanningRecordsAndEvents writes many records of random sizes
@@ -32,11 +34,11 @@ func TestFIFOWithSpanningRecordsAndEvents(t *testing.T) {
 		sub := rng.IntN(2)
 		switch r := rng.IntN(100); {
 		case r < 3:
-			ev := marker{i}
+			ev := marker(i)
 			want[sub] = append(want[sub], elem{ev: ev})
 			ops = append(ops, func() error { return p.AddEvent(sub, ev) })
 		case r < 4:
-			ev := marker{i}
+			ev := marker(i)
 			want[0] = append(want[0], elem{ev: ev})
 			want[1] = append(want[1], elem{ev: ev})
 			ops = append(ops, func() error { return p.BroadcastEvent(ev) })
@@ -75,7 +77,7 @@ func TestFIFOWithSpanningRecordsAndEvents(t *testing.T) {
 	}
 	for sub, ch := range []int{1, 0} {
 		got := c.got[ch]
-		if n := len(got); n == 0 || got[n-1].ev != (network.EndOfPartition{}) {
+		if n := len(got); n == 0 || got[n-1].ev != (event.EndOfPartition{}) {
 			t.Fatalf("channel %d does not end with EndOfPartition", ch)
 		}
 		if err := sameSequence(want[sub], withoutEOP(got)); err != nil {
@@ -114,7 +116,7 @@ func TestEndOfPartition(t *testing.T) {
 	if err := p0.WriteRecord(ctx, 0, []byte("x")); !errors.Is(err, network.ErrFinished) {
 		t.Fatalf("write after Finish: %v, want ErrFinished", err)
 	}
-	if err := p0.AddEvent(0, marker{1}); !errors.Is(err, network.ErrFinished) {
+	if err := p0.AddEvent(0, marker(1)); !errors.Is(err, network.ErrFinished) {
 		t.Fatalf("event after Finish: %v, want ErrFinished", err)
 	}
 	c := newConsumer(t, g)
@@ -122,7 +124,7 @@ func TestEndOfPartition(t *testing.T) {
 	if g.Finished() {
 		t.Fatal("gate finished with one channel still open")
 	}
-	if got := c.got[0]; len(got) != 2 || string(got[0].rec) != "last words" || got[1].ev != (network.EndOfPartition{}) {
+	if got := c.got[0]; len(got) != 2 || string(got[0].rec) != "last words" || got[1].ev != (event.EndOfPartition{}) {
 		t.Fatalf("channel 0 delivered %v", got)
 	}
 	if st := g.Stats(); !st.Channels[0].Finished || st.Channels[1].Finished {
@@ -167,11 +169,11 @@ func TestBlockUnblock(t *testing.T) {
 	}
 	// A priority event on a blocked channel is still delivered, and data
 	// arriving on it stays put.
-	if _, err := p0.AddPriorityEvent(0, marker{7}); err != nil {
+	if _, err := p0.AddPriorityEvent(0, marker(7)); err != nil {
 		t.Fatal(err)
 	}
 	c.drain()
-	if len(c.got[0]) != 1 || c.got[0][0].ev != (marker{7}) || !c.got[0][0].prio {
+	if len(c.got[0]) != 1 || c.got[0][0].ev != (marker(7)) || !c.got[0][0].prio {
 		t.Fatalf("priority event on blocked channel: %v", c.got[0])
 	}
 	g.Block(1)
@@ -224,7 +226,7 @@ func TestStressManyProducersOneGate(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(i), 99))
 		for seq := range perProducer {
 			if rng.IntN(50) == 0 {
-				want[i] = append(want[i], elem{ev: marker{seq}})
+				want[i] = append(want[i], elem{ev: marker(seq)})
 			}
 			want[i] = append(want[i], elem{rec: randomRecord(rng, i, seq, 100)})
 		}

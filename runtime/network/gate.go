@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sluicehq/sluice/runtime/network/event"
 )
 
 // InputGate is the consuming side of a network exchange: one input channel
@@ -225,7 +227,7 @@ func (g *InputGate) Poll() (BufferOrEvent, bool) {
 			continue // a stale entry: the queue was drained meanwhile
 		}
 		boe := BufferOrEvent{Buffer: e.buf, Event: e.ev, Channel: c.index, Priority: prio, Overtaken: e.overtaken}
-		if _, eop := e.ev.(EndOfPartition); eop && c.finished.CompareAndSwap(false, true) {
+		if _, eop := e.ev.(event.EndOfPartition); eop && c.finished.CompareAndSwap(false, true) {
 			g.finished.Add(1)
 		}
 		return boe, true
@@ -275,7 +277,7 @@ func (g *InputGate) unblockLocked(c *inputChannel) {
 // and Overtaken nil. It returns copies of the data buffers the event
 // overtook, in order (they are still delivered after it), or found=false.
 // match runs under the channel's lock and must not call into the network.
-func (g *InputGate) PromoteEvent(ch int, match func(ev any) bool) (overtaken [][]byte, found bool) {
+func (g *InputGate) PromoteEvent(ch int, match func(ev event.Event) bool) (overtaken [][]byte, found bool) {
 	c := g.channels[ch]
 	if c.sp == nil {
 		return nil, false

@@ -10,15 +10,19 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/runtime/network"
+	"github.com/sluicehq/sluice/runtime/network/event"
 )
 
-// marker is a test event.
-type marker struct{ N int }
+// marker returns a test event numbered n.
+func marker(n int) event.Event { return event.CancelCheckpointMarker{ID: int64(n)} }
+
+// prioEvent is a test event sent as a priority event.
+var prioEvent event.Event = event.Watermark{Timestamp: -1}
 
 // elem is one thing a channel delivered: a record or an event.
 type elem struct {
 	rec       []byte
-	ev        any
+	ev        event.Event
 	prio      bool
 	overtaken [][]byte
 }
@@ -102,7 +106,7 @@ func (c *consumer) runUntilFinished(ctx context.Context, wake chan struct{}) err
 func withoutEOP(s []elem) []elem {
 	var out []elem
 	for _, e := range s {
-		if _, ok := e.ev.(network.EndOfPartition); !ok {
+		if _, ok := e.ev.(event.EndOfPartition); !ok {
 			out = append(out, e)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sluicehq/sluice/runtime/network/event"
 )
 
 // Partition states.
@@ -61,7 +63,7 @@ type subpartition struct {
 // buffer (buf != nil) or an event.
 type entry struct {
 	buf       *Buffer
-	ev        any
+	ev        event.Event
 	prio      bool
 	overtaken [][]byte // consumer-side copies for a priority event
 }
@@ -262,16 +264,16 @@ func (p *ResultPartition) flush(sp *subpartition) {
 // AddEvent queues ev to subpartition sub, in order with the data: the
 // partially filled buffer is finished and queued first, so an event never
 // splits a record. An event needs no credit.
-func (p *ResultPartition) AddEvent(sub int, ev any) error {
+func (p *ResultPartition) AddEvent(sub int, ev event.Event) error {
 	if err := p.checkOpen(); err != nil {
 		return err
 	}
 	return p.addEvent(p.subs[sub], ev)
 }
 
-func (p *ResultPartition) addEvent(sp *subpartition, ev any) error {
-	if ev == nil {
-		return p.wrap(ErrNilEvent)
+func (p *ResultPartition) addEvent(sp *subpartition, ev event.Event) error {
+	if err := checkEvent(ev); err != nil {
+		return p.wrap(err)
 	}
 	p.flush(sp)
 	sp.mu.Lock()
@@ -285,7 +287,7 @@ func (p *ResultPartition) addEvent(sp *subpartition, ev any) error {
 }
 
 // BroadcastEvent adds ev to every subpartition.
-func (p *ResultPartition) BroadcastEvent(ev any) error {
+func (p *ResultPartition) BroadcastEvent(ev event.Event) error {
 	if err := p.checkOpen(); err != nil {
 		return err
 	}
@@ -302,12 +304,12 @@ func (p *ResultPartition) BroadcastEvent(ev any) error {
 // transfers it at once. It returns copies of the data of every buffer it
 // overtook, in queue order: the output channel state of an unaligned
 // checkpoint. The overtaken buffers stay queued and are still sent.
-func (p *ResultPartition) AddPriorityEvent(sub int, ev any) (overtaken [][]byte, err error) {
+func (p *ResultPartition) AddPriorityEvent(sub int, ev event.Event) (overtaken [][]byte, err error) {
 	if err := p.checkOpen(); err != nil {
 		return nil, err
 	}
-	if ev == nil {
-		return nil, p.wrap(ErrNilEvent)
+	if err := checkEvent(ev); err != nil {
+		return nil, p.wrap(err)
 	}
 	sp := p.subs[sub]
 	p.flush(sp)
@@ -328,7 +330,7 @@ func (p *ResultPartition) AddPriorityEvent(sub int, ev any) (overtaken [][]byte,
 // of the data buffers the event overtook, in queue order, and found=false if
 // no queued event matches. match runs under the subpartition's lock and
 // must not call into the network.
-func (p *ResultPartition) PromoteEvent(sub int, match func(ev any) bool) (overtaken [][]byte, found bool) {
+func (p *ResultPartition) PromoteEvent(sub int, match func(ev event.Event) bool) (overtaken [][]byte, found bool) {
 	sp := p.subs[sub]
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -352,7 +354,7 @@ func (p *ResultPartition) PromoteEvent(sub int, match func(ev any) bool) (overta
 
 // HasQueuedEvent reports whether an event for which match returns true is
 // still queued (unsent) in subpartition sub. Safe from any goroutine.
-func (p *ResultPartition) HasQueuedEvent(sub int, match func(ev any) bool) bool {
+func (p *ResultPartition) HasQueuedEvent(sub int, match func(ev event.Event) bool) bool {
 	sp := p.subs[sub]
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -386,7 +388,7 @@ func (p *ResultPartition) Finish() error {
 		return p.wrap(ErrReleased)
 	}
 	for _, sp := range p.subs {
-		if err := p.addEvent(sp, EndOfPartition{}); err != nil {
+		if err := p.addEvent(sp, event.EndOfPartition{}); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"testing"
+
+	"github.com/sluicehq/sluice/runtime/network/event"
 )
 
 // A priority event that arrives while Poll has picked its channel for data,
@@ -26,7 +28,7 @@ func TestPriorityEventRacingPollComesFirst(t *testing.T) {
 			return
 		}
 		fired = true
-		if _, err := p.AddPriorityEvent(0, "barrier"); err != nil {
+		if _, err := p.AddPriorityEvent(0, event.Barrier{}); err != nil {
 			t.Error(err)
 		}
 	}
@@ -36,7 +38,7 @@ func TestPriorityEventRacingPollComesFirst(t *testing.T) {
 	if !ok || !fired {
 		t.Fatalf("poll: ok=%v, hook fired=%v", ok, fired)
 	}
-	if first.Event != "barrier" || !first.Priority {
+	if first.Event != (event.Barrier{}) || !first.Priority {
 		t.Fatalf("first poll returned %+v, want the priority barrier ahead of the buffer it overtook", first)
 	}
 	if len(first.Overtaken) != 1 || !bytes.Equal(first.Overtaken[0], append([]byte{15}, rec...)) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/runtime/network"
+	"github.com/sluicehq/sluice/runtime/network/event"
 )
 
 // framed returns the bytes of one buffer holding a single record of n
@@ -57,7 +58,7 @@ func pollBuffer(t *testing.T, g *network.InputGate, want []byte) *network.Buffer
 	return boe.Buffer
 }
 
-func pollEvent(t *testing.T, g *network.InputGate, want any, prio bool) network.BufferOrEvent {
+func pollEvent(t *testing.T, g *network.InputGate, want event.Event, prio bool) network.BufferOrEvent {
 	t.Helper()
 	boe, ok := g.Poll()
 	if !ok || boe.Buffer != nil || boe.Event != want || boe.Priority != prio {
@@ -74,7 +75,7 @@ func TestPriorityEventOvertakesOnBothEnds(t *testing.T) {
 	mustWrite(t, p, 'D', 5)     // partial buffer
 	a := pollBuffer(t, g, framed('A', 15))
 
-	overtaken, err := p.AddPriorityEvent(0, marker{1})
+	overtaken, err := p.AddPriorityEvent(0, marker(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestPriorityEventOvertakesOnBothEnds(t *testing.T) {
 		t.Fatalf("producer overtaken: %v", err)
 	}
 	// Consumer side: B was received and not yet polled; A was polled.
-	boe := pollEvent(t, g, marker{1}, true)
+	boe := pollEvent(t, g, marker(1), true)
 	if err := equalBuffers([][]byte{framed('B', 15)}, boe.Overtaken); err != nil {
 		t.Fatalf("consumer overtaken: %v", err)
 	}
@@ -110,11 +111,11 @@ func TestPriorityEventOvertakesOnBothEnds(t *testing.T) {
 	}
 
 	// With nothing queued anywhere, nothing is overtaken.
-	overtaken, err = p.AddPriorityEvent(0, marker{2})
+	overtaken, err = p.AddPriorityEvent(0, marker(2))
 	if err != nil || overtaken != nil {
 		t.Fatalf("idle priority event: overtaken %q, err %v", overtaken, err)
 	}
-	if boe := pollEvent(t, g, marker{2}, true); boe.Overtaken != nil {
+	if boe := pollEvent(t, g, marker(2), true); boe.Overtaken != nil {
 		t.Fatalf("idle priority event overtook %q", boe.Overtaken)
 	}
 }
@@ -126,21 +127,21 @@ func TestPriorityEventBeforeQueuedEvents(t *testing.T) {
 	mustWrite(t, p, 'A', 15)
 	mustWrite(t, p, 'B', 15)
 	mustWrite(t, p, 'C', 15) // backlog
-	if err := p.AddEvent(0, marker{1}); err != nil {
+	if err := p.AddEvent(0, marker(1)); err != nil {
 		t.Fatal(err)
 	}
-	overtaken, err := p.AddPriorityEvent(0, marker{9})
+	overtaken, err := p.AddPriorityEvent(0, marker(9))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := equalBuffers([][]byte{framed('C', 15)}, overtaken); err != nil {
 		t.Fatal(err)
 	}
-	pollEvent(t, g, marker{9}, true)
+	pollEvent(t, g, marker(9), true)
 	pollBuffer(t, g, framed('A', 15)).Recycle()
 	pollBuffer(t, g, framed('B', 15)).Recycle()
 	pollBuffer(t, g, framed('C', 15)).Recycle()
-	pollEvent(t, g, marker{1}, false)
+	pollEvent(t, g, marker(1), false)
 }
 
 func TestPromoteEventProducerSide(t *testing.T) {
@@ -148,15 +149,15 @@ func TestPromoteEventProducerSide(t *testing.T) {
 	mustWrite(t, p, 'A', 15) // transferred
 	mustWrite(t, p, 'B', 15) // transferred
 	mustWrite(t, p, 'C', 15) // backlog
-	if err := p.AddEvent(0, marker{1}); err != nil {
+	if err := p.AddEvent(0, marker(1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.AddEvent(0, marker{2}); err != nil {
+	if err := p.AddEvent(0, marker(2)); err != nil {
 		t.Fatal(err)
 	}
 	mustWrite(t, p, 'D', 5) // partial, after the events
-	isMarker := func(n int) func(any) bool {
-		return func(ev any) bool { m, ok := ev.(marker); return ok && m.N == n }
+	isMarker := func(n int) func(event.Event) bool {
+		return func(ev event.Event) bool { m, ok := ev.(event.CancelCheckpointMarker); return ok && m.ID == int64(n) }
 	}
 	if ov, found := p.PromoteEvent(0, isMarker(3)); found || ov != nil {
 		t.Fatalf("promoted an event that is not there: %q", ov)
@@ -171,14 +172,14 @@ func TestPromoteEventProducerSide(t *testing.T) {
 	if _, found := p.PromoteEvent(0, isMarker(2)); found {
 		t.Fatal("an event already transferred was promoted again")
 	}
-	boe := pollEvent(t, g, marker{2}, true)
+	boe := pollEvent(t, g, marker(2), true)
 	if err := equalBuffers([][]byte{framed('A', 15), framed('B', 15)}, boe.Overtaken); err != nil {
 		t.Fatalf("consumer overtaken: %v", err)
 	}
 	pollBuffer(t, g, framed('A', 15)).Recycle()
 	pollBuffer(t, g, framed('B', 15)).Recycle()
 	pollBuffer(t, g, framed('C', 15)).Recycle()
-	pollEvent(t, g, marker{1}, false)
+	pollEvent(t, g, marker(1), false)
 	p.FlushAll()
 	pollBuffer(t, g, framed('D', 5)).Recycle()
 	if _, ok := g.Poll(); ok {
@@ -189,19 +190,19 @@ func TestPromoteEventProducerSide(t *testing.T) {
 func TestPromoteEventConsumerSide(t *testing.T) {
 	p, g := smallExchange(2, 2) // enough credit: everything is received
 	mustWrite(t, p, 'A', 15)
-	if err := p.AddEvent(0, marker{1}); err != nil {
+	if err := p.AddEvent(0, marker(1)); err != nil {
 		t.Fatal(err)
 	}
 	mustWrite(t, p, 'B', 15)
-	if err := p.AddEvent(0, marker{2}); err != nil {
+	if err := p.AddEvent(0, marker(2)); err != nil {
 		t.Fatal(err)
 	}
 	mustWrite(t, p, 'C', 15)
 	if s := g.Stats(); s.QueuedBuffers != 3 {
 		t.Fatalf("want 3 received buffers, got %+v", s)
 	}
-	isMarker := func(n int) func(any) bool {
-		return func(ev any) bool { m, ok := ev.(marker); return ok && m.N == n }
+	isMarker := func(n int) func(event.Event) bool {
+		return func(ev event.Event) bool { m, ok := ev.(event.CancelCheckpointMarker); return ok && m.ID == int64(n) }
 	}
 	if _, found := g.PromoteEvent(0, isMarker(7)); found {
 		t.Fatal("promoted an event that is not there")
@@ -213,14 +214,14 @@ func TestPromoteEventConsumerSide(t *testing.T) {
 	if err := equalBuffers([][]byte{framed('A', 15), framed('B', 15)}, ov); err != nil {
 		t.Fatal(err)
 	}
-	if boe := pollEvent(t, g, marker{2}, true); boe.Overtaken != nil {
+	if boe := pollEvent(t, g, marker(2), true); boe.Overtaken != nil {
 		t.Fatalf("promoted event carries overtaken buffers already returned: %q", boe.Overtaken)
 	}
 	if _, found := g.PromoteEvent(0, isMarker(2)); found {
 		t.Fatal("a polled event was promoted again")
 	}
 	pollBuffer(t, g, framed('A', 15)).Recycle()
-	pollEvent(t, g, marker{1}, false)
+	pollEvent(t, g, marker(1), false)
 	pollBuffer(t, g, framed('B', 15)).Recycle()
 	pollBuffer(t, g, framed('C', 15)).Recycle()
 	if _, ok := g.Poll(); ok {
@@ -234,12 +235,12 @@ func TestPriorityEventsAreFIFOAmongThemselves(t *testing.T) {
 	p, g := smallExchange(2, 2)
 	mustWrite(t, p, 'A', 15)
 	for i := 1; i <= 2; i++ {
-		if _, err := p.AddPriorityEvent(0, marker{i}); err != nil {
+		if _, err := p.AddPriorityEvent(0, marker(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pollEvent(t, g, marker{1}, true)
-	pollEvent(t, g, marker{2}, true)
+	pollEvent(t, g, marker(1), true)
+	pollEvent(t, g, marker(2), true)
 	pollBuffer(t, g, framed('A', 15)).Recycle()
 }
 
@@ -250,29 +251,29 @@ func TestOnEventSent(t *testing.T) {
 	p, g := smallExchange(1, 1)
 	var sent atomic.Int32
 	p.OnEventSent(func() { sent.Add(1) })
-	isMarker := func(ev any) bool { _, ok := ev.(marker); return ok }
+	isMarker := func(ev event.Event) bool { _, ok := ev.(event.CancelCheckpointMarker); return ok }
 	mustWrite(t, p, 'A', 15) // transferred
 	mustWrite(t, p, 'B', 15) // transferred
 	mustWrite(t, p, 'C', 15) // backlog: no credit left
-	if err := p.AddEvent(0, marker{1}); err != nil {
+	if err := p.AddEvent(0, marker(1)); err != nil {
 		t.Fatal(err)
 	}
 	if n := sent.Load(); n != 0 || !p.HasQueuedEvent(0, isMarker) {
 		t.Fatalf("event behind data without credit: hook ran %d times, queued=%v", n, p.HasQueuedEvent(0, isMarker))
 	}
-	if _, err := p.AddPriorityEvent(0, "prio"); err != nil {
+	if _, err := p.AddPriorityEvent(0, prioEvent); err != nil {
 		t.Fatal(err)
 	}
 	if n := sent.Load(); n != 0 {
 		t.Fatalf("a priority event ran the hook %d times", n)
 	}
-	pollEvent(t, g, "prio", true)
+	pollEvent(t, g, prioEvent, true)
 	pollBuffer(t, g, framed('A', 15)).Recycle() // credit: C and the event go
 	if n := sent.Load(); n != 1 || p.HasQueuedEvent(0, isMarker) {
 		t.Fatalf("after the event left: hook ran %d times, queued=%v", n, p.HasQueuedEvent(0, isMarker))
 	}
 	p.OnEventSent(nil)
-	if err := p.AddEvent(0, marker{2}); err != nil {
+	if err := p.AddEvent(0, marker(2)); err != nil {
 		t.Fatal(err)
 	}
 	if n := sent.Load(); n != 1 {

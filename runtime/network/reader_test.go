@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/sluicehq/sluice/runtime/network/event"
 )
 
 // testRecords returns records whose sizes hit the interesting cases for a
@@ -263,7 +265,7 @@ func FuzzFraming(f *testing.F) {
 		cut, cutRecords := int(data[1]), int(data[2])%4
 		type op struct {
 			rec   []byte
-			ev    any
+			ev    event.Event
 			flush bool
 		}
 		var ops []op
@@ -271,7 +273,7 @@ func FuzzFraming(f *testing.F) {
 		for i, c := range data[3:] {
 			switch {
 			case c%23 == 0:
-				ops = append(ops, op{ev: i})
+				ops = append(ops, op{ev: event.CancelCheckpointMarker{ID: int64(i)}})
 			case c%17 == 0:
 				ops = append(ops, op{flush: true})
 			default:
@@ -319,7 +321,7 @@ func FuzzFraming(f *testing.F) {
 				if r.Buffered() {
 					t.Fatalf("event %v splits a record", boe.Event)
 				}
-				if _, eop := boe.Event.(EndOfPartition); !eop {
+				if _, eop := boe.Event.(event.EndOfPartition); !eop {
 					got = append(got, op{ev: boe.Event})
 				}
 				continue
