@@ -2,10 +2,8 @@ package inspect
 
 import (
 	"fmt"
-	"strings"
 
-	"github.com/sluicehq/sluice/sink/filesink"
-	"github.com/sluicehq/sluice/sink/kafka"
+	"github.com/sluicehq/sluice/inspect/decode"
 )
 
 // Committable is what a two-phase-commit sink pre-committed for the
@@ -15,39 +13,29 @@ type Committable struct {
 	Operator string
 	Subtask  int
 	Index    int
-	// Kind is "kafka-transaction", "file" or "unknown".
-	Kind  string
-	Kafka *kafka.Committable
-	File  *filesink.Committable
+	// Kind is the format a connector registered with package decode
+	// ("kafka-transaction" for sink/kafka, "file" for sink/filesink), or
+	// "unknown".
+	Kind string
+	// Value is the connector's decoded committable (*kafka.Committable,
+	// *filesink.Committable), nil when unknown.
+	Value any
 	Raw   []byte
+	text  string
 }
 
 func (c Committable) String() string {
-	switch c.Kind {
-	case "kafka-transaction":
-		k := c.Kafka
-		var parts []string
-		for _, o := range k.LastOffsets {
-			parts = append(parts, fmt.Sprintf("%s/%d@%d", o.Topic, o.Partition, o.Offset))
-		}
-		s := k.String()
-		if len(parts) > 0 {
-			s += ", last offsets " + strings.Join(parts, " ")
-		}
-		return s
-	case "file":
-		f := c.File
-		return fmt.Sprintf("file %s: %d records, %d bytes (in progress as .inprogress/%s)", f.Final, f.Records, f.Size, f.InProgress)
+	if c.Kind != "unknown" && c.text != "" {
+		return c.text
 	}
 	return fmt.Sprintf("%d opaque bytes", len(c.Raw))
 }
 
+// decodeCommittable decodes b with the decoders the connectors
+// registered.
 func decodeCommittable(b []byte) Committable {
-	if k, err := kafka.DecodeCommittable(b); err == nil {
-		return Committable{Kind: "kafka-transaction", Kafka: &k}
-	}
-	if f, err := filesink.ParseCommittable(b); err == nil {
-		return Committable{Kind: "file", File: &f}
+	if kind, d, ok := decode.DecodeCommittable(b); ok {
+		return Committable{Kind: kind, Value: d.Value, text: d.Text}
 	}
 	return Committable{Kind: "unknown", Raw: append([]byte(nil), b...)}
 }

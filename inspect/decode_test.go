@@ -38,7 +38,7 @@ func TestDecodeCommittables(t *testing.T) {
 	c := kafka.Committable{TransactionalID: "sluice-0-1", ProducerID: 42, ProducerEpoch: 3, TransactionVersion: 2,
 		CheckpointID: 9, LastOffsets: []kafka.PartitionOffset{{Topic: "out", Partition: 1, Offset: 77}}}
 	d := decodeCommittable(c.Encode())
-	if d.Kind != "kafka-transaction" || d.Kafka.ProducerID != 42 || !strings.Contains(d.String(), "out/1@77") ||
+	if d.Kind != "kafka-transaction" || d.Value.(*kafka.Committable).ProducerID != 42 || !strings.Contains(d.String(), "out/1@77") ||
 		!strings.Contains(d.String(), "sluice-0-1") {
 		t.Errorf("kafka committable: %+v %q", d, d)
 	}

@@ -4,6 +4,12 @@
 // positions of the sources (Kafka offsets, datagen indexes) and the
 // transactions and files that sinks pre-committed. The sluice command's
 // "inspect" prints what it finds.
+//
+// It imports no connector: a connector registers the decoders of its
+// positions and committables with package decode (the Kafka source and
+// sink and the file sink do so in init functions), so a program decodes
+// the state of the connectors it imports (cmd/sluice imports them all);
+// what no decoder takes is reported as unknown, with its bytes.
 package inspect
 
 import (
@@ -108,9 +114,11 @@ type SourcePosition struct {
 	Operator string
 	// Subtask is the subtask whose state holds the entry.
 	Subtask int
-	// Kind is "kafka", "datagen" or "unknown".
+	// Kind is the format a connector registered with package decode
+	// ("kafka" for source/kafka), "datagen" or "unknown".
 	Kind string
-	// Kafka: the topic partition and the offset of the next record.
+	// Partitioned logs (Kafka): the topic partition and the offset of the
+	// next record.
 	Topic          string
 	Partition      int32
 	Offset         int64
@@ -121,17 +129,15 @@ type SourcePosition struct {
 	Next          int64
 	// Raw is the entry, for unknown kinds.
 	Raw []byte
+	// text is how the connector's decoder prints the position.
+	text string
 }
 
 func (p SourcePosition) String() string {
-	switch p.Kind {
-	case "kafka":
-		s := fmt.Sprintf("%s/%d offset %d", p.Topic, p.Partition, p.Offset)
-		if p.StoppingOffset >= 0 {
-			s += fmt.Sprintf(" (stops at %d)", p.StoppingOffset)
-		}
-		return s
-	case "datagen":
+	switch {
+	case p.text != "":
+		return p.text
+	case p.Kind == "datagen":
 		return fmt.Sprintf("next index %d (reader %d of %d)", p.Next, p.ReaderSubtask, p.Parallelism)
 	}
 	return fmt.Sprintf("%d bytes %x", len(p.Raw), p.Raw)

@@ -1,16 +1,15 @@
 package inspect
 
-import (
-	"github.com/sluicehq/sluice/source/kafka"
-)
+import "github.com/sluicehq/sluice/inspect/decode"
 
-// decodePosition decodes one source reader entry: a Kafka split (offset
-// per partition), or a datagen reader's position (uvarint subtask,
-// uvarint parallelism, varint next index, as the datagen source writes
-// it); anything else is kept raw.
+// decodePosition decodes one source reader entry: with the decoders the
+// connectors registered (a Kafka split: offset per partition), else as a
+// datagen reader's position (uvarint subtask, uvarint parallelism, varint
+// next index, as the datagen source writes it); anything else is kept
+// raw.
 func decodePosition(e []byte) SourcePosition {
-	if s, err := kafka.DecodeSplitState(e); err == nil {
-		return SourcePosition{Kind: "kafka", Topic: s.Topic, Partition: s.Partition, Offset: s.Offset, StoppingOffset: s.StoppingOffset}
+	if kind, p, ok := decode.DecodePosition(e); ok {
+		return SourcePosition{Kind: kind, Topic: p.Topic, Partition: p.Partition, Offset: p.Offset, StoppingOffset: p.StoppingOffset, text: p.Text}
 	}
 	d := decoder{b: e}
 	sub, par, next := d.uvarint(), d.uvarint(), d.varint()
