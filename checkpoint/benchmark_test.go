@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/checkpoint/snapshot"
 )
 
 // BenchmarkBarrierHandlerBuffer measures the per-buffer cost of the barrier
@@ -67,7 +67,7 @@ func BenchmarkCoordinatorCheckpoint(b *testing.B) {
 	}
 	now := time.UnixMilli(0)
 	c.Start(now)
-	state := []storage.SubtaskState{{OperatorUID: "op", OperatorState: []storage.OperatorStateHandle{{Name: "s", Handle: storage.StateHandle{Path: "f", Size: 10}}}}}
+	state := []snapshot.SubtaskState{{OperatorUID: "op", OperatorState: []snapshot.OperatorStateHandle{{Name: "s", Handle: snapshot.StateHandle{Path: "f", Size: 10}}}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		now = now.Add(time.Second)

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/checkpoint/snapshot"
 )
 
 // Errors of the coordinator.
@@ -64,7 +64,7 @@ type Coordinator struct {
 	pending         map[int64]*pendingCheckpoint
 	retained        []int64 // completed checkpoints kept, ascending
 	latestCompleted int64
-	registry        *storage.SharedRegistry
+	registry        *snapshot.SharedRegistry
 	failures        failureCounter
 
 	finalWanted   bool // every source reached its end: a final checkpoint must complete
@@ -78,7 +78,7 @@ type pendingCheckpoint struct {
 	barrier    Barrier
 	trigger    time.Time
 	awaiting   map[TaskID]bool
-	states     []storage.SubtaskState
+	states     []snapshot.SubtaskState
 	savepoint  *SavepointRequest
 	final      bool
 	finalizing bool // all acknowledged, metadata being written
@@ -111,7 +111,7 @@ func NewCoordinator(job string, cfg Config, tasks []TaskInfo) (*Coordinator, err
 		ended:    map[TaskID]bool{},
 		nextID:   1,
 		pending:  map[int64]*pendingCheckpoint{},
-		registry: storage.NewSharedRegistry(),
+		registry: snapshot.NewSharedRegistry(),
 		failures: failureCounter{tolerable: cfg.TolerableFailed},
 		aborted:  map[int64]abortedCheckpoint{},
 		stats:    newStatsTracker(DefaultStatsHistory),
@@ -148,13 +148,13 @@ func (c *Coordinator) Config() Config { return c.cfg }
 // from is the checkpoint or savepoint the job restored from (nil for a
 // fresh start), and maxID the highest checkpoint id found on disk. New
 // checkpoints get ids above all of them.
-func (c *Coordinator) Restore(now time.Time, retained []*storage.Metadata, from *storage.Metadata, maxID int64) ([]CoordinatorAction, error) {
+func (c *Coordinator) Restore(now time.Time, retained []*snapshot.Metadata, from *snapshot.Metadata, maxID int64) ([]CoordinatorAction, error) {
 	if c.started {
 		return nil, errors.New("checkpoint coordinator: Restore after Start")
 	}
 	c.nextID = max(c.nextID, maxID+1)
 	for _, md := range retained {
-		if md.Kind == storage.KindSavepoint {
+		if md.Kind == snapshot.KindSavepoint {
 			return nil, fmt.Errorf("checkpoint coordinator: savepoint %d passed as a retained checkpoint", md.CheckpointID)
 		}
 		if !slices.Contains(c.retained, md.CheckpointID) {
@@ -180,7 +180,7 @@ func (c *Coordinator) SetRunID(run string) { c.run = run }
 // on disk that this run does not own (another run's, a NO_CLAIM restore
 // source): they are never discarded by this coordinator, and no file they
 // reference is ever released for deletion.
-func (c *Coordinator) Pin(mds []*storage.Metadata) {
+func (c *Coordinator) Pin(mds []*snapshot.Metadata) {
 	for _, md := range mds {
 		if slices.Contains(c.retained, md.CheckpointID) {
 			continue
@@ -300,7 +300,7 @@ func (c *Coordinator) usable() error {
 // Ack records that task took its part of checkpoint id, with the state of
 // each of its operators (head first) and its figures. When every task has
 // acknowledged, it asks for the metadata to be written.
-func (c *Coordinator) Ack(now time.Time, task TaskID, id int64, states []storage.SubtaskState, fig TaskFigures) []CoordinatorAction {
+func (c *Coordinator) Ack(now time.Time, task TaskID, id int64, states []snapshot.SubtaskState, fig TaskFigures) []CoordinatorAction {
 	if c.stopped {
 		return nil
 	}
@@ -312,11 +312,11 @@ func (c *Coordinator) Ack(now time.Time, task TaskID, id int64, states []storage
 		return nil // a duplicate, or not a task of this checkpoint
 	}
 	states = slices.Clone(states)
-	probe := storage.Metadata{Subtasks: states}
+	probe := snapshot.Metadata{Subtasks: states}
 	shared := probe.SharedFiles()
 	if p.savepoint != nil && len(shared) > 0 {
 		return c.tryTrigger(now, c.abort(now, p, ReasonInvalidSnapshot,
-			fmt.Errorf("task %s acknowledged savepoint %d with shared files %v: %w", c.describe(task), id, shared, storage.ErrSharedInSavepoint), nil))
+			fmt.Errorf("task %s acknowledged savepoint %d with shared files %v: %w", c.describe(task), id, shared, snapshot.ErrSharedInSavepoint), nil))
 	}
 	if len(states) > 0 {
 		states[0].Figures = fig.storage()
@@ -330,8 +330,8 @@ func (c *Coordinator) Ack(now time.Time, task TaskID, id int64, states []storage
 	if len(p.awaiting) > 0 {
 		return nil
 	}
-	md := &storage.Metadata{
-		Version:             storage.MetadataVersion,
+	md := &snapshot.Metadata{
+		Version:             snapshot.MetadataVersion,
 		Job:                 c.job,
 		RunID:               c.run,
 		CheckpointID:        id,
@@ -340,7 +340,7 @@ func (c *Coordinator) Ack(now time.Time, task TaskID, id int64, states []storage
 		CompletionTimestamp: now.UnixMilli(),
 		Subtasks:            p.states,
 	}
-	slices.SortStableFunc(md.Subtasks, func(a, b storage.SubtaskState) int {
+	slices.SortStableFunc(md.Subtasks, func(a, b snapshot.SubtaskState) int {
 		return cmp.Or(cmp.Compare(a.OperatorUID, b.OperatorUID), cmp.Compare(a.Subtask, b.Subtask))
 	})
 	if err := md.Validate(); err != nil {
@@ -356,7 +356,7 @@ func (c *Coordinator) Ack(now time.Time, task TaskID, id int64, states []storage
 
 // lateAck handles an acknowledgement of a checkpoint no longer pending: if
 // it was aborted, the files the task wrote after the abort are discarded.
-func (c *Coordinator) lateAck(id int64, states []storage.SubtaskState) []CoordinatorAction {
+func (c *Coordinator) lateAck(id int64, states []snapshot.SubtaskState) []CoordinatorAction {
 	a, ok := c.aborted[id]
 	if !ok {
 		return nil
@@ -364,7 +364,7 @@ func (c *Coordinator) lateAck(id int64, states []storage.SubtaskState) []Coordin
 	if a.savepointDir != "" {
 		return []CoordinatorAction{Discard{ID: id, SavepointDir: a.savepointDir, Reason: a.reason}}
 	}
-	probe := storage.Metadata{Subtasks: states}
+	probe := snapshot.Metadata{Subtasks: states}
 	return []CoordinatorAction{Discard{ID: id, Shared: c.registry.Unreferenced(probe.SharedFiles()), Reason: a.reason}}
 }
 
@@ -532,7 +532,7 @@ func (c *Coordinator) trigger(now time.Time, kind Kind, sp *SavepointRequest, ac
 			continue
 		}
 		for _, uid := range t.Operators {
-			p.states = append(p.states, storage.SubtaskState{OperatorUID: uid, Subtask: t.Subtask, Parallelism: t.Parallelism, Finished: true})
+			p.states = append(p.states, snapshot.SubtaskState{OperatorUID: uid, Subtask: t.Subtask, Parallelism: t.Parallelism, Finished: true})
 		}
 	}
 	c.pending[id] = p
@@ -716,11 +716,11 @@ func (c *Coordinator) SharedFiles() []string { return c.registry.Files() }
 func storageKind(k Kind) string {
 	switch k {
 	case KindSavepoint:
-		return storage.KindSavepoint
+		return snapshot.KindSavepoint
 	case KindFullCheckpoint:
-		return storage.KindFullCheckpoint
+		return snapshot.KindFullCheckpoint
 	}
-	return storage.KindCheckpoint
+	return snapshot.KindCheckpoint
 }
 
 // failureCounter counts consecutive failed checkpoints as Flink's

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/checkpoint/snapshot"
 )
 
 // TaskID identifies one task (one subtask of a chain) to the coordinator.
@@ -47,8 +47,8 @@ type TaskFigures struct {
 	Unaligned bool
 }
 
-func (f TaskFigures) storage() *storage.Figures {
-	return &storage.Figures{
+func (f TaskFigures) storage() *snapshot.Figures {
+	return &snapshot.Figures{
 		StartDelayMillis: f.StartDelay.Milliseconds(),
 		AlignmentMillis:  f.Alignment.Milliseconds(),
 		SyncMillis:       f.Sync.Milliseconds(),
@@ -96,7 +96,7 @@ type Trigger struct {
 // of the checkpoint (or of the savepoint in SavepointDir), then report the
 // outcome with Coordinator.MetadataWritten.
 type WriteMetadata struct {
-	Metadata     *storage.Metadata
+	Metadata     *snapshot.Metadata
 	SavepointDir string
 }
 

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/checkpoint/snapshot"
 )
 
 // DefaultStatsHistory is how many recent checkpoints the statistics keep
@@ -191,9 +191,9 @@ func (s *statsTracker) discarded(id int64) {
 	}
 }
 
-func (s *statsTracker) restored(md *storage.Metadata, now time.Time) {
+func (s *statsTracker) restored(md *snapshot.Metadata, now time.Time) {
 	s.counts.Restored++
-	s.counts.LatestRestored = &RestoreStats{ID: md.CheckpointID, IsSavepoint: md.Kind == storage.KindSavepoint, RestoreTime: now}
+	s.counts.LatestRestored = &RestoreStats{ID: md.CheckpointID, IsSavepoint: md.Kind == snapshot.KindSavepoint, RestoreTime: now}
 }
 
 // Stats returns a copy of the checkpoint statistics.

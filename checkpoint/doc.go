@@ -8,7 +8,9 @@
 // Callers feed events stamped with the current time and carry out the
 // actions they get back, in order — the style of etcd's raft. The runtime
 // owns the goroutines, the mailboxes, the timers and the network; the
-// subpackage storage owns the files.
+// subpackage snapshot owns what a checkpoint is as data (metadata,
+// handles, the shared-file registry), the core's only import there;
+// subpackage storage owns where it is kept.
 //
 // A task drives one BarrierHandler per input gate:
 //

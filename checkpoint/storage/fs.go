@@ -6,8 +6,10 @@ import (
 	"os"
 )
 
-// FS is the file system checkpoint storage works through. OSFS is the real
-// one; tests wrap it to inject failures.
+// FS is the file system the POSIX backend works through. OSFS is the real
+// one; tests wrap it to inject failures (package faultfs). Optional
+// capabilities: Linker (put-if-absent by link(2)) and Locker (the job's
+// lock).
 type FS interface {
 	// Create creates a new file for writing; it fails if name exists.
 	Create(name string) (File, error)
@@ -46,6 +48,10 @@ func (OSFS) RemoveAll(name string) error                  { return os.RemoveAll(
 func (OSFS) MkdirAll(name string, perm fs.FileMode) error { return os.MkdirAll(name, perm) }
 func (OSFS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(name) }
 func (OSFS) Stat(name string) (fs.FileInfo, error)        { return os.Stat(name) }
+
+// Link makes newname a second name of oldname; it fails when newname
+// exists (link(2)), which is what makes a put-if-absent atomic.
+func (OSFS) Link(oldname, newname string) error { return os.Link(oldname, newname) }
 
 func (OSFS) SyncDir(name string) error {
 	d, err := os.Open(name)

@@ -1,13 +1,15 @@
 package storage
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"path/filepath"
 	"time"
+
+	"github.com/sluicehq/sluice/checkpoint/snapshot"
 )
 
 // The job result store (Flink's FLIP-194): when a job reaches a terminal
@@ -63,10 +65,10 @@ func (r *JobResult) String() string {
 }
 
 // JobResultPath is the file of the job's result.
-func (s *Storage) JobResultPath() string { return filepath.Join(s.root, jobResultName) }
+func (s *Storage) JobResultPath() string { return s.b.Path(jobResultName) }
 
-// WriteJobResult records r durably (temporary file, fsync, rename,
-// directory fsync), replacing an earlier result.
+// WriteJobResult records r durably (Backend.Put: on POSIX a temporary
+// file, fsync, rename, directory fsync), replacing an earlier result.
 func (s *Storage) WriteJobResult(r *JobResult) error {
 	switch r.Status {
 	case ResultFinished, ResultCanceled, ResultFailed:
@@ -77,7 +79,7 @@ func (s *Storage) WriteJobResult(r *JobResult) error {
 	if err != nil {
 		return fmt.Errorf("write job result: %w", err)
 	}
-	if err := writeAtomic(s.fs, s.JobResultPath(), frame(body, jobResultMagic)); err != nil {
+	if err := s.b.Put(s.ctx(), jobResultName, snapshot.Frame(body, jobResultMagic)); err != nil {
 		return fmt.Errorf("write job result %s: %w", s.JobResultPath(), err)
 	}
 	return nil
@@ -87,14 +89,18 @@ func (s *Storage) WriteJobResult(r *JobResult) error {
 // is none. A result file that fails its checksum is an error naming it
 // (ErrCorrupt): the job's history is unknown, so nothing is assumed.
 func (s *Storage) ReadJobResult() (*JobResult, error) {
-	return ReadJobResult(s.fs, s.root)
+	return readJobResult(s.ctx(), s.b, jobResultName)
 }
 
 // ReadJobResult reads the job result in the job directory dir (nil when
 // there is none); for tools that read a job's directory offline.
 func ReadJobResult(fsys FS, dir string) (*JobResult, error) {
-	p := filepath.Join(dir, jobResultName)
-	f, err := fsys.Open(p)
+	return readJobResult(context.Background(), NewPOSIX(fsys, dir), jobResultName)
+}
+
+func readJobResult(ctx context.Context, b Backend, key string) (*JobResult, error) {
+	p := b.Path(key)
+	f, err := b.Get(ctx, key)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -106,7 +112,7 @@ func ReadJobResult(fsys FS, dir string) (*JobResult, error) {
 	if err != nil {
 		return nil, fileError(p, err)
 	}
-	body, err := unframe(data, jobResultMagic, "job result")
+	body, err := snapshot.Unframe(data, jobResultMagic, "job result")
 	if err != nil {
 		return nil, fileError(p, err)
 	}
@@ -120,26 +126,13 @@ func ReadJobResult(fsys FS, dir string) (*JobResult, error) {
 // ClearJobResult removes the job's result: a new run was started by an
 // explicit choice.
 func (s *Storage) ClearJobResult() error {
-	if err := s.fs.Remove(s.JobResultPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.b.DeleteBatch(s.ctx(), []string{jobResultName}); err != nil {
 		return fmt.Errorf("clear job result %s: %w", s.JobResultPath(), err)
 	}
-	if err := s.fs.SyncDir(s.root); err != nil {
-		return fmt.Errorf("clear job result: sync %s: %w", s.root, err)
+	if sy, ok := s.b.(Syncer); ok {
+		if err := sy.Sync(s.ctx(), ""); err != nil {
+			return fmt.Errorf("clear job result: sync %s: %w", s.JobDir(), err)
+		}
 	}
 	return nil
-}
-
-// writeAtomic makes data the content of final: a temporary file beside
-// it, fsynced, renamed over final, and the directory fsynced.
-func writeAtomic(fsys FS, final string, data []byte) error {
-	tmp := final + tempSuffix + randomSuffix()
-	if err := writeFile(fsys, tmp, data); err != nil {
-		_ = fsys.Remove(tmp)
-		return err
-	}
-	if err := fsys.Rename(tmp, final); err != nil {
-		_ = fsys.Remove(tmp)
-		return err
-	}
-	return fsys.SyncDir(filepath.Dir(final))
 }

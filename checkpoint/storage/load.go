@@ -2,24 +2,39 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"maps"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 )
 
-// Snapshot is a completed checkpoint or savepoint read back from disk.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Snapshot is a completed checkpoint or savepoint read back from storage.
 type Snapshot struct {
 	Metadata *Metadata
-	// Dir holds the _metadata; private files are resolved against it,
-	// shared files against Dir/../shared.
-	Dir string
-	fs  FS
+	// Dir holds the _metadata, as the backend names it; private files are
+	// resolved against it, shared files against Dir/../shared.
+	Dir    string
+	b      Backend
+	prefix string // key prefix of Dir, ending in "/"
+	shared string // key prefix of the shared files
+}
+
+// key is the object key of a file handle.
+func (s *Snapshot) key(h StateHandle) string {
+	if h.Shared {
+		return s.shared + h.Path
+	}
+	return s.prefix + h.Path
 }
 
 // Path returns the file a handle points to ("" for inline state).
@@ -27,10 +42,7 @@ func (s *Snapshot) Path(h StateHandle) string {
 	if h.IsInline() {
 		return ""
 	}
-	if h.Shared {
-		return filepath.Join(filepath.Dir(s.Dir), sharedDirName, h.Path)
-	}
-	return filepath.Join(s.Dir, h.Path)
+	return s.b.Path(s.key(h))
 }
 
 // Open returns the bytes of a handle. The reader checks the length and the
@@ -41,7 +53,7 @@ func (s *Snapshot) Open(h StateHandle) (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(h.Inline)), nil
 	}
 	p := s.Path(h)
-	f, err := s.fs.Open(p)
+	f, err := s.b.Get(context.Background(), s.key(h))
 	if err != nil {
 		return nil, fileError(p, err)
 	}
@@ -109,7 +121,7 @@ func checkSum(data []byte, h StateHandle) error {
 }
 
 type verifyingReader struct {
-	f    File
+	f    io.ReadCloser
 	path string
 	want StateHandle
 	crc  interface {
@@ -144,13 +156,21 @@ func (r *verifyingReader) Read(p []byte) (int, error) {
 func (r *verifyingReader) Close() error { return r.f.Close() }
 
 // LoadSnapshot reads the checkpoint or savepoint at path (its directory, or
-// its _metadata file) and verifies every file it references.
+// its _metadata file) on fsys and verifies every file it references.
 func LoadSnapshot(fsys FS, path string) (*Snapshot, error) {
 	dir := path
 	if filepath.Base(path) == metadataName {
 		dir = filepath.Dir(path)
 	}
-	snap, err := readSnapshot(fsys, dir)
+	parent, name := splitLocation(dir)
+	return LoadSnapshotFrom(NewPOSIX(fsys, parent), name+"/")
+}
+
+// LoadSnapshotFrom reads the checkpoint or savepoint whose directory is
+// the key prefix dir (ending in "/") of b, and verifies every file it
+// references. Its shared files are under the sibling prefix shared/.
+func LoadSnapshotFrom(b Backend, dir string) (*Snapshot, error) {
+	snap, err := readSnapshot(b, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -160,9 +180,13 @@ func LoadSnapshot(fsys FS, path string) (*Snapshot, error) {
 	return snap, nil
 }
 
-func readSnapshot(fsys FS, dir string) (*Snapshot, error) {
-	p := filepath.Join(dir, metadataName)
-	f, err := fsys.Open(p)
+func readSnapshot(b Backend, prefix string) (*Snapshot, error) {
+	key := prefix + metadataName
+	p := b.Path(key)
+	if err := ValidKey(key); err != nil {
+		return nil, fileError(p, err)
+	}
+	f, err := b.Get(context.Background(), key)
 	if err != nil {
 		return nil, fileError(p, err)
 	}
@@ -175,7 +199,11 @@ func readSnapshot(fsys FS, dir string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fileError(p, err)
 	}
-	return &Snapshot{Metadata: md, Dir: dir, fs: fsys}, nil
+	shared := sharedPrefix
+	if parent := path.Dir(strings.TrimSuffix(prefix, "/")); parent != "." {
+		shared = parent + "/" + sharedPrefix
+	}
+	return &Snapshot{Metadata: md, Dir: b.Path(strings.TrimSuffix(prefix, "/")), b: b, prefix: prefix, shared: shared}, nil
 }
 
 // Recovery is what Recover found in the job's checkpoint directory.
@@ -219,35 +247,27 @@ type Unusable struct {
 // ErrNoCheckpoint when there is no completed checkpoint at all, and
 // ErrNoUsableCheckpoint, listing every failed file, when none is usable.
 func (s *Storage) Recover() (*Recovery, error) {
-	entries, err := s.fs.ReadDir(s.root)
+	complete, err := s.listCheckpoints()
 	if err != nil {
-		return &Recovery{}, fmt.Errorf("checkpoint storage: list %s: %w", s.root, err)
+		return &Recovery{}, err
 	}
 	rec := &Recovery{}
-	var ids []int64
-	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), checkpointPrefix) {
-			continue
-		}
-		id, err := strconv.ParseInt(strings.TrimPrefix(e.Name(), checkpointPrefix), 10, 64)
-		if err != nil || id <= 0 {
-			continue
-		}
+	ids := slices.Collect(maps.Keys(complete))
+	for _, id := range ids {
 		rec.MaxID = max(rec.MaxID, id)
-		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	slices.Reverse(ids)
 	verified := map[string]bool{}
 	for _, id := range ids {
-		dir := s.CheckpointDir(id)
-		if _, err := s.fs.Stat(filepath.Join(dir, metadataName)); errors.Is(err, fs.ErrNotExist) {
+		if !complete[id] {
 			rec.Orphans = append(rec.Orphans, id)
 			continue
 		}
-		snap, err := readSnapshot(s.fs, dir)
+		prefix := checkpointKey(id) + "/"
+		snap, err := readSnapshot(s.b, prefix)
 		if err == nil && snap.Metadata.CheckpointID != id {
-			err = fileError(filepath.Join(dir, metadataName), fmt.Errorf("%w: metadata of checkpoint %d in the directory of %d", ErrCorrupt, snap.Metadata.CheckpointID, id))
+			err = fileError(s.b.Path(prefix+metadataName), fmt.Errorf("%w: metadata of checkpoint %d in the directory of %d", ErrCorrupt, snap.Metadata.CheckpointID, id))
 		}
 		if err == nil {
 			err = snap.verify(verified)
@@ -276,9 +296,9 @@ func (s *Storage) Recover() (*Recovery, error) {
 		}
 		return rec, nil
 	case len(rec.Unusable) == 0:
-		return rec, fmt.Errorf("checkpoint storage %s: %w", s.root, ErrNoCheckpoint)
+		return rec, fmt.Errorf("checkpoint storage %s: %w", s.JobDir(), ErrNoCheckpoint)
 	}
-	errs := []error{fmt.Errorf("checkpoint storage %s: %w: %d completed checkpoints, all unusable", s.root, ErrNoUsableCheckpoint, len(rec.Unusable))}
+	errs := []error{fmt.Errorf("checkpoint storage %s: %w: %d completed checkpoints, all unusable", s.JobDir(), ErrNoUsableCheckpoint, len(rec.Unusable))}
 	for _, u := range rec.Unusable {
 		errs = append(errs, fmt.Errorf("checkpoint %d: %w", u.ID, u.Err))
 	}
@@ -297,24 +317,45 @@ func failedFile(err error) string {
 // files it references is unknown and none is deleted.
 var ErrReferencesUnknown = errors.New("shared file references unknown")
 
-// referencedShared returns the shared files that some _metadata on disk
-// references (every chk-*/_metadata of the job, usable or not). It fails
-// with ErrReferencesUnknown when a _metadata cannot be decoded.
+// listCheckpoints lists the checkpoints in storage: every id with an
+// object (or a directory) under chk-<id>/, and whether its _metadata is
+// there (it is complete).
+func (s *Storage) listCheckpoints() (map[int64]bool, error) {
+	complete := map[int64]bool{}
+	for o, err := range s.b.List(s.ctx(), checkpointPrefix) {
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint storage: list %s: %w", s.b.Path(checkpointPrefix), err)
+		}
+		dir, rest, ok := strings.Cut(o.Key, "/")
+		if !ok {
+			continue // an object chk-<something> beside the checkpoints
+		}
+		id, err := strconv.ParseInt(strings.TrimPrefix(dir, checkpointPrefix), 10, 64)
+		if err != nil || id <= 0 || checkpointKey(id) != dir {
+			continue
+		}
+		complete[id] = complete[id] || rest == metadataName
+	}
+	return complete, nil
+}
+
+// referencedShared returns the shared files that some _metadata in
+// storage references (every chk-*/_metadata of the job, usable or not).
+// It fails with ErrReferencesUnknown when a _metadata cannot be decoded.
 func (s *Storage) referencedShared() (map[string]bool, error) {
-	entries, err := s.fs.ReadDir(s.root)
+	complete, err := s.listCheckpoints()
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint storage: list %s: %w", s.root, err)
+		return nil, err
 	}
 	used := map[string]bool{}
-	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), checkpointPrefix) {
+	for id, ok := range complete {
+		if !ok {
 			continue
 		}
-		dir := filepath.Join(s.root, e.Name())
-		if _, err := s.fs.Stat(filepath.Join(dir, metadataName)); errors.Is(err, fs.ErrNotExist) {
-			continue
+		snap, err := readSnapshot(s.b, checkpointKey(id)+"/")
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // discarded since it was listed: it references nothing now
 		}
-		snap, err := readSnapshot(s.fs, dir)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrReferencesUnknown, err)
 		}
@@ -326,31 +367,42 @@ func (s *Storage) referencedShared() (map[string]bool, error) {
 }
 
 // CollectSharedGarbage deletes the files of the shared directory that no
-// _metadata on disk references: uploads of checkpoints that never
+// _metadata in storage references: uploads of checkpoints that never
 // completed (a crash mid-upload, a late acknowledgement). It returns the
-// names deleted. Call it only while no checkpoint of the job is being
-// written: at start-up, holding the job's lock. When some _metadata cannot
-// be read it deletes nothing and returns ErrReferencesUnknown.
+// names deleted, sorted. Call it only while no checkpoint of the job is
+// being written: at start-up, holding the job's lock. When some _metadata
+// cannot be read it deletes nothing and returns ErrReferencesUnknown.
 func (s *Storage) CollectSharedGarbage() ([]string, error) {
 	used, err := s.referencedShared()
 	if err != nil {
 		return nil, err
 	}
-	entries, err := s.fs.ReadDir(s.sharedDir())
+	keys, err := listKeys(s.ctx(), s.b, sharedPrefix, false)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint storage: list %s: %w", s.sharedDir(), err)
+		return nil, fmt.Errorf("checkpoint storage: list %s: %w", s.b.Path(sharedDirName), err)
 	}
+	var garbage []string
+	for _, k := range keys {
+		name := strings.TrimPrefix(k, sharedPrefix)
+		if strings.Contains(name, "/") || used[name] {
+			continue
+		}
+		garbage = append(garbage, k)
+	}
+	if len(garbage) == 0 {
+		return nil, nil
+	}
+	err = s.b.DeleteBatch(s.ctx(), garbage)
+	if err != nil {
+		err = fmt.Errorf("remove unreferenced shared files: %w", err)
+	}
+	failed := failedKeys(err, garbage)
 	var removed []string
-	var errs []error
-	for _, e := range entries {
-		if e.IsDir() || used[e.Name()] {
-			continue
+	for _, k := range garbage {
+		if !failed[k] {
+			removed = append(removed, strings.TrimPrefix(k, sharedPrefix))
 		}
-		if err := s.fs.Remove(filepath.Join(s.sharedDir(), e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove unreferenced shared file: %w", err))
-			continue
-		}
-		removed = append(removed, e.Name())
 	}
-	return removed, errors.Join(errs...)
+	slices.Sort(removed)
+	return removed, err
 }

@@ -18,8 +18,8 @@ var ErrJobLocked = errors.New("job checkpoint directory is in use")
 const lockName = ".lock"
 
 // Locker is implemented by file systems that can lock a file for one
-// holder at a time. OSFS does, with flock(2); a file system that does not
-// leaves the job directory unlocked.
+// holder at a time. OSFS does, with flock(2); the POSIX backend on a file
+// system that does not leaves the job directory unlocked.
 type Locker interface {
 	// Lock takes the lock at path, writing holder into the file, or fails
 	// with ErrJobLocked naming the holder found there.
@@ -28,17 +28,20 @@ type Locker interface {
 
 // Lock takes the job directory's lock for holder (who runs the job: pid,
 // host, run id), held until unlock. A second holder is refused with
-// ErrJobLocked naming the first. Without a Locker file system it returns a
-// no-op unlock.
+// ErrJobLocked naming the first. On a backend that cannot lock (not a
+// LockingBackend, or a POSIX one on an FS that is not a Locker) it
+// returns a no-op unlock.
 func (s *Storage) Lock(holder string) (unlock func() error, err error) {
-	l, ok := s.fs.(Locker)
-	if !ok {
-		s.log.Debug("checkpoint storage: the file system cannot lock; job directory left unlocked", "dir", s.root)
+	l, ok := s.b.(LockingBackend)
+	if ok {
+		unlock, err = l.Lock(lockName, holder)
+	}
+	if !ok || errors.Is(err, errors.ErrUnsupported) {
+		s.log.Debug("checkpoint storage: the backend cannot lock; job directory left unlocked", "dir", s.JobDir())
 		return func() error { return nil }, nil
 	}
-	unlock, err = l.Lock(filepath.Join(s.root, lockName), holder)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint storage %s: %w", s.root, err)
+		return nil, fmt.Errorf("checkpoint storage %s: %w", s.JobDir(), err)
 	}
 	return unlock, nil
 }

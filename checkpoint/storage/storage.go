@@ -1,15 +1,18 @@
 package storage
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/checkpoint/snapshot"
 )
 
 // DefaultInlineThreshold is Flink's execution.checkpointing.data-inline-threshold
@@ -19,6 +22,7 @@ const DefaultInlineThreshold = 20 << 10
 const (
 	checkpointPrefix = "chk-"
 	sharedDirName    = "shared"
+	sharedPrefix     = sharedDirName + "/"
 	savepointPrefix  = "savepoint-"
 	tempSuffix       = ".inprogress-"
 )
@@ -34,55 +38,85 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Storage is the checkpoint storage of one job under a checkpoint
-// directory: <dir>/<job>/.
+// Opener opens the backend rooted at a location: a directory, or (with an
+// object store) a URL such as s3://bucket/prefix. Storage uses it for
+// savepoint directories, which live outside the job's root.
+type Opener func(location string) (Backend, error)
+
+// Storage is the checkpoint storage of one job: the objects under the
+// job's root (<dir>/<job>/), on a Backend.
 type Storage struct {
-	fs     FS
-	root   string
+	b      Backend
+	open   Opener
 	job    string
 	inline int
 	log    *slog.Logger
 }
 
-// New opens (creating it if needed) the storage of job under dir.
+// New opens (creating it if needed) the storage of job under the directory
+// dir of fsys: the POSIX backend rooted at <dir>/<job>, and savepoints on
+// the same file system.
 func New(fsys FS, dir, job string, opts Options) (*Storage, error) {
 	if dir == "" {
 		return nil, errors.New("checkpoint storage: empty checkpoint directory (execution.checkpointing.dir)")
 	}
-	if !localName(job) {
+	if !snapshot.IsPlainName(job) {
+		return nil, fmt.Errorf("checkpoint storage: job name %q must be a plain file name", job)
+	}
+	open := func(location string) (Backend, error) { return NewPOSIX(fsys, location), nil }
+	return NewOnBackend(NewPOSIX(fsys, filepath.Join(dir, job)), open, job, opts)
+}
+
+// NewOnBackend opens the storage of job on root, the backend rooted at the
+// job's own prefix (<checkpoint dir>/<job>/); open opens the backends of
+// savepoint directories.
+func NewOnBackend(root Backend, open Opener, job string, opts Options) (*Storage, error) {
+	if !snapshot.IsPlainName(job) {
 		return nil, fmt.Errorf("checkpoint storage: job name %q must be a plain file name", job)
 	}
 	if opts.InlineThreshold < 0 {
 		return nil, fmt.Errorf("checkpoint storage: negative inline threshold %d", opts.InlineThreshold)
 	}
-	s := &Storage{fs: fsys, root: filepath.Join(dir, job), job: job, inline: opts.InlineThreshold, log: opts.Logger}
+	s := &Storage{b: root, open: open, job: job, inline: opts.InlineThreshold, log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if err := fsys.MkdirAll(s.sharedDir(), 0o755); err != nil {
-		return nil, fmt.Errorf("checkpoint storage: create %s: %w", s.sharedDir(), err)
+	if d, ok := root.(DirMaker); ok {
+		if err := d.MakeDir(s.ctx(), sharedPrefix); err != nil {
+			return nil, fmt.Errorf("checkpoint storage: create %s: %w", root.Path(sharedDirName), err)
+		}
 	}
 	return s, nil
 }
 
-// JobDir is <dir>/<job>.
-func (s *Storage) JobDir() string { return s.root }
+// ctx is the context of backend calls. Storage's own methods take none
+// yet; an object store's calls will be bounded by the caller's context
+// once they do.
+func (s *Storage) ctx() context.Context { return context.Background() }
 
-// CheckpointDir is the directory of checkpoint id.
-func (s *Storage) CheckpointDir(id int64) string {
-	return filepath.Join(s.root, checkpointPrefix+strconv.FormatInt(id, 10))
-}
+// Backend is the backend rooted at the job's prefix.
+func (s *Storage) Backend() Backend { return s.b }
 
-func (s *Storage) sharedDir() string { return filepath.Join(s.root, sharedDirName) }
+// JobDir is <dir>/<job>, as the backend names it.
+func (s *Storage) JobDir() string { return s.b.Path("") }
 
-// Checkpoint returns the location of checkpoint id, creating its directory.
-// Tasks and the coordinator may call it concurrently for the same id.
+// CheckpointDir is the directory (key prefix) of checkpoint id, as the
+// backend names it.
+func (s *Storage) CheckpointDir(id int64) string { return s.b.Path(checkpointKey(id)) }
+
+func checkpointKey(id int64) string { return checkpointPrefix + strconv.FormatInt(id, 10) }
+
+// Checkpoint returns the location of checkpoint id, making its directory
+// on a backend that has directories. Tasks and the coordinator may call it
+// concurrently for the same id.
 func (s *Storage) Checkpoint(id int64) (*Location, error) {
-	dir := s.CheckpointDir(id)
-	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("checkpoint storage: create %s: %w", dir, err)
+	prefix := checkpointKey(id) + "/"
+	if d, ok := s.b.(DirMaker); ok {
+		if err := d.MakeDir(s.ctx(), prefix); err != nil {
+			return nil, fmt.Errorf("checkpoint storage: create %s: %w", s.b.Path(prefix), err)
+		}
 	}
-	return &Location{st: s, id: id, dir: dir}, nil
+	return &Location{st: s, b: s.b, id: id, prefix: prefix}, nil
 }
 
 // NewSavepointDir picks a fresh savepoint directory under parent
@@ -96,29 +130,70 @@ func (s *Storage) NewSavepointDir(parent string) (string, error) {
 	if len(job) > 12 {
 		job = job[:12]
 	}
-	return filepath.Join(parent, savepointPrefix+job+"-"+randomSuffix()), nil
+	return joinLocation(parent, savepointPrefix+job+"-"+randomSuffix()), nil
+}
+
+// joinLocation appends name to a location: a directory or a URL.
+func joinLocation(parent, name string) string {
+	if strings.Contains(parent, "://") {
+		return strings.TrimRight(parent, "/") + "/" + name
+	}
+	return filepath.Join(parent, name)
+}
+
+// splitLocation cuts a location into its parent and its last element.
+func splitLocation(location string) (parent, name string) {
+	if strings.Contains(location, "://") {
+		l := strings.TrimRight(location, "/")
+		i := strings.LastIndexByte(l, '/')
+		return l[:i], l[i+1:]
+	}
+	l := filepath.Clean(location)
+	if abs, err := filepath.Abs(l); err == nil {
+		l = abs
+	}
+	return filepath.Dir(l), filepath.Base(l)
+}
+
+// savepointBackend opens the backend of the parent of a savepoint
+// directory and returns the directory's key prefix in it.
+func (s *Storage) savepointBackend(dir string) (Backend, string, error) {
+	parent, name := splitLocation(dir)
+	if !snapshot.IsPlainName(name) {
+		return nil, "", fmt.Errorf("checkpoint storage: savepoint directory %q", dir)
+	}
+	b, err := s.open(parent)
+	if err != nil {
+		return nil, "", fmt.Errorf("checkpoint storage: open %s: %w", parent, err)
+	}
+	return b, name + "/", nil
 }
 
 // SavepointAt returns the location of savepoint id in dir (from
-// NewSavepointDir), creating the directory. A savepoint location refuses
+// NewSavepointDir), making the directory. A savepoint location refuses
 // shared streams: savepoints are self-contained.
 func (s *Storage) SavepointAt(dir string, id int64) (*Location, error) {
-	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("checkpoint storage: create savepoint directory %s: %w", dir, err)
+	b, prefix, err := s.savepointBackend(dir)
+	if err != nil {
+		return nil, err
 	}
-	return &Location{st: s, id: id, dir: dir, savepoint: true}, nil
+	if d, ok := b.(DirMaker); ok {
+		if err := d.MakeDir(s.ctx(), prefix); err != nil {
+			return nil, fmt.Errorf("checkpoint storage: create savepoint directory %s: %w", dir, err)
+		}
+	}
+	return &Location{st: s, b: b, id: id, prefix: prefix, savepoint: true}, nil
 }
 
-// DiscardCheckpoint deletes the directory of checkpoint id and the shared
+// DiscardCheckpoint deletes the objects of checkpoint id and the shared
 // files listed (those the registry says no retained checkpoint references).
-// The directory goes first, so its _metadata never outlives a file it
-// references; a listed shared file that some other _metadata on disk still
-// references is kept (and logged): whatever the caller's bookkeeping, no
-// file a completed checkpoint references is deleted. Missing files are not
-// an error: discarding is idempotent.
+// Its _metadata goes first, so it never outlives a file it references,
+// then its other objects, in batches; a listed shared file that some other
+// _metadata still references is kept (and logged): whatever the caller's
+// bookkeeping, no file a completed checkpoint references is deleted.
+// Missing objects are not an error: discarding is idempotent.
 func (s *Storage) DiscardCheckpoint(id int64, shared []string) error {
-	var errs []error
-	if err := s.fs.RemoveAll(s.CheckpointDir(id)); err != nil {
+	if err := discardPrefix(s.ctx(), s.b, checkpointKey(id)+"/"); err != nil {
 		return fmt.Errorf("discard checkpoint %d: %w", id, err)
 	}
 	if len(shared) == 0 {
@@ -126,29 +201,58 @@ func (s *Storage) DiscardCheckpoint(id int64, shared []string) error {
 	}
 	used, err := s.referencedShared()
 	if err != nil {
-		s.log.Warn("discard checkpoint: shared files kept, the references on disk are unknown", "job", s.job, "checkpoint", id, "files", len(shared), "err", err)
+		s.log.Warn("discard checkpoint: shared files kept, the references in storage are unknown", "job", s.job, "checkpoint", id, "files", len(shared), "err", err)
 		return nil
 	}
+	var errs []error
+	var keys []string
 	for _, name := range shared {
-		if !localName(name) {
+		if !snapshot.IsPlainName(name) {
 			errs = append(errs, fmt.Errorf("discard checkpoint %d: shared file name %q", id, name))
 			continue
 		}
 		if used[name] {
-			s.log.Warn("discard checkpoint: shared file still referenced by a checkpoint on disk; kept", "job", s.job, "checkpoint", id, "file", name)
+			s.log.Warn("discard checkpoint: shared file still referenced by a checkpoint in storage; kept", "job", s.job, "checkpoint", id, "file", name)
 			continue
 		}
-		p := filepath.Join(s.sharedDir(), name)
-		if err := s.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("discard checkpoint %d: remove shared file: %w", id, err))
+		keys = append(keys, sharedPrefix+name)
+	}
+	if len(keys) > 0 {
+		if err := s.b.DeleteBatch(s.ctx(), keys); err != nil {
+			errs = append(errs, fmt.Errorf("discard checkpoint %d: remove shared files: %w", id, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// discardPrefix deletes every object under prefix: its _metadata first,
+// so that a discard cut short never leaves a complete checkpoint missing
+// a file, then the rest in one batch.
+func discardPrefix(ctx context.Context, b Backend, prefix string) error {
+	keys, err := listKeys(ctx, b, prefix, true)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", b.Path(prefix), err)
+	}
+	meta := prefix + metadataName
+	if i := slices.Index(keys, meta); i >= 0 {
+		if err := b.DeleteBatch(ctx, []string{meta}); err != nil {
+			return err
+		}
+		keys = slices.Delete(keys, i, i+1)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return b.DeleteBatch(ctx, keys)
+}
+
 // DiscardSavepoint deletes a savepoint directory (of a failed savepoint).
 func (s *Storage) DiscardSavepoint(dir string) error {
-	if err := s.fs.RemoveAll(dir); err != nil {
+	b, prefix, err := s.savepointBackend(dir)
+	if err == nil {
+		err = discardPrefix(s.ctx(), b, prefix)
+	}
+	if err != nil {
 		return fmt.Errorf("discard savepoint %s: %w", dir, err)
 	}
 	return nil
@@ -157,16 +261,17 @@ func (s *Storage) DiscardSavepoint(dir string) error {
 // Location is where one checkpoint or savepoint is written.
 type Location struct {
 	st        *Storage
+	b         Backend
 	id        int64
-	dir       string
+	prefix    string // the key prefix of its directory, ending in "/"
 	savepoint bool
 }
 
 // ID is the checkpoint id the location is for.
 func (l *Location) ID() int64 { return l.id }
 
-// Dir is the directory that holds the _metadata.
-func (l *Location) Dir() string { return l.dir }
+// Dir is the directory that holds the _metadata, as the backend names it.
+func (l *Location) Dir() string { return l.b.Path(strings.TrimSuffix(l.prefix, "/")) }
 
 // IsSavepoint reports whether this is a savepoint location.
 func (l *Location) IsSavepoint() bool { return l.savepoint }
@@ -174,7 +279,7 @@ func (l *Location) IsSavepoint() bool { return l.savepoint }
 // CreateStateStream starts a state stream owned by this checkpoint. owner
 // names the writer in the file name (for example "<operator uid>-<subtask>").
 func (l *Location) CreateStateStream(owner string) *StateStream {
-	return &StateStream{fs: l.st.fs, dir: l.dir, name: sanitize(owner) + "-" + randomSuffix(), inline: l.st.inline}
+	return newStateStream(l.b, l.prefix, sanitize(owner)+"-"+randomSuffix(), false, l.st.inline)
 }
 
 // CreateSharedStream starts a stream in the shared directory, for state
@@ -184,15 +289,16 @@ func (l *Location) CreateSharedStream(owner string) (*StateStream, error) {
 	if l.savepoint {
 		return nil, fmt.Errorf("create shared stream for savepoint %d: %w", l.id, ErrSharedInSavepoint)
 	}
-	return &StateStream{fs: l.st.fs, dir: l.st.sharedDir(), name: sanitize(owner) + "-" + randomSuffix(), shared: true, inline: -1}, nil
+	return newStateStream(l.b, sharedPrefix, sanitize(owner)+"-"+randomSuffix(), true, -1), nil
 }
 
-// WriteMetadata writes md as the _metadata of this location, atomically:
-// write a temporary file, fsync it, make the shared directory durable,
-// rename, fsync the directory and its parent. It returns the path of
-// _metadata. Once it returns nil the checkpoint is complete on disk; when
-// it fails, no complete _metadata was made visible unless the final
-// directory sync failed, so the caller discards the location either way.
+// WriteMetadata commits the location: it makes the shared files durable
+// (on a Syncer backend, the private ones are by the commit itself) and
+// writes md as <location>/_metadata with PutIfAbsent, which never replaces
+// a _metadata already there (ErrObjectExists). It returns the path of
+// _metadata. Once it returns nil the checkpoint is complete; when it
+// fails, a complete _metadata may have been made visible (a failure after
+// the publish), so the caller discards the location either way.
 func (l *Location) WriteMetadata(md *Metadata) (string, error) {
 	if md.CheckpointID != l.id {
 		return "", fmt.Errorf("%w: metadata of checkpoint %d written to the location of %d", ErrInvalidMetadata, md.CheckpointID, l.id)
@@ -204,46 +310,17 @@ func (l *Location) WriteMetadata(md *Metadata) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fsys := l.st.fs
-	final := filepath.Join(l.dir, metadataName)
-	tmp := final + tempSuffix + randomSuffix()
-	if err := writeFile(fsys, tmp, data); err != nil {
-		_ = fsys.Remove(tmp)
-		return "", fmt.Errorf("write checkpoint %d metadata: %w", l.id, err)
-	}
-	if !l.savepoint {
-		if err := fsys.SyncDir(l.st.sharedDir()); err != nil {
-			_ = fsys.Remove(tmp)
-			return "", fmt.Errorf("write checkpoint %d metadata: sync %s: %w", l.id, l.st.sharedDir(), err)
+	ctx := l.st.ctx()
+	if sy, ok := l.b.(Syncer); ok && !l.savepoint {
+		if err := sy.Sync(ctx, sharedPrefix); err != nil {
+			return "", fmt.Errorf("write checkpoint %d metadata: sync %s: %w", l.id, l.b.Path(sharedDirName), err)
 		}
 	}
-	if err := fsys.Rename(tmp, final); err != nil {
-		_ = fsys.Remove(tmp)
-		return "", fmt.Errorf("write checkpoint %d metadata: %w", l.id, err)
+	key := l.prefix + metadataName
+	if err := l.b.PutIfAbsent(ctx, key, data); err != nil {
+		return "", fmt.Errorf("write checkpoint %d metadata %s: %w", l.id, l.b.Path(key), err)
 	}
-	if err := fsys.SyncDir(l.dir); err != nil {
-		return "", fmt.Errorf("write checkpoint %d metadata: sync %s: %w", l.id, l.dir, err)
-	}
-	if err := fsys.SyncDir(filepath.Dir(l.dir)); err != nil {
-		return "", fmt.Errorf("write checkpoint %d metadata: sync %s: %w", l.id, filepath.Dir(l.dir), err)
-	}
-	return final, nil
-}
-
-func writeFile(fsys FS, name string, data []byte) error {
-	f, err := fsys.Create(name)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	return l.b.Path(key), nil
 }
 
 func randomSuffix() string {

@@ -2,25 +2,27 @@ package storage
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"hash"
 	"hash/crc32"
-	"path/filepath"
 )
 
 // StateStream is a stream of state bytes written in the asynchronous part
 // of a snapshot. Write to it, then Close to get its handle, or Abort. A
 // stream no longer than the storage's inline threshold never touches the
-// disk: its bytes go inline into _metadata. Not safe for concurrent use.
+// backend: its bytes go inline into _metadata. Otherwise it is one object,
+// streamed (Backend.Create) and published by Close. Not safe for
+// concurrent use.
 type StateStream struct {
-	fs     FS
-	dir    string
+	b      Backend
+	key    string
 	name   string
 	shared bool
-	inline int // bytes kept in memory before a file is created; -1: always a file
+	inline int // bytes kept in memory before an object is started; -1: always an object
 
-	buf  []byte // until a file exists
-	file File
+	buf  []byte // until an object is started
+	obj  ObjectWriter
 	w    *bufio.Writer
 	crc  hash.Hash32
 	size int64
@@ -30,8 +32,13 @@ type StateStream struct {
 
 const streamBufferSize = 64 << 10
 
-// Path is where the stream's file is (or would be).
-func (s *StateStream) Path() string { return filepath.Join(s.dir, s.name) }
+func newStateStream(b Backend, prefix, name string, shared bool, inline int) *StateStream {
+	return &StateStream{b: b, key: prefix + name, name: name, shared: shared, inline: inline}
+}
+
+// Path is where the stream's object is (or would be), as the backend
+// names it.
+func (s *StateStream) Path() string { return s.b.Path(s.key) }
 
 func (s *StateStream) Write(p []byte) (int, error) {
 	if s.done {
@@ -43,13 +50,13 @@ func (s *StateStream) Write(p []byte) (int, error) {
 	if s.crc == nil {
 		s.crc = crc32.New(castagnoli)
 	}
-	if s.file == nil && len(s.buf)+len(p) <= s.inline {
+	if s.obj == nil && len(s.buf)+len(p) <= s.inline {
 		s.buf = append(s.buf, p...)
 		s.crc.Write(p)
 		s.size += int64(len(p))
 		return len(p), nil
 	}
-	if s.file == nil {
+	if s.obj == nil {
 		if err := s.open(); err != nil {
 			return 0, err
 		}
@@ -65,13 +72,13 @@ func (s *StateStream) Write(p []byte) (int, error) {
 }
 
 func (s *StateStream) open() error {
-	f, err := s.fs.Create(s.Path())
+	obj, err := s.b.Create(context.Background(), s.key)
 	if err != nil {
 		s.err = fmt.Errorf("create state file %s: %w", s.Path(), err)
 		return s.err
 	}
-	s.file = f
-	s.w = bufio.NewWriterSize(f, streamBufferSize)
+	s.obj = obj
+	s.w = bufio.NewWriterSize(obj, streamBufferSize)
 	if len(s.buf) > 0 {
 		if _, err := s.w.Write(s.buf); err != nil {
 			s.err = fmt.Errorf("write state file %s: %w", s.Path(), err)
@@ -82,9 +89,9 @@ func (s *StateStream) open() error {
 	return nil
 }
 
-// Close finishes the stream: flush, fsync and close its file (or keep it
-// inline) and return its handle. On failure the file is removed and the
-// error names it.
+// Close finishes the stream: flush and commit its object (or keep it
+// inline) and return its handle. On failure nothing is published and the
+// error names the file.
 func (s *StateStream) Close() (StateHandle, error) {
 	if s.done {
 		return StateHandle{}, fmt.Errorf("close state file %s: stream already closed", s.Path())
@@ -98,10 +105,10 @@ func (s *StateStream) Close() (StateHandle, error) {
 	if s.crc != nil {
 		sum = s.crc.Sum32()
 	}
-	if s.file == nil && s.inline >= 0 && int(s.size) <= s.inline {
+	if s.obj == nil && s.inline >= 0 && int(s.size) <= s.inline {
 		return StateHandle{Size: s.size, CRC32C: sum, Inline: append([]byte{}, s.buf...)}, nil
 	}
-	if s.file == nil {
+	if s.obj == nil {
 		if err := s.open(); err != nil {
 			s.done = false
 			s.Abort()
@@ -110,32 +117,26 @@ func (s *StateStream) Close() (StateHandle, error) {
 	}
 	err := s.w.Flush()
 	if err == nil {
-		err = s.file.Sync()
+		err = s.obj.Commit()
+	} else {
+		s.obj.Abort()
 	}
-	if cerr := s.file.Close(); err == nil {
-		err = cerr
-	}
-	s.file = nil
+	s.obj = nil
 	if err != nil {
-		_ = s.fs.Remove(s.Path())
 		return StateHandle{}, fmt.Errorf("close state file %s: %w", s.Path(), err)
 	}
 	return StateHandle{Path: s.name, Shared: s.shared, Size: s.size, CRC32C: sum}, nil
 }
 
-// Abort discards the stream and removes its file, if any.
+// Abort discards the stream and its object, if any.
 func (s *StateStream) Abort() {
-	if s.done && s.file == nil {
+	if s.done && s.obj == nil {
 		return
 	}
 	s.done = true
-	if s.file != nil {
-		_ = s.file.Close()
-		_ = s.fs.Remove(s.Path())
-		s.file = nil
+	if s.obj != nil {
+		s.obj.Abort()
+		s.obj = nil
 	}
 	s.buf = nil
 }
-
-// Checksum is the CRC32C that state handles record, for bytes kept inline.
-func Checksum(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }

@@ -1,5 +1,6 @@
 // Package faultfs wraps a storage.FS to inject failures into checkpoint
-// storage in tests: errors on chosen operations and paths (disk full,
+// storage in tests (the POSIX backend works through it, so every Backend
+// operation meets the faults of the file operations it makes): errors on chosen operations and paths (disk full,
 // permission denied...), torn writes that leave part of a buffer on disk,
 // and a byte budget after which every write fails with ENOSPC. In the
 // spirit of pebble's vfs/errorfs.
@@ -27,7 +28,7 @@ const (
 	OpWrite
 	OpSync
 	OpClose
-	OpRename
+	OpRename // rename(2), and link(2) (see FS.Link)
 	OpRemove
 	OpRemoveAll
 	OpMkdirAll
@@ -181,6 +182,23 @@ func (f *FS) Rename(oldname, newname string) error {
 	return f.inner.Rename(oldname, newname)
 }
 
+// Link fails like Rename: OpRename rules match both, the two ways a file
+// is published under its final name (the POSIX backend's Put renames, its
+// PutIfAbsent links, so a rule on the _metadata commit keeps matching).
+// Without a Linker inside, it refuses an existing newname and renames.
+func (f *FS) Link(oldname, newname string) error {
+	if err := f.fail(OpRename, newname); err != nil {
+		return err
+	}
+	if l, ok := f.inner.(storage.Linker); ok {
+		return l.Link(oldname, newname)
+	}
+	if _, err := f.inner.Stat(newname); err == nil {
+		return &fs.PathError{Op: "link", Path: newname, Err: fs.ErrExist}
+	}
+	return f.inner.Rename(oldname, newname)
+}
+
 func (f *FS) Remove(name string) error {
 	if err := f.fail(OpRemove, name); err != nil {
 		return err
@@ -269,6 +287,18 @@ func (ff *faultFile) Write(p []byte) (int, error) {
 		err = fmt.Errorf("faultfs: write %s: %w", ff.path, ErrDiskFull)
 	}
 	return n, err
+}
+
+// Stat passes to the inner file when it has one (the POSIX backend asks
+// for the size of what it opens); OpStat rules apply.
+func (ff *faultFile) Stat() (fs.FileInfo, error) {
+	if err := ff.fs.fail(OpStat, ff.path); err != nil {
+		return nil, err
+	}
+	if s, ok := ff.inner.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		return s.Stat()
+	}
+	return ff.fs.inner.Stat(ff.path)
 }
 
 func (ff *faultFile) Sync() error {

@@ -1,4 +1,4 @@
-package storage
+package snapshot
 
 import (
 	"bytes"
@@ -15,12 +15,20 @@ import (
 // A file cut anywhere loses its trailer or disagrees with it, so torn and
 // truncated metadata are always detected.
 const (
-	metadataName  = "_metadata"
+	// MetadataName is the name of the _metadata object of a checkpoint or
+	// savepoint; its presence is what makes the checkpoint complete.
+	MetadataName  = "_metadata"
 	metadataMagic = "SLUICEMD"
-	trailerLen    = 4 + 8 + len(metadataMagic)
+	// magicLen is the length every trailer magic has.
+	magicLen   = len(metadataMagic)
+	trailerLen = 4 + 8 + magicLen
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum is the CRC32C (Castagnoli) that state handles and trailers
+// record.
+func Checksum(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }
 
 // EncodeMetadata validates md and returns the bytes of its _metadata file.
 func EncodeMetadata(md *Metadata) ([]byte, error) {
@@ -31,12 +39,12 @@ func EncodeMetadata(md *Metadata) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode checkpoint %d metadata: %w", md.CheckpointID, err)
 	}
-	return frame(body, metadataMagic), nil
+	return Frame(body, metadataMagic), nil
 }
 
 // DecodeMetadata checks the trailer of a _metadata file and decodes it.
 func DecodeMetadata(data []byte) (*Metadata, error) {
-	body, err := unframe(data, metadataMagic, "metadata")
+	body, err := Unframe(data, metadataMagic, "metadata")
 	if err != nil {
 		return nil, err
 	}
@@ -51,8 +59,13 @@ func DecodeMetadata(data []byte) (*Metadata, error) {
 	return &md, nil
 }
 
-// frame appends the trailer (crc32c, length, magic) to body.
-func frame(body []byte, magic string) []byte {
+// Frame appends the trailer (crc32c, length, magic) to body. magic is 8
+// bytes and names the kind of file ("SLUICEMD" for _metadata); the job
+// result uses the same framing with a magic of its own.
+func Frame(body []byte, magic string) []byte {
+	if len(magic) != magicLen {
+		panic(fmt.Sprintf("snapshot.Frame: magic %q is not %d bytes", magic, magicLen))
+	}
 	out := make([]byte, 0, len(body)+trailerLen)
 	out = append(out, body...)
 	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(body, castagnoli))
@@ -60,9 +73,10 @@ func frame(body []byte, magic string) []byte {
 	return append(out, magic...)
 }
 
-// unframe checks the trailer of data and returns the body; what names the
-// file kind in errors.
-func unframe(data []byte, magic, what string) ([]byte, error) {
+// Unframe checks the trailer Frame appended to data and returns the body;
+// what names the file kind in errors. A torn, truncated or altered file
+// fails with an error wrapping ErrCorrupt.
+func Unframe(data []byte, magic, what string) ([]byte, error) {
 	if len(data) < trailerLen {
 		return nil, fmt.Errorf("%w: %s of %d bytes is shorter than its trailer", ErrTruncated, what, len(data))
 	}

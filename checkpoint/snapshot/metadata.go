@@ -1,4 +1,4 @@
-package storage
+package snapshot
 
 import (
 	"fmt"
@@ -239,7 +239,7 @@ func (md *Metadata) Validate() error {
 			}
 		case h.Inline != nil:
 			return bad("%s: both a file and inline bytes", r.Where)
-		case !localName(h.Path):
+		case !IsPlainName(h.Path):
 			return bad("%s: path %q is not a plain file name", r.Where, h.Path)
 		case h.Size < 0:
 			return bad("%s: negative size", r.Where)
@@ -266,8 +266,8 @@ func (md *Metadata) Validate() error {
 	return nil
 }
 
-// localName reports whether p is a plain file name: no directories, not
-// "." or "..".
-func localName(p string) bool {
+// IsPlainName reports whether p is a plain file name: no directories, not
+// "." or "..", no NUL. Handle paths, job ids and shared-file names must be.
+func IsPlainName(p string) bool {
 	return p != "" && p != "." && p != ".." && !strings.ContainsAny(p, `/\`) && !strings.ContainsRune(p, 0)
 }

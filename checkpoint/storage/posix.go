@@ -1,0 +1,450 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"iter"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// POSIX is the Backend on a directory of a POSIX file system, through an
+// FS (OSFS, or a wrapper that injects faults). An object is a file, a key
+// prefix ending in "/" a directory.
+//
+// Durability is today's: a Put or PutIfAbsent writes a temporary file
+// beside its key, fsyncs it, publishes it under the key (rename(2); link(2)
+// for PutIfAbsent, which never replaces an existing file) and fsyncs every
+// directory from the key's up to the root. A streamed object (Create) is
+// fsynced and renamed on Commit, but its directory is fsynced only by Sync
+// (the checkpoint's commit does it), which keeps one directory fsync per
+// checkpoint rather than per state file.
+//
+// Directories are made as files need them, and DeleteBatch removes the
+// directories it leaves empty (never the root), as an object store has
+// none. A temporary file left by a crash is listed under its own key
+// (<key>.inprogress-<random>), never under the key it was for, so
+// discarding a checkpoint removes it too.
+type POSIX struct {
+	fs   FS
+	root string
+}
+
+var (
+	_ Backend        = (*POSIX)(nil)
+	_ Syncer         = (*POSIX)(nil)
+	_ DirMaker       = (*POSIX)(nil)
+	_ LockingBackend = (*POSIX)(nil)
+)
+
+// Linker is implemented by file systems that can make a second name for a
+// file, failing when the new name exists (link(2)). OSFS does. The POSIX
+// backend publishes PutIfAbsent with it; on an FS without it, it checks
+// that the key is free and renames, which is atomic only against writers
+// of the same process.
+type Linker interface {
+	Link(oldname, newname string) error
+}
+
+// NewPOSIX returns the backend rooted at the directory root of fsys. It
+// does not create root: the first write does.
+func NewPOSIX(fsys FS, root string) *POSIX { return &POSIX{fs: fsys, root: filepath.Clean(root)} }
+
+// Root is the directory the keys are relative to.
+func (p *POSIX) Root() string { return p.root }
+
+// Path is the file (or directory, for a marker) of key.
+func (p *POSIX) Path(key string) string {
+	return filepath.Join(p.root, filepath.FromSlash(strings.TrimSuffix(key, "/")))
+}
+
+func (p *POSIX) check(ctx context.Context, key string) (string, error) {
+	if err := ValidKey(key); err != nil {
+		return "", err
+	}
+	if strings.HasSuffix(key, "/") {
+		return "", fmt.Errorf("%w: %q names a directory, not an object", ErrInvalidKey, key)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("%s: %w", p.Path(key), err)
+	}
+	return p.Path(key), nil
+}
+
+// create makes a new file, making its directory when it is missing (a
+// concurrent DeleteBatch may remove an empty directory at any time).
+func (p *POSIX) create(name string) (File, error) {
+	for try := 0; ; try++ {
+		f, err := p.fs.Create(name)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || try == 3 {
+			return f, err
+		}
+		if err := p.fs.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (p *POSIX) writeTemp(final string, data []byte) (string, error) {
+	tmp := final + tempSuffix + randomSuffix()
+	f, err := p.create(tmp)
+	if err != nil {
+		return "", err
+	}
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = p.fs.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+// syncUp fsyncs the directory of key and every directory above it up to
+// the root.
+func (p *POSIX) syncUp(key string) error {
+	for dir := path.Dir(key); ; dir = path.Dir(dir) {
+		d := p.root
+		if dir != "." {
+			d = p.Path(dir)
+		}
+		if err := p.fs.SyncDir(d); err != nil {
+			return fmt.Errorf("sync %s: %w", d, err)
+		}
+		if dir == "." {
+			return nil
+		}
+	}
+}
+
+// Put writes data under key: temporary file, fsync, rename, directory
+// fsyncs.
+func (p *POSIX) Put(ctx context.Context, key string, data []byte) error {
+	final, err := p.check(ctx, key)
+	if err != nil {
+		return err
+	}
+	tmp, err := p.writeTemp(final, data)
+	if err != nil {
+		return err
+	}
+	if err := p.fs.Rename(tmp, final); err != nil {
+		_ = p.fs.Remove(tmp)
+		return err
+	}
+	return p.syncUp(key)
+}
+
+// PutIfAbsent writes data under key unless a file is there: temporary
+// file, fsync, link(2) to the key (which fails when it exists), directory
+// fsyncs.
+func (p *POSIX) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	final, err := p.check(ctx, key)
+	if err != nil {
+		return err
+	}
+	exists := func() error { return fmt.Errorf("put-if-absent %s: %w", final, ErrObjectExists) }
+	if _, err := p.fs.Stat(final); err == nil {
+		return exists()
+	}
+	tmp, err := p.writeTemp(final, data)
+	if err != nil {
+		return err
+	}
+	if l, ok := p.fs.(Linker); ok {
+		err = l.Link(tmp, final)
+		_ = p.fs.Remove(tmp)
+	} else if _, serr := p.fs.Stat(final); serr == nil {
+		err = &fs.PathError{Op: "link", Path: final, Err: fs.ErrExist}
+		_ = p.fs.Remove(tmp)
+	} else if err = p.fs.Rename(tmp, final); err != nil {
+		_ = p.fs.Remove(tmp)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return exists()
+	}
+	if err != nil {
+		return err
+	}
+	return p.syncUp(key)
+}
+
+// Create starts a temporary file beside key; Commit fsyncs, closes and
+// renames it.
+func (p *POSIX) Create(ctx context.Context, key string) (ObjectWriter, error) {
+	final, err := p.check(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	tmp := final + tempSuffix + randomSuffix()
+	f, err := p.create(tmp)
+	if err != nil {
+		return nil, err
+	}
+	return &posixWriter{p: p, f: f, tmp: tmp, final: final}, nil
+}
+
+type posixWriter struct {
+	p          *POSIX
+	f          File
+	tmp, final string
+	done       bool
+}
+
+func (w *posixWriter) Write(b []byte) (int, error) {
+	if w.done {
+		return 0, fmt.Errorf("write %s: object already committed or aborted", w.final)
+	}
+	return w.f.Write(b)
+}
+
+func (w *posixWriter) Commit() error {
+	if w.done {
+		return fmt.Errorf("commit %s: object already committed or aborted", w.final)
+	}
+	w.done = true
+	err := w.f.Sync()
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = w.p.fs.Rename(w.tmp, w.final)
+	}
+	if err != nil {
+		_ = w.p.fs.Remove(w.tmp)
+	}
+	return err
+}
+
+func (w *posixWriter) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	_ = w.f.Close()
+	_ = w.p.fs.Remove(w.tmp)
+}
+
+type posixObject struct {
+	File
+	size int64
+}
+
+func (o *posixObject) Size() int64 { return o.size }
+
+func notAnObject(name string) error {
+	return &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("a directory, not an object: %w", fs.ErrNotExist)}
+}
+
+// Get opens the file of key.
+func (p *POSIX) Get(ctx context.Context, key string) (Object, error) {
+	name, err := p.check(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	f, err := p.fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	var fi fs.FileInfo
+	if s, ok := f.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		fi, err = s.Stat()
+	} else {
+		fi, err = p.fs.Stat(name)
+	}
+	if err == nil && fi.IsDir() {
+		err = notAnObject(name)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return &posixObject{File: f, size: fi.Size()}, nil
+}
+
+// Stat returns the size of the file of key.
+func (p *POSIX) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	name, err := p.check(ctx, key)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	fi, err := p.fs.Stat(name)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	if fi.IsDir() {
+		return ObjectInfo{}, notAnObject(name)
+	}
+	return ObjectInfo{Key: key, Size: fi.Size()}, nil
+}
+
+// List walks the directories the prefix can match. A directory removed
+// while it is walked is skipped; an empty one is yielded as a marker.
+func (p *POSIX) List(ctx context.Context, prefix string) iter.Seq2[ObjectInfo, error] {
+	return func(yield func(ObjectInfo, error) bool) {
+		// A prefix is a key cut anywhere: "chk-", "chk-1/", "shared/op".
+		if prefix != "" && ValidKey(prefix+"x") != nil {
+			yield(ObjectInfo{}, fmt.Errorf("list %q: %w", prefix, ErrInvalidKey))
+			return
+		}
+		dir, base := "", prefix
+		if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+			dir, base = prefix[:i+1], prefix[i+1:]
+		}
+		p.walk(ctx, dir, base, dir != "" && base == "", yield)
+	}
+}
+
+// walk yields the entries of directory dir (a key prefix ending in "/", or
+// "" for the root) whose names start with base, recursively. It returns
+// false when the caller stopped.
+func (p *POSIX) walk(ctx context.Context, dir, base string, marker bool, yield func(ObjectInfo, error) bool) bool {
+	if err := ctx.Err(); err != nil {
+		return yield(ObjectInfo{}, fmt.Errorf("list %s: %w", p.Path(dir), err))
+	}
+	name := p.root
+	if dir != "" {
+		name = p.Path(dir)
+	}
+	entries, err := p.fs.ReadDir(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return yield(ObjectInfo{}, err)
+	}
+	if len(entries) == 0 && marker {
+		return yield(ObjectInfo{Key: dir}, nil)
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), base) {
+			continue
+		}
+		key := dir + e.Name()
+		if e.IsDir() {
+			if !p.walk(ctx, key+"/", "", true, yield) {
+				return false
+			}
+			continue
+		}
+		fi, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			if !yield(ObjectInfo{}, err) {
+				return false
+			}
+			continue
+		}
+		if !yield(ObjectInfo{Key: key, Size: fi.Size()}, nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// DeleteBatch removes the files of keys (a marker key: its directory, when
+// empty), then the directories that became empty, up to the root.
+func (p *POSIX) DeleteBatch(ctx context.Context, keys []string) error {
+	var failed []KeyError
+	dirs := map[string]bool{}
+	for _, key := range keys {
+		if err := ValidKey(key); err != nil {
+			failed = append(failed, KeyError{key, err})
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			failed = append(failed, KeyError{key, err})
+			continue
+		}
+		err := p.fs.Remove(p.Path(key))
+		if strings.HasSuffix(key, "/") && err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if fi, serr := p.fs.Stat(p.Path(key)); serr == nil && fi.IsDir() {
+				err = nil // a marker of a directory that is not empty: there is none
+			}
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			failed = append(failed, KeyError{key, err})
+			continue
+		}
+		dirs[path.Dir(strings.TrimSuffix(key, "/"))] = true
+	}
+	p.prune(dirs)
+	if len(failed) > 0 {
+		return &DeleteError{Failed: failed}
+	}
+	return nil
+}
+
+// prune removes the directories of dirs (keys, "." for the root) and their
+// parents while they are empty; the root stays. rmdir(2) never removes a
+// directory that is not empty, so a concurrent writer loses nothing (it
+// makes the directory again).
+func (p *POSIX) prune(dirs map[string]bool) {
+	// Deepest first, so a parent is tried after its children.
+	order := slices.SortedFunc(func(yield func(string) bool) {
+		for d := range dirs {
+			if !yield(d) {
+				return
+			}
+		}
+	}, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	tried := map[string]bool{}
+	for _, d := range order {
+		for ; d != "." && d != "/" && !tried[d]; d = path.Dir(d) {
+			tried[d] = true
+			if p.fs.Remove(p.Path(d)) != nil {
+				break
+			}
+		}
+	}
+}
+
+// Sync fsyncs the directory of prefix. A directory that does not exist
+// holds nothing to make durable.
+func (p *POSIX) Sync(ctx context.Context, prefix string) error {
+	name := p.root
+	if prefix != "" {
+		name = p.Path(prefix)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sync %s: %w", name, err)
+	}
+	if err := p.fs.SyncDir(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// MakeDir makes the directory of prefix (and its parents).
+func (p *POSIX) MakeDir(ctx context.Context, prefix string) error {
+	name := p.root
+	if prefix != "" {
+		if err := ValidKey(prefix); err != nil {
+			return err
+		}
+		name = p.Path(prefix)
+	}
+	return p.fs.MkdirAll(name, 0o755)
+}
+
+// Lock locks the file of key with the FS's Locker (flock(2) for OSFS).
+func (p *POSIX) Lock(key, holder string) (func() error, error) {
+	l, ok := p.fs.(Locker)
+	if !ok {
+		return nil, fmt.Errorf("lock %s: the file system cannot lock: %w", p.Path(key), errors.ErrUnsupported)
+	}
+	if err := ValidKey(key); err != nil {
+		return nil, err
+	}
+	return l.Lock(p.Path(key), holder)
+}
