@@ -72,3 +72,24 @@ func TestTornWrite(t *testing.T) {
 		t.Fatalf("file holds %q", data)
 	}
 }
+
+// Link is how the POSIX backend commits a _metadata: OpRename rules fail
+// it, and it never replaces an existing file.
+func TestLinkFailsLikeRename(t *testing.T) {
+	f := New(storage.OSFS{})
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "_metadata")
+	if err := os.WriteFile(a, []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.Inject(Rule{Op: OpRename, PathContains: "_metadata", Times: 1})
+	if err := f.Link(a, b); !errors.Is(err, ErrInjected) {
+		t.Fatalf("link under a rename rule: %v", err)
+	}
+	if err := f.Link(a, b); err != nil {
+		t.Fatalf("link after the rule: %v", err)
+	}
+	if err := f.Link(a, b); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("link over an existing file: %v", err)
+	}
+}
