@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/internal/binread"
 	"github.com/sluicehq/sluice/state"
 )
 
@@ -58,79 +59,25 @@ func readOperatorState(snap *storage.Snapshot, h storage.StateHandle) ([]opState
 	if _, err := io.Copy(io.Discard, br); err != nil { // verifies the file's checksum
 		return nil, err
 	}
-	d := decoder{b: p}
-	d.uvarint() // subtask
-	d.uvarint() // parallelism
-	count := d.uvarint()
+	d := binread.New(p)
+	d.Uvarint() // subtask
+	d.Uvarint() // parallelism
+	count := d.Uvarint()
 	var out []opState
-	for i := uint64(0); i < count && d.err == nil; i++ {
-		s := opState{name: string(d.bytes()), kind: state.Kind(d.byte())}
-		d.bytes() // codec name
-		m := d.uvarint()
-		if m > uint64(len(d.b)) {
-			d.fail()
+	for i := uint64(0); i < count && d.Err() == nil; i++ {
+		s := opState{name: string(d.Bytes()), kind: state.Kind(d.Byte())}
+		d.Bytes() // codec name
+		m := d.Uvarint()
+		if m > uint64(d.Len()) {
+			d.Fail("element count")
 		}
-		for j := uint64(0); j < m && d.err == nil; j++ {
-			s.elems = append(s.elems, d.bytes())
+		for j := uint64(0); j < m && d.Err() == nil; j++ {
+			s.elems = append(s.elems, d.Bytes())
 		}
 		out = append(out, s)
 	}
-	if d.err != nil || len(d.b) != 0 {
+	if d.Err() != nil || d.Len() != 0 {
 		return nil, fmt.Errorf("%w: payload", errCorrupt)
 	}
 	return out, nil
-}
-
-// decoder reads uvarints, bytes and varints; the first error sticks.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail() {
-	if d.err == nil {
-		d.err = errCorrupt
-	}
-	d.b = nil
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) byte() byte {
-	if len(d.b) == 0 {
-		d.fail()
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail()
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/binread"
 )
 
 // committableVersion is the first byte of every encoded Committable:
@@ -88,36 +90,37 @@ func (c Committable) Encode() []byte {
 
 // DecodeCommittable decodes what Encode wrote.
 func DecodeCommittable(b []byte) (Committable, error) {
-	d := decoder{b: b}
+	d := binread.New(b)
 	var c Committable
-	v := d.byte()
-	if d.err == nil && v != 1 && v != committableVersion {
+	v := d.Byte()
+	if d.Err() == nil && v != 1 && v != committableVersion {
 		return c, fmt.Errorf("committable version %d, want 1 to %d: %w", v, committableVersion, ErrBadCommittable)
 	}
-	c.TransactionalID = d.string()
-	c.ProducerID = d.varint()
-	c.ProducerEpoch = int16(d.varint())
-	c.TransactionVersion = int8(d.byte())
-	c.CheckpointID = d.varint()
-	topics := d.uvarint()
-	for i := uint64(0); i < topics && d.err == nil; i++ {
-		t := d.string()
-		n := d.uvarint()
-		for j := uint64(0); j < n && d.err == nil; j++ {
-			p := int32(d.varint())
-			o := d.varint()
+	c.TransactionalID = d.String()
+	c.ProducerID = d.Varint()
+	c.ProducerEpoch = int16(d.Varint())
+	c.TransactionVersion = int8(d.Byte())
+	c.CheckpointID = d.Varint()
+	topics := d.Uvarint()
+	for i := uint64(0); i < topics && d.Err() == nil; i++ {
+		t := d.String()
+		n := d.Uvarint()
+		for j := uint64(0); j < n && d.Err() == nil; j++ {
+			p := int32(d.Varint())
+			o := d.Varint()
 			c.LastOffsets = append(c.LastOffsets, PartitionOffset{Topic: t, Partition: p, Offset: o})
 		}
 	}
 	c.Records = -1
 	if v >= 2 {
-		c.Records = d.varint()
+		c.Records = d.Varint()
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	err := d.Err()
+	if err == nil && d.Len() != 0 {
+		err = fmt.Errorf("%d trailing bytes", d.Len())
 	}
-	if d.err != nil {
-		return Committable{}, fmt.Errorf("decode committable: %w: %w", d.err, ErrBadCommittable)
+	if err != nil {
+		return Committable{}, fmt.Errorf("decode committable: %w: %w", err, ErrBadCommittable)
 	}
 	return c, nil
 }
@@ -125,66 +128,4 @@ func DecodeCommittable(b []byte) (Committable, error) {
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
-}
-
-// decoder reads varints and strings, remembering the first error.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("truncated %s", what)
-	}
-}
-
-func (d *decoder) byte() byte {
-	if d.err != nil || len(d.b) == 0 {
-		d.fail("byte")
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) string() string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if uint64(len(d.b)) < n {
-		d.fail("string")
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/sluicehq/sluice/internal/binread"
 	"github.com/sluicehq/sluice/sink"
 )
 
@@ -134,15 +135,18 @@ func encodeWriterState(subtask, ids int) []byte {
 }
 
 func decodeWriterState(b []byte) (subtask, ids int, err error) {
-	d := decoder{b: b}
-	if v := d.byte(); d.err == nil && v != 1 {
+	d := binread.New(b)
+	if v := d.Byte(); d.Err() == nil && v != 1 {
 		return 0, 0, fmt.Errorf("writer state version %d, want 1", v)
 	}
-	subtask, ids = int(d.uvarint()), int(d.uvarint())
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	subtask, ids = int(d.Uvarint()), int(d.Uvarint())
+	if err := d.Err(); err != nil {
+		return subtask, ids, err
 	}
-	return subtask, ids, d.err
+	if d.Len() != 0 {
+		return subtask, ids, fmt.Errorf("%d trailing bytes", d.Len())
+	}
+	return subtask, ids, nil
 }
 
 // SnapshotState stores the number of ids used.
