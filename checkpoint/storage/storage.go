@@ -148,9 +148,13 @@ func splitLocation(location string) (parent, name string) {
 		i := strings.LastIndexByte(l, '/')
 		return l[:i], l[i+1:]
 	}
+	// Kept relative when it is: callers compare these paths with the
+	// ones they configured.
 	l := filepath.Clean(location)
-	if abs, err := filepath.Abs(l); err == nil {
-		l = abs
+	if !snapshot.IsPlainName(filepath.Base(l)) {
+		if abs, err := filepath.Abs(l); err == nil {
+			l = abs
+		}
 	}
 	return filepath.Dir(l), filepath.Base(l)
 }

@@ -540,3 +540,20 @@ func TestNewRefusesBadArguments(t *testing.T) {
 }
 
 var _ = io.EOF
+
+// A snapshot loaded by a relative path keeps it relative (the runtime
+// compares it with the configured checkpoint directory), and "." works.
+func TestLoadSnapshotByRelativePath(t *testing.T) {
+	st, _ := newStorage(t, storage.OSFS{}, 0)
+	completeCheckpoint(t, st, 1)
+	t.Chdir(st.JobDir())
+	snap, err := storage.LoadSnapshot(storage.OSFS{}, "chk-1")
+	if err != nil || snap.Dir != "chk-1" {
+		t.Fatalf("LoadSnapshot(chk-1) = %+v, %v", snap, err)
+	}
+	t.Chdir("chk-1")
+	snap, err = storage.LoadSnapshot(storage.OSFS{}, ".")
+	if err != nil || snap.Metadata.CheckpointID != 1 {
+		t.Fatalf(`LoadSnapshot(".") = %+v, %v`, snap, err)
+	}
+}
