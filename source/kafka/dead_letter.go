@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -50,5 +51,20 @@ func (r *Reader[T]) deadLetter(p *partition, rec *kgo.Record, cause error) error
 			r.dlqErr.CompareAndSwap(nil, &e)
 		}
 	})
+	return nil
+}
+
+// flushDeadLetters waits until every dead-letter copy written so far is
+// acknowledged, and fails if one was not.
+func (r *Reader[T]) flushDeadLetters(ctx context.Context) error {
+	if r.dlq == nil {
+		return nil
+	}
+	if err := r.dlq.Flush(ctx); err != nil {
+		return fmt.Errorf("kafka source subtask %d: flush dead-letter records: %w", r.subtask, err)
+	}
+	if p := r.dlqErr.Load(); p != nil {
+		return *p
+	}
 	return nil
 }

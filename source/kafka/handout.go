@@ -1,0 +1,260 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/source"
+)
+
+// PollNext emits up to a few dozen records from the buffered fetches. It
+// never waits for the network: with nothing buffered it returns
+// NothingAvailable, and Available fires when a fetch arrives.
+func (r *Reader[T]) PollNext(out source.Output[T]) (source.Status, error) {
+	st, err := r.pollNext(out)
+	if err == nil && r.cfg.wmOn && st != source.EndOfInput {
+		err = r.watermark(out)
+	}
+	return st, err
+}
+
+func (r *Reader[T]) pollNext(out source.Output[T]) (source.Status, error) {
+	if r.ended {
+		return source.EndOfInput, nil
+	}
+	if p := r.dlqErr.Load(); p != nil {
+		return source.NothingAvailable, *p
+	}
+	// Fetches that arrived join the round robin at once, so a partition
+	// whose records came in a later fetch need not wait for an earlier
+	// fetch of another partition to be handed out.
+	if _, err := r.takeItems(); err != nil {
+		return source.NothingAvailable, err
+	}
+	for emitted := 0; emitted < r.cfg.perPoll; {
+		p := r.nextTurn()
+		if p == nil {
+			took, err := r.takeItems()
+			if err != nil {
+				return source.NothingAvailable, err
+			}
+			if took {
+				continue
+			}
+			if r.cfg.bounded && r.allFinished() {
+				// The dead-letter copies are acknowledged before the end:
+				// a job without checkpoints has no snapshot to wait for
+				// them.
+				if err := r.flushDeadLetters(r.ctx); err != nil {
+					return source.NothingAvailable, err
+				}
+				r.ended = true
+				return source.EndOfInput, nil
+			}
+			if len(r.order) == 0 && !r.idle {
+				r.idle = true
+				if err := out.MarkIdle(); err != nil {
+					return source.NothingAvailable, err
+				}
+			}
+			return source.NothingAvailable, nil
+		}
+		ok, err := r.emit(p, r.pop(p), out)
+		if err != nil {
+			return source.NothingAvailable, err
+		}
+		if ok {
+			emitted++
+		}
+	}
+	return source.MoreAvailable, nil
+}
+
+// nextTurn returns the partition that hands out the next record: the
+// partition whose turn it is keeps it for up to partitionBatch records
+// while it has buffered ones, then the next partition in r.order with
+// buffered records takes over. Nil when nothing is buffered.
+func (r *Reader[T]) nextTurn() *partition {
+	if r.buffered == 0 {
+		return nil
+	}
+	if r.turnLeft > 0 && r.turn.nbuf > 0 {
+		r.turnLeft--
+		return r.turn
+	}
+	n := len(r.order)
+	for i := range n {
+		j := (r.rr + i) % n
+		if p := r.order[j]; p.nbuf > 0 {
+			r.turn, r.turnLeft, r.rr = p, r.cfg.partitionBatch-1, (j+1)%n
+			return p
+		}
+	}
+	return nil // not reached: buffered counts the records of r.order's partitions
+}
+
+// emit handles one fetched record of p: it advances the partition's
+// position and emits the decoded value; it reports whether a value was
+// emitted.
+func (r *Reader[T]) emit(p *partition, rec *kgo.Record, out source.Output[T]) (bool, error) {
+	if p.finished || rec.Offset < p.next.Load() {
+		return false, nil
+	}
+	if p.stop >= 0 && rec.Offset >= p.stop {
+		p.next.Store(p.stop)
+		r.maybeFinish(p)
+		return false, nil
+	}
+	if rec.Attrs.IsControl() {
+		p.next.Store(rec.Offset + 1)
+		r.maybeFinish(p)
+		return false, nil
+	}
+	v, err := r.decodeRecord(rec)
+	if err != nil {
+		return false, r.badRecord(p, rec, err)
+	}
+	ts := rec.Timestamp.UnixMilli()
+	if err := out.Collect(v, ts); err != nil {
+		return false, err
+	}
+	if r.cfg.wmOn {
+		p.maxTs = max(p.maxTs, ts)
+		p.lastActive = time.Now()
+	}
+	r.idle = false
+	p.next.Store(rec.Offset + 1)
+	r.maybeFinish(p)
+	return true, nil
+}
+
+// decodeRecord runs the decoder; a panic in it becomes an error, so that
+// the record goes through the bad-record policy like one the decoder
+// refused.
+func (r *Reader[T]) decodeRecord(rec *kgo.Record) (v T, err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			err = &decoderPanic{value: x, stack: debug.Stack()}
+		}
+	}()
+	return r.decode(rec)
+}
+
+// badRecord applies the bad-record policy to rec, which the decoder
+// refused (or panicked on) with cause: under FailOnBadRecord it returns
+// the error that fails the reader, else it skips the record (copying it
+// to the dead-letter topic if there is one) and returns nil.
+func (r *Reader[T]) badRecord(p *partition, rec *kgo.Record, cause error) error {
+	attrs := []any{"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", cause}
+	var dp *decoderPanic
+	panicked := errors.As(cause, &dp)
+	if panicked {
+		attrs = append(attrs, "stack", string(dp.stack))
+	}
+	if !r.cfg.policy.skip {
+		if panicked {
+			r.log.Error("kafka source: the decoder panicked", attrs...)
+		}
+		return fmt.Errorf("kafka source subtask %d: topic %s partition %d offset %d: %w: %w",
+			r.subtask, rec.Topic, rec.Partition, rec.Offset, cause, ErrBadRecord)
+	}
+	r.skipped.Add(1)
+	p.skipped.Add(1)
+	if r.cfg.policy.deadLetterTopic != "" {
+		if err := r.deadLetter(p, rec, cause); err != nil {
+			return err
+		}
+		if panicked {
+			r.log.Warn("kafka source: the decoder panicked; the record goes to the dead-letter topic",
+				append(attrs, "dead_letter_topic", r.cfg.policy.deadLetterTopic)...)
+		}
+	} else {
+		r.log.Warn("kafka source: skipped an undecodable record", attrs...)
+	}
+	p.next.Store(rec.Offset + 1)
+	r.maybeFinish(p)
+	return nil
+}
+
+// watermark emits the smallest partition watermark over the partitions
+// that are neither finished nor idle, or marks the reader idle when all
+// its unfinished partitions are idle.
+func (r *Reader[T]) watermark(out source.Output[T]) error {
+	now := time.Now()
+	wm, active, open := int64(math.MaxInt64), 0, 0
+	for _, p := range r.order {
+		if p.finished {
+			continue
+		}
+		open++
+		if r.cfg.wmIdle > 0 && now.Sub(p.lastActive) >= r.cfg.wmIdle {
+			continue
+		}
+		active++
+		pw := int64(math.MinInt64)
+		if p.maxTs != math.MinInt64 {
+			pw = p.maxTs - r.cfg.wmDelay.Milliseconds() - 1
+		}
+		wm = min(wm, pw)
+	}
+	if active == 0 {
+		if open > 0 && !r.idle {
+			r.idle = true
+			return out.MarkIdle()
+		}
+		return nil
+	}
+	r.idle = false
+	if wm > r.lastWm {
+		r.lastWm = wm
+		return out.EmitWatermark(wm)
+	}
+	return nil
+}
+
+// tickIdleness wakes the task goroutine now and then, so that a partition
+// going quiet is noticed while no fetch arrives.
+func (r *Reader[T]) tickIdleness() {
+	t := time.NewTicker(min(r.cfg.wmIdle/2, 200*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+			select {
+			case r.avail <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// maybeFinish ends a bounded partition that reached its stopping offset.
+func (r *Reader[T]) maybeFinish(p *partition) {
+	if p.finished || p.stop < 0 || p.next.Load() < p.stop {
+		return
+	}
+	p.finished = true
+	p.done.Store(true)
+	r.dropBuffered(p)
+	if r.consumer != nil {
+		r.consumer.RemoveConsumePartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})
+	}
+	r.log.Info("kafka source: partition reached its stopping offset", "topic", p.tp.topic,
+		"partition", p.tp.partition, "stopping_offset", p.stop)
+}
+
+func (r *Reader[T]) allFinished() bool {
+	for _, p := range r.order {
+		if !p.finished {
+			return false
+		}
+	}
+	return true
+}
