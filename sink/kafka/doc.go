@@ -60,4 +60,10 @@
 // handled by the sink's SerializerErrorPolicy: fail (default), skip, or a
 // copy to a dead-letter topic, written in the checkpoint's transaction
 // for exactly-once.
+//
+// The sink reports its figures to the metrics collector
+// (metrics_report.go, through metrics/report), its committables are
+// decoded for inspect (inspect.go, through inspect/decode), and the
+// client configuration it shares with the Kafka source is
+// internal/kafkaclient's.
 package kafka

@@ -6,7 +6,11 @@
 // turn, a bounded batch per partition, its snapshot (next offset per
 // partition) and restore, the commit of offsets back to a group for lag
 // monitoring, and the policies for records that cannot be decoded (the
-// decoder refuses them or panics).
+// decoder refuses them or panics). Its reader reports its figures to the
+// metrics collector (metrics_report.go, through metrics/report) and its
+// split states are decoded for inspect (inspect.go, through
+// inspect/decode); the client configuration it shares with the Kafka
+// sink is internal/kafkaclient's.
 package kafka
 
 import (
