@@ -1,0 +1,205 @@
+package layers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/sluicehq/sluice"
+
+// layers maps each package (relative to the module, "" for the root; a
+// trailing "/..." covers the packages below) to its layer. A package may
+// import packages of lower layers only, never one of its own layer or
+// above. It is the package table of docs/DESIGN.md: change both together.
+var layers = []struct {
+	pkg   string
+	layer int
+}{
+	// Leaves that import nothing of ours, and the checkpoint files.
+	{"codec", 0},
+	{"checkpoint/internal/...", 0},
+	{"checkpoint/snapshot", 0},
+	{"internal/binread", 0},
+	{"internal/kafkaclient", 0},
+	{"internal/importcheck", 0},
+	{"checkpoint/storage", 10},
+	{"checkpoint/storage/faultfs", 15},
+	{"checkpoint/storage/storagetest", 15},
+	// Interfaces and the deterministic checkpoint core.
+	{"sink", 20},
+	{"source", 20},
+	{"state", 20},
+	{"checkpoint", 20},
+	// Registration points connectors plug into.
+	{"metrics/report", 25},
+	{"inspect/decode", 25},
+	// What the runtime drives: backends, operators, connectors, the
+	// network.
+	{"state/statetest", 30},
+	{"state/rocksdb", 30},
+	{"operators", 30},
+	{"runtime/network/event", 25},
+	{"runtime/network", 30},
+	{"sink/kafka", 30},
+	{"sink/filesink", 30},
+	{"source/kafka", 30},
+	// The runtime.
+	{"runtime", 40},
+	// The user API and what reads a running job.
+	{"", 50},
+	{"internal/backpressure", 50},
+	// Around the engine.
+	{"api", 60},
+	{"tracing", 60},
+	{"metrics", 60},
+	{"inspect", 60},
+	// The CLI.
+	{"cmd/...", 70},
+	// Programs and tests of the whole, which may use anything.
+	{"examples/...", anything},
+	{"bench", anything},
+	{"bench/...", anything},
+	{"integration", anything},
+	{"integration/...", anything},
+	{"internal/testjob", anything},
+	{"internal/layers", anything},
+}
+
+// anything is the layer of programs and tests that may import any package.
+const anything = 100
+
+// connectors may be plugged into the packages around the engine, never
+// imported by them: a new connector must not mean editing metrics or
+// inspect.
+var connectors = []string{"sink/kafka", "sink/filesink", "source/kafka"}
+
+var noConnectorImports = []string{"api", "tracing", "metrics", "inspect", "runtime", ""}
+
+// connectorExceptions are imports of a connector by a package of
+// noConnectorImports that are still to be turned into registrations.
+var connectorExceptions = map[string]bool{}
+
+func layerOf(pkg string) (int, bool) {
+	best, layer := -1, 0
+	for _, l := range layers {
+		p, sub := strings.CutSuffix(l.pkg, "/...")
+		switch {
+		case !sub && pkg == l.pkg:
+			return l.layer, true
+		case sub && (pkg == p || strings.HasPrefix(pkg, p+"/")) && len(p) > best:
+			best, layer = len(p), l.layer
+		}
+	}
+	return layer, best >= 0
+}
+
+type listed struct {
+	ImportPath string
+	Imports    []string
+}
+
+func goList(t *testing.T) []listed {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", module+"/...")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list: %v\n%s", err, errb.String())
+	}
+	var pkgs []listed
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var p listed
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found %d packages: not the module", len(pkgs))
+	}
+	return pkgs
+}
+
+func rel(path string) (string, bool) {
+	if path == module {
+		return "", true
+	}
+	r, ok := strings.CutPrefix(path, module+"/")
+	return r, ok
+}
+
+// TestImportsPointDown fails on a package that imports one of its own
+// layer or above, and on a package missing from the table.
+func TestImportsPointDown(t *testing.T) {
+	var bad []string
+	for _, p := range goList(t) {
+		from, _ := rel(p.ImportPath)
+		lf, ok := layerOf(from)
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s is not in the package table (internal/layers and docs/DESIGN.md)", p.ImportPath))
+			continue
+		}
+		for _, imp := range p.Imports {
+			to, ours := rel(imp)
+			if !ours {
+				continue
+			}
+			lt, ok := layerOf(to)
+			if ok && lt >= lf && lf != anything {
+				bad = append(bad, fmt.Sprintf("%q (layer %d) imports %q (layer %d): imports point down the table", from, lf, to, lt))
+			}
+		}
+	}
+	sort.Strings(bad)
+	for _, b := range bad {
+		t.Error(b)
+	}
+}
+
+// TestNoConnectorImports fails when the runtime, the API or a package
+// around the engine imports a connector instead of letting it register.
+func TestNoConnectorImports(t *testing.T) {
+	for _, p := range goList(t) {
+		from, _ := rel(p.ImportPath)
+		if !contains(noConnectorImports, from) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			to, ours := rel(imp)
+			if ours && contains(connectors, to) && !connectorExceptions[from+" -> "+to] {
+				t.Errorf("%q imports the connector %q: make the connector register with it instead", from, to)
+			}
+		}
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// The table itself: layerOf resolves exact entries before subtrees, and
+// the longest subtree wins, so a test of the test.
+func TestLayerOf(t *testing.T) {
+	for pkg, want := range map[string]int{
+		"": 50, "checkpoint": 20, "checkpoint/storage": 10, "checkpoint/storage/faultfs": 15,
+		"runtime": 40, "runtime/network": 30, "cmd/sluice": 70, "examples/wordcount": anything,
+	} {
+		if got, ok := layerOf(pkg); !ok || got != want {
+			t.Errorf("layerOf(%q) = %d, %v; want %d", pkg, got, ok, want)
+		}
+	}
+	if _, ok := layerOf("nowhere"); ok {
+		t.Error("an unknown package has a layer")
+	}
+}
