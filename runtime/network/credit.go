@@ -1,11 +1,68 @@
 package network
 
-import "fmt"
+import (
+	"fmt"
 
-// Connect wires subpartition sub of p to channel ch of g. It is wiring
-// done before the job starts (before any goroutine uses p or g). It panics
-// on an index out of range, a channel or subpartition connected twice, or
-// buffer sizes that differ between the two sides.
+	"github.com/sluicehq/sluice/runtime/network/event"
+)
+
+// The credit protocol between a subpartition (the producer's end of a
+// channel) and its input channel (the consumer's end), as messages. Each
+// end knows the other only through one of the two interfaces below; in
+// process each end implements the interface the other one talks to, and a
+// remote exchange will put a connection in between that carries the same
+// messages (the events in the wire format of package event).
+//
+// Producer to consumer (downstream), in queue order:
+//   - a data buffer, against one credit, with the backlog behind it;
+//   - an event, without credit (a priority event was put at the head of
+//     the queue), with the backlog;
+//   - a backlog announcement, when data is queued, there is no credit for
+//     it and the consumer believes nothing is queued, so that it can give
+//     floating buffers (the exclusive ones may be 0).
+//
+// Consumer to producer (upstream):
+//   - add credit: n more buffers are ready to receive data: its exclusive
+//     buffers when connecting and each time one is recycled, and the
+//     floating buffers it takes for the announced backlog;
+//   - cancel: the consumer went away; drop what is queued and what comes.
+//
+// The producer never sends a data buffer without credit, and the consumer
+// only announces credit for buffers it has set aside, so a delivered buffer
+// always has a place to go and memory stays within the pools.
+
+// downstream is the consumer as a subpartition sees it. Its methods are
+// called under the subpartition's lock, so in order; they must not block
+// and may send upstream messages.
+type downstream interface {
+	// deliverBuffer hands over a data buffer's bytes against one credit;
+	// data is copied before it returns. backlog is the number of data
+	// buffers still queued behind it.
+	deliverBuffer(data []byte, backlog int)
+	// deliverEvent hands over an event, which needs no credit. A priority
+	// event overtakes what the consumer has received and not yet polled.
+	deliverEvent(ev event.Event, priority bool, backlog int)
+	// announceBacklog tells the consumer that backlog data buffers are
+	// queued and the producer has no credit left for them.
+	announceBacklog(backlog int)
+}
+
+// upstream is the producer as an input channel sees it. Its methods never
+// block and may be called from any goroutine, also from within a
+// downstream call.
+type upstream interface {
+	// addCredit announces n more buffers ready to receive data.
+	addCredit(n int)
+	// cancel tells the producer that nobody will read the channel again.
+	cancel()
+}
+
+// Connect wires subpartition sub of p to channel ch of g, in process: the
+// channel's messages go to the subpartition and the other way round, and
+// the channel announces its exclusive buffers as its first credit. It is
+// wiring done before the job starts (before any goroutine uses p or g). It
+// panics on an index out of range, a channel or subpartition connected
+// twice, or buffer sizes that differ between the two sides.
 func Connect(p *ResultPartition, sub int, g *InputGate, ch int) {
 	if sub < 0 || sub >= len(p.subs) || ch < 0 || ch >= len(g.channels) {
 		panic(fmt.Sprintf("network.Connect: %s[%d] -> %s[%d] out of range (%d subpartitions, %d channels)",
@@ -16,77 +73,200 @@ func Connect(p *ResultPartition, sub int, g *InputGate, ch int) {
 			p.name, p.cfg.BufferSize, g.name, g.cfg.BufferSize))
 	}
 	sp, c := p.subs[sub], g.channels[ch]
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	if sp.ch != nil || c.sp != nil {
+	if sp.down != nil || c.up != nil {
 		panic(fmt.Sprintf("network.Connect: %s[%d] -> %s[%d]: already connected", p.name, sub, g.name, ch))
 	}
-	sp.ch, c.sp = c, sp
-	sp.transferLocked(nil)
+	sp.attach(c)
+	c.attach(sp)
 }
 
-// transferLocked moves what it can from the head of sp's queue into the
-// connected channel: events at once (they need no credit), data buffers
-// while the channel has credit, each copied into a consumer buffer while
-// the producer's buffer goes back to the output pool. extra, if not nil, is
-// a floating buffer handed to the channel; it is used first and returned if
-// unused. sp.mu is held.
-func (sp *subpartition) transferLocked(extra *Buffer) (unused *Buffer) {
-	c := sp.ch
-	if c == nil {
-		return extra
+// attach sets where sp's messages go: its channel in process (Connect), a
+// connection to it for a remote exchange.
+func (sp *subpartition) attach(down downstream) {
+	sp.mu.Lock()
+	sp.down = down
+	sp.transferLocked() // events written before the wiring
+	sp.unlock()
+}
+
+// attach sets where c's messages go, its subpartition in process (Connect)
+// or a connection to it, and announces the exclusive buffers as the first
+// credit.
+func (c *inputChannel) attach(up upstream) {
+	c.up = up
+	if n := c.g.cfg.ExclusiveBuffersPerChannel; n > 0 {
+		up.addCredit(n)
 	}
-	g := c.g
-	var gotData, gotPrio, sentEvent bool
-	for sp.queue.len() > 0 {
-		head := sp.queue.front()
-		if head.buf == nil { // an event
-			e, _ := sp.queue.popFront()
-			switch {
-			case c.released:
-				sentEvent = !e.prio
-			case e.prio:
-				c.addPriorityLocked(e, true)
-				gotPrio = true
-			default:
-				c.received.pushBack(e)
-				gotData, sentEvent = true, true
+}
+
+// The producer's end: its upstream methods, and sending.
+
+// addCredit is the consumer's add-credit message. It is put in the inbox
+// and applied at once unless another goroutine holds the lock, which then
+// applies it before letting go.
+func (sp *subpartition) addCredit(n int) {
+	sp.pendingCredit.Add(int64(n))
+	sp.poke()
+}
+
+// cancel is the consumer's cancel message, delivered like addCredit.
+func (sp *subpartition) cancel() {
+	sp.cancelReq.Store(true)
+	sp.poke()
+}
+
+func (sp *subpartition) poke() {
+	if sp.mu.TryLock() {
+		sp.transferLocked()
+		sp.unlock()
+	}
+}
+
+// unlock releases sp.mu after applying the inbox: a message that arrived
+// while the lock was held (its sender's TryLock failed) is applied by the
+// holder, here, so no message waits for the next call.
+func (sp *subpartition) unlock() {
+	for {
+		sp.mu.Unlock()
+		if sp.pendingCredit.Load() == 0 && !sp.cancelReq.Load() {
+			return
+		}
+		if !sp.mu.TryLock() {
+			return // the new holder applies it
+		}
+		sp.transferLocked()
+	}
+}
+
+// transferLocked applies the inbox and sends what it can from the head of
+// the queue: events at once, data buffers while there is credit, each
+// buffer going back to the output pool once its bytes are delivered. With
+// data left and no credit it announces the backlog, unless the last message
+// told the consumer of a backlog already: a consumer that knows of data it
+// has no credit for is waiting for a buffer, and every buffer sent tells it
+// the backlog anew, so one announcement per stall is enough. sp.mu is held.
+func (sp *subpartition) transferLocked() {
+	d := sp.down
+	if d == nil {
+		return
+	}
+	if sp.cancelReq.Load() && sp.cancelReq.Swap(false) {
+		sp.cancelled = true
+	}
+	if sp.pendingCredit.Load() != 0 {
+		sp.credit += int(sp.pendingCredit.Swap(0))
+	}
+	p := sp.p
+	sentEvent := false
+	if sp.cancelled { // nobody will read it: drop it so the producer is not stuck
+		for {
+			e, ok := sp.queue.popFront()
+			if !ok {
+				break
 			}
-			continue
+			if e.buf != nil {
+				p.pool.put(e.buf)
+			} else if !e.prio {
+				sentEvent = true
+			}
 		}
-		if c.released { // nobody will read it: drop it so the producer is not stuck
+		sp.backlog = 0
+	}
+	for sp.queue.len() > 0 {
+		if sp.queue.front().buf == nil {
 			e, _ := sp.queue.popFront()
-			sp.backlog--
-			sp.p.pool.put(e.buf)
+			sentEvent = sentEvent || !e.prio
+			sp.told = sp.backlog
+			d.deliverEvent(e.ev, e.prio, sp.backlog)
 			continue
 		}
-		dst := extra
-		if dst != nil {
-			extra = nil
-		} else if dst = c.takeBufferLocked(); dst == nil {
-			break // no credit: wait for a recycled buffer
+		if sp.credit == 0 {
+			// Credit may have come back during a delivery.
+			if sp.pendingCredit.Load() != 0 {
+				sp.credit = int(sp.pendingCredit.Swap(0))
+			}
+			if sp.credit == 0 {
+				if sp.told != 0 {
+					break // the consumer knows there is data and is getting credit for it
+				}
+				sp.told = sp.backlog
+				d.announceBacklog(sp.backlog)
+				continue // the answer may be credit
+			}
 		}
 		e, _ := sp.queue.popFront()
 		sp.backlog--
-		dst.n = copy(dst.data, e.buf.Bytes())
-		dst.inUse.Store(true)
-		sp.p.pool.put(e.buf)
-		c.received.pushBack(entry{buf: dst})
-		c.queuedData++
-		g.buffersIn.Add(1)
-		g.bytesIn.Add(int64(dst.n))
-		gotData = true
+		sp.credit--
+		sp.told = sp.backlog
+		d.deliverBuffer(e.buf.Bytes(), sp.backlog)
+		p.pool.put(e.buf)
 	}
-	if gotPrio {
-		g.notifyPriority(c)
-	}
-	if gotData {
-		g.notifyData(c)
-	}
-	if fn := sp.p.eventSent.Load(); sentEvent && fn != nil {
+	if fn := p.eventSent.Load(); sentEvent && fn != nil {
 		(*fn)()
 	}
-	return extra
+}
+
+// The consumer's end: its downstream methods, and credit.
+
+func (c *inputChannel) deliverBuffer(data []byte, backlog int) {
+	c.mu.Lock()
+	if c.released {
+		c.mu.Unlock()
+		return
+	}
+	b := c.takeCreditedLocked()
+	if b == nil {
+		c.mu.Unlock()
+		panic(fmt.Sprintf("network: gate %s channel %d: a data buffer arrived without credit", c.g.name, c.index))
+	}
+	b.n = copy(b.data, data)
+	b.inUse.Store(true)
+	c.received.pushBack(entry{buf: b})
+	c.queuedData++
+	c.backlog = backlog
+	grant := c.requestFloatingLocked()
+	c.mu.Unlock()
+	c.g.buffersIn.Add(1)
+	c.g.bytesIn.Add(int64(len(data)))
+	c.g.notifyData(c) // after the push: a Poll that misses it is woken
+	if grant > 0 {
+		c.up.addCredit(grant)
+	}
+}
+
+func (c *inputChannel) deliverEvent(ev event.Event, priority bool, backlog int) {
+	c.mu.Lock()
+	if c.released {
+		c.mu.Unlock()
+		return
+	}
+	c.backlog = backlog
+	if priority {
+		c.addPriorityLocked(entry{ev: ev, prio: true}, true)
+		c.g.notifyPriority(c)
+	} else {
+		c.received.pushBack(entry{ev: ev})
+		c.g.notifyData(c)
+	}
+	grant := c.requestFloatingLocked()
+	c.mu.Unlock()
+	if grant > 0 {
+		c.up.addCredit(grant)
+	}
+}
+
+func (c *inputChannel) announceBacklog(backlog int) {
+	c.mu.Lock()
+	if c.released {
+		c.mu.Unlock()
+		return
+	}
+	c.backlog = backlog
+	grant := c.requestFloatingLocked()
+	c.mu.Unlock()
+	if grant > 0 {
+		c.up.addCredit(grant)
+	}
 }
 
 // addPriorityLocked queues a priority event. fromProducer tells whether it
@@ -104,11 +284,17 @@ func (c *inputChannel) addPriorityLocked(e entry, fromProducer bool) {
 	c.prio.pushBack(e)
 }
 
-// takeBufferLocked returns a free buffer of the channel's credit: an
-// exclusive one first, else a floating one from the gate. It returns nil
-// when there is no credit; the channel then waits in the gate's queue for a
-// floating buffer. sp.mu is held.
-func (c *inputChannel) takeBufferLocked() *Buffer {
+// creditLocked is the number of buffers the channel has set aside and
+// announced: its free exclusive buffers (allocated or not) and the floating
+// buffers it took for the backlog. c.mu is held.
+func (c *inputChannel) creditLocked() int {
+	return len(c.exclFree) + c.g.cfg.ExclusiveBuffersPerChannel - c.exclAllocated + len(c.floating)
+}
+
+// takeCreditedLocked returns a buffer the channel announced as credit: an
+// exclusive one first, else a floating one; nil if it announced none.
+// c.mu is held.
+func (c *inputChannel) takeCreditedLocked() *Buffer {
 	if n := len(c.exclFree); n > 0 {
 		b := c.exclFree[n-1]
 		c.exclFree[n-1] = nil
@@ -119,11 +305,34 @@ func (c *inputChannel) takeBufferLocked() *Buffer {
 		c.exclAllocated++
 		return newBuffer(c.g.cfg.BufferSize, kindExclusive, c)
 	}
-	return c.g.takeFloating(c)
+	if n := len(c.floating); n > 0 {
+		b := c.floating[n-1]
+		c.floating[n-1] = nil
+		c.floating = c.floating[:n-1]
+		return b
+	}
+	return nil
 }
 
-// takeFloating returns a floating buffer for c, or nil after queueing c to
-// get the next one recycled.
+// requestFloatingLocked takes floating buffers from the gate for the part
+// of the backlog the channel's credit does not cover and returns how many
+// it took: credit to announce once c.mu is released. When the gate has none
+// left, the channel queues for the next one recycled. c.mu is held.
+func (c *inputChannel) requestFloatingLocked() int {
+	n := 0
+	for c.backlog > c.creditLocked() {
+		b := c.g.takeFloating(c)
+		if b == nil {
+			break
+		}
+		c.floating = append(c.floating, b)
+		n++
+	}
+	return n
+}
+
+// takeFloating returns a free floating buffer for c, or nil after queueing
+// c to get the next one recycled.
 func (g *InputGate) takeFloating(c *inputChannel) *Buffer {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -144,34 +353,54 @@ func (g *InputGate) takeFloating(c *inputChannel) *Buffer {
 	return nil
 }
 
-// recycleExclusive takes back one of c's exclusive buffers, which is new
-// credit: data waiting in the subpartition moves now.
+// recycleExclusive takes back one of c's exclusive buffers and announces it
+// as credit. If the channel holds floating buffers it no longer needs for
+// its backlog, the exclusive buffer takes the place of one of them instead
+// (the producer already counts it), which goes back to the gate.
 func (c *inputChannel) recycleExclusive(b *Buffer) {
-	sp := c.sp
-	sp.mu.Lock()
+	c.mu.Lock()
 	c.exclFree = append(c.exclFree, b)
-	sp.transferLocked(nil)
-	sp.mu.Unlock()
+	released := c.released
+	var spare *Buffer
+	if n := len(c.floating); n > 0 && !released && c.creditLocked() > c.backlog {
+		spare = c.floating[n-1]
+		c.floating[n-1] = nil
+		c.floating = c.floating[:n-1]
+	}
+	c.mu.Unlock()
+	switch {
+	case spare != nil:
+		c.g.recycleFloating(spare)
+	case !released:
+		c.up.addCredit(1)
+	}
 }
 
 // recycleFloating takes back a floating buffer and hands it to the channel
-// that has waited longest for credit; if that channel no longer needs it,
-// to the next one, and to the free list when nobody waits.
+// that has waited longest for credit, which announces it; if that channel
+// no longer needs it, to the next one, and to the free list when nobody
+// waits.
 func (g *InputGate) recycleFloating(b *Buffer) {
-	for b != nil {
+	for {
 		g.mu.Lock()
-		var c *inputChannel
-		if i, ok := g.floatWaiters.popFront(); ok {
-			c = g.channels[i]
-			c.waitingFloat = false
-		} else {
+		i, ok := g.floatWaiters.popFront()
+		if !ok {
 			g.floatFree = append(g.floatFree, b)
 			g.mu.Unlock()
 			return
 		}
+		c := g.channels[i]
+		c.waitingFloat = false
 		g.mu.Unlock()
-		c.sp.mu.Lock()
-		b = c.sp.transferLocked(b)
-		c.sp.mu.Unlock()
+		c.mu.Lock()
+		take := !c.released && c.backlog > c.creditLocked()
+		if take {
+			c.floating = append(c.floating, b)
+		}
+		c.mu.Unlock()
+		if take {
+			c.up.addCredit(1)
+			return
+		}
 	}
 }

@@ -11,7 +11,7 @@
 // A producing Task owns a ResultPartition with one subpartition per
 // consuming subtask; a consuming Task owns an InputGate with one input
 // channel per producing subtask. Connect wires subpartition s of a
-// partition to one channel of a gate before the job starts.
+// partition to one channel of a gate, in process, before the job starts.
 //
 // # Buffers and pools
 //
@@ -37,18 +37,33 @@
 //
 // # Credit
 //
-// A channel's credit is its free exclusive buffers plus the floating
-// buffers it can take from its gate. A finished data buffer at the head of
-// a subpartition queue is transferred only against credit: its bytes are
-// copied into a consumer buffer (exclusive first, then floating) and the
-// producer buffer goes back to the output pool. The transfer happens
-// synchronously, under the subpartition's lock (which also guards the
-// connected channel), on whichever goroutine makes it possible: the
-// producer when it queues a buffer and there is credit, the consumer when
-// it recycles a buffer and data is waiting. There are no goroutines of the
-// network's own. A channel with backlog and no credit waits in its gate's
-// FIFO queue; a recycled floating buffer goes to the channel that has
-// waited longest, so channels share the floating buffers fairly.
+// The two ends of a channel talk only through the messages of the credit
+// protocol (credit.go), the same in process as over a network: a
+// subpartition knows its channel as a downstream, a channel knows its
+// subpartition as an upstream. Connect wires the two ends of one process to
+// each other; a remote exchange will put a connection in between.
+//
+// A channel's credit is the buffers it has set aside and announced with an
+// add-credit message: its exclusive buffers at first and each time one is
+// recycled, plus floating buffers it takes from its gate for the backlog
+// the producer told it of. A data buffer at the head of a subpartition
+// queue is sent only against credit: its bytes are copied into a consumer
+// buffer (exclusive first, then floating) and the producer buffer goes back
+// to the output pool. Every buffer and event sent carries the backlog
+// behind it; when data is queued without credit and the consumer believes
+// nothing is, the producer announces the backlog. A channel whose backlog
+// its credit does not cover and whose gate has no floating buffer left
+// waits in the gate's FIFO queue; a recycled floating buffer goes to the
+// channel that has waited longest, so channels share the floating buffers
+// fairly. An exclusive buffer recycled while the channel holds floating
+// buffers its backlog no longer needs takes the place of one of them, which
+// goes back to the gate.
+//
+// Messages are delivered synchronously on whichever goroutine sends them:
+// the producer when it queues a buffer, the consumer when it recycles one.
+// A consumer's message never blocks: if the subpartition's lock is taken,
+// the goroutine holding it applies the message before letting go. There are
+// no goroutines of the network's own.
 //
 // # Records
 //

@@ -35,22 +35,28 @@ type InputGate struct {
 	bytesIn   atomic.Int64
 }
 
-// inputChannel is one channel of a gate, connected to one subpartition.
+// inputChannel is one channel of a gate: the consuming end of one
+// subpartition. It knows its producer only as an upstream, the messages it
+// sends it (credit.go), and hears from it only through its downstream
+// methods, so the producer may be in this process or, later, on another
+// host.
 type inputChannel struct {
 	g     *InputGate
 	index int
-	sp    *subpartition // set once by Connect, before the job runs
+	up    upstream // set once by Connect, before the job runs
 
-	// Guarded by sp.mu.
-	received      deque[entry] // transferred, not yet polled
+	mu            sync.Mutex
+	received      deque[entry] // delivered, not yet polled
 	prio          deque[entry] // priority events, FIFO among themselves
 	queuedData    int          // data buffers in received
 	exclFree      []*Buffer
 	exclAllocated int
+	floating      []*Buffer // taken for the backlog and announced, not yet filled
+	backlog       int       // the producer's backlog, as its last message said
 	released      bool
 
 	// Guarded by g.mu.
-	inReady      bool
+	inReady      atomic.Bool // written under g.mu; read without it by notifyData
 	inPrio       bool
 	blocked      bool
 	waitingFloat bool
@@ -93,10 +99,13 @@ func (g *InputGate) NumChannels() int { return len(g.channels) }
 // notifyData puts c in the round-robin queue of channels with data, unless
 // it is there already or blocked, and wakes the task.
 func (g *InputGate) notifyData(c *inputChannel) {
+	if c.inReady.Load() {
+		return // a Poll to come will find what was queued before this call
+	}
 	g.mu.Lock()
-	push := !c.inReady && !c.blocked && !g.released
+	push := !c.inReady.Load() && !c.blocked && !g.released
 	if push {
-		c.inReady = true
+		c.inReady.Store(true)
 		g.ready.pushBack(c.index)
 	}
 	g.mu.Unlock()
@@ -144,12 +153,12 @@ func (g *InputGate) PollPriority() (BufferOrEvent, bool) {
 		c := g.channels[i]
 		c.inPrio = false
 		g.mu.Unlock()
-		c.sp.mu.Lock()
+		c.mu.Lock()
 		e, ok := c.prio.popFront()
 		if ok && c.prio.len() > 0 {
 			g.notifyPriority(c)
 		}
-		c.sp.mu.Unlock()
+		c.mu.Unlock()
 		if ok {
 			return BufferOrEvent{Event: e.ev, Channel: c.index, Priority: true, Overtaken: e.overtaken}, true
 		}
@@ -180,7 +189,7 @@ func (g *InputGate) Poll() (BufferOrEvent, bool) {
 					break
 				}
 				cand := g.channels[i]
-				cand.inReady = false
+				cand.inReady.Store(false)
 				if !cand.blocked {
 					c = cand
 					break
@@ -195,7 +204,7 @@ func (g *InputGate) Poll() (BufferOrEvent, bool) {
 			testHookPicked()
 		}
 
-		c.sp.mu.Lock()
+		c.mu.Lock()
 		var e entry
 		var ok bool
 		if !prio && c.prio.len() > 0 {
@@ -222,7 +231,7 @@ func (g *InputGate) Poll() (BufferOrEvent, bool) {
 				}
 			}
 		}
-		c.sp.mu.Unlock()
+		c.mu.Unlock()
 		if !ok {
 			continue // a stale entry: the queue was drained meanwhile
 		}
@@ -265,8 +274,8 @@ func (g *InputGate) unblockLocked(c *inputChannel) {
 		return
 	}
 	c.blocked = false
-	if !c.inReady && c.sp != nil {
-		c.inReady = true
+	if !c.inReady.Load() && c.up != nil {
+		c.inReady.Store(true)
 		g.ready.pushBack(c.index)
 	}
 }
@@ -279,11 +288,11 @@ func (g *InputGate) unblockLocked(c *inputChannel) {
 // match runs under the channel's lock and must not call into the network.
 func (g *InputGate) PromoteEvent(ch int, match func(ev event.Event) bool) (overtaken [][]byte, found bool) {
 	c := g.channels[ch]
-	if c.sp == nil {
+	if c.up == nil {
 		return nil, false
 	}
-	c.sp.mu.Lock()
-	defer c.sp.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.released {
 		return nil, false
 	}
@@ -310,8 +319,9 @@ func (g *InputGate) PromoteEvent(ch int, match func(ev event.Event) bool) (overt
 func (g *InputGate) Finished() bool { return int(g.finished.Load()) == len(g.channels) }
 
 // Release fails the gate: queued buffers and events are dropped, Poll
-// returns nothing, and data that producers send from now on is discarded
-// so that they are never stuck waiting for credit. Buffers the task still
+// returns nothing, and each producer is told to cancel: it drops what it
+// has queued and sends from now on, so that it is never stuck waiting for
+// credit. Buffers the task still
 // holds may be recycled afterwards. It may be called from any goroutine.
 func (g *InputGate) Release() {
 	g.mu.Lock()
@@ -329,15 +339,20 @@ func (g *InputGate) Release() {
 	}
 	g.mu.Unlock()
 	for _, c := range g.channels {
-		if c.sp == nil {
+		if c.up == nil {
 			continue
 		}
-		c.sp.mu.Lock()
+		c.mu.Lock()
 		c.released = true
 		c.received.clear()
 		c.prio.clear()
 		c.queuedData = 0
-		c.sp.transferLocked(nil)
-		c.sp.mu.Unlock()
+		spare := c.floating
+		c.floating = nil
+		c.mu.Unlock()
+		g.mu.Lock()
+		g.floatFree = append(g.floatFree, spare...)
+		g.mu.Unlock()
+		c.up.cancel()
 	}
 }

@@ -44,19 +44,28 @@ type ResultPartition struct {
 	blockedNano atomic.Int64
 }
 
-// subpartition is one outgoing queue of a partition, connected to one input
-// channel. Its mutex also guards the state of the connected channel (the
-// received queue and exclusive buffers), so that a transfer from one to the
-// other is a single critical section.
+// subpartition is one outgoing queue of a partition: the producing end of
+// one input channel. It knows its channel only as a downstream, the
+// messages it sends it, and hears from it only through its upstream
+// methods (addCredit, cancel; credit.go), so the channel may be in this
+// process or, later, on another host.
 type subpartition struct {
 	p     *ResultPartition
 	index int
 	cur   *Buffer // the partially filled buffer; producer goroutine only
 
-	mu      sync.Mutex
-	queue   deque[entry] // finished buffers and events not yet transferred
-	backlog int          // data buffers in queue
-	ch      *inputChannel
+	mu        sync.Mutex   // released with unlock, never mu.Unlock
+	queue     deque[entry] // finished buffers and events not yet sent
+	backlog   int          // data buffers in queue
+	credit    int          // buffers the consumer has announced and not yet received
+	told      int          // the backlog as last sent to the consumer
+	cancelled bool         // the consumer went away: drop everything
+	down      downstream   // set once by Connect
+
+	// The inbox of the consumer's messages, which must never block: the
+	// goroutine holding mu applies them before it lets go (unlock).
+	pendingCredit atomic.Int64
+	cancelReq     atomic.Bool
 }
 
 // entry is one element of a subpartition queue or a channel queue: a data
@@ -277,12 +286,12 @@ func (p *ResultPartition) addEvent(sp *subpartition, ev event.Event) error {
 	}
 	p.flush(sp)
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	defer sp.unlock()
 	if p.state.Load() == stateReleased {
 		return p.wrap(ErrReleased)
 	}
 	sp.queue.pushBack(entry{ev: ev})
-	sp.transferLocked(nil)
+	sp.transferLocked()
 	return nil
 }
 
@@ -314,13 +323,13 @@ func (p *ResultPartition) AddPriorityEvent(sub int, ev event.Event) (overtaken [
 	sp := p.subs[sub]
 	p.flush(sp)
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	defer sp.unlock()
 	if p.state.Load() == stateReleased {
 		return nil, p.wrap(ErrReleased)
 	}
 	overtaken = sp.copyDataLocked(sp.queue.len())
 	sp.queue.pushFront(entry{ev: ev, prio: true})
-	sp.transferLocked(nil)
+	sp.transferLocked()
 	return overtaken, nil
 }
 
@@ -333,7 +342,7 @@ func (p *ResultPartition) AddPriorityEvent(sub int, ev event.Event) (overtaken [
 func (p *ResultPartition) PromoteEvent(sub int, match func(ev event.Event) bool) (overtaken [][]byte, found bool) {
 	sp := p.subs[sub]
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	defer sp.unlock()
 	if p.state.Load() == stateReleased {
 		return nil, false
 	}
@@ -346,7 +355,7 @@ func (p *ResultPartition) PromoteEvent(sub int, match func(ev event.Event) bool)
 		moved := sp.queue.removeAt(i)
 		moved.prio = true
 		sp.queue.pushFront(moved)
-		sp.transferLocked(nil)
+		sp.transferLocked()
 		return overtaken, true
 	}
 	return nil, false
@@ -357,7 +366,7 @@ func (p *ResultPartition) PromoteEvent(sub int, match func(ev event.Event) bool)
 func (p *ResultPartition) HasQueuedEvent(sub int, match func(ev event.Event) bool) bool {
 	sp := p.subs[sub]
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	defer sp.unlock()
 	for i := 0; i < sp.queue.len(); i++ {
 		if e := sp.queue.at(i); e.buf == nil && match(e.ev) {
 			return true
@@ -415,7 +424,7 @@ func (p *ResultPartition) Release() {
 				}
 			}
 			sp.backlog = 0
-			sp.mu.Unlock()
+			sp.unlock()
 		}
 	})
 }
@@ -428,12 +437,12 @@ func (sp *subpartition) enqueueBuffer(b *Buffer) {
 	p.bytesOut.Add(int64(b.n))
 	sp.mu.Lock()
 	if p.state.Load() == stateReleased {
-		sp.mu.Unlock()
+		sp.unlock()
 		p.pool.put(b)
 		return
 	}
 	sp.queue.pushBack(entry{buf: b})
 	sp.backlog++
-	sp.transferLocked(nil)
-	sp.mu.Unlock()
+	sp.transferLocked()
+	sp.unlock()
 }

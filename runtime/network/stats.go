@@ -28,6 +28,9 @@ type PartitionStats struct {
 	BlockedWriters int
 	// Backlog is the number of queued data buffers per subpartition.
 	Backlog []int
+	// Credit is, per subpartition, the number of buffers its consumer has
+	// announced and not yet received: what it may send without waiting.
+	Credit []int
 }
 
 // Stats returns a snapshot of the partition's figures. It takes each
@@ -41,6 +44,7 @@ func (p *ResultPartition) Stats() PartitionStats {
 		PoolSize:           p.pool.size,
 		BlockedWriters:     int(p.pool.waiters.Load()),
 		Backlog:            make([]int, len(p.subs)),
+		Credit:             make([]int, len(p.subs)),
 	}
 	if since := p.pool.waitingSince.Load(); since != 0 {
 		s.BackPressuredNanos += max(0, time.Now().UnixNano()-since)
@@ -48,7 +52,8 @@ func (p *ResultPartition) Stats() PartitionStats {
 	for i, sp := range p.subs {
 		sp.mu.Lock()
 		s.Backlog[i] = sp.backlog
-		sp.mu.Unlock()
+		s.Credit[i] = sp.credit + int(sp.pendingCredit.Load())
+		sp.unlock()
 		s.QueuedBuffers += s.Backlog[i]
 	}
 	p.pool.mu.Lock()
@@ -61,14 +66,18 @@ func (p *ResultPartition) Stats() PartitionStats {
 // ChannelStats is a snapshot of one input channel.
 type ChannelStats struct {
 	// Credit is the number of buffers the channel can receive into now: its
-	// free exclusive buffers plus the gate's free floating buffers.
+	// free exclusive buffers, the floating buffers it holds for its backlog,
+	// and the gate's free floating buffers.
 	Credit int
 	// ExclusiveFree is the number of its exclusive buffers that are free
 	// (allocated or not); ExclusiveAllocated how many have been allocated.
 	ExclusiveFree      int
 	ExclusiveAllocated int
-	// Backlog is the number of data buffers waiting in the connected
-	// subpartition for credit.
+	// FloatingHeld is the number of floating buffers the channel took for
+	// its backlog and announced as credit, not yet filled.
+	FloatingHeld int
+	// Backlog is the number of data buffers queued in the producer's
+	// subpartition, as its last message said.
 	Backlog int
 	// Queued is the number of data buffers received and not yet polled.
 	Queued int
@@ -118,18 +127,14 @@ func (g *InputGate) Stats() GateStats {
 	for i, c := range g.channels {
 		cs := &s.Channels[i]
 		cs.Finished = c.finished.Load()
-		if c.sp == nil {
-			cs.ExclusiveFree = g.cfg.ExclusiveBuffersPerChannel
-			cs.Credit = cs.ExclusiveFree + s.FloatingFree
-			continue
-		}
-		c.sp.mu.Lock()
+		c.mu.Lock()
 		cs.ExclusiveAllocated = c.exclAllocated
 		cs.ExclusiveFree = len(c.exclFree) + g.cfg.ExclusiveBuffersPerChannel - c.exclAllocated
-		cs.Backlog = c.sp.backlog
+		cs.FloatingHeld = len(c.floating)
+		cs.Backlog = c.backlog
 		cs.Queued = c.queuedData
-		c.sp.mu.Unlock()
-		cs.Credit = cs.ExclusiveFree + s.FloatingFree
+		c.mu.Unlock()
+		cs.Credit = cs.ExclusiveFree + cs.FloatingHeld + s.FloatingFree
 		s.QueuedBuffers += cs.Queued
 	}
 	return s
