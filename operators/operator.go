@@ -3,6 +3,7 @@ package operators
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/source"
 
 	"fmt"
 	"github.com/sluicehq/sluice/state"
@@ -10,8 +11,9 @@ import (
 	"math"
 )
 
-// NoTimestamp marks a record that carries no event timestamp.
-const NoTimestamp int64 = math.MinInt64
+// NoTimestamp marks a record that carries no event timestamp (the one
+// definition is source.NoTimestamp).
+const NoTimestamp = source.NoTimestamp
 
 // MinWatermark is the watermark before any was seen.
 const MinWatermark int64 = math.MinInt64
