@@ -24,6 +24,9 @@ type checkpointDriver struct {
 	a     *attempt
 	coord *checkpoint.Coordinator
 	store *storage.Storage
+	// tasks is the way to the attempt's tasks; the tasks reach the
+	// coordinator through the attempt's gateway (localCoordinatorGateway).
+	tasks TaskGateway
 
 	events chan func()
 	quit   chan struct{}
@@ -68,7 +71,7 @@ func newCheckpointDriver(a *attempt, owned []int64) (*checkpointDriver, error) {
 		coord.InheritStats(prev.driver.coord) // the previous attempt has stopped
 	}
 	d := &checkpointDriver{
-		a: a, coord: coord, store: j.store,
+		a: a, coord: coord, store: j.store, tasks: localTaskGateway{a: a},
 		events: make(chan func(), 1024), quit: make(chan struct{}), exited: make(chan struct{}),
 		locations: map[int64]*storage.Location{}, savepoints: map[int64]chan savepointResult{},
 	}
@@ -160,20 +163,17 @@ func (d *checkpointDriver) call(f func()) bool {
 	}
 }
 
-func (d *checkpointDriver) ack(t *Task, id int64, states []storage.SubtaskState, fig checkpoint.TaskFigures) {
-	d.submit(func() { d.exec(d.coord.Ack(time.Now(), t.id, id, states, fig)) })
+// ref names task id of the driver's attempt.
+func (d *checkpointDriver) ref(id checkpoint.TaskID) TaskRef {
+	return TaskRef{JobID: d.a.job.id, Attempt: d.a.number, Task: id}
 }
 
-func (d *checkpointDriver) decline(t *Task, id int64, reason checkpoint.Reason, err error) {
-	d.submit(func() { d.exec(d.coord.Decline(time.Now(), t.id, id, reason, err)) })
-}
-
-func (d *checkpointDriver) endOfInput(t *Task) {
-	d.submit(func() { d.exec(d.coord.TaskEndOfInput(time.Now(), t.id)) })
-}
-
-func (d *checkpointDriver) taskFinished(t *Task) {
-	d.submit(func() { d.exec(d.coord.TaskFinished(time.Now(), t.id)) })
+// toTask logs a message the task gateway did not take: a task whose
+// mailbox closed has ended, and the coordinator learns of it on its own.
+func (d *checkpointDriver) toTask(err error) {
+	if err != nil {
+		d.a.job.logger.Debug("message to a task not delivered", "err", err)
+	}
 }
 
 // location returns where checkpoint id is written.
@@ -237,14 +237,7 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 				d.mu.Unlock()
 			}
 			for _, id := range a.Tasks {
-				t := d.a.tasks[id]
-				b := a.Barrier
-				mail := func() error { return t.triggerCheckpoint(b) }
-				if a.Urgent {
-					_ = t.mailbox.PutUrgent(mail)
-				} else {
-					_ = t.mailbox.Put(mail)
-				}
+				d.toTask(d.tasks.TriggerCheckpoint(TriggerCheckpoint{To: d.ref(id), Barrier: a.Barrier, Urgent: a.Urgent}))
 			}
 		case checkpoint.WriteMetadata:
 			id := a.Metadata.CheckpointID
@@ -264,15 +257,13 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			d.forget(a.ID)
 			d.dropAdopted()
 			for _, id := range a.Tasks {
-				t, cid := d.a.tasks[id], a.ID
-				_ = t.mailbox.Put(func() error { return t.notifyComplete(cid) })
+				d.toTask(d.tasks.NotifyCheckpoint(CheckpointNotification{To: d.ref(id), CheckpointID: a.ID, Complete: true}))
 			}
 		case checkpoint.NotifyAborted:
 			d.forget(a.ID)
 			d.report(a.ID)
 			for _, id := range a.Tasks {
-				t, cid := d.a.tasks[id], a.ID
-				_ = t.mailbox.Put(func() error { return t.notifyAborted(cid) })
+				d.toTask(d.tasks.NotifyCheckpoint(CheckpointNotification{To: d.ref(id), CheckpointID: a.ID}))
 			}
 		case checkpoint.Discard:
 			var err error
@@ -299,8 +290,7 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			d.a.fail("checkpoint coordinator", a.Err)
 		case checkpoint.AllowFinish:
 			for _, t := range d.a.tasks {
-				t := t
-				_ = t.mailbox.Put(func() error { return t.allowFinish() })
+				d.toTask(d.tasks.AllowFinish(t.ref()))
 			}
 		default:
 			logger.Warn("unknown checkpoint coordinator action", "action", act.String())

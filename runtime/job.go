@@ -86,6 +86,9 @@ type attempt struct {
 	tasks   []*Task
 	restore *restoreSnapshot
 	driver  *checkpointDriver
+	// gateway is the tasks' way to the coordinator (nil without
+	// checkpointing).
+	gateway CoordinatorGateway
 
 	partitions []*network.ResultPartition
 	gates      []*network.InputGate
@@ -352,6 +355,7 @@ func (j *Job) newAttempt(number int, restore *restoreSnapshot, owned []int64) (*
 			return nil, err
 		}
 		a.driver = d
+		a.gateway = localCoordinatorGateway{d: d}
 	}
 	j.att.Store(a)
 	return a, nil
@@ -375,8 +379,8 @@ func (a *attempt) run() error {
 			err := t.run()
 			if err != nil {
 				a.fail(t.name, err)
-			} else if a.driver != nil {
-				a.driver.taskFinished(t)
+			} else if a.gateway != nil {
+				t.toCoordinator(a.gateway.Report(TaskEvent{From: t.ref(), Kind: ReportFinished}))
 			}
 		}()
 	}

@@ -606,8 +606,8 @@ func (t *Task) endOfInput() error {
 				return fmt.Errorf("task %s: broadcast end of data: %w", t.name, err)
 			}
 		}
-		if t.src != nil && t.att.driver != nil {
-			t.att.driver.endOfInput(t)
+		if t.src != nil && t.att.gateway != nil {
+			t.toCoordinator(t.att.gateway.Report(TaskEvent{From: t.ref(), Kind: ReportEndOfInput}))
 		}
 	}
 	return t.maybeFinish()

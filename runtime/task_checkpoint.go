@@ -468,8 +468,8 @@ func (c *taskCheckpoints) abort(id int64, reason checkpoint.Reason, err error) {
 		p.release()
 		delete(c.pending, id)
 	}
-	if d := c.t.att.driver; d != nil {
-		d.decline(c.t, id, reason, err)
+	if g := c.t.att.gateway; g != nil {
+		c.t.toCoordinator(g.Decline(DeclineCheckpoint{From: c.t.ref(), CheckpointID: id, Reason: reason, Err: err}))
 	}
 }
 
@@ -556,7 +556,7 @@ func (c *taskCheckpoints) maybeAsync(p *pendingSnapshot) {
 	}
 	delete(c.pending, p.id())
 	t := c.t
-	d := t.att.driver
+	g := t.att.gateway
 	c.async.Add(1)
 	go func() {
 		defer c.async.Done()
@@ -564,14 +564,15 @@ func (c *taskCheckpoints) maybeAsync(p *pendingSnapshot) {
 		states, sizes, err := c.writeRecovering(p)
 		p.release()
 		if err != nil {
-			d.decline(t, p.id(), checkpoint.ReasonAsyncFailure, fmt.Errorf("task %s: write checkpoint %d: %w", t.name, p.id(), err))
+			t.toCoordinator(g.Decline(DeclineCheckpoint{From: t.ref(), CheckpointID: p.id(), Reason: checkpoint.ReasonAsyncFailure,
+				Err: fmt.Errorf("task %s: write checkpoint %d: %w", t.name, p.id(), err)}))
 			return
 		}
 		p.fig.Async = time.Since(start)
 		p.fig.CheckpointedSize = sizes.written
 		p.fig.StateSize = sizes.state
 		p.fig.PersistedData = sizes.persisted
-		d.ack(t, p.id(), states, p.fig)
+		t.toCoordinator(g.Acknowledge(AcknowledgeCheckpoint{From: t.ref(), CheckpointID: p.id(), States: states, Figures: p.fig}))
 	}()
 }
 

@@ -1,0 +1,35 @@
+package runtime
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/sluicehq/sluice/checkpoint"
+)
+
+// Messages of another job, another attempt or an unknown task are refused
+// by both gateways with ErrStaleMessage, and deliver nothing.
+func TestGatewaysRefuseStaleMessages(t *testing.T) {
+	a := &attempt{job: &Job{id: "job-a"}, number: 2, tasks: []*Task{{}, {}}}
+	tg := localTaskGateway{a: a}
+	cg := localCoordinatorGateway{d: &checkpointDriver{a: a}}
+	for _, ref := range []TaskRef{
+		{JobID: "job-b", Attempt: 2, Task: 0},
+		{JobID: "job-a", Attempt: 1, Task: 0},
+		{JobID: "job-a", Attempt: 2, Task: 2},
+		{JobID: "job-a", Attempt: 2, Task: -1},
+	} {
+		for name, err := range map[string]error{
+			"trigger":     tg.TriggerCheckpoint(TriggerCheckpoint{To: ref, Barrier: checkpoint.Barrier{ID: 1}}),
+			"notify":      tg.NotifyCheckpoint(CheckpointNotification{To: ref, CheckpointID: 1, Complete: true}),
+			"allowFinish": tg.AllowFinish(ref),
+			"ack":         cg.Acknowledge(AcknowledgeCheckpoint{From: ref, CheckpointID: 1}),
+			"decline":     cg.Decline(DeclineCheckpoint{From: ref, CheckpointID: 1}),
+			"report":      cg.Report(TaskEvent{From: ref, Kind: ReportFinished}),
+		} {
+			if !errors.Is(err, ErrStaleMessage) {
+				t.Errorf("%s to %v: %v, want ErrStaleMessage", name, ref, err)
+			}
+		}
+	}
+}
