@@ -3,13 +3,13 @@ package sluice_test
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"io"
 	"log/slog"
 	"os"
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // safetyNet bounds every job and every await: it is never reached by a
 // passing test, it only turns a hang into a failure.
-const safetyNet = 60 * time.Second
+const safetyNet = testutil.SafetyNet
 
 // quietLogger keeps the job's start/stop logs out of the test output.
 func quietLogger() sluice.Option {
@@ -58,27 +58,11 @@ func mustExecute(t *testing.T, env *sluice.Environment) {
 	}
 }
 
-// await polls cond until it holds; the deadline is only a safety net.
-func await(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(safetyNet)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out (safety net) waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// awaitClosed waits for ch to be closed, under the safety net.
-func awaitClosed(t *testing.T, what string, ch <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(safetyNet):
-		t.Fatalf("timed out (safety net) waiting for %s", what)
-	}
-}
+// await and awaitClosed are the shared helpers' (internal/testutil).
+var (
+	await       = testutil.Await
+	awaitClosed = testutil.AwaitClosed
+)
 
 func ints(from, to int64) []int64 {
 	out := make([]int64, 0, to-from)

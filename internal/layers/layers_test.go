@@ -27,6 +27,7 @@ var layers = []struct {
 	{"internal/binread", 0},
 	{"internal/kafkaclient", 0},
 	{"internal/importcheck", 0},
+	{"internal/testutil", 0},
 	{"checkpoint/storage", 10},
 	{"checkpoint/storage/faultfs", 15},
 	{"checkpoint/storage/storagetest", 15},

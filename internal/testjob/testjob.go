@@ -6,6 +6,7 @@ package testjob
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"io"
 	"log/slog"
 	"sync"
@@ -20,7 +21,7 @@ import (
 )
 
 // SafetyNet bounds every wait: a passing test never reaches it.
-const SafetyNet = 60 * time.Second
+const SafetyNet = testutil.SafetyNet
 
 // Options describe the job.
 type Options struct {
@@ -179,13 +180,7 @@ func (r *Run) AwaitCompleted(t testing.TB, n int) []checkpoint.CheckpointStats {
 // Await polls cond until it holds, under the safety net.
 func Await(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(SafetyNet)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out (safety net) waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Await(t, what, cond)
 }
 
 // Wait waits for the job to end and returns its outcome.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"io"
 	"log/slog"
 	"slices"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -34,19 +34,12 @@ func TestMain(m *testing.M) {
 // returns its seeds.
 func cluster(t *testing.T, partitions int32, topics ...string) []string {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
-	if err != nil {
-		t.Fatalf("kfake cluster: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
+	return testutil.KafkaCluster(t, partitions, topics...)
 }
 
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+	return testutil.Context(t, 30*time.Second)
 }
 
 // readAll reads topic with the isolation level until it has n records and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"math"
 	"regexp"
 	"slices"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
@@ -52,12 +52,7 @@ type env struct {
 
 func newEnv(t *testing.T, partitions int32, topics ...string) *env {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	seeds := c.ListenAddrs()
+	seeds := testutil.KafkaCluster(t, partitions, topics...)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +61,7 @@ func newEnv(t *testing.T, partitions int32, topics ...string) *env {
 	return &env{t: t, seeds: seeds, cl: cl, adm: kadm.NewClient(cl)}
 }
 
-func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxFor(t *testing.T) context.Context { return testutil.Context(t, 30*time.Second) }
 
 // produce writes values to topic/partition, with timestamps 1000+i.
 func (e *env) produce(topic string, partition int32, values ...string) {
