@@ -1,6 +1,10 @@
 package operators
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/source"
+)
 
 // StateSnapshotter is implemented by operators that keep something outside
 // their state backends which a checkpoint must hold: a source reader's
@@ -15,11 +19,9 @@ type StateSnapshotter interface {
 
 // CheckpointListener is implemented by operators (and user functions)
 // that act when a checkpoint completes or is aborted: a two-phase-commit
-// sink commits on completion.
-type CheckpointListener interface {
-	NotifyCheckpointComplete(checkpointID int64) error
-	NotifyCheckpointAborted(checkpointID int64) error
-}
+// sink commits on completion. It is source.CheckpointListener: one
+// interface for readers, operators, functions and writers.
+type CheckpointListener = source.CheckpointListener
 
 // FunctionSnapshotter is implemented by user functions that keep something
 // outside keyed state which a checkpoint must hold: they write it into

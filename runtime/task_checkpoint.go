@@ -199,21 +199,16 @@ func (t *Task) notifyAborted(id int64) error {
 	return t.notifyUnits(id, false)
 }
 
-type checkpointListener interface {
-	NotifyCheckpointComplete(id int64) error
-	NotifyCheckpointAborted(id int64) error
-}
-
 // notifyUnits passes a notification to every operator, source and keyed
 // backend of the chain that listens for it.
 func (t *Task) notifyUnits(id int64, complete bool) error {
 	for _, u := range t.units {
-		var ls []checkpointListener
-		if l, ok := u.op.(checkpointListener); ok && u.op != nil {
+		var ls []operators.CheckpointListener
+		if l, ok := u.op.(operators.CheckpointListener); ok && u.op != nil {
 			ls = append(ls, l)
 		}
 		if u.op == nil && t.src != nil {
-			if l, ok := t.src.(checkpointListener); ok {
+			if l, ok := t.src.(operators.CheckpointListener); ok {
 				ls = append(ls, l)
 			}
 		}
@@ -223,7 +218,7 @@ func (t *Task) notifyUnits(id int64, complete bool) error {
 			} else {
 				ib.NotifyCheckpointAborted(id)
 			}
-		} else if l, ok := u.ctx.KeyedState.(checkpointListener); ok && u.ctx.KeyedState != nil {
+		} else if l, ok := u.ctx.KeyedState.(operators.CheckpointListener); ok && u.ctx.KeyedState != nil {
 			ls = append(ls, l)
 		}
 		for _, l := range ls {

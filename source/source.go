@@ -102,9 +102,10 @@ type CheckpointedReader[T any] interface {
 	SnapshotState(checkpointID int64) ([][]byte, error)
 }
 
-// CheckpointListener is implemented by readers (and sink writers and
-// committers) that act when a checkpoint completes or is aborted, such as
-// committing Kafka offsets back to a group for lag monitoring.
+// CheckpointListener is implemented by readers, operators, user functions
+// and sink writers that act when a checkpoint completes or is aborted,
+// such as committing Kafka offsets back to a group for lag monitoring
+// (operators.CheckpointListener is this interface).
 type CheckpointListener interface {
 	NotifyCheckpointComplete(checkpointID int64) error
 	NotifyCheckpointAborted(checkpointID int64) error
