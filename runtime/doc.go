@@ -16,4 +16,20 @@
 // cancellation suspends (nothing recorded, nothing deleted); Cancel,
 // finishing, and failing for good record the result before the retention
 // policy deletes anything (recordResult).
+//
+// The files, by concept:
+//
+//	plan.go, jobgraph.go, typeinfo.go   the plan, its compilation into chains, edge types
+//	job.go, job_lifecycle.go            a run and its attempts; identity, result, ownership
+//	task.go                             a task: building its chain, its state, closing
+//	task_loop.go                        the task goroutine: mailbox, source polling, input
+//	task_events.go                      events from the network: watermarks, end of data
+//	processing_time.go                  processing-time timers on the task goroutine
+//	task_checkpoint.go                  a task's barrier handling, triggers, notifications
+//	task_snapshot.go                    the synchronous and asynchronous snapshot parts
+//	channel_state.go                    unaligned checkpoints' channel state: write, replay
+//	checkpoint_driver.go, gateway.go    the coordinator's goroutine; the messages between
+//	                                    coordinator and tasks
+//	state_restore.go, restore_info.go   restoring operator and keyed state
+//	mailbox.go, metrics.go, watermarks.go
 package runtime

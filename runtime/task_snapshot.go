@@ -1,0 +1,263 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"time"
+
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/operators"
+	"github.com/sluicehq/sluice/state"
+)
+
+// snapshotSync is the synchronous part of a checkpoint, on the task
+// goroutine: every operator captures its state (the backends' snapshots
+// are copy-on-write), and for an unaligned checkpoint the partial records
+// held by the input readers start the input channel state.
+func (c *taskCheckpoints) snapshotSync(a checkpoint.StartCheckpoint) error {
+	t := c.t
+	start := time.Now()
+	id := a.Barrier.ID
+	p := &pendingSnapshot{
+		barrier: a.Barrier,
+		fig: checkpoint.TaskFigures{
+			StartDelay: a.StartDelay, Alignment: a.Alignment, ProcessedData: a.Processed, Unaligned: a.Unaligned,
+		},
+		input: map[int][]byte{},
+		// The output side is complete when the barrier is forwarded
+		// (ForwardBarrier / PersistOvertakenOutput); a sink has none.
+		outputDone: len(t.partitions) == 0,
+	}
+	c.pending[id] = p
+	for _, u := range t.units {
+		us := unitSnapshot{unit: u}
+		if u.op == nil {
+			if s, ok := t.src.(SnapshottingSource); ok {
+				if err := s.SnapshotState(id); err != nil {
+					return operators.Wrap(u.ctx, fmt.Errorf("snapshot source for checkpoint %d: %w", id, err))
+				}
+			}
+		} else if s, ok := u.op.(operators.StateSnapshotter); ok {
+			cm, err := s.SnapshotState(id)
+			if err != nil {
+				return operators.Wrap(u.ctx, err)
+			}
+			us.committables = cm
+		}
+		var err error
+		if us.op, err = u.ctx.OperatorState.Snapshot(id); err != nil {
+			return operators.Wrap(u.ctx, fmt.Errorf("snapshot operator state for checkpoint %d: %w", id, err))
+		}
+		if kb := u.ctx.KeyedState; kb != nil {
+			// Checkpoints of an incremental backend write what changed;
+			// savepoints are always full, in the canonical format.
+			if ib, ok := kb.(state.IncrementalBackend); ok && ib.Incremental() && a.Barrier.Options.Kind == checkpoint.KindCheckpoint {
+				us.incremental, err = ib.SnapshotIncrementalState(id)
+			} else {
+				us.keyed, err = kb.Snapshot(id)
+			}
+			if err != nil {
+				us.op.Release()
+				return operators.Wrap(u.ctx, fmt.Errorf("snapshot keyed state for checkpoint %d: %w", id, err))
+			}
+		}
+		p.units = append(p.units, us)
+	}
+	if a.Unaligned {
+		for _, gi := range t.gates {
+			for _, ci := range gi.channels {
+				if pend := ci.reader.Pending(); len(pend) > 0 {
+					ch := gi.offset + ci.index
+					p.input[ch] = append(p.input[ch], pend...)
+				}
+			}
+		}
+		for ch, data := range c.promoted[id] {
+			p.input[ch] = append(p.input[ch], data...)
+		}
+		delete(c.promoted, id)
+	} else {
+		p.inputDone = true
+	}
+	p.fig.Sync = time.Since(start)
+	p.syncDone = true
+	c.maybeAsync(p)
+	return nil
+}
+
+// maybeAsync starts the asynchronous part once the synchronous part is
+// done and the channel state is complete.
+func (c *taskCheckpoints) maybeAsync(p *pendingSnapshot) {
+	if !p.syncDone || !p.inputDone || !p.outputDone || c.pending[p.id()] != p || c.closed {
+		return
+	}
+	delete(c.pending, p.id())
+	t := c.t
+	g := t.att.gateway
+	c.async.Add(1)
+	go func() {
+		defer c.async.Done()
+		start := time.Now()
+		states, sizes, err := c.writeRecovering(p)
+		p.release()
+		if err != nil {
+			t.toCoordinator(g.Decline(DeclineCheckpoint{From: t.ref(), CheckpointID: p.id(), Reason: checkpoint.ReasonAsyncFailure,
+				Err: fmt.Errorf("task %s: write checkpoint %d: %w", t.name, p.id(), err)}))
+			return
+		}
+		p.fig.Async = time.Since(start)
+		p.fig.CheckpointedSize = sizes.written
+		p.fig.StateSize = sizes.state
+		p.fig.PersistedData = sizes.persisted
+		t.toCoordinator(g.Acknowledge(AcknowledgeCheckpoint{From: t.ref(), CheckpointID: p.id(), States: states, Figures: p.fig}))
+	}()
+}
+
+// writeRecovering is write with a panic (in a state backend's upload, a
+// user's snapshot code) turned into an error: the checkpoint is declined
+// instead of the process crashing.
+func (c *taskCheckpoints) writeRecovering(p *pendingSnapshot) (states []storage.SubtaskState, sz snapshotSizes, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.t.logger.Error("panic in the asynchronous part of a checkpoint; declining it", "checkpoint", p.id(), "panic", r, "stack", string(debug.Stack()))
+			states, err = nil, fmt.Errorf("panic in the asynchronous part: %v", r)
+		}
+	}()
+	return c.write(p)
+}
+
+// snapshotSizes are the figures of a task's asynchronous part: bytes
+// written now, bytes of state referenced (more than written for an
+// incremental checkpoint), and bytes of channel state.
+type snapshotSizes struct{ written, state, persisted int64 }
+
+// write is the asynchronous part: every operator's state streams, and the
+// channel state on the head operator.
+func (c *taskCheckpoints) write(p *pendingSnapshot) ([]storage.SubtaskState, snapshotSizes, error) {
+	t := c.t
+	var sz snapshotSizes
+	loc, err := t.att.driver.location(p.id())
+	if err != nil {
+		return nil, sz, err
+	}
+	states := make([]storage.SubtaskState, 0, len(p.units))
+	for i, us := range p.units {
+		u := us.unit
+		owner := fmt.Sprintf("%s-%d", u.node.UID, t.subtask)
+		st := storage.SubtaskState{
+			OperatorUID: u.node.UID, Subtask: t.subtask,
+			Parallelism: t.vertex.Parallelism, MaxParallelism: t.vertex.MaxParallelism,
+			Committables: us.committables,
+		}
+		h, err := writeStream(loc, owner+"-op", us.op)
+		if err != nil {
+			return nil, sz, fmt.Errorf("operator state of %q: %w", u.node.Name, err)
+		}
+		sz.written += h.Size
+		sz.state += h.Size
+		st.OperatorState = []storage.OperatorStateHandle{{Name: operatorStateName, Distribution: storage.DistributeSplit, Handle: h}}
+		if us.keyed != nil || us.incremental != nil {
+			kgr := u.ctx.KeyedState.KeyGroupRange()
+			kh := storage.KeyedStateHandle{KeyGroups: storage.KeyGroupRange{Start: kgr.Start, End: kgr.End}, Backend: backendHeap}
+			if us.keyed != nil {
+				h, err := writeStream(loc, owner+"-keyed", us.keyed)
+				if err != nil {
+					return nil, sz, fmt.Errorf("keyed state of %q: %w", u.node.Name, err)
+				}
+				sz.written += h.Size
+				sz.state += h.Size
+				kh.Handle = &h
+			} else {
+				files, up, err := uploadIncremental(loc, owner, us.incremental)
+				if err != nil {
+					return nil, sz, fmt.Errorf("incremental keyed state of %q: %w", u.node.Name, err)
+				}
+				sz.written += up.CheckpointedSize
+				sz.state += up.StateSize
+				kh.Backend, kh.Files = backendIncremental, files
+			}
+			st.KeyedState = []storage.KeyedStateHandle{kh}
+		}
+		if i == 0 && (len(p.input) > 0 || len(p.output) > 0) {
+			in, out, n, err := writeChannelState(loc, owner+"-channels", p)
+			if err != nil {
+				return nil, sz, fmt.Errorf("channel state: %w", err)
+			}
+			st.InputChannelState, st.OutputChannelState = in, out
+			sz.written += n
+			sz.state += n
+			sz.persisted += n
+		}
+		states = append(states, st)
+	}
+	return states, sz, nil
+}
+
+// incrementalHandleName is the named handle that holds an incremental
+// backend's own handle, inline in _metadata.
+const incrementalHandleName = "_backend_handle"
+
+// uploadIncremental runs the asynchronous part of an incremental snapshot
+// against checkpoint storage: new files go to the shared directory (or the
+// checkpoint's own for private ones), and every file the snapshot uses is
+// listed in the metadata, so the shared-state registry counts it.
+func uploadIncremental(loc *storage.Location, owner string, s state.IncrementalStateSnapshot) ([]storage.NamedHandle, state.IncrementalUpload, error) {
+	up, err := s.Upload(storageUploader{loc: loc, owner: owner})
+	if err != nil {
+		return nil, up, err
+	}
+	files := []storage.NamedHandle{{Name: incrementalHandleName,
+		Handle: storage.StateHandle{Size: int64(len(up.Handle)), CRC32C: storage.Checksum(up.Handle), Inline: up.Handle}}}
+	for _, ref := range up.Refs {
+		var h storage.StateHandle
+		if err := json.Unmarshal(ref, &h); err != nil {
+			return nil, up, fmt.Errorf("reference %q of an uploaded file: %w", ref, err)
+		}
+		files = append(files, storage.NamedHandle{Name: h.Path, Handle: h})
+	}
+	return files, up, nil
+}
+
+// storageUploader adapts checkpoint storage to state.Uploader: a
+// reference is the JSON of the file's storage.StateHandle.
+type storageUploader struct {
+	loc   *storage.Location
+	owner string
+}
+
+func (u storageUploader) Upload(name string, r io.Reader, size int64, shared bool) ([]byte, error) {
+	var s *storage.StateStream
+	if shared {
+		var err error
+		if s, err = u.loc.CreateSharedStream(u.owner + "-" + name); err != nil {
+			return nil, err
+		}
+	} else {
+		s = u.loc.CreateStateStream(u.owner + "-" + name)
+	}
+	n, err := io.Copy(s, r)
+	if err == nil && n != size {
+		err = fmt.Errorf("upload %s: read %d bytes, want %d", name, n, size)
+	}
+	if err != nil {
+		s.Abort()
+		return nil, err
+	}
+	h, err := s.Close()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(h)
+}
+
+func writeStream(loc *storage.Location, owner string, w io.WriterTo) (storage.StateHandle, error) {
+	s := loc.CreateStateStream(owner)
+	if _, err := w.WriteTo(s); err != nil {
+		s.Abort()
+		return storage.StateHandle{}, err
+	}
+	return s.Close()
+}
