@@ -101,12 +101,15 @@ func (c *inputChannel) attach(up upstream) {
 
 // The producer's end: its upstream methods, and sending.
 
-// addCredit is the consumer's add-credit message. It is put in the inbox
-// and applied at once unless another goroutine holds the lock, which then
-// applies it before letting go.
+// addCredit is the consumer's add-credit message. It is put in the inbox;
+// if data is waiting for it, it is applied at once unless another
+// goroutine holds the lock, which then applies it before letting go.
+// Otherwise it stays there until the producer needs it.
 func (sp *subpartition) addCredit(n int) {
 	sp.pendingCredit.Add(int64(n))
-	sp.poke()
+	if sp.stalled.Load() {
+		sp.poke()
+	}
 }
 
 // cancel is the consumer's cancel message, delivered like addCredit.
@@ -123,12 +126,13 @@ func (sp *subpartition) poke() {
 }
 
 // unlock releases sp.mu after applying the inbox: a message that arrived
-// while the lock was held (its sender's TryLock failed) is applied by the
-// holder, here, so no message waits for the next call.
+// while the lock was held (its sender's TryLock failed or, stalled being
+// false, was not tried) is applied by the holder, here, so no data waits
+// for credit that has come.
 func (sp *subpartition) unlock() {
 	for {
 		sp.mu.Unlock()
-		if sp.pendingCredit.Load() == 0 && !sp.cancelReq.Load() {
+		if !(sp.stalled.Load() && sp.pendingCredit.Load() != 0) && !sp.cancelReq.Load() {
 			return
 		}
 		if !sp.mu.TryLock() {
@@ -152,9 +156,6 @@ func (sp *subpartition) transferLocked() {
 	}
 	if sp.cancelReq.Load() && sp.cancelReq.Swap(false) {
 		sp.cancelled = true
-	}
-	if sp.pendingCredit.Load() != 0 {
-		sp.credit += int(sp.pendingCredit.Swap(0))
 	}
 	p := sp.p
 	sentEvent := false
@@ -181,7 +182,7 @@ func (sp *subpartition) transferLocked() {
 			continue
 		}
 		if sp.credit == 0 {
-			// Credit may have come back during a delivery.
+			// Credit waits in the inbox until it is needed.
 			if sp.pendingCredit.Load() != 0 {
 				sp.credit = int(sp.pendingCredit.Swap(0))
 			}
@@ -200,6 +201,10 @@ func (sp *subpartition) transferLocked() {
 		sp.told = sp.backlog
 		d.deliverBuffer(e.buf.Bytes(), sp.backlog)
 		p.pool.put(e.buf)
+	}
+	if stalled := sp.queue.len() > 0; stalled != sp.isStalled { // the loop only stops at data without credit
+		sp.isStalled = stalled
+		sp.stalled.Store(stalled)
 	}
 	if fn := p.eventSent.Load(); sentEvent && fn != nil {
 		(*fn)()
@@ -223,11 +228,11 @@ func (c *inputChannel) deliverBuffer(data []byte, backlog int) {
 	b.inUse.Store(true)
 	c.received.pushBack(entry{buf: b})
 	c.queuedData++
-	c.backlog = backlog
+	c.buffersIn++
+	c.bytesIn += int64(b.n)
+	c.backlog.Store(int64(backlog))
 	grant := c.requestFloatingLocked()
 	c.mu.Unlock()
-	c.g.buffersIn.Add(1)
-	c.g.bytesIn.Add(int64(len(data)))
 	c.g.notifyData(c) // after the push: a Poll that misses it is woken
 	if grant > 0 {
 		c.up.addCredit(grant)
@@ -240,7 +245,7 @@ func (c *inputChannel) deliverEvent(ev event.Event, priority bool, backlog int) 
 		c.mu.Unlock()
 		return
 	}
-	c.backlog = backlog
+	c.backlog.Store(int64(backlog))
 	if priority {
 		c.addPriorityLocked(entry{ev: ev, prio: true}, true)
 		c.g.notifyPriority(c)
@@ -256,12 +261,17 @@ func (c *inputChannel) deliverEvent(ev event.Event, priority bool, backlog int) 
 }
 
 func (c *inputChannel) announceBacklog(backlog int) {
+	c.backlog.Store(int64(backlog))
+	if c.waitingFloat.Load() {
+		// Queued for the next floating buffer recycled, which will see
+		// this backlog: nothing to ask for now (requestFloatingLocked).
+		return
+	}
 	c.mu.Lock()
 	if c.released {
 		c.mu.Unlock()
 		return
 	}
-	c.backlog = backlog
 	grant := c.requestFloatingLocked()
 	c.mu.Unlock()
 	if grant > 0 {
@@ -291,6 +301,14 @@ func (c *inputChannel) creditLocked() int {
 	return len(c.exclFree) + c.g.cfg.ExclusiveBuffersPerChannel - c.exclAllocated + len(c.floating)
 }
 
+// required is how many buffers the channel wants announced, as Flink's
+// credit-based channels do: the producer's backlog plus as many as it has
+// exclusive buffers, so that data queued after the backlog was told finds
+// credit waiting instead of a round trip.
+func (c *inputChannel) required() int {
+	return int(c.backlog.Load()) + c.g.cfg.ExclusiveBuffersPerChannel
+}
+
 // takeCreditedLocked returns a buffer the channel announced as credit: an
 // exclusive one first, else a floating one; nil if it announced none.
 // c.mu is held.
@@ -314,13 +332,16 @@ func (c *inputChannel) takeCreditedLocked() *Buffer {
 	return nil
 }
 
-// requestFloatingLocked takes floating buffers from the gate for the part
-// of the backlog the channel's credit does not cover and returns how many
-// it took: credit to announce once c.mu is released. When the gate has none
-// left, the channel queues for the next one recycled. c.mu is held.
+// requestFloatingLocked takes floating buffers from the gate while the
+// channel's credit is less than it requires and returns how many it took:
+// credit to announce once c.mu is released. When the gate has none left,
+// the channel queues for the next one recycled. c.mu is held.
 func (c *inputChannel) requestFloatingLocked() int {
 	n := 0
-	for c.backlog > c.creditLocked() {
+	// A waiting channel gets the next buffer recycled; until then the
+	// gate has none free (a recycled buffer goes to the free list only
+	// when nobody waits), so there is no need to ask.
+	for c.required() > c.creditLocked() && !c.waitingFloat.Load() {
 		b := c.g.takeFloating(c)
 		if b == nil {
 			break
@@ -346,23 +367,23 @@ func (g *InputGate) takeFloating(c *inputChannel) *Buffer {
 		g.floatAllocated++
 		return newBuffer(g.cfg.BufferSize, kindFloating, g)
 	}
-	if !c.waitingFloat && !g.released {
-		c.waitingFloat = true
+	if !c.waitingFloat.Load() && !g.released {
+		c.waitingFloat.Store(true)
 		g.floatWaiters.pushBack(c.index)
 	}
 	return nil
 }
 
 // recycleExclusive takes back one of c's exclusive buffers and announces it
-// as credit. If the channel holds floating buffers it no longer needs for
-// its backlog, the exclusive buffer takes the place of one of them instead
+// as credit. If the channel holds floating buffers beyond what it
+// requires, the exclusive buffer takes the place of one of them instead
 // (the producer already counts it), which goes back to the gate.
 func (c *inputChannel) recycleExclusive(b *Buffer) {
 	c.mu.Lock()
 	c.exclFree = append(c.exclFree, b)
 	released := c.released
 	var spare *Buffer
-	if n := len(c.floating); n > 0 && !released && c.creditLocked() > c.backlog {
+	if n := len(c.floating); n > 0 && !released && c.creditLocked() > c.required() {
 		spare = c.floating[n-1]
 		c.floating[n-1] = nil
 		c.floating = c.floating[:n-1]
@@ -390,10 +411,10 @@ func (g *InputGate) recycleFloating(b *Buffer) {
 			return
 		}
 		c := g.channels[i]
-		c.waitingFloat = false
+		c.waitingFloat.Store(false)
 		g.mu.Unlock()
 		c.mu.Lock()
-		take := !c.released && c.backlog > c.creditLocked()
+		take := !c.released && c.required() > c.creditLocked()
 		if take {
 			c.floating = append(c.floating, b)
 		}

@@ -189,10 +189,11 @@ func (f *fakeProducer) take() []msg {
 }
 
 // TestConsumerCreditMessages drives a real input channel through a fake
-// producer's messages: exclusive credit first, floating credit for the
-// announced backlog while the gate has floating buffers, a wait for the
-// next recycled one when it has none, credit back for each recycled
-// buffer, a priority event ahead of received data, cancel on release.
+// producer's messages: exclusive credit first, then floating credit until
+// the channel's credit covers the backlog plus its exclusive buffers
+// (Flink's required buffers), a wait for the next recycled floating buffer
+// when the gate has none, credit back for each recycled buffer, a priority
+// event ahead of received data, cancel on release.
 func TestConsumerCreditMessages(t *testing.T) {
 	cfg := Config{BufferSize: 16, ExclusiveBuffersPerChannel: 2, FloatingBuffersPerGate: 2}
 	g := NewInputGate("g", 1, cfg, nil)
@@ -203,8 +204,9 @@ func TestConsumerCreditMessages(t *testing.T) {
 	expectMsgs(t, "connect", fp.take(), credit(2))
 
 	c.deliverBuffer([]byte("A"), 0)
+	expectMsgs(t, "one exclusive buffer used, none queued", fp.take(), credit(1))
 	c.deliverBuffer([]byte("B"), 3)
-	expectMsgs(t, "backlog 3 with no credit left", fp.take(), credit(2))
+	expectMsgs(t, "backlog 3", fp.take(), credit(1))
 	c.deliverBuffer([]byte("C"), 2)
 	c.deliverBuffer([]byte("D"), 1)
 	expectMsgs(t, "floating buffers all given", fp.take())
@@ -231,17 +233,17 @@ func TestConsumerCreditMessages(t *testing.T) {
 		t.Fatalf("C came in a %d buffer, want floating", cc.Buffer.kind)
 	}
 	cc.Buffer.Recycle()
-	expectMsgs(t, "a floating buffer the backlog does not need goes back to the gate", fp.take())
-	if gs := g.Stats(); gs.FloatingFree != 1 || gs.Channels[0].FloatingHeld != 0 {
+	expectMsgs(t, "the waiting channel gets the floating buffer back", fp.take(), credit(1))
+	if gs := g.Stats(); gs.FloatingFree != 0 || gs.Channels[0].FloatingHeld != 1 || gs.Channels[0].WaitingForFloating {
 		t.Fatalf("gate %+v", gs)
 	}
 
 	c.announceBacklog(3)
-	expectMsgs(t, "backlog 3 against credit 1", fp.take(), credit(1))
+	expectMsgs(t, "backlog 3 against credit 2, no floating buffer left", fp.take())
 	if cs := g.Stats().Channels[0]; !cs.WaitingForFloating || cs.FloatingHeld != 1 || cs.Credit != 2 {
 		t.Fatalf("channel %+v", cs)
 	}
-	b.Buffer.Recycle() // exclusive: announced, the backlog still needs it
+	b.Buffer.Recycle() // exclusive: announced, the channel requires 5
 	expectMsgs(t, "exclusive recycled with backlog", fp.take(), credit(1))
 
 	// A buffer beyond the announced credit is a protocol violation.

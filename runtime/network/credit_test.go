@@ -197,13 +197,21 @@ func TestFloatingGoesToWaitingChannelsFairly(t *testing.T) {
 	f = poll(2, 'D', kindFloating)
 	f.Recycle() // to ch0 again
 	f = poll(0, 'B', kindFloating)
-	f.Recycle() // nobody waits: back to the gate
+	// ch1 waits still: with its exclusive buffer held it requires one more
+	// (the backlog, 0, plus its exclusive buffers, as in Flink).
+	f.Recycle()
 	checkAccounting(t, g, ps...)
-	if gs := g.Stats(); gs.FloatingFree != 1 {
-		t.Fatalf("floating buffer not back in the gate: %+v", gs)
+	if gs := g.Stats(); gs.FloatingFree != 0 || gs.Channels[1].FloatingHeld != 1 {
+		t.Fatalf("floating buffer not with ch1: %+v", gs)
 	}
+	// Each exclusive buffer recycled while its channel holds the floating
+	// one replaces it; the floating buffer moves on, to the gate at last.
 	for _, b := range held {
 		b.Recycle()
+		checkAccounting(t, g, ps...)
+	}
+	if gs := g.Stats(); gs.FloatingFree != 1 {
+		t.Fatalf("floating buffer not back in the gate: %+v", gs)
 	}
 	if gs := g.Stats(); gs.QueuedBuffers != 0 {
 		t.Fatalf("queued buffers left: %+v", gs)
@@ -216,7 +224,8 @@ func TestFloatingGoesToWaitingChannelsFairly(t *testing.T) {
 }
 
 // TestFloatingSkipsChannelThatNoLongerNeedsIt: a waiting channel that got
-// credit from an exclusive buffer meanwhile passes the floating buffer on.
+// the credit it requires from an exclusive buffer meanwhile passes the
+// floating buffer on.
 func TestFloatingSkipsChannelThatNoLongerNeedsIt(t *testing.T) {
 	cfg := Config{BufferSize: 16, ExclusiveBuffersPerChannel: 1, FloatingBuffersPerGate: 1}
 	g := NewInputGate("g", 2, cfg, nil)
@@ -239,10 +248,12 @@ func TestFloatingSkipsChannelThatNoLongerNeedsIt(t *testing.T) {
 	a.Buffer.Recycle() // ch0's exclusive credit moves 'c'; ch0 stays queued for floating
 	x, _ := g.Poll()   // ch1: 'x', held
 	b, _ := g.Poll()   // ch0: 'b' (floating)
-	if b.Buffer.Bytes()[1] != 'b' || x.Buffer.Bytes()[1] != 'x' {
-		t.Fatalf("unexpected order: %q %q", b.Buffer.Bytes()[1], x.Buffer.Bytes()[1])
+	c, _ := g.Poll()   // ch0: 'c' (exclusive)
+	if b.Buffer.Bytes()[1] != 'b' || x.Buffer.Bytes()[1] != 'x' || c.Buffer.Bytes()[1] != 'c' {
+		t.Fatalf("unexpected order: %q %q %q", b.Buffer.Bytes()[1], x.Buffer.Bytes()[1], c.Buffer.Bytes()[1])
 	}
-	b.Buffer.Recycle() // ch0 has no backlog any more: the buffer must reach ch1
+	c.Buffer.Recycle() // ch0: no backlog, its exclusive buffer free: nothing more required
+	b.Buffer.Recycle() // so the floating buffer must reach ch1
 	if cs := g.Stats().Channels[1]; cs.Backlog != 0 || cs.Queued != 1 {
 		t.Fatalf("ch1 did not get the floating buffer: %+v", cs)
 	}

@@ -45,24 +45,26 @@
 //
 // A channel's credit is the buffers it has set aside and announced with an
 // add-credit message: its exclusive buffers at first and each time one is
-// recycled, plus floating buffers it takes from its gate for the backlog
-// the producer told it of. A data buffer at the head of a subpartition
-// queue is sent only against credit: its bytes are copied into a consumer
-// buffer (exclusive first, then floating) and the producer buffer goes back
-// to the output pool. Every buffer and event sent carries the backlog
-// behind it; when data is queued without credit and the consumer believes
-// nothing is, the producer announces the backlog. A channel whose backlog
-// its credit does not cover and whose gate has no floating buffer left
-// waits in the gate's FIFO queue; a recycled floating buffer goes to the
-// channel that has waited longest, so channels share the floating buffers
-// fairly. An exclusive buffer recycled while the channel holds floating
-// buffers its backlog no longer needs takes the place of one of them, which
-// goes back to the gate.
+// recycled, plus floating buffers it takes from its gate. A data buffer at
+// the head of a subpartition queue is sent only against credit: its bytes
+// are copied into a consumer buffer (exclusive first, then floating) and
+// the producer buffer goes back to the output pool. Every buffer and event
+// sent carries the backlog behind it; when data is queued without credit
+// and the consumer believes nothing is, the producer announces the backlog.
+// As in Flink, a channel requires credit for the backlog plus as many
+// buffers as it has exclusive ones, and takes floating buffers until it has
+// that. One whose gate has no floating buffer left waits in the gate's FIFO
+// queue; a recycled floating buffer goes to the channel that has waited
+// longest and still requires it, so channels share the floating buffers
+// fairly. An exclusive buffer recycled while the channel holds more than it
+// requires takes the place of a floating one, which goes back to the gate.
 //
 // Messages are delivered synchronously on whichever goroutine sends them:
 // the producer when it queues a buffer, the consumer when it recycles one.
 // A consumer's message never blocks: if the subpartition's lock is taken,
-// the goroutine holding it applies the message before letting go. There are
+// the goroutine holding it applies the message before letting go, and
+// credit for a subpartition with no data waiting stays in its inbox until
+// the producer needs it. There are
 // no goroutines of the network's own.
 //
 // # Records

@@ -30,9 +30,6 @@ type InputGate struct {
 	floatAllocated int
 	floatWaiters   deque[int] // channels with backlog and no credit, FIFO
 	released       bool
-
-	buffersIn atomic.Int64
-	bytesIn   atomic.Int64
 }
 
 // inputChannel is one channel of a gate: the consuming end of one
@@ -51,15 +48,17 @@ type inputChannel struct {
 	queuedData    int          // data buffers in received
 	exclFree      []*Buffer
 	exclAllocated int
-	floating      []*Buffer // taken for the backlog and announced, not yet filled
-	backlog       int       // the producer's backlog, as its last message said
+	floating      []*Buffer    // taken for the backlog and announced, not yet filled
+	backlog       atomic.Int64 // the producer's backlog, as its last message said; written by its messages only
 	released      bool
+	buffersIn     int64 // data buffers delivered, and their bytes
+	bytesIn       int64
 
 	// Guarded by g.mu.
 	inReady      atomic.Bool // written under g.mu; read without it by notifyData
 	inPrio       bool
 	blocked      bool
-	waitingFloat bool
+	waitingFloat atomic.Bool // written under g.mu; read without it by requestFloatingLocked
 
 	finished atomic.Bool // EndOfPartition polled
 }
@@ -335,7 +334,7 @@ func (g *InputGate) Release() {
 	g.prioPending.Store(0)
 	for g.floatWaiters.len() > 0 {
 		i, _ := g.floatWaiters.popFront()
-		g.channels[i].waitingFloat = false
+		g.channels[i].waitingFloat.Store(false)
 	}
 	g.mu.Unlock()
 	for _, c := range g.channels {

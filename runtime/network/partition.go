@@ -38,8 +38,6 @@ type ResultPartition struct {
 	// eventSent, if set, runs when queued events leave a subpartition.
 	eventSent atomic.Pointer[func()]
 
-	buffersOut  atomic.Int64
-	bytesOut    atomic.Int64
 	recordsOut  atomic.Int64
 	blockedNano atomic.Int64
 }
@@ -54,18 +52,24 @@ type subpartition struct {
 	index int
 	cur   *Buffer // the partially filled buffer; producer goroutine only
 
-	mu        sync.Mutex   // released with unlock, never mu.Unlock
-	queue     deque[entry] // finished buffers and events not yet sent
-	backlog   int          // data buffers in queue
-	credit    int          // buffers the consumer has announced and not yet received
-	told      int          // the backlog as last sent to the consumer
-	cancelled bool         // the consumer went away: drop everything
-	down      downstream   // set once by Connect
+	mu         sync.Mutex   // released with unlock, never mu.Unlock
+	queue      deque[entry] // finished buffers and events not yet sent
+	backlog    int          // data buffers in queue
+	credit     int          // buffers the consumer has announced and not yet received
+	told       int          // the backlog as last sent to the consumer
+	cancelled  bool         // the consumer went away: drop everything
+	buffersOut int64        // data buffers queued, and their bytes
+	bytesOut   int64
+	down       downstream // set once by Connect
 
 	// The inbox of the consumer's messages, which must never block: the
 	// goroutine holding mu applies them before it lets go (unlock).
+	// Credit that arrives while the subpartition is not stalled waits there
+	// until it is needed, so a recycle costs the consumer no lock.
 	pendingCredit atomic.Int64
 	cancelReq     atomic.Bool
+	stalled       atomic.Bool // data at the head of the queue and no credit; written under mu
+	isStalled     bool        // stalled as last stored, to write it only on a change
 }
 
 // entry is one element of a subpartition queue or a channel queue: a data
@@ -433,9 +437,9 @@ func (p *ResultPartition) Release() {
 // allows.
 func (sp *subpartition) enqueueBuffer(b *Buffer) {
 	p := sp.p
-	p.buffersOut.Add(1)
-	p.bytesOut.Add(int64(b.n))
 	sp.mu.Lock()
+	sp.buffersOut++
+	sp.bytesOut += int64(b.n)
 	if p.state.Load() == stateReleased {
 		sp.unlock()
 		p.pool.put(b)

@@ -37,8 +37,6 @@ type PartitionStats struct {
 // subpartition's lock briefly; it is not for the per-record path.
 func (p *ResultPartition) Stats() PartitionStats {
 	s := PartitionStats{
-		BuffersOut:         p.buffersOut.Load(),
-		BytesOut:           p.bytesOut.Load(),
 		RecordsOut:         p.recordsOut.Load(),
 		BackPressuredNanos: p.blockedNano.Load(),
 		PoolSize:           p.pool.size,
@@ -53,6 +51,8 @@ func (p *ResultPartition) Stats() PartitionStats {
 		sp.mu.Lock()
 		s.Backlog[i] = sp.backlog
 		s.Credit[i] = sp.credit + int(sp.pendingCredit.Load())
+		s.BuffersOut += sp.buffersOut
+		s.BytesOut += sp.bytesOut
 		sp.unlock()
 		s.QueuedBuffers += s.Backlog[i]
 	}
@@ -111,8 +111,6 @@ type GateStats struct {
 // lock briefly; it is not for the per-record path.
 func (g *InputGate) Stats() GateStats {
 	s := GateStats{
-		BuffersIn:    g.buffersIn.Load(),
-		BytesIn:      g.bytesIn.Load(),
 		FloatingSize: g.cfg.FloatingBuffersPerGate,
 		Channels:     make([]ChannelStats, len(g.channels)),
 	}
@@ -120,7 +118,7 @@ func (g *InputGate) Stats() GateStats {
 	s.FloatingAllocated = g.floatAllocated
 	s.FloatingFree = len(g.floatFree) + g.cfg.FloatingBuffersPerGate - g.floatAllocated
 	for i, c := range g.channels {
-		s.Channels[i].WaitingForFloating = c.waitingFloat
+		s.Channels[i].WaitingForFloating = c.waitingFloat.Load()
 		s.Channels[i].Blocked = c.blocked
 	}
 	g.mu.Unlock()
@@ -131,8 +129,10 @@ func (g *InputGate) Stats() GateStats {
 		cs.ExclusiveAllocated = c.exclAllocated
 		cs.ExclusiveFree = len(c.exclFree) + g.cfg.ExclusiveBuffersPerChannel - c.exclAllocated
 		cs.FloatingHeld = len(c.floating)
-		cs.Backlog = c.backlog
+		cs.Backlog = int(c.backlog.Load())
 		cs.Queued = c.queuedData
+		s.BuffersIn += c.buffersIn
+		s.BytesIn += c.bytesIn
 		c.mu.Unlock()
 		cs.Credit = cs.ExclusiveFree + cs.FloatingHeld + s.FloatingFree
 		s.QueuedBuffers += cs.Queued
