@@ -70,6 +70,8 @@ type DeclineCheckpoint struct {
 type TaskEvent struct {
 	From TaskRef
 	Kind TaskEventKind
+	// Err is the failure of ReportFailed.
+	Err error
 }
 
 // TaskEventKind is what a TaskEvent reports.
@@ -81,6 +83,8 @@ const (
 	ReportEndOfInput TaskEventKind = iota
 	// ReportFinished: the task ended normally.
 	ReportFinished
+	// ReportFailed: the task failed (Err); the attempt stops.
+	ReportFailed
 )
 
 // TaskGateway is the coordinator's way to a task.
@@ -184,6 +188,10 @@ func (g localCoordinatorGateway) Report(m TaskEvent) error {
 		d.submit(func() { d.exec(d.coord.TaskEndOfInput(time.Now(), m.From.Task)) })
 	case ReportFinished:
 		d.submit(func() { d.exec(d.coord.TaskFinished(time.Now(), m.From.Task)) })
+	case ReportFailed:
+		// At once, on the reporting goroutine: the attempt must stop even
+		// when the driver's loop has already quit.
+		d.a.fail(d.a.tasks[m.From.Task].name, m.Err)
 	default:
 		return fmt.Errorf("coordinator gateway: %s: unknown task event %d", m.From, m.Kind)
 	}

@@ -26,6 +26,7 @@ func TestGatewaysRefuseStaleMessages(t *testing.T) {
 			"ack":         cg.Acknowledge(AcknowledgeCheckpoint{From: ref, CheckpointID: 1}),
 			"decline":     cg.Decline(DeclineCheckpoint{From: ref, CheckpointID: 1}),
 			"report":      cg.Report(TaskEvent{From: ref, Kind: ReportFinished}),
+			"failed":      cg.Report(TaskEvent{From: ref, Kind: ReportFailed, Err: errors.New("boom")}),
 		} {
 			if !errors.Is(err, ErrStaleMessage) {
 				t.Errorf("%s to %v: %v, want ErrStaleMessage", name, ref, err)

@@ -377,9 +377,14 @@ func (a *attempt) run() error {
 			defer a.wg.Done()
 			defer t.exited.Store(true)
 			err := t.run()
-			if err != nil {
+			switch {
+			case err != nil && a.gateway != nil:
+				if gerr := a.gateway.Report(TaskEvent{From: t.ref(), Kind: ReportFailed, Err: err}); gerr != nil {
+					a.fail(t.name, err)
+				}
+			case err != nil:
 				a.fail(t.name, err)
-			} else if a.gateway != nil {
+			case a.gateway != nil:
 				t.toCoordinator(a.gateway.Report(TaskEvent{From: t.ref(), Kind: ReportFinished}))
 			}
 		}()
