@@ -102,31 +102,44 @@ func (g *InputGate) notifyData(c *inputChannel) {
 		return // a Poll to come will find what was queued before this call
 	}
 	g.mu.Lock()
-	push := !c.inReady.Load() && !c.blocked && !g.released
-	if push {
-		c.inReady.Store(true)
-		g.ready.pushBack(c.index)
-	}
+	push := g.readyLocked(c)
 	g.mu.Unlock()
 	if push {
 		notify(g.wake)
 	}
 }
 
+// readyLocked is notifyData's part under g.mu; it reports whether c was
+// queued (then the task must be woken).
+func (g *InputGate) readyLocked(c *inputChannel) bool {
+	if c.inReady.Load() || c.blocked || g.released {
+		return false
+	}
+	c.inReady.Store(true)
+	g.ready.pushBack(c.index)
+	return true
+}
+
 // notifyPriority puts c in the queue of channels with a priority event and
 // wakes the task.
 func (g *InputGate) notifyPriority(c *inputChannel) {
 	g.mu.Lock()
-	push := !c.inPrio && !g.released
-	if push {
-		c.inPrio = true
-		g.prioReady.pushBack(c.index)
-		g.prioPending.Add(1)
-	}
+	push := g.prioLocked(c)
 	g.mu.Unlock()
 	if push {
 		notify(g.wake)
 	}
+}
+
+// prioLocked is notifyPriority's part under g.mu.
+func (g *InputGate) prioLocked(c *inputChannel) bool {
+	if c.inPrio || g.released {
+		return false
+	}
+	c.inPrio = true
+	g.prioReady.pushBack(c.index)
+	g.prioPending.Add(1)
+	return true
 }
 
 // testHookPicked, set by tests only, runs after Poll picked a channel and
@@ -195,42 +208,39 @@ func (g *InputGate) Poll() (BufferOrEvent, bool) {
 				}
 			}
 		}
-		g.mu.Unlock()
 		if c == nil {
+			g.mu.Unlock()
 			return BufferOrEvent{}, false
 		}
-		if testHookPicked != nil {
-			testHookPicked()
-		}
-
-		c.mu.Lock()
 		var e entry
-		var ok bool
-		if !prio && c.prio.len() > 0 {
-			// A priority event arrived after this channel was picked for
-			// data: it goes first, since the data it overtook (and carries
-			// copies of) must not be delivered ahead of it. The channel
-			// stays ready for its data.
-			prio = true
-			if c.received.len() > 0 {
-				g.notifyData(c)
-			}
-		}
-		if prio {
-			if e, ok = c.prio.popFront(); ok && c.prio.len() > 0 {
-				g.notifyPriority(c)
+		var ok, moreData, morePrio bool
+		if testHookPicked == nil && c.mu.TryLock() {
+			// Both locks at once (TryLock never waits, so the order
+			// c.mu before g.mu elsewhere is kept): the channel is queued
+			// again in this critical section.
+			e, ok, prio, moreData, morePrio = c.popLocked(prio)
+			wake := moreData && g.readyLocked(c)
+			wake = morePrio && g.prioLocked(c) || wake
+			c.mu.Unlock()
+			g.mu.Unlock()
+			if wake {
+				notify(g.wake)
 			}
 		} else {
-			if e, ok = c.received.popFront(); ok {
-				if e.buf != nil {
-					c.queuedData--
-				}
-				if c.received.len() > 0 {
-					g.notifyData(c)
-				}
+			g.mu.Unlock()
+			if testHookPicked != nil {
+				testHookPicked()
 			}
+			c.mu.Lock()
+			e, ok, prio, moreData, morePrio = c.popLocked(prio)
+			if moreData {
+				g.notifyData(c)
+			}
+			if morePrio {
+				g.notifyPriority(c)
+			}
+			c.mu.Unlock()
 		}
-		c.mu.Unlock()
 		if !ok {
 			continue // a stale entry: the queue was drained meanwhile
 		}
@@ -240,6 +250,24 @@ func (g *InputGate) Poll() (BufferOrEvent, bool) {
 		}
 		return boe, true
 	}
+}
+
+// popLocked takes the next entry of c for Poll, which picked c for a
+// priority event (prio) or for data. A priority event that arrived after c
+// was picked for data goes first, since the data it overtook (and carries
+// copies of) must not be delivered ahead of it. It reports whether c must
+// be queued again for data (it was picked for data and has more) or for a
+// priority event. c.mu is held.
+func (c *inputChannel) popLocked(prio bool) (e entry, ok, isPrio, moreData, morePrio bool) {
+	pickedForData := !prio
+	if prio || c.prio.len() > 0 {
+		e, ok = c.prio.popFront()
+		return e, ok, true, pickedForData && c.received.len() > 0, c.prio.len() > 0
+	}
+	if e, ok = c.received.popFront(); ok && e.buf != nil {
+		c.queuedData--
+	}
+	return e, ok, false, c.received.len() > 0, false
 }
 
 // Block makes Poll skip channel ch (for aligned checkpoints) until it is
