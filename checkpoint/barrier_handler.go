@@ -61,15 +61,15 @@ type BarrierReceived struct {
 	Overtaken int
 }
 
-// CancelReceived: a CancelCheckpointMarker was polled from Channel.
+// CancelReceived: an event.CancelCheckpointMarker (runtime/network/event) was polled from Channel.
 type CancelReceived struct {
 	Channel int
 	ID      int64
 }
 
-// EndOfPartition: Channel delivered its last item. A channel that ended
+// ChannelEnded: Channel delivered its last item. A channel that ended
 // counts as having delivered every barrier still to come.
-type EndOfPartition struct{ Channel int }
+type ChannelEnded struct{ Channel int }
 
 // BufferReceived: a data buffer of Size bytes was polled from Channel. See
 // BarrierHandler.OnBuffer.
@@ -105,7 +105,7 @@ type CheckpointCompleted struct{ ID int64 }
 
 func (BarrierReceived) isEvent()      {}
 func (CancelReceived) isEvent()       {}
-func (EndOfPartition) isEvent()       {}
+func (ChannelEnded) isEvent()         {}
 func (BufferReceived) isEvent()       {}
 func (TriggerReceived) isEvent()      {}
 func (TimerFired) isEvent()           {}
@@ -202,7 +202,7 @@ type AbortCheckpoint struct {
 	Reason Reason
 }
 
-// ForwardCancel: emit CancelCheckpointMarker{ID} on every output, so that
+// ForwardCancel: emit event.CancelCheckpointMarker{ID} (runtime/network/event) on every output, so that
 // downstream tasks stop waiting for barrier ID.
 type ForwardCancel struct{ ID int64 }
 

@@ -68,7 +68,7 @@ func (h *exactlyOnce) Step(now time.Time, ev Event) []Action {
 	case CancelReceived:
 		checkChannel(h.n, e.Channel)
 		return h.onCancel(e.ID)
-	case EndOfPartition:
+	case ChannelEnded:
 		checkChannel(h.n, e.Channel)
 		return h.onEndOfPartition(now, e.Channel)
 	case TriggerReceived:

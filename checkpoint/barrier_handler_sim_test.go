@@ -314,7 +314,7 @@ func runCutSimulation(t *testing.T, seed uint64, mode Mode, align Alignment) (ta
 			}
 			execute(h.Step(now, BarrierReceived{Channel: c, Barrier: b, Priority: it.prio, Overtaken: len(it.overtaken)}))
 		case simEOP:
-			execute(h.Step(now, EndOfPartition{Channel: c}))
+			execute(h.Step(now, ChannelEnded{Channel: c}))
 		}
 	}
 	for id := range triggered {

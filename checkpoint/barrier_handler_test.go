@@ -50,7 +50,7 @@ func TestBarrierHandlerScenarios(t *testing.T) {
 			case "cancel":
 				ev = CancelReceived{Channel: int(d.Int(t, "ch", 0)), ID: d.Int(t, "id", 0)}
 			case "eop":
-				ev = EndOfPartition{Channel: int(d.Int(t, "ch", 0))}
+				ev = ChannelEnded{Channel: int(d.Int(t, "ch", 0))}
 			case "trigger":
 				ev = TriggerReceived{Barrier: scanBarrier(t, d)}
 			case "timer":

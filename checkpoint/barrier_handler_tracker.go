@@ -62,7 +62,7 @@ func (t *tracker) Step(now time.Time, ev Event) []Action {
 	case CancelReceived:
 		checkChannel(t.n, e.Channel)
 		return t.onCancel(now, e.Channel, e.ID)
-	case EndOfPartition:
+	case ChannelEnded:
 		checkChannel(t.n, e.Channel)
 		return t.onEndOfPartition(now, e.Channel)
 	case TriggerReceived:

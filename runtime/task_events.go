@@ -47,7 +47,7 @@ func (t *Task) handleEvent(ci *channelInput, boe *network.BufferOrEvent) error {
 		return t.channelEndOfData(ch)
 	case event.EndOfPartition:
 		if t.cp != nil {
-			if err := t.cp.step(checkpoint.EndOfPartition{Channel: ch}, nil); err != nil {
+			if err := t.cp.step(checkpoint.ChannelEnded{Channel: ch}, nil); err != nil {
 				return err
 			}
 		}
