@@ -23,10 +23,11 @@ type StateSnapshotter interface {
 // interface for readers, operators, functions and writers.
 type CheckpointListener = source.CheckpointListener
 
-// FunctionSnapshotter is implemented by user functions that keep something
-// outside keyed state which a checkpoint must hold: they write it into
-// their operator state (Context.OperatorState) in the synchronous part of
-// checkpoint checkpointID, on the task goroutine.
+// FunctionSnapshotter is implemented by user functions (and the source
+// operator, for its reader's position) that keep something outside keyed
+// state which a checkpoint must hold: they write it into their operator
+// state (Context.OperatorState) in the synchronous part of checkpoint
+// checkpointID, on the task goroutine.
 type FunctionSnapshotter interface {
 	SnapshotState(checkpointID int64) error
 }

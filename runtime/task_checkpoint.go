@@ -18,11 +18,9 @@ import (
 var errStopTask = errors.New("stop task")
 
 // SnapshottingSource is implemented by source drivers whose position is
-// part of every checkpoint: they write it into their operator state in the
-// synchronous part.
-type SnapshottingSource interface {
-	SnapshotState(checkpointID int64) error
-}
+// part of every checkpoint (operators.Source): they write it into their
+// operator state in the synchronous part, as user functions do.
+type SnapshottingSource = operators.FunctionSnapshotter
 
 // taskCheckpoints is a task's part of checkpointing: its barrier handler,
 // the snapshots in progress, and their asynchronous parts.
