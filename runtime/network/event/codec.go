@@ -234,18 +234,9 @@ func (d *decoder) uvarint(field string) uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.src[d.pos:])
-	switch {
-	case n == 0:
-		d.err = d.fail(fmt.Errorf("%w: %s (a varint) runs past the end", ErrTruncated, field))
-		return 0
-	case n < 0:
-		d.err = d.fail(fmt.Errorf("%w: %s overflows 64 bits", ErrInvalidField, field))
-		return 0
-	case n != uvarintLen(v):
-		d.err = d.fail(fmt.Errorf("%w: %s is a non-minimal varint", ErrInvalidField, field))
+	if !d.varintRead(field, n, uvarintLen(v)) {
 		return 0
 	}
-	d.pos += n
 	return v
 }
 
@@ -254,19 +245,28 @@ func (d *decoder) varint(field string) int64 {
 		return 0
 	}
 	v, n := binary.Varint(d.src[d.pos:])
+	if !d.varintRead(field, n, varintLen(v)) {
+		return 0
+	}
+	return v
+}
+
+// varintRead checks a varint of n bytes (encoding/binary's n: 0 past the
+// end, < 0 overflow) whose minimal encoding takes minimal bytes, and
+// consumes it.
+func (d *decoder) varintRead(field string, n, minimal int) bool {
 	switch {
 	case n == 0:
 		d.err = d.fail(fmt.Errorf("%w: %s (a varint) runs past the end", ErrTruncated, field))
-		return 0
 	case n < 0:
 		d.err = d.fail(fmt.Errorf("%w: %s overflows 64 bits", ErrInvalidField, field))
-		return 0
-	case n != varintLen(v):
+	case n != minimal:
 		d.err = d.fail(fmt.Errorf("%w: %s is a non-minimal varint", ErrInvalidField, field))
-		return 0
+	default:
+		d.pos += n
+		return true
 	}
-	d.pos += n
-	return v
+	return false
 }
 
 func (d *decoder) barrier() checkpoint.Barrier {
