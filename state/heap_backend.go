@@ -545,12 +545,12 @@ func (c *tableCapture[V]) release() {
 }
 
 func (t *heapTable[V]) restore(kgIdx int, records []byte) error {
-	d := decoder{b: records}
+	d := newDecoder(records)
 	var rec KeyedRecord
 	var k ckey
 	var scratch []byte
 	top := t.writable(kgIdx)
-	for len(d.b) > 0 {
+	for d.len() > 0 {
 		rec = KeyedRecord{Elements: rec.Elements[:0]}
 		if err := d.record(t.m.Kind, &rec); err != nil {
 			return corrupt("record", err)

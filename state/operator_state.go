@@ -253,25 +253,25 @@ func readOperatorSnapshot(r io.Reader) (*opSnap, error) {
 	if err != nil {
 		return nil, corrupt("operator snapshot", err)
 	}
-	d := decoder{b: p}
+	d := newDecoder(p)
 	s := &opSnap{index: int(d.uvarint()), parallelism: int(d.uvarint())}
 	n := d.uvarint()
-	for i := uint64(0); i < n && d.err == nil; i++ {
+	for i := uint64(0); i < n && d.err() == nil; i++ {
 		var st opSnapState
 		st.meta.Name = string(d.bytes())
 		st.meta.Kind = Kind(d.byte())
 		st.meta.ValueCodec = string(d.bytes())
 		m := d.uvarint()
-		if m > uint64(len(d.b)) {
+		if m > uint64(d.len()) {
 			d.fail("elements")
 		}
-		for j := uint64(0); j < m && d.err == nil; j++ {
+		for j := uint64(0); j < m && d.err() == nil; j++ {
 			st.elems = append(st.elems, slices.Clone(d.bytes()))
 		}
 		s.states = append(s.states, st)
 	}
-	if d.err != nil || len(d.b) != 0 {
-		return nil, corrupt("operator snapshot", d.err)
+	if d.err() != nil || d.len() != 0 {
+		return nil, corrupt("operator snapshot", d.err())
 	}
 	if s.parallelism < 1 || s.index >= s.parallelism {
 		return nil, corrupt(fmt.Sprintf("operator snapshot of subtask %d of %d", s.index, s.parallelism), nil)

@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 	"io"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/binread"
 )
 
 // The canonical keyed snapshot format, written and read by every keyed
@@ -305,12 +307,12 @@ func readKeyedHeader(br *bufio.Reader) (*KeyedSnapshotHeader, error) {
 	if err != nil {
 		return nil, corrupt("header", err)
 	}
-	d := decoder{b: p}
+	d := newDecoder(p)
 	h := &KeyedSnapshotHeader{MaxParallelism: int(d.uvarint())}
 	h.KeyGroups.Start = int(d.uvarint())
 	h.KeyGroups.End = int(d.uvarint()) - 1
 	n := d.uvarint()
-	for i := uint64(0); i < n && d.err == nil; i++ {
+	for i := uint64(0); i < n && d.err() == nil; i++ {
 		var m StateMeta
 		m.Name = string(d.bytes())
 		m.Kind = Kind(d.byte())
@@ -319,18 +321,18 @@ func readKeyedHeader(br *bufio.Reader) (*KeyedSnapshotHeader, error) {
 		m.TTL.TTL = time.Duration(d.uvarint()) * time.Millisecond
 		h.States = append(h.States, m)
 	}
-	if d.err != nil || len(d.b) != 0 {
-		return nil, corrupt("header", d.err)
+	if d.err() != nil || d.len() != 0 {
+		return nil, corrupt("header", d.err())
 	}
 	return h, nil
 }
 
 func parseFrame(buf []byte, kg int, states []StateMeta, rec *KeyedRecord, onRecord func(*KeyedRecord) error) error {
-	d := decoder{b: buf}
-	for len(d.b) > 0 {
+	d := newDecoder(buf)
+	for d.len() > 0 {
 		idx := d.uvarint()
-		if d.err != nil || idx >= uint64(len(states)) {
-			return corrupt(fmt.Sprintf("key group %d: state index %d", kg, idx), d.err)
+		if d.err() != nil || idx >= uint64(len(states)) {
+			return corrupt(fmt.Sprintf("key group %d: state index %d", kg, idx), d.err())
 		}
 		*rec = KeyedRecord{State: int(idx), KeyGroup: kg, Elements: rec.Elements[:0]}
 		if err := d.record(states[idx].Kind, rec); err != nil {
@@ -381,49 +383,18 @@ func skipBlock(br *bufio.Reader) error {
 	return err
 }
 
-// decoder reads the primitives of the format; the first error sticks.
-type decoder struct {
-	b   []byte
-	err error
-}
+// decoder reads the primitives of the format with the module's one varint
+// reader (internal/binread); the first error sticks.
+type decoder struct{ r binread.Reader }
 
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("truncated %s", what)
-	}
-	d.b = nil
-}
+func newDecoder(b []byte) decoder { return decoder{r: binread.New(b)} }
 
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) byte() byte {
-	if len(d.b) < 1 {
-		d.fail("byte")
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail("bytes")
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) uvarint() uint64  { return d.r.Uvarint() }
+func (d *decoder) byte() byte       { return d.r.Byte() }
+func (d *decoder) bytes() []byte    { return d.r.Bytes() }
+func (d *decoder) fail(what string) { d.r.Fail(what) }
+func (d *decoder) err() error       { return d.r.Err() }
+func (d *decoder) len() int         { return d.r.Len() }
 
 // record decodes one record body of the given kind into rec.
 func (d *decoder) record(kind Kind, rec *KeyedRecord) error {
@@ -434,10 +405,10 @@ func (d *decoder) record(kind Kind, rec *KeyedRecord) error {
 		rec.Value = d.bytes()
 	case KindList:
 		n := d.uvarint()
-		if n > uint64(len(d.b)) {
+		if n > uint64(d.len()) {
 			d.fail("list")
 		}
-		for i := uint64(0); i < n && d.err == nil; i++ {
+		for i := uint64(0); i < n && d.err() == nil; i++ {
 			rec.Elements = append(rec.Elements, d.bytes())
 		}
 	case KindMap:
@@ -446,16 +417,16 @@ func (d *decoder) record(kind Kind, rec *KeyedRecord) error {
 	default:
 		return fmt.Errorf("unknown state kind %d", kind)
 	}
-	return d.err
+	return d.err()
 }
 
 // recordLen returns the length of the first record body (without its state
 // index) in data.
 func recordLen(kind Kind, data []byte) (int, error) {
-	d := decoder{b: data}
+	d := newDecoder(data)
 	var rec KeyedRecord
 	if err := d.record(kind, &rec); err != nil {
 		return 0, corrupt("record", err)
 	}
-	return len(data) - len(d.b), nil
+	return len(data) - d.len(), nil
 }
