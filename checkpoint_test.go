@@ -139,14 +139,7 @@ func TestResumeFallsBackPastCorruptCheckpoint(t *testing.T) {
 			c.Retention = checkpoint.RetainOnCancellation
 			c.RetainedCheckpoints = 2
 		}))
-	job, err := env.ExecuteAsync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	await(t, "two retained checkpoints", func() bool {
-		st, ok := job.CheckpointStats()
-		return ok && st.Completed >= 3 && seen.Load() > 300
-	})
+	job := startUntil(t, context.Background(), env, "two retained checkpoints", seen, 3, 300)
 	job.Cancel()
 	_ = job.Wait()
 	st, err := storage.New(storage.OSFS{}, cpDir, job.ID(), storage.Options{})

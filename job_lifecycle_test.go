@@ -26,6 +26,22 @@ import (
 	"github.com/sluicehq/sluice/state/rocksdb"
 )
 
+// startUntil starts env's job under ctx and waits (the safety net aside,
+// for ever) until it completed at least checkpoints checkpoints and seen
+// passed records: a run with something to restore and more to read.
+func startUntil(t *testing.T, ctx context.Context, env *sluice.Environment, what string, seen *atomic.Int64, checkpoints int, records int64) *sluice.Job {
+	t.Helper()
+	job, err := env.ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	await(t, what, func() bool {
+		st, ok := job.CheckpointStats()
+		return ok && st.Completed >= checkpoints && seen.Load() > records
+	})
+	return job
+}
+
 // jobDir is the job's directory under the checkpoint directory.
 func jobDir(t *testing.T, cpDir string, job *sluice.Job) *storage.Storage {
 	t.Helper()
@@ -118,14 +134,7 @@ func TestSuspendKeepsCheckpointsCancelDeletesThem(t *testing.T) {
 	env, seen := countJob(out, records, keys, 4000, opts...)
 	ctx, suspend := context.WithCancel(context.Background())
 	defer suspend()
-	job, err := env.ExecuteAsync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	await(t, "checkpoints and records", func() bool {
-		st, ok := job.CheckpointStats()
-		return ok && st.Completed >= 2 && seen.Load() > 500
-	})
+	job := startUntil(t, ctx, env, "checkpoints and records", seen, 2, 500)
 	suspend()
 	if err := job.Wait(); !errors.Is(err, sluice.ErrJobSuspended) || job.Status() != runtime.JobSuspended {
 		t.Fatalf("suspended job: %v, %v", err, job.Status())
@@ -144,14 +153,7 @@ func TestSuspendKeepsCheckpointsCancelDeletesThem(t *testing.T) {
 	// Resume, then cancel: CANCELED, checkpoints gone.
 	restored := atomic.Int64{}
 	env2, seen2 := countJob(out, records, keys, 4000, append(opts, sluice.WithRestoreListener(func(ri sluice.RestoreInfo) { restored.Store(ri.CheckpointID) }))...)
-	job2, err := env2.ExecuteAsync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	await(t, "the resumed run's checkpoints", func() bool {
-		st, ok := job2.CheckpointStats()
-		return ok && st.Completed >= 1 && seen2.Load() > 100
-	})
+	job2 := startUntil(t, context.Background(), env2, "the resumed run's checkpoints", seen2, 1, 100)
 	if restored.Load() == 0 {
 		t.Fatal("the resumed run restored nothing")
 	}
@@ -286,14 +288,7 @@ func TestFreshRunNeverRestoresAnotherRunsCheckpoint(t *testing.T) {
 	cpDir := t.TempDir()
 	env, seen := countJob(t.TempDir(), records, keys, 3000, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
 	ctx, suspend := context.WithCancel(context.Background())
-	job, err := env.ExecuteAsync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	await(t, "checkpoints", func() bool {
-		st, ok := job.CheckpointStats()
-		return ok && st.Completed >= 2 && seen.Load() > 300
-	})
+	job := startUntil(t, ctx, env, "checkpoints", seen, 2, 300)
 	suspend()
 	_ = job.Wait()
 	st := jobDir(t, cpDir, job)
@@ -370,14 +365,7 @@ func TestRocksDBNoClaimRestoreFromOlderCheckpoint(t *testing.T) {
 		c.Retention, c.RetainedCheckpoints = checkpoint.RetainOnCancellation, 3
 	})
 	env, seen := countJob(out, records, keys, 4000, backend, retain, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
-	job, err := env.ExecuteAsync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	await(t, "three retained checkpoints", func() bool {
-		st, ok := job.CheckpointStats()
-		return ok && st.Completed >= 4 && seen.Load() > 1500
-	})
+	job := startUntil(t, context.Background(), env, "three retained checkpoints", seen, 4, 1500)
 	job.Cancel()
 	_ = job.Wait()
 	st := jobDir(t, cpDir, job)
@@ -484,14 +472,7 @@ func TestAsyncPanicDeclinesCheckpoint(t *testing.T) {
 		sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{})),
 		sluice.WithCheckpointStorageFS(pfs),
 		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.TolerableFailed = 1000 }))
-	job, err := env.ExecuteAsync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	await(t, "a checkpoint", func() bool {
-		s, ok := job.CheckpointStats()
-		return ok && s.Completed >= 1 && seen.Load() > 100
-	})
+	job := startUntil(t, context.Background(), env, "a checkpoint", seen, 1, 100)
 	pfs.armed.Store(true)
 	await(t, "failed checkpoints", func() bool {
 		s, ok := job.CheckpointStats()
@@ -621,14 +602,7 @@ func TestClaimModeDeletesTheRestoredCheckpointOnceSubsumed(t *testing.T) {
 	out, cpDir := t.TempDir(), t.TempDir()
 	keep := sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Retention = checkpoint.RetainOnCancellation })
 	env, seen := countJob(out, records, keys, 4000, keep, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
-	job, err := env.ExecuteAsync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	await(t, "a checkpoint", func() bool {
-		s, ok := job.CheckpointStats()
-		return ok && s.Completed >= 1 && seen.Load() > 300
-	})
+	job := startUntil(t, context.Background(), env, "a checkpoint", seen, 1, 300)
 	job.Cancel()
 	_ = job.Wait()
 	st := jobDir(t, cpDir, job)

@@ -63,14 +63,7 @@ func TestRocksDBIncrementalRetentionAndRescale(t *testing.T) {
 		c.Retention, c.RetainedCheckpoints = checkpoint.RetainOnCancellation, 2
 	})
 	env, seen := countJobAt(out, records, keys, 6000, 2, backend, retain, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
-	job, err := env.ExecuteAsync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	await(t, "several checkpoints", func() bool {
-		st, ok := job.CheckpointStats()
-		return ok && st.Completed >= 5 && seen.Load() > 2000
-	})
+	job := startUntil(t, context.Background(), env, "several checkpoints", seen, 5, 2000)
 	job.Cancel()
 	if err := job.Wait(); !errors.Is(err, sluice.ErrJobCanceled) {
 		t.Fatal(err)
