@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -295,12 +294,7 @@ func readRecords(t *testing.T, seeds []string, topic string, n int) []*kgo.Recor
 // id open: its timeout expired and the broker aborted it.
 func awaitTimedOut(t *testing.T, seeds []string, id string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := adminClient(t, seeds)
 	ctx := testCtx(t)
 	for {
 		ds, err := adm.DescribeTransactions(ctx, id)

@@ -64,16 +64,23 @@ func readAll(t *testing.T, seeds []string, topic string, level kgo.IsolationLeve
 	return got
 }
 
-// stableOffsets returns the last stable offset and the end offset of
-// every partition of topic.
-func stableOffsets(t *testing.T, seeds []string, topic string) (lso, end map[int32]int64) {
+// adminClient is an admin client of the cluster at seeds, closed when the
+// test ends.
+func adminClient(t *testing.T, seeds []string) *kadm.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// stableOffsets returns the last stable offset and the end offset of
+// every partition of topic.
+func stableOffsets(t *testing.T, seeds []string, topic string) (lso, end map[int32]int64) {
+	t.Helper()
+	adm := adminClient(t, seeds)
 	ctx := testCtx(t)
 	s, err := adm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
