@@ -677,3 +677,35 @@ func TestFailoverRefusesToFallBackPastCommittedOutput(t *testing.T) {
 		t.Fatalf("%d restarts, want the one that found the corrupt checkpoint", job.Restarts())
 	}
 }
+
+// A disk full when the job's result is written: nothing is deleted (the
+// retention waits for a durable result), so a resumed run finds the final
+// checkpoint, finishes at once and commits nothing twice.
+func TestResultWriteFailureDeletesNothing(t *testing.T) {
+	const records, keys = 2000, 10
+	out, cpDir := t.TempDir(), t.TempDir()
+	ffs := faultfs.New(storage.OSFS{})
+	ffs.Inject(faultfs.Rule{Op: faultfs.OpCreate, PathContains: "job-result", Err: faultfs.ErrDiskFull})
+	env, _ := countJob(out, records, keys, 20000, sluice.WithCheckpointing(20*time.Millisecond, cpDir), sluice.WithCheckpointStorageFS(ffs))
+	job := mustStart(t, env)
+	if err := job.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ffs.Injected()) == 0 {
+		t.Fatal("the fault never fired: the test did not test a failed result write")
+	}
+	st := jobDir(t, cpDir, job)
+	if ids := completedOnDisk(t, st); len(ids) == 0 {
+		t.Fatal("checkpoints deleted although the job's result could not be written")
+	}
+	if res, err := st.ReadJobResult(); res != nil || err != nil {
+		t.Fatalf("result %+v, %v; want none", res, err)
+	}
+	committed := len(readCounts(t, out))
+	env2, seen := countJob(out, records, keys, 20000, sluice.WithCheckpointing(20*time.Millisecond, cpDir), sluice.WithResumeFromLatestCheckpoint())
+	mustExecute(t, env2)
+	if n := len(readCounts(t, out)); n != committed || seen.Load() != 0 {
+		t.Fatalf("the resumed run read %d records and committed %d in all, want 0 and %d", seen.Load(), n, committed)
+	}
+	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
+}
