@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"maps"
 	"path"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,14 +155,25 @@ func (r *verifyingReader) Read(p []byte) (int, error) {
 func (r *verifyingReader) Close() error { return r.f.Close() }
 
 // LoadSnapshot reads the checkpoint or savepoint at path (its directory, or
-// its _metadata file) on fsys and verifies every file it references.
+// its _metadata file; a file path on fsys or a URL of a registered scheme)
+// and verifies every file it references.
 func LoadSnapshot(fsys FS, path string) (*Snapshot, error) {
-	dir := path
-	if filepath.Base(path) == metadataName {
-		dir = filepath.Dir(path)
+	return LoadSnapshotWith(fsys, path, nil)
+}
+
+// LoadSnapshotWith is LoadSnapshot with a job's own scheme openers
+// (Options.Schemes).
+func LoadSnapshotWith(fsys FS, path string, schemes map[string]OpenFunc) (*Snapshot, error) {
+	dir := strings.TrimRight(path, "/")
+	if p, name := splitLocation(dir); name == metadataName {
+		dir = p
 	}
 	parent, name := splitLocation(dir)
-	return LoadSnapshotFrom(NewPOSIX(fsys, parent), name+"/")
+	b, err := Open(context.Background(), fsys, parent, schemes)
+	if err != nil {
+		return nil, err
+	}
+	return LoadSnapshotFrom(b, name+"/")
 }
 
 // LoadSnapshotFrom reads the checkpoint or savepoint whose directory is
@@ -321,6 +331,9 @@ var ErrReferencesUnknown = errors.New("shared file references unknown")
 // object (or a directory) under chk-<id>/, and whether its _metadata is
 // there (it is complete).
 func (s *Storage) listCheckpoints() (map[int64]bool, error) {
+	if dl, ok := s.b.(DirLister); ok {
+		return s.listCheckpointDirs(dl)
+	}
 	complete := map[int64]bool{}
 	for o, err := range s.b.List(s.ctx(), checkpointPrefix) {
 		if err != nil {
@@ -330,13 +343,47 @@ func (s *Storage) listCheckpoints() (map[int64]bool, error) {
 		if !ok {
 			continue // an object chk-<something> beside the checkpoints
 		}
-		id, err := strconv.ParseInt(strings.TrimPrefix(dir, checkpointPrefix), 10, 64)
-		if err != nil || id <= 0 || checkpointKey(id) != dir {
+		id, ok := checkpointID(dir)
+		if !ok {
 			continue
 		}
 		complete[id] = complete[id] || rest == metadataName
 	}
 	return complete, nil
+}
+
+// listCheckpointDirs lists the chk-*/ directories and asks each for its
+// _metadata: a request per checkpoint, not per file.
+func (s *Storage) listCheckpointDirs(dl DirLister) (map[int64]bool, error) {
+	complete := map[int64]bool{}
+	for d, err := range dl.ListDirs(s.ctx(), "", checkpointPrefix) {
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint storage: list %s: %w", s.b.Path(checkpointPrefix), err)
+		}
+		id, ok := checkpointID(strings.TrimSuffix(d, "/"))
+		if !ok {
+			continue
+		}
+		_, err := s.b.Stat(s.ctx(), checkpointKey(id)+"/"+metadataName)
+		switch {
+		case err == nil:
+			complete[id] = true
+		case errors.Is(err, fs.ErrNotExist):
+			complete[id] = false // pending or aborted: an orphan
+		default:
+			return nil, fmt.Errorf("checkpoint storage: %w", err)
+		}
+	}
+	return complete, nil
+}
+
+// checkpointID parses a checkpoint directory's name, chk-<id>.
+func checkpointID(dir string) (int64, bool) {
+	id, err := strconv.ParseInt(strings.TrimPrefix(dir, checkpointPrefix), 10, 64)
+	if err != nil || id <= 0 || checkpointKey(id) != dir {
+		return 0, false
+	}
+	return id, true
 }
 
 // referencedShared returns the shared files that some _metadata in

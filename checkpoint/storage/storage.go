@@ -36,6 +36,9 @@ type Options struct {
 	// Logger receives the fallback and cleanup lines; nil uses
 	// slog.Default().
 	Logger *slog.Logger
+	// Schemes open URL locations of their scheme before the registered
+	// ones (RegisterScheme): a job's own S3 configuration.
+	Schemes map[string]OpenFunc
 }
 
 // Opener opens the backend rooted at a location: a directory, or (with an
@@ -53,9 +56,11 @@ type Storage struct {
 	log    *slog.Logger
 }
 
-// New opens (creating it if needed) the storage of job under the directory
-// dir of fsys: the POSIX backend rooted at <dir>/<job>, and savepoints on
-// the same file system.
+// New opens (creating it if needed) the storage of job under the checkpoint
+// directory dir: for a file path (or file:// URL), the POSIX backend of
+// fsys rooted at <dir>/<job>; for another URL (s3://bucket/prefix), the
+// backend its scheme is registered with (opts.Schemes first) rooted at
+// <dir>/<job>. Savepoint directories are opened the same way.
 func New(fsys FS, dir, job string, opts Options) (*Storage, error) {
 	if dir == "" {
 		return nil, errors.New("checkpoint storage: empty checkpoint directory (execution.checkpointing.dir)")
@@ -63,8 +68,14 @@ func New(fsys FS, dir, job string, opts Options) (*Storage, error) {
 	if !snapshot.IsPlainName(job) {
 		return nil, fmt.Errorf("checkpoint storage: job name %q must be a plain file name", job)
 	}
-	open := func(location string) (Backend, error) { return NewPOSIX(fsys, location), nil }
-	return NewOnBackend(NewPOSIX(fsys, filepath.Join(dir, job)), open, job, opts)
+	open := func(location string) (Backend, error) {
+		return Open(context.Background(), fsys, location, opts.Schemes)
+	}
+	root, err := open(joinLocation(dir, job))
+	if err != nil {
+		return nil, err
+	}
+	return NewOnBackend(root, open, job, opts)
 }
 
 // NewOnBackend opens the storage of job on root, the backend rooted at the
@@ -135,7 +146,7 @@ func (s *Storage) NewSavepointDir(parent string) (string, error) {
 
 // joinLocation appends name to a location: a directory or a URL.
 func joinLocation(parent, name string) string {
-	if strings.Contains(parent, "://") {
+	if IsURL(parent) {
 		return strings.TrimRight(parent, "/") + "/" + name
 	}
 	return filepath.Join(parent, name)
@@ -143,14 +154,14 @@ func joinLocation(parent, name string) string {
 
 // splitLocation cuts a location into its parent and its last element.
 func splitLocation(location string) (parent, name string) {
-	if strings.Contains(location, "://") {
+	if IsURL(location) {
 		l := strings.TrimRight(location, "/")
 		i := strings.LastIndexByte(l, '/')
 		return l[:i], l[i+1:]
 	}
 	// Kept relative when it is: callers compare these paths with the
 	// ones they configured.
-	l := filepath.Clean(location)
+	l := filepath.Clean(FilePath(location))
 	if !snapshot.IsPlainName(filepath.Base(l)) {
 		if abs, err := filepath.Abs(l); err == nil {
 			l = abs
