@@ -16,20 +16,22 @@ BENCH_PKGS ?= ./...
 BENCH_FLAGS ?= -benchmem
 BENCH_OUT ?= bench.txt
 
-# Every package but the integration tests, which need a broker.
+# Every package but the integration tests, which need a broker. Both the unit
+# and the integration tests run with a local S3 server up (scripts/with-s3).
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/integration')
 
-.PHONY: help demo test vet test-unit test-integration bench lint fmt-check fmt deps deps-demo deps-test kafka-start kafka-stop
+.PHONY: help demo test vet test-unit test-integration bench lint fmt-check fmt deps deps-demo deps-test kafka-start kafka-stop s3-start s3-stop
 
 help:
 	@echo "make demo               run the main example (examples/wordcount, else examples/datagen)"
-	@echo "make test               go vet, unit tests (-race), integration tests against a real Kafka broker"
-	@echo "make test-unit          go vet and the unit tests only"
-	@echo "make test-integration   the integration tests (starts a broker unless KAFKA_BROKERS is set)"
+	@echo "make test               go vet, unit tests (-race), integration tests against a real Kafka broker and S3 server"
+	@echo "make test-unit          go vet and the unit tests only (starts an S3 server unless AWS_ENDPOINT_URL_S3 and S3_BUCKET are set)"
+	@echo "make test-integration   the integration tests (starts a broker unless KAFKA_BROKERS is set, and an S3 server)"
 	@echo "make bench              benchmarks (BENCH=regexp BENCH_PKGS=./pkg/...), also written to $(BENCH_OUT)"
 	@echo "make lint               gofmt check and go vet"
 	@echo "make deps               install what is missing (apt-get as root), or say what to install"
 	@echo "make kafka-start / kafka-stop   a local broker for your own runs (scripts/kafka)"
+	@echo "make s3-start / s3-stop         a local S3 server for your own runs (scripts/s3)"
 
 demo: deps-demo
 	@if [ -d examples/wordcount ]; then \
@@ -40,7 +42,7 @@ demo: deps-demo
 
 test: deps-test fmt-check vet test-unit-only test-integration-only
 
-test-unit: deps-demo vet test-unit-only
+test-unit: deps-test vet test-unit-only
 
 test-integration: deps-test test-integration-only
 
@@ -48,13 +50,15 @@ vet:
 	$(GO) vet ./...
 
 .PHONY: test-unit-only test-integration-only
+# Starts an S3 server with scripts/s3 unless AWS_ENDPOINT_URL_S3 and
+# S3_BUCKET are set, and always stops the server it started.
 test-unit-only:
-	$(GO) test $(UNIT_FLAGS) $(UNIT_PKGS)
+	scripts/with-s3 $(GO) test $(UNIT_FLAGS) $(UNIT_PKGS)
 
-# Starts a broker with scripts/kafka unless KAFKA_BROKERS is set, and always
-# stops the broker it started.
+# Starts a broker with scripts/kafka unless KAFKA_BROKERS is set, and an S3
+# server as test-unit-only does, and always stops what it started.
 test-integration-only:
-	scripts/with-kafka $(GO) test $(INTEGRATION_FLAGS) ./integration/...
+	scripts/with-kafka scripts/with-s3 $(GO) test $(INTEGRATION_FLAGS) ./integration/...
 
 bench: deps-test
 	scripts/with-kafka $(GO) test -run '^$$' -bench '$(BENCH)' $(BENCH_FLAGS) $(BENCH_PKGS) | tee $(BENCH_OUT)
@@ -83,3 +87,9 @@ kafka-start:
 
 kafka-stop:
 	scripts/kafka stop
+
+s3-start:
+	scripts/s3 start
+
+s3-stop:
+	scripts/s3 stop
