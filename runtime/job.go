@@ -158,8 +158,12 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 		if fsys == nil {
 			fsys = storage.OSFS{}
 		}
+		inline := storage.DefaultInlineThreshold
+		if cfg.InlineThreshold != nil {
+			inline = *cfg.InlineThreshold
+		}
 		st, err := storage.New(fsys, cfg.Checkpoint.Directory, j.id,
-			storage.Options{InlineThreshold: storage.DefaultInlineThreshold, Logger: logger})
+			storage.Options{InlineThreshold: inline, Logger: logger, Schemes: cfg.CheckpointSchemes})
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint storage: %w", err)
 		}

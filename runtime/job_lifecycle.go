@@ -233,7 +233,7 @@ func (j *Job) planRestoreFrom(path string) (*startPlan, error) {
 	if fsys == nil {
 		fsys = storage.OSFS{}
 	}
-	snap, err := storage.LoadSnapshot(fsys, path)
+	snap, err := storage.LoadSnapshotWith(fsys, path, j.cfg.CheckpointSchemes)
 	if err != nil {
 		return nil, fmt.Errorf("%w from %s: %w", ErrRestore, path, err)
 	}

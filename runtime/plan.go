@@ -182,6 +182,14 @@ type Config struct {
 	// CheckpointFS is the filesystem checkpoints are written to; nil is
 	// the operating system's. Tests inject faults through it.
 	CheckpointFS storage.FS
+	// CheckpointSchemes open checkpoint, savepoint and restore locations
+	// given as URLs of their scheme before the registered openers
+	// (storage.RegisterScheme): the job's own S3 settings.
+	CheckpointSchemes map[string]storage.OpenFunc
+	// InlineThreshold is state.storage.fs.memory-threshold: state streams
+	// up to this many bytes are kept in _metadata. Nil is
+	// storage.DefaultInlineThreshold (20 KiB).
+	InlineThreshold *int
 
 	// JobID names the job's directory under the checkpoint directory and
 	// its result; stable across restarts of one deployment. Empty: derived

@@ -31,6 +31,7 @@ var layers = []struct {
 	{"checkpoint/storage", 10},
 	{"checkpoint/storage/faultfs", 15},
 	{"checkpoint/storage/storagetest", 15},
+	{"checkpoint/storage/s3", 15},
 	// Interfaces and the deterministic checkpoint core.
 	{"sink", 20},
 	{"source", 20},
