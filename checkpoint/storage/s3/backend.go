@@ -74,9 +74,10 @@ func New(ctx context.Context, location string, c Config) (*Backend, error) {
 // Location is where the backend is rooted.
 func (b *Backend) Location() Location { return b.loc }
 
-// Path is the s3:// URL of the object of key (with its entropy).
+// Path is the s3:// URL of the object of key (with its entropy); of a
+// prefix ("" for the root, "chk-7/") without its trailing slash.
 func (b *Backend) Path(key string) string {
-	return "s3://" + b.bucket + "/" + b.keys.object(key)
+	return strings.TrimSuffix("s3://"+b.bucket+"/"+b.keys.object(key), "/")
 }
 
 func (b *Backend) check(ctx context.Context, key string) (string, error) {

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"io/fs"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,25 +15,10 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/checkpoint/storage/storagetest"
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
-// testLocation returns a fresh s3:// location in the bucket of the S3
-// server scripts/with-s3 started (AWS_ENDPOINT_URL_S3, S3_BUCKET and the
-// keys in the environment). Without one the test is skipped, except in CI,
-// where it fails.
-func testLocation(t testing.TB) string {
-	t.Helper()
-	bucket := os.Getenv("S3_BUCKET")
-	if bucket == "" || (os.Getenv("AWS_ENDPOINT_URL_S3") == "" && os.Getenv("AWS_ENDPOINT_URL") == "") {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no S3 server: AWS_ENDPOINT_URL_S3 and S3_BUCKET are unset (CI runs the tests under scripts/with-s3)")
-		}
-		t.Skip("no S3 server: run under scripts/with-s3 (AWS_ENDPOINT_URL_S3 and S3_BUCKET unset)")
-	}
-	var r [6]byte
-	_, _ = rand.Read(r[:])
-	return "s3://" + bucket + "/test-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + hex.EncodeToString(r[:])
-}
+func testLocation(t testing.TB) string { return testutil.S3Location(t) }
 
 func newTestBackend(t testing.TB, loc string, c Config) *Backend {
 	t.Helper()
