@@ -117,6 +117,9 @@ func (e *jobEntry) vertexOf(ts checkpoint.TaskCheckpointStats) int {
 // externalPath is the directory of a checkpoint (as Flink reports it and
 // as restores take it), not its _metadata file.
 func externalPath(p string) string {
+	if d, ok := strings.CutSuffix(p, "/_metadata"); ok {
+		return d // a URL (s3://...) or a slash-separated path
+	}
 	if filepath.Base(p) == "_metadata" {
 		return filepath.Dir(p)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"sync"
 )
 
@@ -67,9 +66,7 @@ func (s *Server) start(e *jobEntry, trigger string, take func() (string, error))
 	go func() {
 		defer s.wg.Done()
 		path, err := take()
-		if filepath.Base(path) == "_metadata" {
-			path = filepath.Dir(path)
-		}
+		path = externalPath(path)
 		if err != nil {
 			s.logger.Warn("savepoint failed", "job", e.name, "trigger", trigger, "err", err)
 		} else {

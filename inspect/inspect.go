@@ -13,10 +13,10 @@
 package inspect
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -149,36 +149,47 @@ const sourceReaderState = "source-reader-state"
 
 // Resolve finds the _metadata directory path stands for: a checkpoint or
 // savepoint directory, its _metadata file, or a job's checkpoint
-// directory (its newest chk-N).
+// directory (its newest chk-N). path is a file path or a URL of a
+// registered storage scheme (s3://bucket/prefix/job).
 func Resolve(path string) (string, error) {
-	if filepath.Base(path) == "_metadata" {
+	path = strings.TrimRight(path, "/")
+	if storage.IsURL(path) {
+		if p, ok := strings.CutSuffix(path, "/_metadata"); ok {
+			return p, nil
+		}
+	} else if filepath.Base(path) == "_metadata" {
 		return filepath.Dir(path), nil
 	}
-	if _, err := os.Stat(filepath.Join(path, "_metadata")); err == nil {
-		return path, nil
-	}
-	entries, err := os.ReadDir(path)
+	ctx := context.Background()
+	b, err := storage.Open(ctx, nil, path, nil)
 	if err != nil {
 		return "", fmt.Errorf("%w at %s: %w", ErrNoSnapshot, path, err)
 	}
+	if _, err := b.Stat(ctx, "_metadata"); err == nil {
+		return path, nil
+	}
 	best := int64(-1)
-	for _, e := range entries {
-		n, ok := strings.CutPrefix(e.Name(), "chk-")
-		if !ok || !e.IsDir() {
-			continue
-		}
-		id, err := strconv.ParseInt(n, 10, 64)
+	var listErr error
+	for o, err := range b.List(ctx, "chk-") {
 		if err != nil {
+			listErr = err
+			break
+		}
+		dir, rest, ok := strings.Cut(o.Key, "/")
+		n, _ := strings.CutPrefix(dir, "chk-")
+		id, perr := strconv.ParseInt(n, 10, 64)
+		if !ok || rest != "_metadata" || perr != nil {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(path, e.Name(), "_metadata")); err == nil && id > best {
-			best = id
-		}
+		best = max(best, id)
 	}
 	if best < 0 {
+		if listErr != nil {
+			return "", fmt.Errorf("%w at %s: %w", ErrNoSnapshot, path, listErr)
+		}
 		return "", fmt.Errorf("%w at %s: no _metadata there nor in a chk-N directory", ErrNoSnapshot, path)
 	}
-	return filepath.Join(path, "chk-"+strconv.FormatInt(best, 10)), nil
+	return storage.JoinLocation(path, "chk-"+strconv.FormatInt(best, 10)), nil
 }
 
 // Load reads the checkpoint or savepoint at path (see Resolve), checks

@@ -71,7 +71,7 @@ func New(fsys FS, dir, job string, opts Options) (*Storage, error) {
 	open := func(location string) (Backend, error) {
 		return Open(context.Background(), fsys, location, opts.Schemes)
 	}
-	root, err := open(joinLocation(dir, job))
+	root, err := open(JoinLocation(dir, job))
 	if err != nil {
 		return nil, err
 	}
@@ -141,11 +141,11 @@ func (s *Storage) NewSavepointDir(parent string) (string, error) {
 	if len(job) > 12 {
 		job = job[:12]
 	}
-	return joinLocation(parent, savepointPrefix+job+"-"+randomSuffix()), nil
+	return JoinLocation(parent, savepointPrefix+job+"-"+randomSuffix()), nil
 }
 
-// joinLocation appends name to a location: a directory or a URL.
-func joinLocation(parent, name string) string {
+// JoinLocation appends name to a location: a directory or a URL.
+func JoinLocation(parent, name string) string {
 	if IsURL(parent) {
 		return strings.TrimRight(parent, "/") + "/" + name
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	// s3:// paths: the backend registers its schemes.
+	_ "github.com/sluicehq/sluice/checkpoint/storage/s3"
 	"github.com/sluicehq/sluice/inspect"
 )
 
