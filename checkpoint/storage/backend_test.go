@@ -31,6 +31,14 @@ func TestPOSIXBackendContract(t *testing.T) {
 	}
 }
 
+// The storage suite (commit, recovery, discard, garbage collection) on
+// the POSIX backend; the S3 backend's tests run the same suite.
+func TestPOSIXStorageSuite(t *testing.T) {
+	storagetest.RunStorage(t, func(t *testing.T) storage.Backend {
+		return storage.NewPOSIX(storage.OSFS{}, filepath.Join(t.TempDir(), "job-1"))
+	})
+}
+
 // noLinkFS is an FS without the Linker capability.
 type noLinkFS struct{ inner storage.OSFS }
 

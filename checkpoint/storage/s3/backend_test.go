@@ -42,6 +42,14 @@ func TestContractWithEntropy(t *testing.T) {
 	})
 }
 
+// The storage suite (commit, recovery, discard, garbage collection) on S3,
+// as on POSIX.
+func TestStorageSuite(t *testing.T) {
+	storagetest.RunStorage(t, func(t *testing.T) storage.Backend {
+		return newTestBackend(t, testLocation(t)+"/job-1", Config{})
+	})
+}
+
 // A streamed object larger than the part size is a multipart upload; it
 // reads back whole, and an aborted one leaves nothing, not even an
 // unfinished upload.
