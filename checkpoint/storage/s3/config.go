@@ -24,7 +24,7 @@ const (
 	// DefaultPartSize is the size of the parts of a multipart upload, and
 	// the size above which a streamed object is uploaded in parts
 	// (s3.upload.part.size). S3's minimum part size is 5 MiB.
-	DefaultPartSize = 16 << 20
+	DefaultPartSize = 8 << 20
 	// MinPartSize is S3's smallest part (but the last).
 	MinPartSize = 5 << 20
 	// DefaultMaxAttempts is how many times one request is tried
