@@ -25,6 +25,7 @@ var layers = []struct {
 	{"checkpoint/internal/...", 0},
 	{"checkpoint/snapshot", 0},
 	{"internal/binread", 0},
+	{"internal/faultproxy", 0},
 	{"internal/kafkaclient", 0},
 	{"internal/importcheck", 0},
 	{"internal/testutil", 0},
