@@ -343,6 +343,13 @@ func (j *Job) collectGarbage() {
 	if err != nil {
 		j.logger.Warn("collect unreferenced shared checkpoint files", "err", err)
 	}
+	aborted, err := j.store.AbortIncompleteUploads()
+	if aborted > 0 {
+		j.logger.Info("aborted incomplete uploads of an earlier run", "uploads", aborted, "dir", j.store.JobDir())
+	}
+	if err != nil {
+		j.logger.Warn("abort incomplete checkpoint uploads", "err", err)
+	}
 }
 
 // recordResult writes the job's result before the retention policy

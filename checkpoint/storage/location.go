@@ -98,3 +98,28 @@ type DirLister interface {
 	// in "/".
 	ListDirs(ctx context.Context, prefix, start string) iter.Seq2[string, error]
 }
+
+// UploadAborter is implemented by backends on which a streamed object cut
+// short by a crash can linger as an incomplete upload (S3's multipart
+// uploads): storage without an object.
+type UploadAborter interface {
+	// AbortIncompleteUploads aborts every incomplete upload under prefix
+	// and returns how many it aborted.
+	AbortIncompleteUploads(ctx context.Context, prefix string) (int, error)
+}
+
+// AbortIncompleteUploads aborts the job's incomplete uploads (on a backend
+// that has them; 0 otherwise): those of a process that died mid-upload.
+// Call it only while no checkpoint of the job is being written: at
+// start-up, with CollectSharedGarbage.
+func (s *Storage) AbortIncompleteUploads() (int, error) {
+	a, ok := s.b.(UploadAborter)
+	if !ok {
+		return 0, nil
+	}
+	n, err := a.AbortIncompleteUploads(s.ctx(), "")
+	if err != nil {
+		return n, fmt.Errorf("checkpoint storage %s: abort incomplete uploads: %w", s.JobDir(), err)
+	}
+	return n, nil
+}

@@ -42,8 +42,9 @@ type Backend struct {
 }
 
 var (
-	_ storage.Backend   = (*Backend)(nil)
-	_ storage.DirLister = (*Backend)(nil)
+	_ storage.Backend       = (*Backend)(nil)
+	_ storage.DirLister     = (*Backend)(nil)
+	_ storage.UploadAborter = (*Backend)(nil)
 )
 
 // New returns the backend rooted at location (s3://bucket/prefix). It

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/checkpoint/storage/storagetest"
@@ -108,6 +109,41 @@ func TestMultipartUpload(t *testing.T) {
 		if *u.UploadId == id {
 			t.Fatalf("aborted upload %s is still listed", id)
 		}
+	}
+
+	// A process killed mid-upload leaves an incomplete upload; the next
+	// start aborts it.
+	w, err = b.Create(ctx, "chk-9/op-0-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	other := newTestBackend(t, testLocation(t), Config{PartSize: MinPartSize})
+	ow, err := other.Create(ctx, "shared/not-ours")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ow.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	defer ow.Abort()
+	n, err := b.AbortIncompleteUploads(ctx, "")
+	if err != nil || n != 1 {
+		t.Fatalf("AbortIncompleteUploads = %d, %v; want the one upload under the backend's root", n, err)
+	}
+	uploads, err = b.client.ListMultipartUploads(ctx, listUploadsInput(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range uploads.Uploads {
+		if *u.UploadId == w.(*writer).uploadID {
+			t.Fatalf("upload %s of %s is still listed", *u.UploadId, *u.Key)
+		}
+	}
+	if !slices.ContainsFunc(uploads.Uploads, func(u types.MultipartUpload) bool { return *u.UploadId == ow.(*writer).uploadID }) {
+		t.Fatal("the upload under another prefix was aborted too")
 	}
 }
 

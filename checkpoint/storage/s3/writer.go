@@ -151,3 +151,33 @@ func (w *writer) Abort() {
 			"object", "s3://"+w.b.bucket+"/"+w.obj, "upload", w.uploadID, "err", err)
 	}
 }
+
+// AbortIncompleteUploads aborts the multipart uploads under prefix that
+// were never completed: those of a process killed mid-upload, which hold
+// storage (and cost) without being objects. Call it only while nothing of
+// the prefix is being written (a job's start-up, holding its lock).
+func (b *Backend) AbortIncompleteUploads(ctx context.Context, prefix string) (int, error) {
+	n := 0
+	var errs []error
+	for i, lp := range b.keys.listPrefixes(prefix) {
+		p := s3.NewListMultipartUploadsPaginator(b.client, &s3.ListMultipartUploadsInput{Bucket: &b.bucket, Prefix: aws.String(lp)})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return n, b.wrap("list multipart uploads", lp, err)
+			}
+			for _, u := range page.Uploads {
+				if _, ok := b.keys.keyOf(aws.ToString(u.Key), i, prefix); !ok {
+					continue
+				}
+				_, err := b.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.bucket, Key: u.Key, UploadId: u.UploadId})
+				if err != nil && code(err) != "NoSuchUpload" {
+					errs = append(errs, b.wrap("abort multipart upload "+aws.ToString(u.UploadId), aws.ToString(u.Key), err))
+					continue
+				}
+				n++
+			}
+		}
+	}
+	return n, errors.Join(errs...)
+}
