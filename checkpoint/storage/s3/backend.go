@@ -3,6 +3,8 @@ package s3
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -105,6 +107,7 @@ func (b *Backend) Put(ctx context.Context, key string, data []byte) error {
 		Key:           &obj,
 		Body:          bytes.NewReader(data),
 		ContentLength: aws.Int64(int64(len(data))),
+		ContentMD5:    contentMD5(data),
 	})
 	return b.wrap("put", obj, err)
 }
@@ -124,6 +127,7 @@ func (b *Backend) PutIfAbsent(ctx context.Context, key string, data []byte) erro
 		Key:           &obj,
 		Body:          bytes.NewReader(data),
 		ContentLength: aws.Int64(int64(len(data))),
+		ContentMD5:    contentMD5(data),
 		IfNoneMatch:   aws.String("*"),
 	})
 	if err == nil {
@@ -316,4 +320,12 @@ func (b *Backend) wrap(op, obj string, err error) error {
 		return nil
 	}
 	return &Error{Op: op, Bucket: b.bucket, Key: obj, Code: code(err), Status: status(err), Err: err}
+}
+
+// contentMD5 is the Content-MD5 header of data. Every PUT and part carries
+// one, whatever the SDK signs: a store then refuses a body cut short
+// rather than keeping what arrived (versitygw keeps a torn unsigned PUT).
+func contentMD5(data []byte) *string {
+	sum := md5.Sum(data)
+	return aws.String(base64.StdEncoding.EncodeToString(sum[:]))
 }

@@ -79,6 +79,7 @@ func (w *writer) flushPart() error {
 		PartNumber:    aws.Int32(num),
 		Body:          bytes.NewReader(w.buf),
 		ContentLength: aws.Int64(int64(len(w.buf))),
+		ContentMD5:    contentMD5(w.buf),
 	})
 	if err != nil {
 		return w.b.wrap(fmt.Sprintf("upload part %d", num), w.obj, err)
@@ -106,6 +107,7 @@ func (w *writer) Commit() error {
 			Key:           &w.obj,
 			Body:          bytes.NewReader(w.buf),
 			ContentLength: aws.Int64(int64(len(w.buf))),
+			ContentMD5:    contentMD5(w.buf),
 		})
 		err = w.b.wrap("put", w.obj, err)
 	} else {
