@@ -1,9 +1,12 @@
 package sluice_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
+	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/state/rocksdb"
 )
@@ -123,4 +127,68 @@ func mustAtoi(t *testing.T, s string) int64 {
 		t.Fatalf("%q: %v", s, err)
 	}
 	return n
+}
+
+// S3 answering 503 to every upload for a while: each checkpoint of that
+// while fails (counted toward the tolerable failures), none crashes the
+// job; once S3 answers again the next checkpoint completes, and the
+// output is exact.
+func TestS3OutageDeclinesCheckpointsJobGoesOn(t *testing.T) {
+	loc := testutil.S3Location(t)
+	p, err := faultproxy.New(cmp.Or(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const records, keys = 8000, 10
+	out := t.TempDir()
+	env, seen := countJob(out, records, keys, 4000,
+		sluice.WithCheckpointing(30*time.Millisecond, loc),
+		sluice.WithS3(sluice.S3Config{Endpoint: p.URL(), MaxAttempts: 2, MaxBackoff: 20 * time.Millisecond}),
+		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.TolerableFailed = 1000 }),
+		sluice.WithStateMemoryThreshold(0), // every state stream an upload
+	)
+	job := startUntil(t, context.Background(), env, "two checkpoints on S3", seen, 2, 500)
+	p.SetRule(func(r *http.Request) faultproxy.Fault {
+		if r.Method == http.MethodPut || r.Method == http.MethodPost {
+			return faultproxy.Fault{Status: http.StatusServiceUnavailable}
+		}
+		return faultproxy.Fault{}
+	})
+	st, _ := job.CheckpointStats()
+	failedBefore := st.Failed
+	await(t, "two checkpoints failed during the outage", func() bool {
+		s, _ := job.CheckpointStats()
+		return s.Failed >= failedBefore+2
+	})
+	st, _ = job.CheckpointStats()
+	if st.LatestFailed == nil || !strings.Contains(st.LatestFailed.FailureMessage, "SlowDown") {
+		t.Fatalf("latest failed checkpoint: %+v; want its failure to name S3's SlowDown", st.LatestFailed)
+	}
+	completedDuring := st.Completed
+	p.SetRule(nil)
+	await(t, "a checkpoint completed after the outage", func() bool {
+		s, _ := job.CheckpointStats()
+		return s.Completed > completedDuring
+	})
+	if err := job.Wait(); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	got := readCounts(t, out)
+	last := map[int64]int64{}
+	n := map[KeyCount]int{}
+	for _, kc := range got {
+		n[kc]++
+		last[kc.Key] = max(last[kc.Key], kc.Count)
+	}
+	for kc, c := range n {
+		if c != 1 {
+			t.Fatalf("%+v committed %d times", kc, c)
+		}
+	}
+	for k, want := range expectedCounts(records, keys) {
+		if last[k] != want {
+			t.Errorf("key %d ends at %d, want %d", k, last[k], want)
+		}
+	}
 }
