@@ -108,13 +108,22 @@ func settle(b *testing.B, be *Backend) {
 // BenchmarkIncrementalCheckpoint fills a backend with -rocksdb.state of
 // incompressible values (200 bytes per key), takes a full first
 // checkpoint, then -rocksdb.checkpoints incremental ones with
-// -rocksdb.change of the keys rewritten before each, uploading into a
-// directory with a retention of one checkpoint. It reports what each
-// checkpoint uploaded against what it references, the synchronous part's
-// duration, and how long a restore of the last checkpoint takes from the
-// local copy (local recovery) and by download. Run it with -benchtime 1x:
+// -rocksdb.change of the keys rewritten before each, uploading into
+// checkpoint storage (-rocksdb.storage: posix or s3, see benchStore) with
+// a _metadata per checkpoint and a retention of one checkpoint. It reports
+// what each checkpoint uploaded against what it references, the
+// synchronous part's duration, the asynchronous part's (the upload), the
+// objects and bytes it wrote to storage, and how long a restore of the
+// last checkpoint takes from the local copy (local recovery) and by
+// download (after Recover, which the runtime runs first and which reads
+// every file to verify it); then a summary line, medians of the
+// incremental checkpoints, and what storage holds against what the
+// retained checkpoint references. Run it with -benchtime 1x (and -v for
+// more than 5 checkpoints: go test keeps the first 10 lines of a
+// benchmark's log):
 //
 //	go test ./state/rocksdb -run XXX -bench IncrementalCheckpoint -benchtime 1x -rocksdb.state=1gb
+//	scripts/with-s3 go test ./state/rocksdb -run XXX -bench IncrementalCheckpoint -benchtime 1x -rocksdb.state=1gb -rocksdb.storage=s3
 func BenchmarkIncrementalCheckpoint(b *testing.B) {
 	size, err := ParseMemorySize(*benchStateSize)
 	if err != nil {
@@ -167,11 +176,13 @@ func BenchmarkIncrementalCheckpoint(b *testing.B) {
 	fo.Destroy()
 	settle(b, be)
 	b.Logf("flushed and compacted in %v", time.Since(start).Round(time.Millisecond))
-	stor := newDirStorage(b)
-	reg := newRegistry(stor)
+	store := newBenchStore(b, *benchStorage)
 	b.ResetTimer()
 	var h *IncrementalHandle
 	var ratios, syncs []float64
+	var asyncs, written, objects []float64 // of the incremental checkpoints
+	var first counts
+	var firstAsync time.Duration
 	for id := int64(1); id <= int64(*benchCheckpoints)+1; id++ {
 		if id > 1 {
 			for range int(float64(n) * *benchChange) {
@@ -183,25 +194,40 @@ func BenchmarkIncrementalCheckpoint(b *testing.B) {
 			settle(b, be)
 			b.StartTimer()
 		}
+		before := store.counts.load()
 		snap, err := be.SnapshotIncremental(id)
 		if err != nil {
 			b.Fatal(err)
 		}
+		u := store.checkpoint(b, id)
 		upStart := time.Now()
-		h, err = snap.Upload(stor)
+		h, err = snap.Upload(u)
 		if err != nil {
 			b.Fatal(err)
 		}
 		up := time.Since(upStart)
 		snap.Release()
+		commitStart := time.Now()
+		store.commit(b, u, h)
+		commit := time.Since(commitStart)
 		be.NotifyCheckpointComplete(id)
-		reg.complete(b, []*IncrementalHandle{h})
+		wrote := store.counts.load().sub(before)
+		discardStart := time.Now()
+		store.discardPrevious(b)
+		discard := time.Since(discardStart)
+		deleted := store.counts.load().sub(before).deletes
 		ratio := 100 * float64(h.CheckpointedSize) / float64(h.StateSize)
-		b.Logf("checkpoint %2d: sync %4dms, upload %5dms, uploaded %7.1f MiB of %7.1f MiB (%5.1f%%), %d files",
-			id, snap.SyncDuration.Milliseconds(), up.Milliseconds(), float64(h.CheckpointedSize)/(1<<20), float64(h.StateSize)/(1<<20), ratio, len(h.Files))
-		if id > 1 {
+		b.Logf("checkpoint %2d: sync %4dms, upload %5dms, uploaded %7.1f MiB of %7.1f MiB (%5.1f%%), %d files; wrote %d objects, %.1f MiB (with _metadata, commit %dms); discard of the previous %dms, %d objects",
+			id, snap.SyncDuration.Milliseconds(), up.Milliseconds(), float64(h.CheckpointedSize)/(1<<20), float64(h.StateSize)/(1<<20), ratio, len(h.Files),
+			wrote.objects, float64(wrote.bytes)/(1<<20), commit.Milliseconds(), discard.Milliseconds(), deleted)
+		if id == 1 {
+			first, firstAsync = wrote, up
+		} else {
 			ratios = append(ratios, ratio)
 			syncs = append(syncs, float64(snap.SyncDuration.Microseconds())/1000)
+			asyncs = append(asyncs, float64(up.Microseconds())/1000)
+			written = append(written, float64(wrote.bytes)/(1<<20))
+			objects = append(objects, float64(wrote.objects))
 		}
 	}
 	b.StopTimer()
@@ -214,15 +240,33 @@ func BenchmarkIncrementalCheckpoint(b *testing.B) {
 	}
 	localRestore := time.Since(start)
 	check(b, local.Close())
-	// Download: another directory.
+	// Download, as the runtime restores: Recover finds the latest
+	// checkpoint in storage (and reads every file it references, to
+	// verify it), then the backend downloads its files into another
+	// directory.
+	before := store.counts.load()
+	start = time.Now()
+	latest, rh := store.recover(b)
+	recoverTime := time.Since(start)
+	recovered := store.counts.load().sub(before)
+	before = store.counts.load()
 	start = time.Now()
 	remote := newTestBackend(b, Options{})
-	if err := remote.RestoreIncremental([]*IncrementalHandle{h}, stor.download); err != nil {
+	if err := remote.RestoreIncremental([]*IncrementalHandle{rh}, store.download(latest)); err != nil {
 		b.Fatal(err)
 	}
 	downloadRestore := time.Since(start)
+	downloaded := store.counts.load().sub(before)
 	check(b, remote.Close())
-	b.Logf("restore of %.1f MiB: local %v, download %v", float64(h.StateSize)/(1<<20), localRestore.Round(time.Millisecond), downloadRestore.Round(time.Millisecond))
+	b.Logf("restore of %.1f MiB: local %v, download %v (%d objects, %.1f MiB read); recover first %v (%d objects, %.1f MiB read)",
+		float64(h.StateSize)/(1<<20), localRestore.Round(time.Millisecond), downloadRestore.Round(time.Millisecond),
+		downloaded.gets, float64(downloaded.read)/(1<<20), recoverTime.Round(time.Millisecond), recovered.gets, float64(recovered.read)/(1<<20))
+	held, referenced, heldBytes := store.checkHeld(b, latest)
+	b.Logf("summary, medians of %d incremental checkpoints: storage | sync ms | async ms | MiB/checkpoint | objects/checkpoint | first checkpoint MiB / objects / async ms | recover ms | download restore ms: "+
+		"| %s | %.0f | %.0f | %.1f | %.0f | %.1f / %d / %d | %d | %d |; %s holds %d objects (%.1f MiB), the retained checkpoint %d references %d (%d files and its _metadata)",
+		len(syncs), store.kind, median(syncs), median(asyncs), median(written), median(objects),
+		float64(first.bytes)/(1<<20), first.objects, firstAsync.Milliseconds(), recoverTime.Milliseconds(), downloadRestore.Milliseconds(),
+		store.st.JobDir(), held, float64(heldBytes)/(1<<20), latest.Metadata.CheckpointID, referenced, referenced-1)
 	avg := func(xs []float64) float64 {
 		s := 0.0
 		for _, x := range xs {
@@ -237,4 +281,23 @@ func BenchmarkIncrementalCheckpoint(b *testing.B) {
 	b.ReportMetric(slices.Max(syncs), "sync-ms-max")
 	b.ReportMetric(localRestore.Seconds(), "local-restore-s")
 	b.ReportMetric(downloadRestore.Seconds(), "download-restore-s")
+	b.ReportMetric(median(asyncs), "async-ms-median")
+	b.ReportMetric(median(written), "ckpt-MiB-median")
+	b.ReportMetric(median(objects), "ckpt-objects-median")
+	b.ReportMetric(float64(first.bytes)/(1<<20), "first-ckpt-MiB")
+	b.ReportMetric(float64(first.objects), "first-ckpt-objects")
+	b.ReportMetric(recoverTime.Seconds(), "recover-s")
+}
+
+// median is the median of xs (the mean of the middle two for an even
+// count).
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
