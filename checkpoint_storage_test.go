@@ -4,18 +4,23 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/checkpoint/storage/faultfs"
 	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/state/rocksdb"
@@ -191,4 +196,58 @@ func TestS3OutageDeclinesCheckpointsJobGoesOn(t *testing.T) {
 			t.Errorf("key %d ends at %d, want %d", k, last[k], want)
 		}
 	}
+}
+
+// Checkpoints that fail while storage refuses deletes too: their discard
+// fails, and is retried once storage works again, so that no file of
+// theirs outlives the outage (before, they stayed until the job's next
+// start, and for ever when it finished).
+func TestFailedDiscardsAreRetried(t *testing.T) {
+	const records, keys = 100000, 10
+	out, cpDir := t.TempDir(), t.TempDir()
+	ffs := faultfs.New(storage.OSFS{})
+	failed := map[int64]bool{}
+	var mu sync.Mutex
+	env, seen := countJob(out, records, keys, 5000,
+		sluice.WithCheckpointing(20*time.Millisecond, cpDir),
+		sluice.WithCheckpointStorageFS(ffs),
+		sluice.WithStateMemoryThreshold(0),
+		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.TolerableFailed = 1000 }),
+		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+			if s.Status == checkpoint.StatusFailed {
+				mu.Lock()
+				failed[s.ID] = true
+				mu.Unlock()
+			}
+		}),
+	)
+	ctx, suspend := context.WithCancel(context.Background())
+	defer suspend()
+	job := startUntil(t, ctx, env, "two checkpoints", seen, 2, 100)
+	ffs.Inject(faultfs.Rule{Op: faultfs.OpRename, PathContains: "_metadata"})
+	ffs.Inject(faultfs.Rule{Op: faultfs.OpRemove})
+	await(t, "two checkpoints failed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(failed) >= 2
+	})
+	ffs.Reset()
+	st, _ := job.CheckpointStats()
+	done := st.Completed
+	await(t, "two checkpoints completed after the outage", func() bool {
+		s, _ := job.CheckpointStats()
+		return s.Completed >= done+2
+	})
+	mu.Lock()
+	ids := slices.Sorted(maps.Keys(failed))
+	mu.Unlock()
+	dir := filepath.Join(cpDir, job.ID())
+	for _, id := range ids {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("chk-%d", id))); !errors.Is(err, fs.ErrNotExist) {
+			entries, _ := os.ReadDir(filepath.Join(dir, fmt.Sprintf("chk-%d", id)))
+			t.Errorf("failed checkpoint %d still has its directory (%d entries, stat %v) after storage recovered", id, len(entries), err)
+		}
+	}
+	suspend()
+	_ = job.Wait()
 }

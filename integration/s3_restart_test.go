@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	s3storage "github.com/sluicehq/sluice/checkpoint/storage/s3"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/codec"
@@ -164,6 +166,20 @@ func TestS3ServerRestartMidCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkS3Counts(t, got, records, keys)
+	// The failed checkpoint's discard failed while the server was down;
+	// it was retried once the server was back: none of its files is left.
+	b, err := s3storage.New(ctx, "s3://"+srv.bucket+"/checkpoints/"+job.ID(), s3storage.Config{
+		Endpoint: "http://" + srv.addr, AccessKeyID: srv.access, SecretAccessKey: srv.secret, Region: "us-east-1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o, err := range b.List(ctx, fmt.Sprintf("chk-%d/", victim)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("object %s of the failed checkpoint %d is still in the bucket", b.Path(o.Key), victim)
+	}
 	failed, completed := cps.counts()
 	t.Logf("checkpoint %d failed mid-checkpoint, %d failed in all, %d completed (the first after the restart: %d), %d committed records",
 		victim, failed, completed, after, len(got))

@@ -32,6 +32,11 @@ type checkpointDriver struct {
 	quit   chan struct{}
 	exited chan struct{}
 
+	// undiscarded are discards that failed (storage unreachable): retried
+	// with the next discard and at shutdown, so that a checkpoint that
+	// failed during an outage leaves no files once storage is back.
+	undiscarded []checkpoint.Discard
+
 	mu         sync.Mutex
 	locations  map[int64]*storage.Location
 	savepoints map[int64]chan savepointResult
@@ -200,9 +205,35 @@ func (d *checkpointDriver) forget(id int64) {
 // shutdown stops the coordinator when the attempt ends: pending
 // checkpoints are aborted, completed ones kept (the job's end applies the
 // retention policy once its result is recorded).
+// discard deletes what a Discard action names.
+func (d *checkpointDriver) discard(a checkpoint.Discard) error {
+	if a.SavepointDir != "" {
+		return d.store.DiscardSavepoint(a.SavepointDir)
+	}
+	return d.store.DiscardCheckpoint(a.ID, a.Shared)
+}
+
+// retryDiscards tries the failed discards again, keeping those that fail
+// still.
+func (d *checkpointDriver) retryDiscards() {
+	failed := d.undiscarded[:0]
+	for _, a := range d.undiscarded {
+		if err := d.discard(a); err != nil {
+			failed = append(failed, a)
+		} else {
+			d.a.job.logger.Info("discarded checkpoint after an earlier failure", "checkpoint", a.ID)
+		}
+	}
+	d.undiscarded = failed
+}
+
 func (d *checkpointDriver) shutdown() {
 	d.call(func() {
 		d.exec(d.coord.Suspend(time.Now()))
+		d.retryDiscards()
+		for _, a := range d.undiscarded {
+			d.a.job.logger.Warn("checkpoint files left in storage: the discard failed; the next start of the job deletes them", "checkpoint", a.ID)
+		}
 		final := d.coord.Stats()
 		d.mu.Lock()
 		d.final = &final
@@ -266,14 +297,10 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 				d.toTask(d.tasks.NotifyCheckpoint(CheckpointNotification{To: d.ref(id), CheckpointID: a.ID}))
 			}
 		case checkpoint.Discard:
-			var err error
-			if a.SavepointDir != "" {
-				err = d.store.DiscardSavepoint(a.SavepointDir)
-			} else {
-				err = d.store.DiscardCheckpoint(a.ID, a.Shared)
-			}
-			if err != nil {
-				logger.Warn("discard checkpoint", "checkpoint", a.ID, "err", err)
+			d.retryDiscards()
+			if err := d.discard(a); err != nil {
+				logger.Warn("discard checkpoint; retried later", "checkpoint", a.ID, "err", err)
+				d.undiscarded = append(d.undiscarded, a)
 			}
 		case checkpoint.SavepointCompleted:
 			logger.Info("savepoint completed", "savepoint", a.ID, "path", a.Path, "stop", a.Stop)
