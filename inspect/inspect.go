@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -152,28 +153,49 @@ const sourceReaderState = "source-reader-state"
 // directory (its newest chk-N). path is a file path or a URL of a
 // registered storage scheme (s3://bucket/prefix/job).
 func Resolve(path string) (string, error) {
+	b, dir, chk, err := resolve(context.Background(), path)
+	if err != nil {
+		return "", err
+	}
+	if chk == "" || b == nil {
+		return dir, nil
+	}
+	return storage.JoinLocation(dir, strings.TrimSuffix(chk, "/")), nil
+}
+
+// resolve returns, for path: its directory when it holds a _metadata
+// (chk ""), else the job directory's backend b and its newest completed
+// checkpoint's key prefix chk ("chk-N/").
+func resolve(ctx context.Context, path string) (b storage.Backend, dir, chk string, err error) {
 	path = strings.TrimRight(path, "/")
 	if storage.IsURL(path) {
 		if p, ok := strings.CutSuffix(path, "/_metadata"); ok {
-			return p, nil
+			return nil, p, "", nil
 		}
 	} else if filepath.Base(path) == "_metadata" {
-		return filepath.Dir(path), nil
+		return nil, filepath.Dir(path), "", nil
 	}
-	ctx := context.Background()
-	b, err := storage.Open(ctx, nil, path, nil)
+	b, err = storage.Open(ctx, nil, path, nil)
 	if err != nil {
-		return "", fmt.Errorf("%w at %s: %w", ErrNoSnapshot, path, err)
+		return nil, "", "", fmt.Errorf("%w at %s: %w", ErrNoSnapshot, path, err)
 	}
 	if _, err := b.Stat(ctx, "_metadata"); err == nil {
-		return path, nil
+		return b, path, "", nil
 	}
+	chk, err = newestCheckpoint(ctx, b)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("%w at %s: %w", ErrNoSnapshot, path, err)
+	}
+	return b, path, chk, nil
+}
+
+// newestCheckpoint returns the key prefix of the newest chk-N with a
+// _metadata in b.
+func newestCheckpoint(ctx context.Context, b storage.Backend) (string, error) {
 	best := int64(-1)
-	var listErr error
 	for o, err := range b.List(ctx, "chk-") {
 		if err != nil {
-			listErr = err
-			break
+			return "", err
 		}
 		dir, rest, ok := strings.Cut(o.Key, "/")
 		n, _ := strings.CutPrefix(dir, "chk-")
@@ -184,24 +206,38 @@ func Resolve(path string) (string, error) {
 		best = max(best, id)
 	}
 	if best < 0 {
-		if listErr != nil {
-			return "", fmt.Errorf("%w at %s: %w", ErrNoSnapshot, path, listErr)
-		}
-		return "", fmt.Errorf("%w at %s: no _metadata there nor in a chk-N directory", ErrNoSnapshot, path)
+		return "", errors.New("no _metadata there nor in a chk-N directory")
 	}
-	return storage.JoinLocation(path, "chk-"+strconv.FormatInt(best, 10)), nil
+	return "chk-" + strconv.FormatInt(best, 10) + "/", nil
 }
 
 // Load reads the checkpoint or savepoint at path (see Resolve), checks
 // every file it references, and decodes what it can.
 func Load(path string) (*Report, error) {
-	dir, err := Resolve(path)
+	ctx := context.Background()
+	b, dir, chk, err := resolve(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	snap, err := storage.LoadSnapshot(storage.OSFS{}, dir)
-	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", dir, err)
+	var snap *storage.Snapshot
+	if chk == "" {
+		if snap, err = storage.LoadSnapshot(storage.OSFS{}, dir); err != nil {
+			return nil, fmt.Errorf("load %s: %w", dir, err)
+		}
+	}
+	for try := 0; snap == nil; try++ {
+		snap, err = storage.LoadSnapshotFrom(b, chk)
+		if err == nil {
+			break
+		}
+		// A running job's newest checkpoint may be subsumed and deleted
+		// between finding it and reading it: look again.
+		if try == 4 || !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("load %s: %w", b.Path(strings.TrimSuffix(chk, "/")), err)
+		}
+		if chk, err = newestCheckpoint(ctx, b); err != nil {
+			return nil, fmt.Errorf("%w at %s: %w", ErrNoSnapshot, dir, err)
+		}
 	}
 	md := snap.Metadata
 	r := &Report{

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/internal/testjob"
 	"github.com/sluicehq/sluice/internal/testutil"
 )
@@ -17,7 +18,10 @@ import (
 func TestSavepointAndInspectOnS3(t *testing.T) {
 	loc := testutil.S3Location(t)
 	s := serve(t, testjob.Options{Name: "ons3", Rate: 20000, Interval: 20 * time.Millisecond,
-		Options: []sluice.Option{sluice.WithCheckpointing(20*time.Millisecond, loc+"/checkpoints")}})
+		Options: []sluice.Option{sluice.WithCheckpointing(20*time.Millisecond, loc+"/checkpoints"),
+			// A running job's newest checkpoint stays a while (inspect
+			// also looks again when it was subsumed meanwhile).
+			sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.RetainedCheckpoints = 3 })}})
 	s.run.AwaitCompleted(t, 2)
 	code, out, errs := s.sluice(t, "savepoint", "ons3", "--dir", loc+"/savepoints")
 	if code != 0 {
