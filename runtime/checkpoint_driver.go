@@ -54,17 +54,15 @@ type savepointResult struct {
 // its files released.
 func newCheckpointDriver(a *attempt, owned []int64) (*checkpointDriver, error) {
 	j := a.job
-	byTask := map[*JobVertex]bool{}
-	infos := make([]checkpoint.TaskInfo, len(a.tasks))
-	for i, t := range a.tasks {
-		byTask[t.vertex] = true
-		uids := make([]string, len(t.vertex.Nodes))
-		for k, n := range t.vertex.Nodes {
+	infos := make([]checkpoint.TaskInfo, len(a.specs))
+	for i, t := range a.specs {
+		uids := make([]string, len(t.Vertex.Nodes))
+		for k, n := range t.Vertex.Nodes {
 			uids[k] = n.UID
 		}
 		infos[i] = checkpoint.TaskInfo{
-			ID: t.id, Vertex: t.vertex.Name, Subtask: t.subtask, Parallelism: t.vertex.Parallelism,
-			Operators: uids, Upstream: t.upstream,
+			ID: t.ID, Vertex: t.Vertex.Name, Subtask: t.Subtask, Parallelism: t.Vertex.Parallelism,
+			Operators: uids, Upstream: t.Upstream,
 		}
 	}
 	coord, err := checkpoint.NewCoordinator(j.id, j.cfg.Checkpoint, infos)
@@ -277,6 +275,14 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			if err == nil {
 				path, err = l.WriteMetadata(a.Metadata)
 			}
+			if pub := d.a.job.cfg.PublishCheckpoint; err == nil && pub != nil && a.Metadata.Kind != storage.KindSavepoint {
+				if perr := pub(id, l.Dir()); perr != nil {
+					err = fmt.Errorf("publish checkpoint %d: %w", id, perr)
+					if suppressesRestarts(perr) {
+						d.a.fail("checkpoint coordinator", &fatalError{err})
+					}
+				}
+			}
 			if err != nil {
 				logger.Warn("write checkpoint metadata", "checkpoint", id, "err", err)
 			} else {
@@ -316,8 +322,8 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 		case checkpoint.FailJob:
 			d.a.fail("checkpoint coordinator", a.Err)
 		case checkpoint.AllowFinish:
-			for _, t := range d.a.tasks {
-				d.toTask(d.tasks.AllowFinish(t.ref()))
+			for _, t := range d.a.specs {
+				d.toTask(d.tasks.AllowFinish(d.ref(t.ID)))
 			}
 		default:
 			logger.Warn("unknown checkpoint coordinator action", "action", act.String())
@@ -382,10 +388,11 @@ func (d *checkpointDriver) triggerSavepoint(ctx context.Context, parent string, 
 		if stop && drain {
 			// Sources emit the end of event time first: every event-time
 			// timer fires before the savepoint's barrier.
-			for _, t := range d.a.tasks {
-				if t.src != nil {
-					t := t
-					_ = t.mailbox.Put(func() error { return t.drainEventTime() })
+			if stopper, ok := d.tasks.(TaskStopper); ok {
+				for _, t := range d.a.specs {
+					if t.Vertex.Head().BuildSource != nil {
+						d.toTask(stopper.DrainEventTime(d.ref(t.ID)))
+					}
 				}
 			}
 		}
@@ -466,8 +473,13 @@ func (a *attempt) stopAfterSavepoint() {
 	a.mu.Lock()
 	a.stopped = true
 	a.mu.Unlock()
-	for _, t := range a.tasks {
-		t := t
-		_ = t.mailbox.Put(func() error { return errStopTask })
+	stopper, _ := a.driver.tasks.(TaskStopper)
+	if stopper == nil {
+		a.job.logger.Warn("stop with savepoint: the task gateway cannot stop tasks; cancelling the attempt")
+		a.stopAll()
+		return
+	}
+	for _, s := range a.specs {
+		a.driver.toTask(stopper.StopTask(a.driver.ref(s.ID)))
 	}
 }

@@ -109,10 +109,10 @@ type localTaskGateway struct{ a *attempt }
 
 func (g localTaskGateway) task(to TaskRef) (*Task, error) {
 	a := g.a
-	if to.JobID != a.job.id || to.Attempt != a.number || int(to.Task) < 0 || int(to.Task) >= len(a.tasks) {
+	if to.JobID != a.job.id || to.Attempt != a.number || int(to.Task) < 0 || int(to.Task) >= len(a.byID) || a.byID[to.Task] == nil {
 		return nil, fmt.Errorf("task gateway of job %s attempt %d: %s: %w", a.job.id, a.number, to, ErrStaleMessage)
 	}
-	return a.tasks[to.Task], nil
+	return a.byID[to.Task], nil
 }
 
 func (g localTaskGateway) TriggerCheckpoint(m TriggerCheckpoint) error {
@@ -154,7 +154,7 @@ type localCoordinatorGateway struct{ d *checkpointDriver }
 
 func (g localCoordinatorGateway) check(from TaskRef) error {
 	a := g.d.a
-	if from.JobID != a.job.id || from.Attempt != a.number || int(from.Task) < 0 || int(from.Task) >= len(a.tasks) {
+	if from.JobID != a.job.id || from.Attempt != a.number || int(from.Task) < 0 || int(from.Task) >= len(a.specs) {
 		return fmt.Errorf("coordinator gateway of job %s attempt %d: %s: %w", a.job.id, a.number, from, ErrStaleMessage)
 	}
 	return nil
@@ -188,10 +188,13 @@ func (g localCoordinatorGateway) Report(m TaskEvent) error {
 		d.submit(func() { d.exec(d.coord.TaskEndOfInput(time.Now(), m.From.Task)) })
 	case ReportFinished:
 		d.submit(func() { d.exec(d.coord.TaskFinished(time.Now(), m.From.Task)) })
+		if d.a.remoteDone != nil {
+			d.a.remoteTaskFinished(m.From.Task)
+		}
 	case ReportFailed:
 		// At once, on the reporting goroutine: the attempt must stop even
 		// when the driver's loop has already quit.
-		d.a.fail(d.a.tasks[m.From.Task].name, m.Err)
+		d.a.fail(d.a.specs[m.From.Task].Name, m.Err)
 	default:
 		return fmt.Errorf("coordinator gateway: %s: unknown task event %d", m.From, m.Kind)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,8 +84,25 @@ type attempt struct {
 	number  int
 	ctx     context.Context
 	cancel  context.CancelFunc
+	// specs are every task of the job; tasks the ones running in this
+	// process (all of them but on a worker of a job on several hosts),
+	// byID those by task id (nil for a remote task).
+	specs   []TaskSpec
 	tasks   []*Task
+	byID    []*Task
 	restore *restoreSnapshot
+	// local says which tasks run here (nil: all); exchange reaches the
+	// others' partitions, published the partitions this process serves.
+	local     func(checkpoint.TaskID) bool
+	exchange  Exchange
+	published []string
+	// locations gives a worker's tasks their state locations (no driver
+	// runs on a worker).
+	locations func(checkpoint.Barrier) (*storage.Location, error)
+	// remoteDone is closed, on the coordinator of a job on several hosts,
+	// once every task reported that it finished (remoteFinished).
+	remoteDone     chan struct{}
+	remoteFinished map[checkpoint.TaskID]bool
 	driver  *checkpointDriver
 	// gateway is the tasks' way to the coordinator (nil without
 	// checkpointing).
@@ -141,6 +159,9 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	if err := cfg.Checkpoint.WithDefaults().Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Executor != nil && !cfg.Checkpoint.Enabled() {
+		return nil, fmt.Errorf("%w: a job on several hosts needs checkpointing (execution.checkpointing.interval)", checkpoint.ErrInvalidConfig)
+	}
 	if cfg.CancellationTimeout < 0 {
 		return nil, fmt.Errorf("%w: task.cancellation.timeout %v must not be negative (0 waits for ever)", checkpoint.ErrInvalidConfig, cfg.CancellationTimeout)
 	}
@@ -154,18 +175,9 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	j := &Job{graph: g, cfg: cfg, logger: logger, done: make(chan struct{}), id: JobIDOf(cfg, g), run: newRunID()}
 	j.unlock = func() error { return nil }
 	if cfg.Checkpoint.Directory != "" {
-		fsys := cfg.CheckpointFS
-		if fsys == nil {
-			fsys = storage.OSFS{}
-		}
-		inline := storage.DefaultInlineThreshold
-		if cfg.InlineThreshold != nil {
-			inline = *cfg.InlineThreshold
-		}
-		st, err := storage.New(fsys, cfg.Checkpoint.Directory, j.id,
-			storage.Options{InlineThreshold: inline, Logger: logger, Schemes: cfg.CheckpointSchemes})
+		st, err := openStorage(cfg, j.id, logger)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint storage: %w", err)
+			return nil, err
 		}
 		j.store = st
 		unlock, err := st.Lock(j.lockHolder())
@@ -345,6 +357,12 @@ func (j *Job) isStopping() bool {
 // newAttempt makes the tasks of one attempt, restoring their state.
 func (j *Job) newAttempt(number int, restore *restoreSnapshot, owned []int64) (*attempt, error) {
 	a := &attempt{job: j, number: number, restore: restore, stopping: make(chan struct{})}
+	if j.cfg.Executor != nil {
+		// The coordinator of a job on several hosts: no task runs here.
+		a.local = func(checkpoint.TaskID) bool { return false }
+		a.remoteDone = make(chan struct{})
+		a.remoteFinished = map[checkpoint.TaskID]bool{}
+	}
 	a.restoreCounters.start = time.Now()
 	a.ctx, a.cancel = context.WithCancel(j.ctx)
 	if err := a.deploy(); err != nil {
@@ -370,11 +388,46 @@ func (j *Job) newAttempt(number int, restore *restoreSnapshot, owned []int64) (*
 // failure otherwise.
 func (a *attempt) run() error {
 	j := a.job
-	j.logger.Info("job started", "attempt", a.number, "vertices", len(j.graph.Vertices), "tasks", len(a.tasks),
+	j.logger.Info("job started", "attempt", a.number, "vertices", len(j.graph.Vertices), "tasks", len(a.specs),
 		"restored_from", a.restoreID())
+	if ex := j.cfg.Executor; ex != nil {
+		d := AttemptDeployment{JobID: j.id, RunID: j.run, Attempt: a.number, Tasks: a.specs}
+		if a.restore != nil {
+			d.Restore, d.RestoreOwned = a.restore.snap.Dir, a.restore.owned
+		}
+		tg, err := ex.Deploy(a.ctx, d, a.gateway)
+		if err != nil {
+			a.cancel()
+			if a.driver != nil {
+				a.driver.shutdown()
+			}
+			return fmt.Errorf("deploy attempt %d: %w", a.number, err)
+		}
+		a.driver.tasks = tg
+	}
 	if a.driver != nil {
 		a.driver.start()
 	}
+	a.startTasks()
+	a.waitTasks()
+	a.mu.Lock()
+	err, stopped := a.err, a.stopped
+	a.mu.Unlock()
+	if a.driver != nil {
+		// Completed checkpoints stay: the job's end (recordResult) applies
+		// the retention policy once its result is durable.
+		a.driver.shutdown()
+	}
+	a.cancel()
+	if stopped {
+		return nil
+	}
+	return err
+}
+
+// startTasks runs every local task on a goroutine of its own; each reports
+// its end to the coordinator.
+func (a *attempt) startTasks() {
 	for _, t := range a.tasks {
 		a.wg.Add(1)
 		go func() {
@@ -393,20 +446,6 @@ func (a *attempt) run() error {
 			}
 		}()
 	}
-	a.waitTasks()
-	a.mu.Lock()
-	err, stopped := a.err, a.stopped
-	a.mu.Unlock()
-	if a.driver != nil {
-		// Completed checkpoints stay: the job's end (recordResult) applies
-		// the retention policy once its result is durable.
-		a.driver.shutdown()
-	}
-	a.cancel()
-	if stopped {
-		return nil
-	}
-	return err
 }
 
 func (a *attempt) restoreID() int64 {
@@ -421,6 +460,10 @@ func (a *attempt) restoreID() int64 {
 // fails with ErrTaskCancellationTimeout naming the tasks still running,
 // and their goroutines are left behind.
 func (a *attempt) waitTasks() {
+	if a.remoteDone != nil {
+		a.waitRemote()
+		return
+	}
 	exited := make(chan struct{})
 	go func() {
 		a.wg.Wait()
@@ -460,6 +503,40 @@ func (a *attempt) waitTasks() {
 	a.mu.Unlock()
 }
 
+// waitRemote is waitTasks on the coordinator of a job on several hosts:
+// it waits until every task finished or the attempt is told to stop, then
+// has the executor cancel the tasks, for at most the cancellation timeout.
+func (a *attempt) waitRemote() {
+	select {
+	case <-a.remoteDone:
+		return
+	case <-a.stopping:
+	}
+	ctx := context.Background()
+	if timeout := a.job.cfg.CancellationTimeout; timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if err := a.job.cfg.Executor.Cancel(ctx, a.number); err != nil {
+		a.job.logger.Error("cancel the attempt's tasks on the workers", "attempt", a.number, "err", err)
+	}
+}
+
+// remoteTaskFinished counts a remote task's end; the last one ends the
+// attempt.
+func (a *attempt) remoteTaskFinished(id checkpoint.TaskID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.remoteFinished[id] {
+		return
+	}
+	a.remoteFinished[id] = true
+	if len(a.remoteFinished) == len(a.specs) {
+		close(a.remoteDone)
+	}
+}
+
 // fail records the first failure of the attempt and stops every task.
 func (a *attempt) fail(task string, err error) {
 	a.mu.Lock()
@@ -477,6 +554,9 @@ func (a *attempt) fail(task string, err error) {
 
 func (a *attempt) stopAll() {
 	a.stoppingOnce.Do(func() { close(a.stopping) })
+	for _, id := range a.published {
+		a.exchange.Unpublish(id)
+	}
 	a.cancel()
 	for _, p := range a.partitions {
 		p.Release()
@@ -493,81 +573,107 @@ func (a *attempt) closeTasks() {
 	}
 }
 
-// deploy makes the tasks, their partitions and gates, wires them, and
-// builds every operator chain.
+// deploy makes the attempt's local tasks, their partitions and gates,
+// wires them (in memory between local tasks, through the exchange to
+// tasks of other processes), and builds every operator chain. In one
+// process every task is local.
 func (a *attempt) deploy() error {
 	j := a.job
-	byVertex := map[*JobVertex][]*Task{}
-	for _, v := range j.graph.Vertices {
-		for i := 0; i < v.Parallelism; i++ {
-			wake := make(chan struct{}, 1)
-			mb := newMailbox(wake)
-			name := fmt.Sprintf("%s (%d/%d)", v.Name, i+1, v.Parallelism)
-			t := &Task{
-				job: j, att: a, id: checkpoint.TaskID(len(a.tasks)), vertex: v, subtask: i, name: name, ctx: a.ctx,
-				wake: wake, mailbox: mb,
-				timers: &processingTime{mailbox: mb, timers: map[*time.Timer]struct{}{}},
-				logger: j.logger.With("vertex", v.Name, "subtask", i),
-			}
-			byVertex[v] = append(byVertex[v], t)
-			a.tasks = append(a.tasks, t)
+	a.specs = j.graph.Tasks()
+	a.byID = make([]*Task, len(a.specs))
+	for _, s := range a.specs {
+		if !a.isLocal(s.ID) {
+			continue
+		}
+		wake := make(chan struct{}, 1)
+		mb := newMailbox(wake)
+		t := &Task{
+			job: j, att: a, id: s.ID, vertex: s.Vertex, subtask: s.Subtask, name: s.Name, ctx: a.ctx,
+			wake: wake, mailbox: mb, upstream: s.Upstream,
+			timers: &processingTime{mailbox: mb, timers: map[*time.Timer]struct{}{}},
+			logger: j.logger.With("vertex", s.Vertex.Name, "subtask", s.Subtask),
+		}
+		a.byID[s.ID] = t
+		a.tasks = append(a.tasks, t)
+	}
+	first := map[*JobVertex]checkpoint.TaskID{}
+	for _, s := range a.specs {
+		if _, ok := first[s.Vertex]; !ok {
+			first[s.Vertex] = s.ID
 		}
 	}
 	// One partition per producing task and network edge.
-	for _, v := range j.graph.Vertices {
-		for _, e := range v.Out {
+	for _, t := range a.tasks {
+		v := t.vertex
+		for ei, e := range v.Out {
 			cons := j.graph.vertexOf[e.To]
 			n := cons.Parallelism
 			if e.Partitioner == PartitionForward {
 				n = 1
 			}
-			for _, t := range byVertex[v] {
-				name := fmt.Sprintf("%s -> %s [%d]", e.From.Name, e.To.Name, t.subtask)
-				p := network.NewResultPartition(name, n, j.cfg.Network, t.wake)
-				a.partitions = append(a.partitions, p)
-				t.partitions = append(t.partitions, p)
-				t.writers = append(t.writers, &netWriter{
-					edge: e, name: fmt.Sprintf("edge %q -> %q", e.From.Name, e.To.Name),
-					part: p, kind: e.Partitioner, n: n, maxPar: cons.MaxParallelism,
-					ctx: a.ctx, flushEach: j.cfg.BufferTimeout == 0,
-				})
+			name := fmt.Sprintf("%s -> %s [%d]", e.From.Name, e.To.Name, t.subtask)
+			p := network.NewResultPartition(name, n, j.cfg.Network, t.wake)
+			a.partitions = append(a.partitions, p)
+			t.partitions = append(t.partitions, p)
+			t.writers = append(t.writers, &netWriter{
+				edge: e, name: fmt.Sprintf("edge %q -> %q", e.From.Name, e.To.Name),
+				part: p, kind: e.Partitioner, n: n, maxPar: cons.MaxParallelism,
+				ctx: a.ctx, flushEach: j.cfg.BufferTimeout == 0,
+			})
+			remote := false
+			for ci := 0; ci < cons.Parallelism; ci++ {
+				if (e.Partitioner != PartitionForward || ci == t.subtask) && !a.isLocal(first[cons]+checkpoint.TaskID(ci)) {
+					remote = true
+				}
+			}
+			if remote {
+				id := PartitionID(j.id, a.number, t.id, ei)
+				a.exchange.Publish(id, p)
+				a.published = append(a.published, id)
 			}
 		}
 	}
 	// One gate per consuming task and network edge, then connect.
-	for _, v := range j.graph.Vertices {
-		for _, t := range byVertex[v] {
-			channels := 0
-			for _, e := range v.In {
-				prod := j.graph.vertexOf[e.From]
-				n := prod.Parallelism
+	for _, t := range a.tasks {
+		v := t.vertex
+		channels := 0
+		for _, e := range v.In {
+			prod := j.graph.vertexOf[e.From]
+			n := prod.Parallelism
+			if e.Partitioner == PartitionForward {
+				n = 1
+			}
+			name := fmt.Sprintf("%s -> %s [%d]", e.From.Name, e.To.Name, t.subtask)
+			gate := network.NewInputGate(name, n, j.cfg.Network, t.wake)
+			a.gates = append(a.gates, gate)
+			gi := &gateInput{edge: e, gate: gate, offset: channels}
+			for c := 0; c < n; c++ {
+				gi.channels = append(gi.channels, &channelInput{gate: gi, index: c, reader: network.NewRecordReader()})
+			}
+			channels += n
+			t.gates = append(t.gates, gi)
+			ei := slices.Index(prod.Out, e)
+			for pi := 0; pi < prod.Parallelism; pi++ {
+				sub, ch := t.subtask, pi
 				if e.Partitioner == PartitionForward {
-					n = 1
-				}
-				name := fmt.Sprintf("%s -> %s [%d]", e.From.Name, e.To.Name, t.subtask)
-				gate := network.NewInputGate(name, n, j.cfg.Network, t.wake)
-				a.gates = append(a.gates, gate)
-				gi := &gateInput{edge: e, gate: gate, offset: channels}
-				for c := 0; c < n; c++ {
-					gi.channels = append(gi.channels, &channelInput{gate: gi, index: c, reader: network.NewRecordReader()})
-				}
-				channels += n
-				t.gates = append(t.gates, gi)
-				for pi, pt := range byVertex[prod] {
-					w := pt.writerFor(e)
-					switch {
-					case e.Partitioner == PartitionForward && pi == t.subtask:
-						network.Connect(w.part, 0, gate, 0)
-						t.upstream = append(t.upstream, pt.id)
-					case e.Partitioner != PartitionForward:
-						network.Connect(w.part, t.subtask, gate, pi)
-						t.upstream = append(t.upstream, pt.id)
+					if pi != t.subtask {
+						continue
 					}
+					sub, ch = 0, 0
+				}
+				pid := first[prod] + checkpoint.TaskID(pi)
+				if pt := a.byID[pid]; pt != nil {
+					network.Connect(pt.writerFor(e).part, sub, gate, ch)
+					continue
+				}
+				if err := a.exchange.ConnectRemote(gate, ch, pid, PartitionID(j.id, a.number, pid, ei), sub); err != nil {
+					a.closeTasks()
+					return fmt.Errorf("task %s: connect to %s: %w", t.name, a.specs[pid].Name, err)
 				}
 			}
-			t.valve = newWatermarkValve(channels)
-			t.numChannels = channels
 		}
+		t.valve = newWatermarkValve(channels)
+		t.numChannels = channels
 	}
 	for _, t := range a.tasks {
 		if err := t.build(j.graph); err != nil {
@@ -579,6 +685,22 @@ func (a *attempt) deploy() error {
 	a.restoreCounters.replayLeft.Store(int32(len(a.tasks)))
 	return nil
 }
+
+// location is where the attempt's tasks write their state for the
+// checkpoint or savepoint of barrier b: the coordinator's location in one
+// process, the worker's (Locations) on a worker.
+func (a *attempt) location(b checkpoint.Barrier) (*storage.Location, error) {
+	switch {
+	case a.driver != nil:
+		return a.driver.location(b.ID)
+	case a.locations != nil:
+		return a.locations(b)
+	}
+	return nil, fmt.Errorf("checkpoint %d: %w", b.ID, ErrNoCheckpointing)
+}
+
+// isLocal reports whether task id runs in this process.
+func (a *attempt) isLocal(id checkpoint.TaskID) bool { return a.local == nil || a.local(id) }
 
 // Cancel cancels the job (Flink's cancel): it stops, its result is
 // recorded as CANCELED, and the retention policy applies to its

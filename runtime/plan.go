@@ -186,6 +186,16 @@ type Config struct {
 	// given as URLs of their scheme before the registered openers
 	// (storage.RegisterScheme): the job's own S3 settings.
 	CheckpointSchemes map[string]storage.OpenFunc
+	// Executor, when set, runs every attempt's tasks in other processes
+	// (the workers of a job on several hosts); this process is then the
+	// coordinator only. Checkpointing must be on.
+	Executor Executor
+	// PublishCheckpoint, when set, is called with each completed
+	// checkpoint once its _metadata is written and before any task is
+	// told it completed (before sinks commit): HA moves the job's pointer
+	// to it, fenced by the leader's epoch. An error fails the checkpoint;
+	// one that suppresses restarts (a lost leadership) ends the job here.
+	PublishCheckpoint func(id int64, dir string) error
 	// InlineThreshold is state.storage.fs.memory-threshold: state streams
 	// up to this many bytes are kept in _metadata. Nil is
 	// storage.DefaultInlineThreshold (20 KiB).

@@ -139,7 +139,7 @@ type snapshotSizes struct{ written, state, persisted int64 }
 func (c *taskCheckpoints) write(p *pendingSnapshot) ([]storage.SubtaskState, snapshotSizes, error) {
 	t := c.t
 	var sz snapshotSizes
-	loc, err := t.att.driver.location(p.id())
+	loc, err := t.att.location(p.barrier)
 	if err != nil {
 		return nil, sz, err
 	}

@@ -176,6 +176,23 @@ func LoadSnapshotWith(fsys FS, path string, schemes map[string]OpenFunc) (*Snaps
 	return LoadSnapshotFrom(b, name+"/")
 }
 
+// LoadSnapshotMetadata reads the _metadata of the checkpoint or savepoint
+// at path, without reading the files it references (their checksums are
+// still checked as they are read): for processes that restore a snapshot
+// another process verified, such as the workers of a job on several hosts.
+func LoadSnapshotMetadata(fsys FS, path string, schemes map[string]OpenFunc) (*Snapshot, error) {
+	dir := strings.TrimRight(path, "/")
+	if p, name := splitLocation(dir); name == metadataName {
+		dir = p
+	}
+	parent, name := splitLocation(dir)
+	b, err := Open(context.Background(), fsys, parent, schemes)
+	if err != nil {
+		return nil, err
+	}
+	return readSnapshot(b, name+"/")
+}
+
 // LoadSnapshotFrom reads the checkpoint or savepoint whose directory is
 // the key prefix dir (ending in "/") of b, and verifies every file it
 // references. Its shared files are under the sibling prefix shared/.
