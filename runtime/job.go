@@ -80,10 +80,10 @@ type Job struct {
 
 // attempt is one run of the job's tasks; a restart makes a new one.
 type attempt struct {
-	job     *Job
-	number  int
-	ctx     context.Context
-	cancel  context.CancelFunc
+	job    *Job
+	number int
+	ctx    context.Context
+	cancel context.CancelFunc
 	// specs are every task of the job; tasks the ones running in this
 	// process (all of them but on a worker of a job on several hosts),
 	// byID those by task id (nil for a remote task).
@@ -103,7 +103,7 @@ type attempt struct {
 	// once every task reported that it finished (remoteFinished).
 	remoteDone     chan struct{}
 	remoteFinished map[checkpoint.TaskID]bool
-	driver  *checkpointDriver
+	driver         *checkpointDriver
 	// gateway is the tasks' way to the coordinator (nil without
 	// checkpointing).
 	gateway CoordinatorGateway
