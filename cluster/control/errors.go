@@ -1,0 +1,76 @@
+package control
+
+import "errors"
+
+// Errors of the control plane; the errors returned wrap them.
+var (
+	// ErrInvalidConfig: a ServerConfig or ClientConfig that cannot work.
+	ErrInvalidConfig = errors.New("invalid control plane configuration")
+	// ErrRefused: the coordinator refused the worker's registration.
+	ErrRefused = errors.New("registration refused")
+	// ErrFingerprintMismatch: the worker built another job plan than the
+	// coordinator's: it runs different code.
+	ErrFingerprintMismatch = errors.New("job plan fingerprint mismatch")
+	// ErrStaleEpoch: the coordinator's leader epoch is older than one the
+	// worker already followed: it is not the leader any more.
+	ErrStaleEpoch = errors.New("coordinator of an older leader epoch")
+	// ErrHeartbeatTimeout: nothing arrived from the other side for
+	// heartbeat.timeout.
+	ErrHeartbeatTimeout = errors.New("heartbeat timeout")
+	// ErrDisconnected: the stream to the other side broke or was closed by
+	// it.
+	ErrDisconnected = errors.New("control stream ended")
+	// ErrClosed: this side was closed (Server.Close, Client.Close).
+	ErrClosed = errors.New("control plane closed")
+	// ErrReplaced: the worker registered again on a new stream, which
+	// replaces the old one.
+	ErrReplaced = errors.New("worker registered again")
+	// ErrUnknownWorker: no worker of that id is registered.
+	ErrUnknownWorker = errors.New("no such worker registered")
+	// ErrDeployFailed: the worker could not deploy its tasks.
+	ErrDeployFailed = errors.New("deployment failed on the worker")
+)
+
+// RemoteError is an error that crossed the control plane: the text of the
+// sender's error and whether it suppressed restarts (an error of the
+// runtime's or of a connector that implements SuppressRestarts() bool).
+// It answers SuppressRestarts the same, so the runtime's restart decision
+// is the one the sender's error asked for.
+type RemoteError struct {
+	Text     string
+	Suppress bool
+}
+
+func (e *RemoteError) Error() string { return e.Text }
+
+// SuppressRestarts reports whether the sender's error suppressed restarts.
+func (e *RemoteError) SuppressRestarts() bool { return e.Suppress }
+
+// wireError is an error on the wire; nil for no error.
+type wireError struct {
+	Text     string `json:"text"`
+	Suppress bool   `json:"suppress_restarts,omitempty"`
+}
+
+type restartSuppressor interface{ SuppressRestarts() bool }
+
+// suppressesRestarts is the runtime's test: err, or an error it wraps,
+// says the job must not restart.
+func suppressesRestarts(err error) bool {
+	var s restartSuppressor
+	return errors.As(err, &s) && s.SuppressRestarts()
+}
+
+func toWire(err error) *wireError {
+	if err == nil {
+		return nil
+	}
+	return &wireError{Text: err.Error(), Suppress: suppressesRestarts(err)}
+}
+
+func (w *wireError) err() error {
+	if w == nil {
+		return nil
+	}
+	return &RemoteError{Text: w.Text, Suppress: w.Suppress}
+}

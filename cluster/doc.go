@@ -1,0 +1,11 @@
+// Package cluster runs one job on several processes: a coordinator (in
+// Flink's role of the JobMaster) that runs the job's life and its
+// checkpoint coordinator, and workers (TaskManagers) that offer slots and
+// run the tasks placed on them. It joins the pieces that exist elsewhere:
+// the runtime's Executor and TaskRunner, the control plane
+// (cluster/control, gRPC), the data plane (runtime/network's TCP
+// transport), HA (cluster/ha, etcd) and checkpoint storage shared by every
+// process (S3). Slot sharing places subtask i of every vertex in slot i;
+// a failure restarts the whole job from its latest checkpoint on the slots
+// there are.
+package cluster

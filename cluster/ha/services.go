@@ -1,0 +1,271 @@
+package ha
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+var (
+	// ErrFenced is wrapped by the error of a fenced write that etcd refused
+	// because the writer is no longer the leader: its key is gone, another
+	// candidate was (or will be) elected. The leadership is lost.
+	ErrFenced = errors.New("fenced: no longer the leader")
+	// ErrStalePointer is wrapped by the error of PublishCheckpoint when the
+	// stored pointer is at or past the checkpoint published.
+	ErrStalePointer = errors.New("checkpoint pointer is not newer than the stored one")
+	// ErrNoLeader is returned by Leader when the job has no leader.
+	ErrNoLeader = errors.New("no leader")
+	// ErrLost is wrapped by the error of a lost leadership (Leadership.Err).
+	ErrLost = errors.New("leadership lost")
+	// ErrInvalidArgument is wrapped by the errors of malformed job ids,
+	// candidates and pointers.
+	ErrInvalidArgument = errors.New("invalid argument")
+)
+
+// retryWait is the pause before a read loop tries etcd again after an
+// error that is not the end (etcd unreachable, a watch compacted).
+const retryWait = 200 * time.Millisecond
+
+// Services are the HA services of the jobs of one process, on one etcd
+// client. Their methods are safe for concurrent use.
+type Services struct {
+	cfg    Config
+	client *clientv3.Client
+	log    *slog.Logger
+
+	wg        sync.WaitGroup // the goroutines of leaderships and watches
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open connects to etcd and checks that it answers within ctx and the
+// dial timeout.
+func Open(ctx context.Context, cfg Config) (*Services, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: cfg.DialTimeout,
+		Username:    cfg.Username,
+		Password:    cfg.Password,
+		TLS:         cfg.TLS,
+		Logger:      zapToSlog(cfg.Logger),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ha: connect to etcd %v: %w", cfg.Endpoints, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	if _, err := client.Get(cctx, cfg.Prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("ha: etcd %v does not answer: %w", cfg.Endpoints, err)
+	}
+	return &Services{cfg: cfg, client: client, log: cfg.Logger}, nil
+}
+
+// Close closes the etcd client, after which no call succeeds. Leaderships
+// not resigned are lost at once here and on the server when their lease
+// expires: resign first to hand over without waiting.
+func (s *Services) Close() error {
+	s.closeOnce.Do(func() {
+		if err := s.client.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			s.closeErr = fmt.Errorf("ha: close etcd client: %w", err)
+		}
+		s.wg.Wait()
+	})
+	return s.closeErr
+}
+
+// Client is the etcd client, for what this package does not cover.
+func (s *Services) Client() *clientv3.Client { return s.client }
+
+func checkJobID(jobID string) error {
+	if jobID == "" || strings.Contains(jobID, "/") {
+		return fmt.Errorf("%w: job id %q (not empty, no /)", ErrInvalidArgument, jobID)
+	}
+	return nil
+}
+
+func (s *Services) jobKey(jobID, leaf string) string {
+	return s.cfg.Prefix + "/jobs/" + jobID + "/" + leaf
+}
+
+// leaderPrefix is the election prefix, without its trailing slash.
+func (s *Services) leaderPrefix(jobID string) string { return s.jobKey(jobID, "leader") }
+
+// LeaderInfo is a job's leader as workers see it: the candidate string it
+// campaigned with and its epoch. The zero LeaderInfo is no leader.
+type LeaderInfo struct {
+	Candidate string
+	Epoch     int64
+}
+
+// Leader returns the job's current leader, or ErrNoLeader.
+func (s *Services) Leader(ctx context.Context, jobID string) (candidate string, epoch int64, err error) {
+	if err := checkJobID(jobID); err != nil {
+		return "", 0, err
+	}
+	li, _, err := s.leader(ctx, jobID)
+	if err != nil {
+		return "", 0, fmt.Errorf("ha: leader of job %s: %w", jobID, err)
+	}
+	if li.Epoch == 0 {
+		return "", 0, fmt.Errorf("ha: job %s: %w", jobID, ErrNoLeader)
+	}
+	return li.Candidate, li.Epoch, nil
+}
+
+// leader reads the first-created key of the election: the zero LeaderInfo
+// when there is none, and the revision read at.
+func (s *Services) leader(ctx context.Context, jobID string) (LeaderInfo, int64, error) {
+	resp, err := s.client.Get(ctx, s.leaderPrefix(jobID)+"/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return LeaderInfo{}, 0, err
+	}
+	if len(resp.Kvs) == 0 {
+		return LeaderInfo{}, resp.Header.Revision, nil
+	}
+	kv := resp.Kvs[0]
+	return LeaderInfo{Candidate: string(kv.Value), Epoch: kv.CreateRevision}, resp.Header.Revision, nil
+}
+
+// WatchLeader reports the job's leader: the current one first (the zero
+// LeaderInfo when there is none), then each change, until ctx is done or
+// the Services are closed, when the channel is closed. A reader that
+// falls behind misses intermediate leaders, never the latest; etcd being
+// unreachable delays the reports, it does not end them.
+func (s *Services) WatchLeader(ctx context.Context, jobID string) <-chan LeaderInfo {
+	ch := make(chan LeaderInfo)
+	if err := checkJobID(jobID); err != nil {
+		s.log.Error("ha: watch leader", "job", jobID, "error", err)
+		close(ch)
+		return ch
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.client.Ctx(), cancel)
+	s.wg.Go(func() {
+		defer close(ch)
+		defer stop()
+		defer cancel()
+		s.watchLeader(ctx, jobID, ch)
+	})
+	return ch
+}
+
+func (s *Services) watchLeader(ctx context.Context, jobID string, ch chan<- LeaderInfo) {
+	pfx := s.leaderPrefix(jobID) + "/"
+	last, sent := LeaderInfo{}, false
+	for ctx.Err() == nil {
+		li, rev, err := s.leader(ctx, jobID)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("ha: read leader", "job", jobID, "error", err)
+				sleep(ctx, retryWait)
+			}
+			continue
+		}
+		if !sent || li != last {
+			select {
+			case ch <- li:
+				last, sent = li, true
+			case <-ctx.Done():
+				return
+			}
+		}
+		// Any change under the prefix may change the leader: read again.
+		wctx, wcancel := context.WithCancel(ctx)
+		wch := s.client.Watch(wctx, pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		select {
+		case wr, ok := <-wch:
+			if ok && wr.Err() != nil && ctx.Err() == nil {
+				s.log.Warn("ha: watch leader", "job", jobID, "error", wr.Err())
+				sleep(ctx, retryWait)
+			}
+		case <-ctx.Done():
+		}
+		wcancel()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// Pointer is the latest completed checkpoint of a job.
+type Pointer struct {
+	// ID is the checkpoint id, at least 1.
+	ID int64
+	// Path is its _metadata directory.
+	Path string
+	// RunID is the execution that completed it.
+	RunID string
+}
+
+// storedPointer is the JSON of the checkpoint key; Epoch is the leader
+// that wrote it, for whoever reads the key with etcdctl.
+type storedPointer struct {
+	ID    int64  `json:"id"`
+	Path  string `json:"path"`
+	RunID string `json:"run_id,omitempty"`
+	Epoch int64  `json:"epoch"`
+}
+
+func decodePointer(key string, value []byte) (storedPointer, error) {
+	var p storedPointer
+	if err := json.Unmarshal(value, &p); err != nil {
+		return p, fmt.Errorf("ha: %s holds no checkpoint pointer: %w", key, err)
+	}
+	return p, nil
+}
+
+// LatestCheckpoint reads the job's checkpoint pointer; false when no
+// checkpoint was published. No leadership is needed.
+func (s *Services) LatestCheckpoint(ctx context.Context, jobID string) (Pointer, bool, error) {
+	if err := checkJobID(jobID); err != nil {
+		return Pointer{}, false, err
+	}
+	key := s.jobKey(jobID, "checkpoint")
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return Pointer{}, false, fmt.Errorf("ha: read checkpoint pointer of job %s: %w", jobID, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Pointer{}, false, nil
+	}
+	p, err := decodePointer(key, resp.Kvs[0].Value)
+	if err != nil {
+		return Pointer{}, false, err
+	}
+	return Pointer{ID: p.ID, Path: p.Path, RunID: p.RunID}, true, nil
+}
+
+// Result reads the job's result; false when none was published (or it
+// was cleared). No leadership is needed.
+func (s *Services) Result(ctx context.Context, jobID string) ([]byte, bool, error) {
+	if err := checkJobID(jobID); err != nil {
+		return nil, false, err
+	}
+	resp, err := s.client.Get(ctx, s.jobKey(jobID, "result"))
+	if err != nil {
+		return nil, false, fmt.Errorf("ha: read result of job %s: %w", jobID, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, false, nil
+	}
+	return resp.Kvs[0].Value, true, nil
+}
