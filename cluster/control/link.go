@@ -144,12 +144,18 @@ func (l *link) enqueue(b encoded) error {
 }
 
 // push hands a received frame's work to the inbox, unless the link ended.
-func (l *link) push(f func()) {
+func (l *link) push(f func()) { l.locked(func() { l.in.put(f) }) }
+
+// locked runs f under the link's lock, unless the link ended: what f
+// queues comes before the report of the end.
+func (l *link) locked(f func()) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.ended {
-		l.in.put(f)
+	if l.ended {
+		return false
 	}
+	f()
+	return true
 }
 
 // end ends the link with cause; false when it had ended already.

@@ -33,9 +33,12 @@ type Deployment struct {
 	Placement []string `json:"placement"`
 	// Peers maps every worker id of Placement to its data-plane address.
 	Peers map[string]string `json:"peers"`
+	// RunID is the coordinator's run of the job (runtime.WorkerDeployment).
+	RunID string `json:"run_id,omitempty"`
 	// Restore is the checkpoint or savepoint directory to restore from, ""
-	// for none.
-	Restore string `json:"restore,omitempty"`
+	// for none; RestoreOwned says whether the run owns it.
+	Restore      string `json:"restore,omitempty"`
+	RestoreOwned bool   `json:"restore_owned,omitempty"`
 	// Extra is opaque to the control plane: what else the runtime needs.
 	Extra []byte `json:"extra,omitempty"`
 }
@@ -90,6 +93,12 @@ type cancelMsg struct {
 	Epoch   int64  `json:"epoch"`
 }
 
+// savepointDir tells the workers where savepoint ID goes.
+type savepointDir struct {
+	ID  int64  `json:"id"`
+	Dir string `json:"dir"`
+}
+
 // declineMsg is runtime.DeclineCheckpoint with its error as text.
 type declineMsg struct {
 	From         runtime.TaskRef   `json:"from"`
@@ -124,6 +133,9 @@ type frame struct {
 	Trigger     *runtime.TriggerCheckpoint      `json:"trigger,omitempty"`
 	Notify      *runtime.CheckpointNotification `json:"notify,omitempty"`
 	AllowFinish *runtime.TaskRef                `json:"allow_finish,omitempty"`
+	StopTask    *runtime.TaskRef                `json:"stop_task,omitempty"`
+	Drain       *runtime.TaskRef                `json:"drain_event_time,omitempty"`
+	Savepoint   *savepointDir                   `json:"savepoint_dir,omitempty"`
 
 	Ack     *runtime.AcknowledgeCheckpoint `json:"ack,omitempty"`
 	Decline *declineMsg                    `json:"decline,omitempty"`
@@ -151,6 +163,12 @@ func (f *frame) kind() string {
 		return "checkpoint-notification"
 	case f.AllowFinish != nil:
 		return "allow-finish"
+	case f.StopTask != nil:
+		return "stop-task"
+	case f.Drain != nil:
+		return "drain-event-time"
+	case f.Savepoint != nil:
+		return "savepoint-dir"
 	case f.Ack != nil:
 		return "acknowledge-checkpoint"
 	case f.Decline != nil:
@@ -175,6 +193,10 @@ func (f *frame) payloadRef() (job string, attempt int, ok bool) {
 		return f.Notify.To.JobID, f.Notify.To.Attempt, true
 	case f.AllowFinish != nil:
 		return f.AllowFinish.JobID, f.AllowFinish.Attempt, true
+	case f.StopTask != nil:
+		return f.StopTask.JobID, f.StopTask.Attempt, true
+	case f.Drain != nil:
+		return f.Drain.JobID, f.Drain.Attempt, true
 	case f.Ack != nil:
 		return f.Ack.From.JobID, f.Ack.From.Attempt, true
 	case f.Decline != nil:

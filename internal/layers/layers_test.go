@@ -53,6 +53,8 @@ var layers = []struct {
 	{"source/kafka", 30},
 	// The runtime.
 	{"runtime", 40},
+	// The control plane between a coordinator and its workers (gRPC).
+	{"cluster/control", 45},
 	// The user API and what reads a running job.
 	{"", 50},
 	{"internal/backpressure", 50},

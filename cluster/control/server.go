@@ -1,0 +1,644 @@
+package control
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/runtime"
+)
+
+// Flink's heartbeat.interval and heartbeat.timeout defaults.
+const (
+	DefaultHeartbeatInterval = 10 * time.Second
+	DefaultHeartbeatTimeout  = 50 * time.Second
+)
+
+// ServerConfig configures the coordinator's end of the control plane.
+type ServerConfig struct {
+	// ListenAddr is the TCP address to listen on, host:port (port 0 picks
+	// a free one: see Server.Addr).
+	ListenAddr string
+	// TLS, when set, serves TLS with it (its certificates); plaintext
+	// otherwise.
+	TLS *tls.Config
+	// HeartbeatInterval (heartbeat.interval, default 10 s) and
+	// HeartbeatTimeout (heartbeat.timeout, default 50 s, more than the
+	// interval).
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+	// Fingerprint is the job plan's: a worker with another one is refused.
+	Fingerprint string
+	// Epoch is the coordinator's leader epoch, in every message.
+	Epoch int64
+	// JobID is the job the coordinator runs.
+	JobID  string
+	Logger *slog.Logger
+}
+
+func (c *ServerConfig) fill() error {
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
+	c.HeartbeatTimeout = cmp.Or(c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.ListenAddr == "":
+		return fmt.Errorf("control: %w: no listen address (host:port, port 0 picks one)", ErrInvalidConfig)
+	case c.JobID == "":
+		return fmt.Errorf("control: %w: no job id", ErrInvalidConfig)
+	case c.Fingerprint == "":
+		return fmt.Errorf("control: %w: no job plan fingerprint", ErrInvalidConfig)
+	case c.Epoch < 0:
+		return fmt.Errorf("control: %w: negative leader epoch %d", ErrInvalidConfig, c.Epoch)
+	}
+	return checkHeartbeats(c.HeartbeatInterval, c.HeartbeatTimeout)
+}
+
+func checkHeartbeats(interval, timeout time.Duration) error {
+	if interval < 0 || timeout <= interval {
+		return fmt.Errorf("control: %w: heartbeat.timeout %s must be more than heartbeat.interval %s (and both positive)", ErrInvalidConfig, timeout, interval)
+	}
+	return nil
+}
+
+// WorkerInfo describes a registered worker.
+type WorkerInfo struct {
+	ID string
+	// Slots is the worker's taskmanager.numberOfTaskSlots.
+	Slots int
+	// DataAddr is the address of its data-plane transport.
+	DataAddr    string
+	Fingerprint string
+	Host        string
+	// RemoteAddr is where its session comes from.
+	RemoteAddr string
+	Registered time.Time
+}
+
+// CoordinatorHandler receives what the workers send, on one goroutine, in
+// the order each worker sent it: WorkerRegistered first, then the
+// worker's gateway messages, then WorkerLost (after Server.Close too).
+// Its methods must return quickly (see the package documentation): a
+// Server.Deploy from one holds every later event until the worker
+// answers. The errors of the gateway methods are logged at debug level.
+type CoordinatorHandler interface {
+	runtime.CoordinatorGateway
+	WorkerRegistered(w WorkerInfo)
+	// WorkerLost: the worker's heartbeats stopped, its stream broke, it
+	// registered again (ErrReplaced: a WorkerRegistered follows) or the
+	// server closed (ErrClosed).
+	WorkerLost(workerID string, cause error)
+}
+
+// Server is the coordinator's end of the control plane: it accepts the
+// workers' sessions.
+type Server struct {
+	cfg        ServerConfig
+	log        *slog.Logger
+	h          CoordinatorHandler
+	lis        net.Listener
+	srv        *grpc.Server
+	events     *inbox
+	dispatched chan struct{}
+	served     chan struct{}
+	pauseBeats atomic.Bool // test hook
+
+	mu        sync.Mutex
+	closed    bool
+	workers   map[string]*session
+	attempt   int
+	deployed  bool
+	placement []string
+	seq       uint64
+	wg        sync.WaitGroup // session handlers and their receivers
+}
+
+// session is a registered worker's session.
+type session struct {
+	info      WorkerInfo
+	l         *link
+	announced bool // WorkerRegistered was queued; under l.mu
+
+	pmu     sync.Mutex
+	pending map[uint64]chan error
+}
+
+// NewServer listens on cfg.ListenAddr and serves the workers' sessions,
+// handing what they send to h.
+func NewServer(cfg ServerConfig, h CoordinatorHandler) (*Server, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("control: %w: no coordinator handler", ErrInvalidConfig)
+	}
+	lis, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("control: listen on %s: %w", cfg.ListenAddr, err)
+	}
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(jsonCodec{}),
+		grpc.MaxRecvMsgSize(maxFrame),
+		grpc.MaxSendMsgSize(maxFrame),
+		// Pings close the connection of a peer that stopped reading, so a
+		// send blocked on its flow control ends.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: max(cfg.HeartbeatInterval, time.Second), Timeout: cfg.HeartbeatTimeout}),
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	s := &Server{
+		cfg: cfg, log: cfg.Logger, h: h, lis: lis, srv: grpc.NewServer(opts...),
+		events: newInbox(), dispatched: make(chan struct{}), served: make(chan struct{}),
+		workers: map[string]*session{},
+	}
+	s.srv.RegisterService(&serviceDesc, s)
+	go func() {
+		defer close(s.dispatched)
+		s.events.run()
+	}()
+	go func() {
+		defer close(s.served)
+		if err := s.srv.Serve(lis); err != nil {
+			s.log.Error("control: serving the workers' sessions stopped", "addr", s.Addr(), "err", err)
+		}
+	}()
+	s.log.Info("control: coordinator listening", "addr", s.Addr(), "job", cfg.JobID, "epoch", cfg.Epoch, "tls", cfg.TLS != nil)
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// Workers lists the registered workers by id.
+func (s *Server) Workers() []WorkerInfo {
+	s.mu.Lock()
+	out := make([]WorkerInfo, 0, len(s.workers))
+	for _, ss := range s.workers {
+		out = append(out, ss.info)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b WorkerInfo) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Close ends every session (each worker is reported lost with ErrClosed),
+// stops listening and returns once the handler's last call returned: do
+// not call it from a handler. Messages still queued are dropped.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	sessions := make([]*session, 0, len(s.workers))
+	for _, ss := range s.workers {
+		sessions = append(sessions, ss)
+	}
+	s.mu.Unlock()
+	for _, ss := range sessions {
+		ss.l.end(fmt.Errorf("%w: the coordinator shut down", ErrClosed))
+	}
+	s.srv.Stop()
+	<-s.served
+	s.wg.Wait()
+	s.events.close(nil)
+	<-s.dispatched
+	return nil
+}
+
+// Deploy sends d to the worker and waits for its answer: nil once the
+// worker's handler took it, else its error (wrapping ErrDeployFailed),
+// the session's end, or ctx's. d.JobID is the server's job (empty means
+// it); d.Epoch is set to the server's. From then on d.Attempt is the
+// current attempt: the workers' messages of older ones are dropped, and
+// d.Placement is where TaskGateway(nil) routes.
+func (s *Server) Deploy(ctx context.Context, workerID string, d Deployment) error {
+	d.JobID = cmp.Or(d.JobID, s.cfg.JobID)
+	d.Epoch = s.cfg.Epoch
+	what := fmt.Sprintf("control: deploy job %s attempt %d to worker %s", d.JobID, d.Attempt, workerID)
+	if d.JobID != s.cfg.JobID {
+		return fmt.Errorf("%s: the coordinator runs job %s: %w", what, s.cfg.JobID, runtime.ErrStaleMessage)
+	}
+	s.mu.Lock()
+	if s.deployed && d.Attempt < s.attempt {
+		cur := s.attempt
+		s.mu.Unlock()
+		return fmt.Errorf("%s: attempt %d is current: %w", what, cur, runtime.ErrStaleMessage)
+	}
+	ss := s.workers[workerID]
+	if ss == nil {
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return fmt.Errorf("%s: %w", what, ErrClosed)
+		}
+		return fmt.Errorf("%s: %w", what, ErrUnknownWorker)
+	}
+	s.attempt, s.deployed, s.placement = d.Attempt, true, slices.Clone(d.Placement)
+	s.seq++
+	seq := s.seq
+	s.mu.Unlock()
+
+	reply := ss.expect(seq)
+	defer ss.forget(seq)
+	if err := ss.l.send(&frame{JobID: d.JobID, Attempt: d.Attempt, Seq: seq, Deploy: &d}); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var err error
+	select {
+	case err = <-reply:
+	case <-ss.l.done:
+		select {
+		case err = <-reply:
+		default:
+			return fmt.Errorf("%s: %w", what, ss.l.err())
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w: %w", what, ErrDeployFailed, err)
+	}
+	return nil
+}
+
+// Cancel asks the worker to cancel its tasks of the attempt. It does not
+// wait: the tasks report their end through the gateway.
+func (s *Server) Cancel(workerID, jobID string, attempt int) error {
+	what := fmt.Sprintf("control: cancel job %s attempt %d on worker %s", jobID, attempt, workerID)
+	if jobID != s.cfg.JobID {
+		return fmt.Errorf("%s: the coordinator runs job %s: %w", what, s.cfg.JobID, runtime.ErrStaleMessage)
+	}
+	ss, err := s.lookup(workerID)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := ss.l.send(&frame{JobID: jobID, Attempt: attempt, Cancel: &cancelMsg{JobID: jobID, Attempt: attempt, Epoch: s.cfg.Epoch}}); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// TaskGateway is the coordinator's way to the tasks on the workers: each
+// message goes to the stream of the worker placement names for its task
+// (nil: the Placement of the latest Deploy). A message of another job or
+// of an attempt that is not current is refused with
+// runtime.ErrStaleMessage, one for an unknown worker with
+// ErrUnknownWorker. The methods never wait for the network. The gateway
+// is also a runtime.TaskStopper: StopTask and DrainEventTime reach the
+// worker handler when it is one.
+func (s *Server) TaskGateway(placement func(checkpoint.TaskID) string) runtime.TaskGateway {
+	return taskGateway{s: s, placement: placement}
+}
+
+// SetSavepointDir tells every registered worker where savepoint id of the
+// current attempt goes (runtime.TaskRunner.SetSavepointDir), for worker
+// handlers that are a SavepointLocator. It does not wait.
+func (s *Server) SetSavepointDir(id int64, dir string) error {
+	attempt, deployed := s.current()
+	if !deployed {
+		return fmt.Errorf("control: savepoint %d directory: no attempt deployed: %w", id, runtime.ErrStaleMessage)
+	}
+	s.mu.Lock()
+	sessions := make([]*session, 0, len(s.workers))
+	for _, ss := range s.workers {
+		sessions = append(sessions, ss)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, ss := range sessions {
+		if err := ss.l.send(&frame{JobID: s.cfg.JobID, Attempt: attempt, Savepoint: &savepointDir{ID: id, Dir: dir}}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("control: savepoint %d directory: %w", id, err)
+	}
+	return nil
+}
+
+// lookup finds worker id's session: ErrClosed once the server closed,
+// ErrUnknownWorker when it is not registered.
+func (s *Server) lookup(id string) (*session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss := s.workers[id]; ss != nil {
+		return ss, nil
+	}
+	if s.closed {
+		return nil, ErrClosed
+	}
+	return nil, fmt.Errorf("worker %q: %w", id, ErrUnknownWorker)
+}
+
+func (s *Server) current() (attempt int, deployed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attempt, s.deployed
+}
+
+// stale says why a message of job and attempt is not of the current
+// attempt, "" when it is.
+func (s *Server) stale(job string, attempt int) string {
+	cur, deployed := s.current()
+	switch {
+	case job != s.cfg.JobID:
+		return fmt.Sprintf("the coordinator runs job %s", s.cfg.JobID)
+	case !deployed:
+		return "no attempt deployed"
+	case attempt != cur:
+		return fmt.Sprintf("attempt %d is current", cur)
+	}
+	return ""
+}
+
+type taskGateway struct {
+	s         *Server
+	placement func(checkpoint.TaskID) string
+}
+
+func (g taskGateway) route(to runtime.TaskRef) (*session, error) {
+	s := g.s
+	if why := s.stale(to.JobID, to.Attempt); why != "" {
+		return nil, fmt.Errorf("control: task gateway: %s: %s: %w", to, why, runtime.ErrStaleMessage)
+	}
+	var w string
+	if g.placement != nil {
+		w = g.placement(to.Task)
+	} else {
+		s.mu.Lock()
+		if t := int(to.Task); t >= 0 && t < len(s.placement) {
+			w = s.placement[t]
+		}
+		s.mu.Unlock()
+	}
+	ss, err := s.lookup(w)
+	if err != nil {
+		return nil, fmt.Errorf("control: task gateway: %s: %w", to, err)
+	}
+	return ss, nil
+}
+
+func (g taskGateway) send(to runtime.TaskRef, f *frame) error {
+	ss, err := g.route(to)
+	if err != nil {
+		return err
+	}
+	f.JobID, f.Attempt = to.JobID, to.Attempt
+	if err := ss.l.send(f); err != nil {
+		return fmt.Errorf("control: task gateway: %s: %w", to, err)
+	}
+	return nil
+}
+
+func (g taskGateway) TriggerCheckpoint(m runtime.TriggerCheckpoint) error {
+	return g.send(m.To, &frame{Trigger: &m})
+}
+
+func (g taskGateway) NotifyCheckpoint(m runtime.CheckpointNotification) error {
+	return g.send(m.To, &frame{Notify: &m})
+}
+
+func (g taskGateway) AllowFinish(to runtime.TaskRef) error {
+	return g.send(to, &frame{AllowFinish: &to})
+}
+
+func (g taskGateway) StopTask(to runtime.TaskRef) error {
+	return g.send(to, &frame{StopTask: &to})
+}
+
+func (g taskGateway) DrainEventTime(to runtime.TaskRef) error {
+	return g.send(to, &frame{Drain: &to})
+}
+
+var _ runtime.TaskStopper = taskGateway{}
+
+// session serves one worker's stream: the registration, then the
+// session's sender on this goroutine until the session ends.
+func (s *Server) session(st grpc.ServerStream) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return status.Error(codes.Unavailable, "control: the coordinator is shutting down")
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+
+	ctx := st.Context()
+	remote := "unknown"
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		remote = p.Addr.String()
+	}
+	first := make(chan *frame, 1)
+	ready := make(chan *session, 1)
+	s.wg.Add(1)
+	go func() { // the receiver: the registration, then the session's frames
+		defer s.wg.Done()
+		f := new(frame)
+		if err := st.RecvMsg(f); err != nil {
+			s.log.Debug("control: a stream ended before registering", "remote", remote, "err", err)
+			close(first)
+			return
+		}
+		first <- f
+		select {
+		case ss := <-ready:
+			ss.l.runReceiver(st, func(f *frame) { s.received(ss, f) })
+		case <-ctx.Done():
+		}
+	}()
+
+	timer := time.NewTimer(s.cfg.HeartbeatTimeout)
+	defer timer.Stop()
+	var f *frame
+	select {
+	case f = <-first:
+		if f == nil {
+			return status.Error(codes.Canceled, "control: the stream ended before registering")
+		}
+	case <-timer.C:
+		s.log.Warn("control: a worker's stream sent no registration within heartbeat.timeout", "remote", remote, "timeout", s.cfg.HeartbeatTimeout)
+		return status.Errorf(codes.DeadlineExceeded, "control: no registration within heartbeat.timeout %s", s.cfg.HeartbeatTimeout)
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	ss, refusal := s.admit(f, remote)
+	if ss == nil {
+		if b, err := encode(&frame{Epoch: s.cfg.Epoch, JobID: s.cfg.JobID, RegisterReply: refusal}); err == nil {
+			_ = st.SendMsg(b) // the worker reads the reason, or learns it from the status
+		}
+		return status.Errorf(codes.FailedPrecondition, "control: registration refused: %s", refusal.Reason)
+	}
+	ready <- ss
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ss.l.runMonitor(func() *frame {
+			attempt, _ := s.current()
+			return &frame{Heartbeat: true, JobID: s.cfg.JobID, Attempt: attempt}
+		})
+	}()
+	ss.l.runSender(st)
+	return status.Error(codes.Unavailable, ss.l.err().Error())
+}
+
+// admit checks a registration: a new session, its reply queued first and
+// WorkerRegistered queued, or nil and the refusal.
+func (s *Server) admit(f *frame, remote string) (*session, *registerReply) {
+	reply := &registerReply{
+		Epoch: s.cfg.Epoch, JobID: s.cfg.JobID, Fingerprint: s.cfg.Fingerprint,
+		HeartbeatInterval: int64(s.cfg.HeartbeatInterval), HeartbeatTimeout: int64(s.cfg.HeartbeatTimeout),
+	}
+	refuse := func(code, reason string) (*session, *registerReply) {
+		reply.Code, reply.Reason = code, reason
+		s.log.Warn("control: worker registration refused", "remote", remote, "reason", reason)
+		return nil, reply
+	}
+	r := f.Register
+	switch {
+	case r == nil:
+		return refuse(refusedInvalid, fmt.Sprintf("the first message is a %s, not a registration", f.kind()))
+	case r.Protocol != protocolVersion:
+		return refuse(refusedProtocol, fmt.Sprintf("worker %s speaks control protocol %d, the coordinator %d", r.WorkerID, r.Protocol, protocolVersion))
+	case r.WorkerID == "":
+		return refuse(refusedInvalid, "no worker id")
+	case r.Slots < 1:
+		return refuse(refusedInvalid, fmt.Sprintf("worker %s offers %d slots", r.WorkerID, r.Slots))
+	case r.Fingerprint != s.cfg.Fingerprint:
+		return refuse(refusedFingerprint, fmt.Sprintf("worker %s built job plan %s, the coordinator %s: the worker runs different code", r.WorkerID, r.Fingerprint, s.cfg.Fingerprint))
+	case r.MinEpoch > s.cfg.Epoch:
+		return refuse(refusedEpoch, fmt.Sprintf("worker %s followed leader epoch %d, this coordinator's is %d: it is not the leader", r.WorkerID, r.MinEpoch, s.cfg.Epoch))
+	}
+	if time.Duration(r.HeartbeatInterval) >= s.cfg.HeartbeatTimeout || s.cfg.HeartbeatInterval >= time.Duration(r.HeartbeatTimeout) {
+		s.log.Warn("control: the worker's heartbeat settings do not fit the coordinator's: sessions will time out",
+			"worker", r.WorkerID, "worker_interval", time.Duration(r.HeartbeatInterval), "worker_timeout", time.Duration(r.HeartbeatTimeout),
+			"interval", s.cfg.HeartbeatInterval, "timeout", s.cfg.HeartbeatTimeout)
+	}
+	reply.Accepted = true
+
+	ss := &session{
+		info: WorkerInfo{
+			ID: r.WorkerID, Slots: r.Slots, DataAddr: r.DataAddr, Fingerprint: r.Fingerprint,
+			Host: r.Host, RemoteAddr: remote, Registered: time.Now(),
+		},
+		pending: map[uint64]chan error{},
+	}
+	id := r.WorkerID
+	ss.l = newLink(s.log, "worker "+id, s.cfg.Epoch, s.cfg.HeartbeatInterval, s.cfg.HeartbeatTimeout, &s.pauseBeats, s.events, func(cause error) {
+		// Under ss.l.mu: after every frame of the session handed on.
+		level := slog.LevelWarn
+		if errors.Is(cause, ErrClosed) {
+			level = slog.LevelInfo
+		}
+		s.log.Log(context.Background(), level, "control: worker lost", "worker", id, "cause", cause)
+		s.mu.Lock()
+		if s.workers[id] == ss {
+			delete(s.workers, id) // before WorkerLost runs: Workers() agrees with it
+		}
+		s.mu.Unlock()
+		if ss.announced {
+			s.events.put(func() { s.h.WorkerLost(id, cause) })
+		}
+	})
+	if err := ss.l.send(&frame{JobID: s.cfg.JobID, RegisterReply: reply}); err != nil {
+		return refuse(refusedInvalid, err.Error())
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return refuse(refusedClosed, "the coordinator is shutting down")
+	}
+	old := s.workers[id]
+	s.workers[id] = ss
+	s.mu.Unlock()
+	if old != nil {
+		old.l.end(fmt.Errorf("%w: worker %s from %s, on a new stream from %s", ErrReplaced, id, old.info.RemoteAddr, remote))
+	}
+	info := ss.info
+	ss.l.locked(func() {
+		ss.announced = true
+		s.events.put(func() { s.h.WorkerRegistered(info) })
+	})
+	s.log.Info("control: worker registered", "worker", id, "host", r.Host, "slots", r.Slots, "data_addr", r.DataAddr, "remote", remote)
+	return ss, nil
+}
+
+// received handles a frame of a registered worker on its receiver.
+func (s *Server) received(ss *session, f *frame) {
+	switch {
+	case f.DeployReply != nil:
+		ss.resolve(f.Seq, f.DeployReply.Err.err())
+	case f.Ack != nil, f.Decline != nil, f.Event != nil:
+		ss.l.push(func() { s.deliver(ss, f) })
+	default:
+		s.log.Debug("control: unexpected message from a worker dropped", "worker", ss.info.ID, "message", f.kind())
+	}
+}
+
+// deliver hands a gateway message to the handler, on the event goroutine.
+func (s *Server) deliver(ss *session, f *frame) {
+	if why := s.stale(f.JobID, f.Attempt); why != "" {
+		s.log.Debug("control: stale message dropped", "worker", ss.info.ID, "message", f.kind(), "job", f.JobID, "attempt", f.Attempt, "why", why)
+		return
+	}
+	var err error
+	switch {
+	case f.Ack != nil:
+		err = s.h.Acknowledge(*f.Ack)
+	case f.Decline != nil:
+		m := f.Decline
+		err = s.h.Decline(runtime.DeclineCheckpoint{From: m.From, CheckpointID: m.CheckpointID, Reason: m.Reason, Err: m.Err.err()})
+	case f.Event != nil:
+		m := f.Event
+		err = s.h.Report(runtime.TaskEvent{From: m.From, Kind: m.Kind, Err: m.Err.err()})
+	}
+	if err != nil {
+		s.log.Debug("control: the coordinator did not take a worker's message", "worker", ss.info.ID, "message", f.kind(), "err", err)
+	}
+}
+
+func (ss *session) expect(seq uint64) chan error {
+	ch := make(chan error, 1)
+	ss.pmu.Lock()
+	ss.pending[seq] = ch
+	ss.pmu.Unlock()
+	return ch
+}
+
+func (ss *session) forget(seq uint64) {
+	ss.pmu.Lock()
+	delete(ss.pending, seq)
+	ss.pmu.Unlock()
+}
+
+func (ss *session) resolve(seq uint64, err error) {
+	ss.pmu.Lock()
+	ch := ss.pending[seq]
+	delete(ss.pending, seq)
+	ss.pmu.Unlock()
+	if ch == nil {
+		return // Deploy gave up waiting
+	}
+	ch <- err
+}
