@@ -29,6 +29,7 @@ var layers = []struct {
 	{"internal/kafkaclient", 0},
 	{"internal/importcheck", 0},
 	{"internal/testutil", 0},
+	{"internal/deploycheck", 0}, // the deployment files' test (Dockerfile, deploy/kubernetes)
 	{"checkpoint/storage", 10},
 	{"checkpoint/storage/faultfs", 15},
 	{"checkpoint/storage/storagetest", 15},
