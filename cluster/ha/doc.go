@@ -89,8 +89,12 @@
 // key and epoch stay, its fenced writes succeed again once etcd answers.
 // When etcd stays away longer than the lease duration, the client gives
 // up on the lease and the leadership is lost, even though the server
-// brings the lease back for a moment when it restarts: the former leader
-// revokes it if it can, and otherwise the lease expires one lease duration
-// after the restart; then a standby is elected, and the former leader's
-// writes are fenced.
+// brings the lease back when it restarts: that lease expires one lease
+// duration (and an election timeout) after the restart, or at once when
+// the former leader resigns, which is what it should do on Lost. Until
+// then its key holds and so would its writes — safe, as no one else can
+// be elected meanwhile, but a leader that saw Lost writes no more. Then a
+// standby is elected, and the former leader's writes are fenced. A
+// standby's campaign outlives an outage: it goes on with its lease, or a
+// new one if the outage outlived the lease.
 package ha

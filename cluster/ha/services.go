@@ -11,6 +11,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 var (
@@ -60,6 +62,12 @@ func Open(ctx context.Context, cfg Config) (*Services, error) {
 		Password:    cfg.Password,
 		TLS:         cfg.TLS,
 		Logger:      zapToSlog(cfg.Logger),
+		// Reconnect soon after etcd is back: gRPC's default backoff grows
+		// to two minutes, far past a lease.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: cfg.DialTimeout,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ha: connect to etcd %v: %w", cfg.Endpoints, err)
@@ -187,7 +195,11 @@ func (s *Services) watchLeader(ctx context.Context, jobID string, ch chan<- Lead
 		wch := s.client.Watch(wctx, pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		select {
 		case wr, ok := <-wch:
-			if ok && wr.Err() != nil && ctx.Err() == nil {
+			switch {
+			case ctx.Err() != nil:
+			case !ok:
+				sleep(ctx, retryWait)
+			case wr.Err() != nil:
 				s.log.Warn("ha: watch leader", "job", jobID, "error", wr.Err())
 				sleep(ctx, retryWait)
 			}

@@ -12,9 +12,16 @@ import (
 
 // zapToSlog is a zap logger, as the etcd client takes, that writes its
 // warnings and errors to l (its chatty info and debug lines are dropped).
+// The client's warning for every failed attempt of a call (retried or
+// not: a cancelled context, a lease already gone) is logged at debug
+// level: the failures that matter reach this package's callers as errors,
+// with context.
 func zapToSlog(l *slog.Logger) *zap.Logger {
 	return zap.New(slogCore{l: l.With("component", "etcd-client")})
 }
+
+// retryMessage is the etcd client's warning for a failed attempt.
+const retryMessage = "retrying of unary invoker failed"
 
 type slogCore struct {
 	l     *slog.Logger
@@ -50,8 +57,12 @@ func (c slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Chec
 }
 
 func (c slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	level := slogLevel(e.Level)
+	if e.Message == retryMessage && level == slog.LevelWarn {
+		level = slog.LevelDebug
+	}
 	attrs := append(slices.Clip(c.attrs), attrsOf(fields)...)
-	c.l.LogAttrs(context.Background(), slogLevel(e.Level), e.Message, attrs...)
+	c.l.LogAttrs(context.Background(), level, e.Message, attrs...)
 	return nil
 }
 

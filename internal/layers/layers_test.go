@@ -29,11 +29,14 @@ var layers = []struct {
 	{"internal/kafkaclient", 0},
 	{"internal/importcheck", 0},
 	{"internal/testutil", 0},
+	{"internal/etcdtest", 0},
 	{"internal/deploycheck", 0}, // the deployment files' test (Dockerfile, deploy/kubernetes)
 	{"checkpoint/storage", 10},
 	{"checkpoint/storage/faultfs", 15},
 	{"checkpoint/storage/storagetest", 15},
 	{"checkpoint/storage/s3", 15},
+	// High availability on etcd: leader election, fenced pointers.
+	{"cluster/ha", 15},
 	// Interfaces and the deterministic checkpoint core.
 	{"sink", 20},
 	{"source", 20},
