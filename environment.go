@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/runtime"
 )
 
@@ -31,6 +32,8 @@ type Environment struct {
 	validators []checkpointValidator
 	// jobObservers are given the job once it started.
 	jobObservers []JobObserver
+	// cluster is the role configuration of WithCluster (nil: SLUICE_*).
+	cluster *ClusterConfig
 }
 
 // Option configures an Environment.
@@ -171,7 +174,19 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 	if err := e.validateCheckpointing(); err != nil {
 		return nil, err
 	}
-	j, err := runtime.Execute(ctx, &e.plan, e.cfg)
+	cc, err := e.clusterConfig()
+	if err != nil {
+		return nil, err
+	}
+	if cc.Role == RoleWorker {
+		return nil, ErrWorkerRole
+	}
+	var j *Job
+	if cc.Role == RoleCoordinator {
+		j, err = cluster.StartCoordinator(ctx, &e.plan, e.cfg, cc)
+	} else {
+		j, err = runtime.Execute(ctx, &e.plan, e.cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +201,12 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 // kept) or the job fails (the error names the operator, the subtask and
 // the cause).
 func (e *Environment) Execute(ctx context.Context) error {
+	if cc, err := e.clusterConfig(); err == nil && cc.Role == RoleWorker {
+		if len(e.errs) > 0 {
+			return errors.Join(e.errs...)
+		}
+		return cluster.RunWorker(ctx, &e.plan, e.cfg, cc)
+	}
 	j, err := e.ExecuteAsync(ctx)
 	if err != nil {
 		return err

@@ -264,6 +264,12 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 				d.mu.Lock()
 				d.locations[a.Barrier.ID] = l
 				d.mu.Unlock()
+				if ss, ok := d.tasks.(SavepointDirSetter); ok {
+					if err := ss.SetSavepointDir(a.Barrier.ID, a.SavepointDir); err != nil {
+						acts = append(acts, d.coord.Decline(time.Now(), a.Tasks[0], a.Barrier.ID, checkpoint.ReasonIOFailure, err)...)
+						continue
+					}
+				}
 			}
 			for _, id := range a.Tasks {
 				d.toTask(d.tasks.TriggerCheckpoint(TriggerCheckpoint{To: d.ref(id), Barrier: a.Barrier, Urgent: a.Urgent}))

@@ -52,6 +52,14 @@ type TaskStopper interface {
 	DrainEventTime(to TaskRef) error
 }
 
+// SavepointDirSetter is implemented by task gateways whose tasks write
+// their state in other processes: they are told where a savepoint goes
+// before its trigger reaches any task (TaskRunner.SetSavepointDir on the
+// other side).
+type SavepointDirSetter interface {
+	SetSavepointDir(id int64, dir string) error
+}
+
 // StopTask puts the stop behind the task's queued mail (its notify of the
 // savepoint's completion), so that sinks commit first.
 func (g localTaskGateway) StopTask(to TaskRef) error {

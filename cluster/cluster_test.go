@@ -1,0 +1,226 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/sink/filesink"
+	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/state"
+)
+
+type keyCount struct {
+	Key   int64 `json:"k"`
+	Count int64 `json:"c"`
+}
+
+type runningCount struct {
+	count state.ValueState[int64]
+	fail  *atomic.Int64 // fails once when it reaches 0
+}
+
+func (r *runningCount) Open(ctx *sluice.OperatorContext) error {
+	var err error
+	r.count, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[int64]{Name: "count"})
+	return err
+}
+
+var errInjected = errors.New("injected failure")
+
+func (r *runningCount) ProcessElement(ctx *sluice.KeyedContext[int64], v int64, out sluice.Collector[keyCount]) error {
+	n, _, err := r.count.Value()
+	if err != nil {
+		return err
+	}
+	n++
+	if err := r.count.Update(n); err != nil {
+		return err
+	}
+	if r.fail != nil && r.fail.Add(-1) == 0 {
+		return fmt.Errorf("count of key %d: %w", ctx.Key(), errInjected)
+	}
+	out.Collect(keyCount{Key: ctx.Key(), Count: n})
+	return nil
+}
+
+// job is what every process of a test builds: the same plan, whatever
+// its role.
+type job struct {
+	records, keys int64
+	rate          float64
+	par           int
+	cpDir, out    string
+	failAt        *atomic.Int64
+}
+
+func (j job) env(c sluice.ClusterConfig, opts ...sluice.Option) *sluice.Environment {
+	env := sluice.NewEnvironment(append([]sluice.Option{
+		sluice.WithParallelism(j.par),
+		sluice.WithJobName("clustered-count"),
+		sluice.WithCheckpointing(50*time.Millisecond, j.cpDir),
+		sluice.WithRestartStrategy(sluice.FixedDelayRestart(5, 50*time.Millisecond)),
+		sluice.WithCluster(c),
+	}, opts...)...)
+	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(j.records), source.DatagenRate(j.rate))
+	s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen", sluice.UID("gen"))
+	counts := sluice.Process[int64, int64, keyCount](sluice.KeyBy(s, func(v int64) int64 { return v % j.keys }),
+		&runningCount{fail: j.failAt}, sluice.Name("count"), sluice.UID("count"))
+	sluice.SinkTo(counts, filesink.New[keyCount](j.out, codec.JSON[keyCount]{}), sluice.Name("files"), sluice.UID("files"))
+	return env
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// checkExact fails unless every key's counts 1..n were committed once.
+func checkExact(t *testing.T, out string, records, keys int64) {
+	t.Helper()
+	got, err := filesink.ReadCommitted(out, codec.JSON[keyCount]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[keyCount]int{}
+	last := map[int64]int64{}
+	for _, kc := range got {
+		seen[kc]++
+		last[kc.Key] = max(last[kc.Key], kc.Count)
+	}
+	for kc, n := range seen {
+		if n != 1 {
+			t.Fatalf("%+v committed %d times", kc, n)
+		}
+	}
+	for k := range keys {
+		want := records / keys
+		if k < records%keys {
+			want++
+		}
+		if last[k] != want {
+			t.Errorf("key %d ends at %d, want %d", k, last[k], want)
+		}
+		for c := int64(1); c <= last[k]; c++ {
+			if seen[keyCount{Key: k, Count: c}] != 1 {
+				t.Fatalf("count %d of key %d never committed", c, k)
+			}
+		}
+	}
+}
+
+// workers starts n workers of j with slots each, in this process; they
+// run until the job ends.
+func workers(t *testing.T, j job, coord string, n, slots int) (wait func() []error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: coord, Slots: slots,
+				WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0", Host: "127.0.0.1",
+				HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+			defer cancel()
+			errs[i] = j.env(c).Execute(ctx)
+		}()
+	}
+	return func() []error { wg.Wait(); return errs }
+}
+
+// A keyed count on a coordinator and three workers of two slots,
+// parallelism 6: the records cross workers over TCP, checkpoints complete,
+// the output is exactly once, and the workers exit when the job ends.
+func TestJobOnThreeWorkers(t *testing.T) {
+	j := job{records: 6000, keys: 24, rate: 20000, par: 6, cpDir: t.TempDir(), out: t.TempDir()}
+	addr := freeAddr(t)
+	coordCfg := sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr,
+		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	var completed atomic.Int64
+	jb, err := j.env(coordCfg, sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		if s.Status == checkpoint.StatusCompleted {
+			completed.Add(1)
+		}
+	})).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := workers(t, j, addr, 3, 2)
+	if err := jb.Wait(); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	for i, err := range wait() {
+		if err != nil {
+			t.Errorf("worker %d: %v", i, err)
+		}
+	}
+	if completed.Load() < 2 {
+		t.Errorf("%d checkpoints completed, want a few", completed.Load())
+	}
+	checkExact(t, j.out, j.records, j.keys)
+}
+
+// A task failing on a worker restarts the whole job from its latest
+// checkpoint on the workers; the output stays exactly once.
+func TestJobOnWorkersRestartsAfterATaskFailure(t *testing.T) {
+	fail := &atomic.Int64{}
+	fail.Store(1500)
+	j := job{records: 8000, keys: 16, rate: 8000, par: 4, cpDir: t.TempDir(), out: t.TempDir(), failAt: fail}
+	addr := freeAddr(t)
+	coordCfg := sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr,
+		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	jb, err := j.env(coordCfg).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := workers(t, j, addr, 2, 2)
+	if err := jb.Wait(); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	wait()
+	if jb.Restarts() < 1 {
+		t.Fatalf("the job restarted %d times; the injected failure should have restarted it", jb.Restarts())
+	}
+	checkExact(t, j.out, j.records, j.keys)
+}
+
+// A worker built from other code (another plan) is refused with an error
+// that says so.
+func TestWorkerOfOtherCodeIsRefused(t *testing.T) {
+	j := job{records: 1 << 40, keys: 4, rate: 1000, par: 2, cpDir: t.TempDir(), out: t.TempDir()}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	jb, err := j.env(sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr, SlotTimeout: time.Minute}).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jb.Cancel()
+	other := j
+	other.par = 3 // another plan
+	err = other.env(sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, DataListen: "127.0.0.1:0", WorkerID: "odd"}).Execute(ctx)
+	if !errors.Is(err, cluster.ErrFingerprintMismatch) {
+		t.Fatalf("worker of another plan: %v, want ErrFingerprintMismatch", err)
+	}
+}

@@ -1,0 +1,360 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/cluster/control"
+	"github.com/sluicehq/sluice/cluster/ha"
+	"github.com/sluicehq/sluice/runtime"
+)
+
+// ErrFingerprintMismatch: a worker built another plan than the
+// coordinator's (other code or configuration); it is refused.
+var ErrFingerprintMismatch = control.ErrFingerprintMismatch
+
+// ErrWorkerLost fails the attempt whose tasks ran on a worker that
+// stopped answering or whose connection broke.
+var ErrWorkerLost = errors.New("worker lost")
+
+// StartCoordinator starts the coordinator of the job plan builds: the
+// control plane on cfg.Listen, and the job itself (runtime.Execute) with
+// an executor that places every attempt's tasks on the workers that
+// register. With HA it first becomes the job's leader (standing by while
+// another coordinator leads), moves the job's checkpoint pointer in etcd,
+// fenced by its epoch, before any sink commits, and suspends the job when
+// it loses the leadership. The returned Job is the job as in one process:
+// the API, metrics and savepoints work on it.
+func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg Config) (*runtime.Job, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	g, err := runtime.Compile(plan, rcfg)
+	if err != nil {
+		return nil, err
+	}
+	logger := rcfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	jobID := runtime.JobIDOf(rcfg, g)
+	c := &coordinator{cfg: cfg, logger: logger.With("role", "coordinator"), jobID: jobID, specs: g.Tasks(), slots: g.Slots(),
+		changed: make(chan struct{}), current: -1}
+	var epoch int64
+	var release func()
+	jobCtx, stop := context.WithCancel(ctx)
+	if len(cfg.EtcdEndpoints) > 0 {
+		services, err := ha.Open(ctx, ha.Config{Endpoints: cfg.EtcdEndpoints, Prefix: cfg.EtcdPrefix, SessionTTL: cfg.LeaseDuration, Logger: logger})
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("coordinator of job %s: %w", jobID, err)
+		}
+		addr := cfg.advertised(cfg.Listen)
+		c.logger.Info("campaigning for the job's leadership", "job_id", jobID, "address", addr)
+		lead, err := services.Campaign(ctx, jobID, addr)
+		if err != nil {
+			services.Close()
+			stop()
+			return nil, fmt.Errorf("coordinator of job %s: leader election: %w", jobID, err)
+		}
+		epoch = lead.Epoch()
+		c.logger.Info("leading the job", "job_id", jobID, "epoch", epoch)
+		rcfg.PublishCheckpoint = func(id int64, dir string) error {
+			pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := lead.PublishCheckpoint(pctx, ha.Pointer{ID: id, Path: dir})
+			if errors.Is(err, ha.ErrFenced) {
+				return &lostLeadership{err}
+			}
+			return err
+		}
+		go func() {
+			select {
+			case <-lead.Lost():
+				c.logger.Error("lost the job's leadership; suspending the job here", "job_id", jobID, "epoch", epoch)
+				stop()
+			case <-jobCtx.Done():
+			}
+		}()
+		release = func() {
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = lead.Resign(rctx)
+			services.Close()
+		}
+	}
+	srv, err := control.NewServer(control.ServerConfig{
+		ListenAddr: cfg.Listen, HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
+		Fingerprint: g.Fingerprint(), Epoch: epoch, JobID: jobID, Logger: logger,
+	}, c)
+	if err != nil {
+		stop()
+		if release != nil {
+			release()
+		}
+		return nil, fmt.Errorf("coordinator of job %s: %w", jobID, err)
+	}
+	c.srv = srv
+	c.logger.Info("coordinator listening", "address", srv.Addr(), "job_id", jobID, "slots_needed", c.slots, "fingerprint", g.Fingerprint())
+	rcfg.Executor = c
+	job, err := runtime.Execute(jobCtx, plan, rcfg)
+	if err != nil {
+		_ = srv.Close()
+		stop()
+		if release != nil {
+			release()
+		}
+		return nil, err
+	}
+	go func() {
+		<-job.Done()
+		_ = srv.Close()
+		stop()
+		if release != nil {
+			release()
+		}
+	}()
+	return job, nil
+}
+
+// lostLeadership is a fenced write's failure: another coordinator leads;
+// this one must not commit anything, nor restart.
+type lostLeadership struct{ err error }
+
+func (e *lostLeadership) Error() string          { return e.err.Error() }
+func (e *lostLeadership) Unwrap() error          { return e.err }
+func (e *lostLeadership) SuppressRestarts() bool { return true }
+
+// Addr is where a started coordinator listens (for tests); "" before.
+func (c *coordinator) Addr() string {
+	if c.srv == nil {
+		return ""
+	}
+	return c.srv.Addr()
+}
+
+// coordinator is the runtime.Executor of a job on several hosts and the
+// control plane's handler.
+type coordinator struct {
+	cfg    Config
+	logger *slog.Logger
+	jobID  string
+	specs  []runtime.TaskSpec
+	slots  int
+	srv    *control.Server
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed (and replaced) when a worker comes or goes
+	current  int           // the attempt deployed, -1 before the first
+	gw       runtime.CoordinatorGateway
+	slotsOf  []string // the worker of each slot, current attempt
+	previous []string // the last attempt's
+	hosting  map[string][]checkpoint.TaskID
+}
+
+var (
+	_ runtime.Executor           = (*coordinator)(nil)
+	_ control.CoordinatorHandler = (*coordinator)(nil)
+)
+
+// Deploy waits (up to the slot timeout) until the workers offer enough
+// slots, places the tasks and deploys them on every worker at once.
+func (c *coordinator) Deploy(ctx context.Context, d runtime.AttemptDeployment, gw runtime.CoordinatorGateway) (runtime.TaskGateway, error) {
+	workers, err := c.awaitSlots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var offers []WorkerSlots
+	peers := map[string]string{}
+	for _, w := range workers {
+		offers = append(offers, WorkerSlots{Worker: w.ID, Slots: w.Slots})
+		peers[w.ID] = w.DataAddr
+	}
+	c.mu.Lock()
+	slots, err := placeSlots(c.slots, offers, c.previous)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	placement := placeTasks(d.Tasks, slots)
+	hosting := map[string][]checkpoint.TaskID{}
+	for i, w := range placement {
+		hosting[w] = append(hosting[w], checkpoint.TaskID(i))
+	}
+	c.current, c.gw, c.slotsOf, c.previous, c.hosting = d.Attempt, gw, slots, slots, hosting
+	c.mu.Unlock()
+	c.logger.Info("deploying attempt", "attempt", d.Attempt, "workers", len(hosting), "tasks", len(placement), "restore", d.Restore)
+
+	errs := make(chan error, len(hosting))
+	for w, tasks := range hosting {
+		go func() {
+			err := c.srv.Deploy(ctx, w, control.Deployment{
+				JobID: d.JobID, Attempt: d.Attempt, Tasks: tasks, Placement: placement, Peers: peers,
+				RunID: d.RunID, Restore: d.Restore, RestoreOwned: d.RestoreOwned,
+			})
+			if err != nil {
+				err = fmt.Errorf("deploy %d tasks on worker %s: %w", len(tasks), w, err)
+			}
+			errs <- err
+		}()
+	}
+	var all []error
+	for range hosting {
+		all = append(all, <-errs)
+	}
+	if err := errors.Join(all...); err != nil {
+		return nil, err
+	}
+	return taskGateway{TaskGateway: c.srv.TaskGateway(func(id checkpoint.TaskID) string { return placement[id] }), srv: c.srv}, nil
+}
+
+// awaitSlots returns the registered workers once they offer the slots the
+// job needs, waiting for registrations up to the slot timeout.
+func (c *coordinator) awaitSlots(ctx context.Context) ([]control.WorkerInfo, error) {
+	deadline := time.NewTimer(c.cfg.SlotTimeout)
+	defer deadline.Stop()
+	logged := false
+	for {
+		c.mu.Lock()
+		changed := c.changed
+		c.mu.Unlock()
+		workers := c.srv.Workers()
+		total := 0
+		for _, w := range workers {
+			total += w.Slots
+		}
+		if total >= c.slots {
+			return workers, nil
+		}
+		if !logged {
+			c.logger.Info("waiting for task slots", "needed", c.slots, "offered", total, "workers", len(workers), "timeout", c.cfg.SlotTimeout)
+			logged = true
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return nil, fmt.Errorf("%w: the job needs %d slots, %d workers offer %d after %v (slot.request.timeout)",
+				ErrNotEnoughSlots, c.slots, len(workers), total, c.cfg.SlotTimeout)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Cancel tells every worker of the attempt to stop its tasks. It does not
+// wait: a worker deploys the next attempt only once the tasks of the
+// previous one have exited.
+func (c *coordinator) Cancel(ctx context.Context, attempt int) error {
+	c.mu.Lock()
+	var workers []string
+	if attempt == c.current {
+		for w := range c.hosting {
+			workers = append(workers, w)
+		}
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, w := range workers {
+		if err := c.srv.Cancel(w, c.jobID, attempt); err != nil && !errors.Is(err, control.ErrUnknownWorker) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *coordinator) gateway() (runtime.CoordinatorGateway, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gw == nil {
+		return nil, fmt.Errorf("coordinator of job %s: no attempt deployed: %w", c.jobID, runtime.ErrStaleMessage)
+	}
+	return c.gw, nil
+}
+
+// Acknowledge, Decline and Report hand the workers' messages to the
+// current attempt's coordinator gateway, which drops a stale attempt's.
+func (c *coordinator) Acknowledge(m runtime.AcknowledgeCheckpoint) error {
+	gw, err := c.gateway()
+	if err != nil {
+		return err
+	}
+	return gw.Acknowledge(m)
+}
+
+func (c *coordinator) Decline(m runtime.DeclineCheckpoint) error {
+	gw, err := c.gateway()
+	if err != nil {
+		return err
+	}
+	return gw.Decline(m)
+}
+
+func (c *coordinator) Report(m runtime.TaskEvent) error {
+	gw, err := c.gateway()
+	if err != nil {
+		return err
+	}
+	return gw.Report(m)
+}
+
+func (c *coordinator) WorkerRegistered(w control.WorkerInfo) {
+	c.logger.Info("worker registered", "worker", w.ID, "slots", w.Slots, "data", w.DataAddr, "host", w.Host)
+	c.signal()
+}
+
+// WorkerLost fails the current attempt when the worker ran some of its
+// tasks: the job restarts on the slots there are.
+func (c *coordinator) WorkerLost(id string, cause error) {
+	c.mu.Lock()
+	tasks := c.hosting[id]
+	gw, attempt := c.gw, c.current
+	c.mu.Unlock()
+	c.signal()
+	if errors.Is(cause, control.ErrClosed) {
+		return
+	}
+	c.logger.Warn("worker lost", "worker", id, "tasks", len(tasks), "err", cause)
+	if len(tasks) == 0 || gw == nil {
+		return
+	}
+	err := fmt.Errorf("%w: %s, which ran %d tasks of attempt %d: %w", ErrWorkerLost, id, len(tasks), attempt, cause)
+	_ = gw.Report(runtime.TaskEvent{From: runtime.TaskRef{JobID: c.jobID, Attempt: attempt, Task: tasks[0]}, Kind: runtime.ReportFailed, Err: err})
+}
+
+func (c *coordinator) signal() {
+	c.mu.Lock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// taskGateway is the control plane's gateway to the tasks, which also
+// tells the workers where savepoints go.
+type taskGateway struct {
+	runtime.TaskGateway
+	srv *control.Server
+}
+
+func (g taskGateway) SetSavepointDir(id int64, dir string) error {
+	return g.srv.SetSavepointDir(id, dir)
+}
+
+func (g taskGateway) StopTask(to runtime.TaskRef) error {
+	if s, ok := g.TaskGateway.(runtime.TaskStopper); ok {
+		return s.StopTask(to)
+	}
+	return errors.ErrUnsupported
+}
+
+func (g taskGateway) DrainEventTime(to runtime.TaskRef) error {
+	if s, ok := g.TaskGateway.(runtime.TaskStopper); ok {
+		return s.DrainEventTime(to)
+	}
+	return errors.ErrUnsupported
+}

@@ -1,0 +1,313 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/cluster/control"
+	"github.com/sluicehq/sluice/cluster/ha"
+	"github.com/sluicehq/sluice/runtime"
+	"github.com/sluicehq/sluice/runtime/network"
+)
+
+// RunWorker runs a worker of the job plan builds until ctx is done or the
+// job has ended: it serves the data plane on cfg.DataListen, registers
+// with the coordinator (found in etcd with HA) offering cfg.Slots slots,
+// and runs the tasks each attempt places here. A lost coordinator cancels
+// the tasks; the worker registers again, with the new leader when there
+// is one, and returns nil once the job's recorded result says it ended.
+// A coordinator that runs other code (another plan fingerprint) is an
+// error, not retried.
+func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg Config) error {
+	cfg.Role = RoleWorker
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	g, err := runtime.Compile(plan, rcfg)
+	if err != nil {
+		return err
+	}
+	logger := rcfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("role", "worker", "worker", cfg.WorkerID)
+	rcfg.Logger = logger
+	jobID := runtime.JobIDOf(rcfg, g)
+	tr, err := network.NewTransport(network.TransportConfig{ListenAddr: cfg.DataListen, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("worker %s: data plane: %w", cfg.WorkerID, err)
+	}
+	defer tr.Close()
+	w := &worker{cfg: cfg, rcfg: rcfg, plan: plan, logger: logger, jobID: jobID, fingerprint: g.Fingerprint(), tr: tr,
+		dataAddr: cfg.advertised(tr.Addr())}
+	var services *ha.Services
+	if len(cfg.EtcdEndpoints) > 0 {
+		services, err = ha.Open(ctx, ha.Config{Endpoints: cfg.EtcdEndpoints, Prefix: cfg.EtcdPrefix, Logger: logger})
+		if err != nil {
+			return fmt.Errorf("worker %s: %w", cfg.WorkerID, err)
+		}
+		defer services.Close()
+	}
+	defer w.stopRunner()
+	var epoch int64
+	backoff := 100 * time.Millisecond
+	for {
+		if ended, err := w.jobEnded(); err != nil {
+			logger.Warn("read the job's result", "err", err)
+		} else if ended != nil {
+			logger.Info("the job has ended; worker exits", "job_id", jobID, "result", ended.String())
+			return nil
+		}
+		addr := cfg.Coordinator
+		if services != nil {
+			if leader, _, err := services.Leader(ctx, jobID); err == nil {
+				addr = leader
+			} else {
+				logger.Debug("no leader of the job yet", "err", err)
+			}
+		}
+		var client *control.Client
+		if addr != "" {
+			w.beginSession()
+			dctx, cancel := context.WithTimeout(ctx, cfg.HeartbeatTimeout)
+			client, err = control.Dial(dctx, control.ClientConfig{
+				CoordinatorAddr: addr, WorkerID: cfg.WorkerID, Slots: cfg.Slots, DataAddr: w.dataAddr,
+				Fingerprint: w.fingerprint, Host: cfg.Host, HeartbeatInterval: cfg.HeartbeatInterval,
+				HeartbeatTimeout: cfg.HeartbeatTimeout, MinEpoch: epoch, Logger: logger,
+			}, w)
+			cancel()
+			w.setClient(client)
+			if errors.Is(err, control.ErrFingerprintMismatch) {
+				return fmt.Errorf("worker %s: %w", cfg.WorkerID, err)
+			}
+		}
+		if client != nil {
+			backoff = 100 * time.Millisecond
+			epoch = client.Epoch()
+			logger.Info("registered with the coordinator", "coordinator", addr, "epoch", epoch, "slots", cfg.Slots, "data", w.dataAddr)
+			select {
+			case cause := <-client.Lost():
+				logger.Warn("coordinator lost; cancelling the tasks", "coordinator", addr, "err", cause)
+			case <-ctx.Done():
+			}
+			w.stopRunner()
+			_ = client.Close()
+		} else if err != nil {
+			logger.Debug("cannot reach the coordinator yet", "coordinator", addr, "err", err)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// worker is the control plane's handler on a worker.
+type worker struct {
+	cfg         Config
+	rcfg        runtime.Config
+	plan        *runtime.Plan
+	logger      *slog.Logger
+	jobID       string
+	fingerprint string
+	tr          *network.Transport
+	dataAddr    string
+
+	mu     sync.Mutex
+	client *control.Client
+	ready  chan struct{} // closed once the registration ended (client set or not)
+	runner *runtime.TaskRunner
+}
+
+var (
+	_ control.WorkerHandler    = (*worker)(nil)
+	_ control.SavepointLocator = (*worker)(nil)
+	_ runtime.TaskStopper      = (*worker)(nil)
+)
+
+// beginSession starts a registration: until setClient, the handler's
+// messages to the coordinator wait for the session's client.
+func (w *worker) beginSession() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.client, w.ready = nil, make(chan struct{})
+}
+
+// setClient ends the registration begun by beginSession (c nil: it failed).
+func (w *worker) setClient(c *control.Client) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.client = c
+	close(w.ready)
+}
+
+// coordinatorGateway is the session's way to the coordinator, once Dial
+// returned it (a Deploy may arrive first).
+func (w *worker) coordinatorGateway() (runtime.CoordinatorGateway, error) {
+	w.mu.Lock()
+	ready := w.ready
+	w.mu.Unlock()
+	if ready == nil {
+		return nil, fmt.Errorf("worker %s: no session with the coordinator", w.cfg.WorkerID)
+	}
+	<-ready
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.client == nil {
+		return nil, fmt.Errorf("worker %s: the registration with the coordinator failed", w.cfg.WorkerID)
+	}
+	return w.client.CoordinatorGateway(), nil
+}
+
+// Deploy runs the deployment's tasks, once the previous attempt's tasks
+// here have exited (two attempts never write state or output at once).
+func (w *worker) Deploy(d control.Deployment) error {
+	w.stopRunner()
+	gw, err := w.coordinatorGateway()
+	if err != nil {
+		return err
+	}
+	ex := &exchange{tr: w.tr, placement: d.Placement, peers: d.Peers}
+	r, err := runtime.RunTasks(w.plan, w.rcfg, runtime.WorkerDeployment{
+		JobID: d.JobID, RunID: d.RunID, Attempt: d.Attempt, Tasks: d.Tasks, Restore: d.Restore, RestoreOwned: d.RestoreOwned,
+	}, ex, gw)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.runner = r
+	w.mu.Unlock()
+	return nil
+}
+
+// stopRunner cancels the current runner's tasks and waits for them (at
+// most the cancellation timeout, as the runner does).
+func (w *worker) stopRunner() {
+	w.mu.Lock()
+	r := w.runner
+	w.runner = nil
+	w.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.Cancel()
+	<-r.Done()
+}
+
+func (w *worker) Cancel(jobID string, attempt int) {
+	w.mu.Lock()
+	r := w.runner
+	w.mu.Unlock()
+	if r != nil && r.Attempt() == attempt {
+		w.logger.Info("attempt cancelled by the coordinator", "attempt", attempt)
+		r.Cancel()
+	}
+}
+
+func (w *worker) current() (runtime.TaskGateway, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.runner == nil {
+		return nil, fmt.Errorf("worker %s: no tasks deployed: %w", w.cfg.WorkerID, runtime.ErrStaleMessage)
+	}
+	return w.runner.Gateway(), nil
+}
+
+func (w *worker) TriggerCheckpoint(m runtime.TriggerCheckpoint) error {
+	g, err := w.current()
+	if err != nil {
+		return err
+	}
+	return g.TriggerCheckpoint(m)
+}
+
+func (w *worker) NotifyCheckpoint(m runtime.CheckpointNotification) error {
+	g, err := w.current()
+	if err != nil {
+		return err
+	}
+	return g.NotifyCheckpoint(m)
+}
+
+func (w *worker) AllowFinish(to runtime.TaskRef) error {
+	g, err := w.current()
+	if err != nil {
+		return err
+	}
+	return g.AllowFinish(to)
+}
+
+func (w *worker) StopTask(to runtime.TaskRef) error {
+	g, err := w.current()
+	if err != nil {
+		return err
+	}
+	return g.(runtime.TaskStopper).StopTask(to)
+}
+
+func (w *worker) DrainEventTime(to runtime.TaskRef) error {
+	g, err := w.current()
+	if err != nil {
+		return err
+	}
+	return g.(runtime.TaskStopper).DrainEventTime(to)
+}
+
+func (w *worker) SetSavepointDir(id int64, dir string) {
+	w.mu.Lock()
+	r := w.runner
+	w.mu.Unlock()
+	if r != nil {
+		r.SetSavepointDir(id, dir)
+	}
+}
+
+// jobEnded reads the job's recorded result from checkpoint storage: a
+// worker whose coordinator is gone exits once the job has ended.
+func (w *worker) jobEnded() (*storage.JobResult, error) {
+	if w.rcfg.Checkpoint.Directory == "" {
+		return nil, nil
+	}
+	st, err := storage.New(w.rcfg.CheckpointFS, w.rcfg.Checkpoint.Directory, w.jobID, storage.Options{Schemes: w.rcfg.CheckpointSchemes})
+	if err != nil {
+		return nil, err
+	}
+	return st.ReadJobResult()
+}
+
+// exchange is the runtime's Exchange on the worker's data-plane transport.
+type exchange struct {
+	tr        *network.Transport
+	placement []string
+	peers     map[string]string
+}
+
+func (e *exchange) Publish(id string, p *network.ResultPartition) {
+	e.tr.Publish(network.PartitionID(id), p)
+}
+func (e *exchange) Unpublish(id string) { e.tr.Unpublish(network.PartitionID(id)) }
+
+func (e *exchange) ConnectRemote(g *network.InputGate, ch int, producer checkpoint.TaskID, id string, sub int) error {
+	if int(producer) >= len(e.placement) {
+		return fmt.Errorf("task %d has no worker in the placement", producer)
+	}
+	w := e.placement[producer]
+	addr, ok := e.peers[w]
+	if !ok {
+		return fmt.Errorf("worker %s (of task %d) has no data address", w, producer)
+	}
+	return e.tr.ConnectRemote(g, ch, addr, network.PartitionID(id), sub)
+}

@@ -1,0 +1,59 @@
+package sluice
+
+import (
+	"errors"
+	"flag"
+
+	"github.com/sluicehq/sluice/cluster"
+)
+
+// ClusterConfig says which role this process has in a job on several
+// hosts and how the processes find each other (see package cluster):
+// Flink's keys through Set, SLUICE_* variables through FromEnv, flags
+// through Flags.
+type ClusterConfig = cluster.Config
+
+// Roles of a process.
+const (
+	RoleSingle      = cluster.RoleSingle
+	RoleCoordinator = cluster.RoleCoordinator
+	RoleWorker      = cluster.RoleWorker
+)
+
+// ErrWorkerRole: ExecuteAsync was called in a worker process; a worker
+// runs with Execute, which returns when the job has ended.
+var ErrWorkerRole = errors.New("a worker process has no job handle: use Execute")
+
+// WithCluster runs the job as c.Role says: in this process (the default),
+// as the coordinator of a job on several hosts (its tasks run on
+// workers; the Job, API and savepoints work as in one process), or as a
+// worker that runs the tasks the coordinator places on it. Every process
+// must build the same plan from the same code and configuration: a worker
+// whose plan differs is refused. Without this option the role comes from
+// SLUICE_ROLE and the other SLUICE_* variables (ClusterConfig.FromEnv).
+func WithCluster(c ClusterConfig) Option {
+	return func(e *Environment) {
+		e.cluster = &c
+	}
+}
+
+// ClusterFlags registers --role, --coordinator, --listen, --data-listen,
+// --host, --worker-id, --slots, --etcd and -D key=value on fs, over the
+// SLUICE_* variables' values; pass the result to WithCluster after
+// fs.Parse.
+func ClusterFlags(fs *flag.FlagSet) *ClusterConfig {
+	c := &ClusterConfig{}
+	_ = c.FromEnv() // a bad variable is reported by Execute (WithCluster re-reads nothing)
+	c.Flags(fs)
+	return c
+}
+
+// clusterConfig is the configured role, or the environment's.
+func (e *Environment) clusterConfig() (cluster.Config, error) {
+	if e.cluster != nil {
+		return *e.cluster, nil
+	}
+	var c cluster.Config
+	err := c.FromEnv()
+	return c, err
+}
