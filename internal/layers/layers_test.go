@@ -59,6 +59,7 @@ var layers = []struct {
 	{"runtime", 40},
 	// The control plane between a coordinator and its workers (gRPC).
 	{"cluster/control", 45},
+	{"cluster", 48},
 	// The user API and what reads a running job.
 	{"", 50},
 	{"internal/backpressure", 50},
