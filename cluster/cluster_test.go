@@ -149,7 +149,7 @@ func workers(t *testing.T, j job, coord string, n, slots int) (wait func() []err
 // parallelism 6: the records cross workers over TCP, checkpoints complete,
 // the output is exactly once, and the workers exit when the job ends.
 func TestJobOnThreeWorkers(t *testing.T) {
-	j := job{records: 6000, keys: 24, rate: 20000, par: 6, cpDir: t.TempDir(), out: t.TempDir()}
+	j := job{records: 6000, keys: 24, rate: 3000, par: 6, cpDir: t.TempDir(), out: t.TempDir()}
 	addr := freeAddr(t)
 	coordCfg := sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr,
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
@@ -165,6 +165,17 @@ func TestJobOnThreeWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait := workers(t, j, addr, 3, 2)
+	// The coordinator serves every task's figures, from the workers.
+	testutil.Await(t, "task metrics of the 12 tasks from the 3 workers", func() bool {
+		ms := jb.Metrics()
+		on := map[string]bool{}
+		var in int64
+		for _, m := range ms {
+			on[m.Worker] = true
+			in += m.RecordsIn
+		}
+		return len(ms) == 12 && len(on) == 3 && !on[""] && in > 0
+	})
 	if err := jb.Wait(); err != nil {
 		t.Fatalf("job: %v", err)
 	}

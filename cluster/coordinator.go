@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -156,12 +158,45 @@ type coordinator struct {
 	slotsOf  []string // the worker of each slot, current attempt
 	previous []string // the last attempt's
 	hosting  map[string][]checkpoint.TaskID
+	// metrics are the figures the workers last reported, current attempt.
+	metrics map[string][]runtime.TaskMetrics
 }
 
 var (
 	_ runtime.Executor           = (*coordinator)(nil)
+	_ runtime.MetricsSource      = (*coordinator)(nil)
 	_ control.CoordinatorHandler = (*coordinator)(nil)
+	_ control.MetricsReceiver    = (*coordinator)(nil)
 )
+
+// WorkerMetrics keeps a worker's latest task figures of the current
+// attempt.
+func (c *coordinator) WorkerMetrics(worker string, attempt int, tasks []runtime.TaskMetrics) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if attempt != c.current {
+		return
+	}
+	for i := range tasks {
+		tasks[i].Worker = worker
+	}
+	c.metrics[worker] = tasks
+}
+
+// TaskMetrics are the figures of every task of the current attempt, as
+// their workers last reported them: the job's metrics on the coordinator.
+func (c *coordinator) TaskMetrics() []runtime.TaskMetrics {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []runtime.TaskMetrics
+	for w := range c.hosting {
+		out = append(out, c.metrics[w]...)
+	}
+	slices.SortFunc(out, func(a, b runtime.TaskMetrics) int {
+		return cmp.Or(cmp.Compare(a.Vertex, b.Vertex), cmp.Compare(a.Subtask, b.Subtask))
+	})
+	return out
+}
 
 // Deploy waits (up to the slot timeout) until the workers offer enough
 // slots, places the tasks and deploys them on every worker at once.
@@ -188,6 +223,7 @@ func (c *coordinator) Deploy(ctx context.Context, d runtime.AttemptDeployment, g
 		hosting[w] = append(hosting[w], checkpoint.TaskID(i))
 	}
 	c.current, c.gw, c.slotsOf, c.previous, c.hosting = d.Attempt, gw, slots, slots, hosting
+	c.metrics = map[string][]runtime.TaskMetrics{}
 	c.mu.Unlock()
 	c.logger.Info("deploying attempt", "attempt", d.Attempt, "workers", len(hosting), "tasks", len(placement), "restore", d.Restore)
 

@@ -93,11 +93,20 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 			backoff = 100 * time.Millisecond
 			epoch = client.Epoch()
 			logger.Info("registered with the coordinator", "coordinator", addr, "epoch", epoch, "slots", cfg.Slots, "data", w.dataAddr)
-			select {
-			case cause := <-client.Lost():
-				logger.Warn("coordinator lost; cancelling the tasks", "coordinator", addr, "err", cause)
-			case <-ctx.Done():
+			report := time.NewTicker(metricsInterval)
+		session:
+			for {
+				select {
+				case cause := <-client.Lost():
+					logger.Warn("coordinator lost; cancelling the tasks", "coordinator", addr, "err", cause)
+					break session
+				case <-ctx.Done():
+					break session
+				case <-report.C:
+					w.reportMetrics(client)
+				}
 			}
+			report.Stop()
 			w.stopRunner()
 			_ = client.Close()
 		} else if err != nil {
@@ -112,6 +121,27 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 			return nil
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// metricsInterval is how often a worker reports its tasks' figures to
+// the coordinator, which serves them for the whole job.
+const metricsInterval = time.Second
+
+// reportMetrics sends the current runner's task figures.
+func (w *worker) reportMetrics(c *control.Client) {
+	w.mu.Lock()
+	r := w.runner
+	w.mu.Unlock()
+	if r == nil {
+		return
+	}
+	ms := r.Metrics()
+	for i := range ms {
+		ms[i].Worker = w.cfg.WorkerID
+	}
+	if err := c.ReportMetrics(w.jobID, r.Attempt(), ms); err != nil {
+		w.logger.Debug("report task metrics", "err", err)
 	}
 }
 

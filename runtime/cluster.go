@@ -44,6 +44,13 @@ type AttemptDeployment struct {
 	Tasks        []TaskSpec
 }
 
+// MetricsSource is implemented by executors that know their tasks'
+// figures (the workers report them): Job.Metrics returns them on the
+// coordinator, which runs no task itself.
+type MetricsSource interface {
+	TaskMetrics() []TaskMetrics
+}
+
 // TaskStopper is implemented by task gateways that can also stop a task
 // after a stop-with-savepoint and make a source end event time (a
 // draining stop). The in-process gateway does.

@@ -762,6 +762,9 @@ func (j *Job) Restarts() int64 { return j.restarts.Load() }
 // throughput and the busy, idle and backpressured time that make up
 // backpressure.
 func (j *Job) Metrics() []TaskMetrics {
+	if ms, ok := j.cfg.Executor.(MetricsSource); ok {
+		return ms.TaskMetrics()
+	}
 	a := j.att.Load()
 	if a == nil {
 		return nil

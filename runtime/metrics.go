@@ -13,6 +13,9 @@ type TaskMetrics struct {
 	Vertex  string
 	Subtask int
 	Status  TaskStatus
+	// Worker is the worker that runs the task in a job on several hosts
+	// ("" in one process).
+	Worker string `json:",omitempty"`
 
 	Elapsed           time.Duration
 	BusyTime          time.Duration

@@ -298,6 +298,19 @@ func (c *Client) Close() error {
 // its cause. The methods never wait for the network.
 func (c *Client) CoordinatorGateway() runtime.CoordinatorGateway { return coordinatorGateway{c} }
 
+// ReportMetrics sends the figures of the worker's tasks of an attempt to
+// the coordinator (which serves them for the whole job); it never waits
+// for the network.
+func (c *Client) ReportMetrics(jobID string, attempt int, tasks []runtime.TaskMetrics) error {
+	if why := c.stale(jobID, attempt); why != "" {
+		return fmt.Errorf("control: metrics of worker %s: %s: %w", c.cfg.WorkerID, why, runtime.ErrStaleMessage)
+	}
+	if err := c.l.send(&frame{JobID: jobID, Attempt: attempt, Metrics: &metricsMsg{Tasks: tasks}}); err != nil {
+		return fmt.Errorf("control: metrics of worker %s: %w", c.cfg.WorkerID, err)
+	}
+	return nil
+}
+
 func (c *Client) current() (job string, attempt int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

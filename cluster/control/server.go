@@ -107,6 +107,13 @@ type CoordinatorHandler interface {
 	WorkerLost(workerID string, cause error)
 }
 
+// MetricsReceiver is implemented by a CoordinatorHandler that takes the
+// task figures workers report (Client.ReportMetrics), on the handler's
+// goroutine.
+type MetricsReceiver interface {
+	WorkerMetrics(workerID string, attempt int, tasks []runtime.TaskMetrics)
+}
+
 // Server is the coordinator's end of the control plane: it accepts the
 // workers' sessions.
 type Server struct {
@@ -589,7 +596,7 @@ func (s *Server) received(ss *session, f *frame) {
 	switch {
 	case f.DeployReply != nil:
 		ss.resolve(f.Seq, f.DeployReply.Err.err())
-	case f.Ack != nil, f.Decline != nil, f.Event != nil:
+	case f.Ack != nil, f.Decline != nil, f.Event != nil, f.Metrics != nil:
 		ss.l.push(func() { s.deliver(ss, f) })
 	default:
 		s.log.Debug("control: unexpected message from a worker dropped", "worker", ss.info.ID, "message", f.kind())
@@ -612,6 +619,10 @@ func (s *Server) deliver(ss *session, f *frame) {
 	case f.Event != nil:
 		m := f.Event
 		err = s.h.Report(runtime.TaskEvent{From: m.From, Kind: m.Kind, Err: m.Err.err()})
+	case f.Metrics != nil:
+		if mr, ok := s.h.(MetricsReceiver); ok {
+			mr.WorkerMetrics(ss.info.ID, f.Attempt, f.Metrics.Tasks)
+		}
 	}
 	if err != nil {
 		s.log.Debug("control: the coordinator did not take a worker's message", "worker", ss.info.ID, "message", f.kind(), "err", err)

@@ -140,6 +140,13 @@ type frame struct {
 	Ack     *runtime.AcknowledgeCheckpoint `json:"ack,omitempty"`
 	Decline *declineMsg                    `json:"decline,omitempty"`
 	Event   *taskEventMsg                  `json:"event,omitempty"`
+	// Metrics are the figures of the worker's tasks of the attempt.
+	Metrics *metricsMsg `json:"metrics,omitempty"`
+}
+
+// metricsMsg carries a worker's task figures (runtime.TaskMetrics).
+type metricsMsg struct {
+	Tasks []runtime.TaskMetrics `json:"tasks"`
 }
 
 // kind names the frame's payload, for logs.
@@ -175,6 +182,8 @@ func (f *frame) kind() string {
 		return "decline-checkpoint"
 	case f.Event != nil:
 		return "task-event"
+	case f.Metrics != nil:
+		return "metrics"
 	}
 	return "empty"
 }
