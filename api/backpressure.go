@@ -35,6 +35,7 @@ func (s *Server) handleBackpressure(w http.ResponseWriter, r *http.Request, e *j
 		out.Subtasks = append(out.Subtasks, SubtaskBackPressureInfo{
 			Subtask: m.Subtask, AttemptNumber: attempt, BackpressureLevel: lvl,
 			Ratio: round3(rt.BackPressuredRatio()), IdleRatio: round3(rt.IdleRatio()), BusyRatio: round3(rt.BusyRatio()),
+			TaskManagerID: m.Worker,
 		})
 	}
 	slices.SortFunc(out.Subtasks, func(a, b SubtaskBackPressureInfo) int { return a.Subtask - b.Subtask })

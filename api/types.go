@@ -328,6 +328,9 @@ type SubtaskBackPressureInfo struct {
 	Ratio             float64 `json:"ratio"`
 	IdleRatio         float64 `json:"idleRatio"`
 	BusyRatio         float64 `json:"busyRatio"`
+	// TaskManagerID is the worker that runs the subtask in a job on
+	// several hosts (Flink's taskmanager-id); absent in one process.
+	TaskManagerID string `json:"taskmanager-id,omitempty"`
 }
 
 // SavepointTriggerRequest is the body of POST /jobs/:jobid/savepoints.

@@ -2,15 +2,21 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/codec"
@@ -176,6 +182,29 @@ func TestJobOnThreeWorkers(t *testing.T) {
 		}
 		return len(ms) == 12 && len(on) == 3 && !on[""] && in > 0
 	})
+	// The coordinator's API says which worker runs each subtask.
+	a := api.New(api.Options{PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer a.Close()
+	id := a.AddJob(jb)
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	var details struct {
+		Vertices []struct{ ID string } `json:"vertices"`
+	}
+	getJSON(t, srv.URL+"/jobs/"+id, &details)
+	if len(details.Vertices) == 0 {
+		t.Fatal("the job has no vertex")
+	}
+	var bp api.JobVertexBackPressureInfo
+	getJSON(t, srv.URL+"/jobs/"+id+"/vertices/"+details.Vertices[0].ID+"/backpressure", &bp)
+	if len(bp.Subtasks) != 6 {
+		t.Fatalf("backpressure of vertex %s: %d subtasks, want 6", details.Vertices[0].ID, len(bp.Subtasks))
+	}
+	for _, st := range bp.Subtasks {
+		if st.TaskManagerID == "" {
+			t.Fatalf("subtask %d has no taskmanager-id: %+v", st.Subtask, bp.Subtasks)
+		}
+	}
 	if err := jb.Wait(); err != nil {
 		t.Fatalf("job: %v", err)
 	}
@@ -233,5 +262,21 @@ func TestWorkerOfOtherCodeIsRefused(t *testing.T) {
 	err = other.env(sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, DataListen: "127.0.0.1:0", WorkerID: "odd"}).Execute(ctx)
 	if !errors.Is(err, cluster.ErrFingerprintMismatch) {
 		t.Fatalf("worker of another plan: %v, want ErrFingerprintMismatch", err)
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
 	}
 }

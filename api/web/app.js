@@ -115,7 +115,7 @@ function renderGraph(job, pressure) {
   const nodes = job.plan.nodes;
   const vertices = new Map(job.vertices.map((v) => [v.id, v]));
   const { columns } = layout(nodes);
-  const W = 230, H = 70, GX = 90, GY = 26, PAD = 16;
+  const W = 230, H = 84, GX = 90, GY = 26, PAD = 16;
   const rows = Math.max(1, ...columns.map((c) => c.length));
   const width = PAD * 2 + columns.length * W + (columns.length - 1) * GX;
   const height = PAD * 2 + rows * H + (rows - 1) * GY;
@@ -155,6 +155,14 @@ function renderGraph(job, pressure) {
       Object.assign(document.createElementNS(SVG, "title"), { textContent: name }));
     text(g, 10, 39, `parallelism ${n.parallelism} · ${v.status || ""}`);
     text(g, 10, 57, `backpressured ${pct(ratio)} · busy ${pct(busy)}`);
+    // A job on several hosts: which worker runs each subtask.
+    const workers = bp ? bp.subtasks.filter((s) => s["taskmanager-id"]).map((s) => `${s.subtask}@${s["taskmanager-id"]}`) : [];
+    if (workers.length) {
+      g.setAttribute("data-workers", workers.join(" "));
+      const line = "on " + workers.join(" ");
+      text(g, 10, 75, line.length > 40 ? line.slice(0, 39) + "…" : line, "workers").appendChild(
+        Object.assign(document.createElementNS(SVG, "title"), { textContent: line }));
+    }
     drawn++;
   }
   svg.dataset.rendered = "true";
