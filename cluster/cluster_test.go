@@ -10,17 +10,20 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/sink/filesink"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
@@ -132,7 +135,7 @@ func checkExact(t *testing.T, out string, records, keys int64) {
 
 // workers starts n workers of j with slots each, in this process; they
 // run until the job ends.
-func workers(t *testing.T, j job, coord string, n, slots int) (wait func() []error) {
+func workers(t *testing.T, j job, coord string, n, slots int, started ...func(*cluster.WorkerView)) (wait func() []error) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -143,6 +146,9 @@ func workers(t *testing.T, j job, coord string, n, slots int) (wait func() []err
 			c := sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: coord, Slots: slots,
 				WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0", Host: "127.0.0.1",
 				HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
+			if len(started) > 0 {
+				c.WorkerStarted = started[0]
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
 			defer cancel()
 			errs[i] = j.env(c).Execute(ctx)
@@ -170,7 +176,8 @@ func TestJobOnThreeWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait := workers(t, j, addr, 3, 2)
+	views := make(chan *cluster.WorkerView, 3)
+	wait := workers(t, j, addr, 3, 2, func(v *cluster.WorkerView) { views <- v })
 	// The coordinator serves every task's figures, from the workers.
 	testutil.Await(t, "task metrics of the 12 tasks from the 3 workers", func() bool {
 		ms := jb.Metrics()
@@ -181,6 +188,31 @@ func TestJobOnThreeWorkers(t *testing.T) {
 			in += m.RecordsIn
 		}
 		return len(ms) == 12 && len(on) == 3 && !on[""] && in > 0
+	})
+	// A worker serves its own tasks' metrics, labelled with its id.
+	v := <-views
+	collector := metrics.NewCollector()
+	collector.AddJob(v)
+	reg := prometheus.NewRegistry()
+	prometheus.WrapRegistererWith(prometheus.Labels{"worker": v.WorkerID()}, reg).MustRegister(collector)
+	testutil.Await(t, "the worker's task metrics", func() bool {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if !strings.Contains(mf.GetName(), "numRecordsIn") {
+				continue
+			}
+			for _, m := range mf.Metric {
+				for _, l := range m.Label {
+					if l.GetName() == "worker" && l.GetValue() == v.WorkerID() && len(mf.Metric) == 4 {
+						return true
+					}
+				}
+			}
+		}
+		return false
 	})
 	// The coordinator's API says which worker runs each subtask.
 	a := api.New(api.Options{PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -73,6 +73,11 @@ type Config struct {
 	EtcdPrefix string
 	// LeaseDuration is the leader's lease (high-availability.etcd.lease-duration).
 	LeaseDuration time.Duration
+	// WorkerStarted, when set, is called once a worker runs, with its
+	// view: what the metrics collector and API read of a job (Config,
+	// Status, Restarts, Metrics, ...), for the worker's own tasks. A
+	// worker serves its metrics itself (with a worker label) this way.
+	WorkerStarted func(*WorkerView)
 }
 
 // Set applies a Flink-named option: cluster.role (coordinator, worker),

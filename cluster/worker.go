@@ -48,6 +48,9 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 	defer tr.Close()
 	w := &worker{cfg: cfg, rcfg: rcfg, plan: plan, logger: logger, jobID: jobID, fingerprint: g.Fingerprint(), tr: tr,
 		dataAddr: cfg.advertised(tr.Addr())}
+	if cfg.WorkerStarted != nil {
+		cfg.WorkerStarted(&WorkerView{w: w})
+	}
 	var services *ha.Services
 	if len(cfg.EtcdEndpoints) > 0 {
 		services, err = ha.Open(ctx, ha.Config{Endpoints: cfg.EtcdEndpoints, Prefix: cfg.EtcdPrefix, Logger: logger})
@@ -340,4 +343,62 @@ func (e *exchange) ConnectRemote(g *network.InputGate, ch int, producer checkpoi
 		return fmt.Errorf("worker %s (of task %d) has no data address", w, producer)
 	}
 	return e.tr.ConnectRemote(g, ch, addr, network.PartitionID(id), sub)
+}
+
+// WorkerView is what a worker shows of the job: its own tasks' figures.
+// It has the method set metrics.Collector.AddJob and api.Server.AddJob
+// read, so a worker serves its metrics like a job in one process.
+type WorkerView struct{ w *worker }
+
+// WorkerID is the worker's id (the label of its metrics).
+func (v *WorkerView) WorkerID() string { return v.w.cfg.WorkerID }
+
+// Config is the job's configuration as the worker built it.
+func (v *WorkerView) Config() runtime.Config { return v.w.rcfg }
+
+// Status is RUNNING while tasks of an attempt run here, CREATED before.
+func (v *WorkerView) Status() runtime.JobStatus {
+	if r := v.w.runnerNow(); r != nil {
+		select {
+		case <-r.Done():
+		default:
+			return runtime.JobRunning
+		}
+	}
+	return runtime.JobCreated
+}
+
+// Restarts is the number of the attempt running here.
+func (v *WorkerView) Restarts() int64 {
+	if r := v.w.runnerNow(); r != nil {
+		return int64(r.Attempt())
+	}
+	return 0
+}
+
+// Metrics are the figures of the worker's tasks.
+func (v *WorkerView) Metrics() []runtime.TaskMetrics {
+	r := v.w.runnerNow()
+	if r == nil {
+		return nil
+	}
+	ms := r.Metrics()
+	for i := range ms {
+		ms[i].Worker = v.w.cfg.WorkerID
+	}
+	return ms
+}
+
+// CheckpointStats: checkpoints are the coordinator's; a worker has none.
+func (v *WorkerView) CheckpointStats() (checkpoint.CheckpointingStats, bool) {
+	return checkpoint.CheckpointingStats{}, false
+}
+
+// LastRestore: the coordinator reports restores.
+func (v *WorkerView) LastRestore() (runtime.RestoreInfo, bool) { return runtime.RestoreInfo{}, false }
+
+func (w *worker) runnerNow() *runtime.TaskRunner {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.runner
 }
