@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/internal/etcdtest"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/sink/filesink"
@@ -311,4 +312,78 @@ func getJSON(t *testing.T, url string, v any) {
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
+}
+
+// HA: two coordinators campaign on a real etcd; the workers follow the
+// leader through etcd. The leader stops (suspends, resigning); the standby
+// takes over, resumes from the latest checkpoint and finishes the job on
+// the same workers: exactly once.
+func TestStandbyCoordinatorTakesOver(t *testing.T) {
+	endpoints := etcdtest.Start(t)
+	j := job{records: 9000, keys: 12, rate: 3000, par: 4, cpDir: t.TempDir(), out: t.TempDir()}
+	coordinator := func(addr string) sluice.ClusterConfig {
+		return sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr, Host: "127.0.0.1", EtcdEndpoints: endpoints,
+			LeaseDuration: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
+	}
+	resume := sluice.WithResumeFromLatestCheckpoint()
+	ctxA, suspendA := context.WithCancel(context.Background())
+	defer suspendA()
+	var completedA atomic.Int64
+	leader, err := j.env(coordinator(freeAddr(t)), resume, sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		if s.Status == checkpoint.StatusCompleted {
+			completedA.Add(1)
+		}
+	})).ExecuteAsync(ctxA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	standby := make(chan *sluice.Job, 1)
+	ctxB, cancelB := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancelB()
+	go func() {
+		jb, err := j.env(coordinator(freeAddr(t)), resume).ExecuteAsync(ctxB)
+		if err != nil {
+			t.Errorf("standby coordinator: %v", err)
+		}
+		standby <- jb
+	}()
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := sluice.ClusterConfig{Role: sluice.RoleWorker, Slots: 2, WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0",
+				Host: "127.0.0.1", EtcdEndpoints: endpoints, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
+			if err := j.env(c, resume).Execute(ctxB); err != nil {
+				t.Errorf("worker %d: %v", i, err)
+			}
+		}()
+	}
+	testutil.Await(t, "three checkpoints of the first leader", func() bool { return completedA.Load() >= 3 })
+	select {
+	case <-standby:
+		t.Fatal("the standby started while the leader leads")
+	default:
+	}
+	suspendA()
+	if err := leader.Wait(); !errors.Is(err, sluice.ErrJobSuspended) {
+		t.Fatalf("the first leader: %v, want suspended", err)
+	}
+	var next *sluice.Job
+	select {
+	case next = <-standby:
+	case <-time.After(testutil.SafetyNet):
+		t.Fatal("the standby never took over")
+	}
+	if next == nil {
+		t.FailNow()
+	}
+	if err := next.Wait(); err != nil {
+		t.Fatalf("the second leader's job: %v", err)
+	}
+	wg.Wait()
+	if info, ok := next.LastRestore(); !ok || info.CheckpointID == 0 {
+		t.Fatalf("the standby did not restore a checkpoint of the first leader: %+v %v", info, ok)
+	}
+	checkExact(t, j.out, j.records, j.keys)
 }

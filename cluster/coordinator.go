@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/cluster/control"
 	"github.com/sluicehq/sluice/cluster/ha"
 	"github.com/sluicehq/sluice/runtime"
@@ -76,6 +78,18 @@ func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Conf
 			}
 			return err
 		}
+		rcfg.PublishResult = func(res *storage.JobResult) error {
+			data, err := json.Marshal(res)
+			if err != nil {
+				return err
+			}
+			pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return lead.PublishResult(pctx, data)
+		}
+		// The leadership is the lock: a paused former leader still holding
+		// the directory's flock must not keep its successor out.
+		rcfg.SkipLock = true
 		go func() {
 			select {
 			case <-lead.Lost():

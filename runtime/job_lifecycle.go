@@ -381,6 +381,14 @@ func (j *Job) recordResult(status JobStatus, runErr error, savepoint string) {
 			res.LastCheckpoint, res.Retained = r[len(r)-1], !discard
 		}
 	}
+	if guard := j.cfg.PublishResult; guard != nil {
+		if err := guard(res); err != nil {
+			// HA: another coordinator leads the job now; this one records
+			// nothing and deletes nothing.
+			j.logger.Error("the job's result is not recorded here: this coordinator may not (it lost the leadership); its checkpoints are kept", "status", res.Status, "err", err)
+			return
+		}
+	}
 	if err := j.store.WriteJobResult(res); err != nil {
 		// Without a durable result nothing may be deleted: the next start
 		// must still find the checkpoints.

@@ -196,6 +196,15 @@ type Config struct {
 	// to it, fenced by the leader's epoch. An error fails the checkpoint;
 	// one that suppresses restarts (a lost leadership) ends the job here.
 	PublishCheckpoint func(id int64, dir string) error
+	// PublishResult, when set, is called with the job's result before it
+	// is recorded and the retention policy applies: HA writes it to etcd,
+	// fenced. An error records nothing and deletes nothing (the job ends
+	// here as if suspended: another coordinator leads it).
+	PublishResult func(res *storage.JobResult) error
+	// SkipLock runs without the job directory's lock: HA's leader
+	// election keeps one coordinator per job instead (a paused former
+	// leader would otherwise hold the lock its successor needs).
+	SkipLock bool
 	// InlineThreshold is state.storage.fs.memory-threshold: state streams
 	// up to this many bytes are kept in _metadata. Nil is
 	// storage.DefaultInlineThreshold (20 KiB).
