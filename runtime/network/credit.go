@@ -76,8 +76,11 @@ func Connect(p *ResultPartition, sub int, g *InputGate, ch int) {
 	if sp.down != nil || c.up != nil {
 		panic(fmt.Sprintf("network.Connect: %s[%d] -> %s[%d]: already connected", p.name, sub, g.name, ch))
 	}
-	sp.attach(c)
+	// The channel first, so that it can answer what the subpartition sends
+	// at once (data and events written before the wiring): its credit
+	// waits in the subpartition's inbox until then.
 	c.attach(sp)
+	sp.attach(c)
 }
 
 // attach sets where sp's messages go: its channel in process (Connect), a
@@ -87,6 +90,21 @@ func (sp *subpartition) attach(down downstream) {
 	sp.down = down
 	sp.transferLocked() // events written before the wiring
 	sp.unlock()
+}
+
+// attachRemote sets down as where sp's messages go, unless sp has a
+// channel already (in process or remote): a subpartition is read once.
+// Unlike attach it may run while the producer writes.
+func (sp *subpartition) attachRemote(down downstream) bool {
+	sp.mu.Lock()
+	if sp.down != nil {
+		sp.unlock()
+		return false
+	}
+	sp.down = down
+	sp.transferLocked()
+	sp.unlock()
+	return true
 }
 
 // attach sets where c's messages go, its subpartition in process (Connect)

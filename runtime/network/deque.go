@@ -71,6 +71,15 @@ func (d *deque[T]) removeAt(i int) T {
 	return v
 }
 
+// insertAt inserts v before the i-th element from the front (i <= len()),
+// keeping the order of the others.
+func (d *deque[T]) insertAt(i int, v T) {
+	d.pushFront(v)
+	for j := 0; j < i; j++ {
+		*d.at(j), *d.at(j + 1) = *d.at(j + 1), *d.at(j)
+	}
+}
+
 // clear drops every element.
 func (d *deque[T]) clear() {
 	var zero T

@@ -11,28 +11,43 @@ import (
 
 // BenchmarkExchange measures one producer goroutine sending b.N records to
 // one consumer goroutine through a partition and a gate with the default
-// configuration. One op is one record; allocs/op must be 0.
+// configuration, wired in process. One op is one record; allocs/op must
+// be 0.
 func BenchmarkExchange(b *testing.B) {
-	cases := []struct {
-		name      string
-		size      int
-		flushEach bool // buffer timeout 0: flush after every record
-	}{
-		{"int64", 8, false},
-		{"100B", 100, false},
-		{"int64-flush-every-record", 8, true},
-	}
-	for _, bc := range cases {
-		b.Run(bc.name, func(b *testing.B) { benchExchange(b, bc.size, bc.flushEach) })
+	for _, bc := range exchangeCases {
+		b.Run(bc.name, func(b *testing.B) { benchExchange(b, bc.size, bc.flushEach, inProcess) })
 	}
 }
 
-func benchExchange(b *testing.B, size int, flushEach bool) {
+// BenchmarkExchangeTCP is BenchmarkExchange with the partition and the
+// gate on two transports, over loopback TCP. Its allocs/op must be 0 too.
+func BenchmarkExchangeTCP(b *testing.B) {
+	for _, bc := range exchangeCases {
+		b.Run(bc.name, func(b *testing.B) {
+			prod := newTransport(b, network.TransportConfig{})
+			cons := newTransport(b, network.TransportConfig{})
+			benchExchange(b, bc.size, bc.flushEach, overTCP(prod, cons, ""))
+		})
+	}
+}
+
+var exchangeCases = []struct {
+	name      string
+	size      int
+	flushEach bool // buffer timeout 0: flush after every record
+}{
+	{"int64", 8, false},
+	{"100B", 100, false},
+	{"int64-flush-every-record", 8, true},
+}
+
+func benchExchange(b *testing.B, size int, flushEach bool, wire wiring) {
 	cfg := network.DefaultConfig()
 	wake := make(chan struct{}, 1)
 	p := network.NewResultPartition("p", 1, cfg, nil)
 	g := network.NewInputGate("g", 1, cfg, wake)
-	network.Connect(p, 0, g, 0)
+	wire(b, p, 0, g, 0)
+	defer g.Release()
 	n := b.N
 	b.ReportAllocs()
 	b.SetBytes(int64(size))

@@ -30,6 +30,8 @@ type InputGate struct {
 	floatAllocated int
 	floatWaiters   deque[int] // channels with backlog and no credit, FIFO
 	released       bool
+	failed         bool                  // a channel failed: Poll returns nothing
+	err            atomic.Pointer[error] // why, set once with failed
 }
 
 // inputChannel is one channel of a gate: the consuming end of one
@@ -112,7 +114,7 @@ func (g *InputGate) notifyData(c *inputChannel) {
 // readyLocked is notifyData's part under g.mu; it reports whether c was
 // queued (then the task must be woken).
 func (g *InputGate) readyLocked(c *inputChannel) bool {
-	if c.inReady.Load() || c.blocked || g.released {
+	if c.inReady.Load() || c.blocked || g.released || g.failed {
 		return false
 	}
 	c.inReady.Store(true)
@@ -133,7 +135,7 @@ func (g *InputGate) notifyPriority(c *inputChannel) {
 
 // prioLocked is notifyPriority's part under g.mu.
 func (g *InputGate) prioLocked(c *inputChannel) bool {
-	if c.inPrio || g.released {
+	if c.inPrio || g.released || g.failed {
 		return false
 	}
 	c.inPrio = true
@@ -157,7 +159,7 @@ func (g *InputGate) PollPriority() (BufferOrEvent, bool) {
 	for {
 		g.mu.Lock()
 		i, ok := g.prioReady.popFront()
-		if !ok || g.released {
+		if !ok || g.released || g.failed {
 			g.mu.Unlock()
 			return BufferOrEvent{}, false
 		}
@@ -184,7 +186,7 @@ func (g *InputGate) PollPriority() (BufferOrEvent, bool) {
 func (g *InputGate) Poll() (BufferOrEvent, bool) {
 	for {
 		g.mu.Lock()
-		if g.released {
+		if g.released || g.failed {
 			g.mu.Unlock()
 			return BufferOrEvent{}, false
 		}
@@ -340,6 +342,45 @@ func (g *InputGate) PromoteEvent(ch int, match func(ev event.Event) bool) (overt
 		return overtaken, true
 	}
 	return nil, false
+}
+
+// Err returns why the gate failed, or nil: a remote channel's connection
+// broke or could not be made, its producer reported an error (partition
+// not found, released, a refused request), or the transport was closed.
+// The error names the gate, the channel, the partition and the remote
+// address, and wraps one of ErrConnectionLost, ErrTransportClosed,
+// ErrPartitionNotFound, ErrReleased, ErrWiring, ErrProducerFailed or
+// ErrProtocol. Once it is set, Poll and PollPriority return nothing and
+// the gate's wake channel has been signalled: the consuming task must fail
+// with it. A channel never resumes after a failure. In-process channels
+// never fail. Safe from any goroutine.
+func (g *InputGate) Err() error {
+	if p := g.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail fails the gate because channel c failed with err (the first failure
+// wins), and wakes the task. Data still queued is not delivered.
+func (g *InputGate) fail(c *inputChannel, err error) {
+	err = fmt.Errorf("gate %s channel %d: %w", g.name, c.index, err)
+	g.mu.Lock()
+	if g.released || g.failed {
+		g.mu.Unlock()
+		return
+	}
+	g.failed = true
+	g.err.Store(&err)
+	g.ready.clear()
+	g.prioReady.clear()
+	g.prioPending.Store(0)
+	for _, ch := range g.channels {
+		ch.inReady.Store(false)
+		ch.inPrio = false
+	}
+	g.mu.Unlock()
+	notify(g.wake)
 }
 
 // Finished reports whether every channel has delivered EndOfPartition.

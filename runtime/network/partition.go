@@ -38,6 +38,12 @@ type ResultPartition struct {
 	// eventSent, if set, runs when queued events leave a subpartition.
 	eventSent atomic.Pointer[func()]
 
+	// releaseHooks run once Release has dropped the queues: how the remote
+	// consumers of a published partition learn that it is gone.
+	hookMu       sync.Mutex
+	releaseHooks []func()
+	hooksRun     bool
+
 	recordsOut  atomic.Int64
 	blockedNano atomic.Int64
 }
@@ -332,7 +338,7 @@ func (p *ResultPartition) AddPriorityEvent(sub int, ev event.Event) (overtaken [
 		return nil, p.wrap(ErrReleased)
 	}
 	overtaken = sp.copyDataLocked(sp.queue.len())
-	sp.queue.pushFront(entry{ev: ev, prio: true})
+	sp.pushPriorityLocked(entry{ev: ev, prio: true})
 	sp.transferLocked()
 	return overtaken, nil
 }
@@ -358,7 +364,7 @@ func (p *ResultPartition) PromoteEvent(sub int, match func(ev event.Event) bool)
 		overtaken = sp.copyDataLocked(i)
 		moved := sp.queue.removeAt(i)
 		moved.prio = true
-		sp.queue.pushFront(moved)
+		sp.pushPriorityLocked(moved)
 		sp.transferLocked()
 		return overtaken, true
 	}
@@ -377,6 +383,18 @@ func (p *ResultPartition) HasQueuedEvent(sub int, match func(ev event.Event) boo
 		}
 	}
 	return false
+}
+
+// pushPriorityLocked puts a priority event at the head of the queue,
+// behind the priority events still there: those stay only while the
+// subpartition has no channel yet (a remote consumer's request has not
+// arrived), and priority events keep their order among themselves.
+func (sp *subpartition) pushPriorityLocked(e entry) {
+	k := 0
+	for k < sp.queue.len() && sp.queue.at(k).prio {
+		k++
+	}
+	sp.queue.insertAt(k, e)
 }
 
 // copyDataLocked returns copies of the data buffers among the first n
@@ -430,7 +448,27 @@ func (p *ResultPartition) Release() {
 			sp.backlog = 0
 			sp.unlock()
 		}
+		p.hookMu.Lock()
+		hooks := p.releaseHooks
+		p.releaseHooks, p.hooksRun = nil, true
+		p.hookMu.Unlock()
+		for _, fn := range hooks {
+			fn()
+		}
 	})
+}
+
+// onRelease makes Release run fn (on Release's goroutine, holding no lock
+// of the network). It reports false, without keeping fn, if the partition
+// was released already.
+func (p *ResultPartition) onRelease(fn func()) bool {
+	p.hookMu.Lock()
+	defer p.hookMu.Unlock()
+	if p.hooksRun {
+		return false
+	}
+	p.releaseHooks = append(p.releaseHooks, fn)
+	return true
 }
 
 // enqueueBuffer queues a finished data buffer and transfers what credit

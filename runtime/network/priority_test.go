@@ -280,3 +280,27 @@ func TestOnEventSent(t *testing.T) {
 		t.Fatalf("removed hook ran: %d", n)
 	}
 }
+
+// TestPriorityEventsBeforeWiringKeepTheirOrder: priority events added
+// while the subpartition has no channel yet (a remote consumer's request
+// has not arrived) stay ahead of the data, in the order they were added.
+func TestPriorityEventsBeforeWiringKeepTheirOrder(t *testing.T) {
+	cfg := network.Config{BufferSize: 16, ExclusiveBuffersPerChannel: 1, FloatingBuffersPerGate: 1}
+	p := network.NewResultPartition("p", 1, cfg, nil)
+	g := network.NewInputGate("g", 1, cfg, nil)
+	mustWrite(t, p, 'A', 15)
+	for i := range 3 {
+		overtaken, err := p.AddPriorityEvent(0, marker(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := equalBuffers([][]byte{framed('A', 15)}, overtaken); err != nil {
+			t.Fatalf("priority event %d: %v", i, err)
+		}
+	}
+	network.Connect(p, 0, g, 0)
+	for i := range 3 {
+		pollEvent(t, g, marker(i), true)
+	}
+	pollBuffer(t, g, framed('A', 15)).Recycle()
+}
