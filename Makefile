@@ -24,6 +24,7 @@ UNIT_PKGS = $$($(GO) list ./... | grep -v '/integration')
 
 help:
 	@echo "make demo               run the main example (examples/wordcount, else examples/datagen)"
+	@echo "make demo-cluster       the word count on a coordinator and two worker processes (HA on etcd), one worker SIGKILLed"
 	@echo "make test               go vet, unit tests (-race), integration tests against a real Kafka broker and S3 server"
 	@echo "make test-unit          go vet and the unit tests only (starts an S3 server unless AWS_ENDPOINT_URL_S3 and S3_BUCKET are set)"
 	@echo "make test-integration   the integration tests (starts a broker unless KAFKA_BROKERS is set, and an S3 server)"
@@ -39,6 +40,13 @@ demo: deps-demo
 	else \
 		echo "+ $(GO) run ./examples/datagen"; $(GO) run ./examples/datagen; \
 	fi
+
+.PHONY: demo-cluster
+# One job on several OS processes (examples/clustercount): an embedded etcd
+# and Kafka broker, a coordinator and two workers; kills a worker midway and
+# checks that the output is exactly once.
+demo-cluster: deps-demo
+	@echo "+ $(GO) run ./examples/clustercount"; $(GO) run ./examples/clustercount
 
 test: deps-test fmt-check vet test-unit-only test-integration-only
 
