@@ -70,8 +70,11 @@ type job struct {
 	records, keys int64
 	rate          float64
 	par           int
-	cpDir, out    string
-	failAt        *atomic.Int64
+	// srcPar is the source's parallelism (0: par); the datagen source
+	// does not rescale, so a rescaled job keeps it.
+	srcPar     int
+	cpDir, out string
+	failAt     *atomic.Int64
 }
 
 func (j job) env(c sluice.ClusterConfig, opts ...sluice.Option) *sluice.Environment {
@@ -83,7 +86,11 @@ func (j job) env(c sluice.ClusterConfig, opts ...sluice.Option) *sluice.Environm
 		sluice.WithCluster(c),
 	}, opts...)...)
 	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(j.records), source.DatagenRate(j.rate))
-	s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen", sluice.UID("gen"))
+	srcPar := j.srcPar
+	if srcPar == 0 {
+		srcPar = j.par
+	}
+	s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen", sluice.UID("gen"), sluice.Parallelism(srcPar))
 	counts := sluice.Process[int64, int64, keyCount](sluice.KeyBy(s, func(v int64) int64 { return v % j.keys }),
 		&runningCount{fail: j.failAt}, sluice.Name("count"), sluice.UID("count"))
 	sluice.SinkTo(counts, filesink.New[keyCount](j.out, codec.JSON[keyCount]{}), sluice.Name("files"), sluice.UID("files"))
@@ -289,7 +296,10 @@ func TestWorkerOfOtherCodeIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer jb.Cancel()
+	defer func() {
+		jb.Cancel()
+		_ = jb.Wait()
+	}()
 	other := j
 	other.par = 3 // another plan
 	err = other.env(sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, DataListen: "127.0.0.1:0", WorkerID: "odd"}).Execute(ctx)
@@ -387,3 +397,66 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 	}
 	checkExact(t, j.out, j.records, j.keys)
 }
+
+// Stop-with-savepoint of a job at parallelism 4 on two workers, then the
+// job restored from that savepoint at parallelism 6 on three workers:
+// every count exactly once (the rescale redistributes the key groups).
+func TestStopWithSavepointAndRescaleOnWorkers(t *testing.T) {
+	out, cpDir, spDir := t.TempDir(), t.TempDir(), t.TempDir()
+	run := func(par, nWorkers int, restore string, stop bool) {
+		t.Helper()
+		j := job{records: 9000, keys: 18, rate: 4000, par: par, srcPar: 2, cpDir: cpDir, out: out}
+		addr := freeAddr(t)
+		coordCfg := sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr,
+			HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+		defer cancel()
+		var opts []sluice.Option
+		if restore != "" {
+			opts = append(opts, sluice.WithRestoreFrom(restore))
+		}
+		var completed atomic.Int64
+		opts = append(opts, sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+			if s.Status == checkpoint.StatusCompleted {
+				completed.Add(1)
+			}
+		}))
+		jb, err := j.env(coordCfg, opts...).ExecuteAsync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait := workers(t, j, addr, nWorkers, 2)
+		if stop {
+			testutil.Await(t, "two checkpoints before the savepoint", func() bool { return completed.Load() >= 2 })
+			path, err := jb.StopWithSavepoint(ctx, spDir, false)
+			if err != nil {
+				t.Fatalf("stop with savepoint: %v", err)
+			}
+			restore = path
+		}
+		if err := jb.Wait(); err != nil {
+			t.Fatalf("job at parallelism %d: %v", par, err)
+		}
+		for i, err := range wait() {
+			if err != nil {
+				t.Errorf("worker %d: %v", i, err)
+			}
+		}
+		savepoint = restore
+	}
+	run(4, 2, "", true)
+	if savepoint == "" {
+		t.Fatal("no savepoint")
+	}
+	got, err := filesink.ReadCommitted(out, codec.JSON[keyCount]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || len(got) >= 9000 {
+		t.Fatalf("%d records committed before the stop; want some, not all", len(got))
+	}
+	run(6, 3, savepoint, false)
+	checkExact(t, out, 9000, 18)
+}
+
+var savepoint string

@@ -399,10 +399,14 @@ func (a *attempt) run() error {
 		}
 		tg, err := ex.Deploy(a.ctx, d, a.gateway)
 		if err != nil {
-			a.cancel()
-			if a.driver != nil {
-				a.driver.shutdown()
+			// The workers that took their share stop it; the driver never
+			// started (nothing to shut down).
+			ctx, cancel := context.WithTimeout(context.Background(), max(j.cfg.CancellationTimeout, time.Second))
+			if cerr := ex.Cancel(ctx, a.number); cerr != nil {
+				j.logger.Warn("cancel a failed deployment", "attempt", a.number, "err", cerr)
 			}
+			cancel()
+			a.cancel()
 			return fmt.Errorf("deploy attempt %d: %w", a.number, err)
 		}
 		a.driver.tasks = tg

@@ -213,6 +213,11 @@ func (t *Task) processInput() (bool, error) {
 		}
 		boe, ok := gi.gate.Poll()
 		if !ok {
+			if err := gi.gate.Err(); err != nil {
+				// A remote channel failed (its connection broke): the
+				// task fails, the attempt restarts.
+				return true, fmt.Errorf("input %s: %w", gi.edge.From.Name, err)
+			}
 			continue
 		}
 		ci := gi.channels[boe.Channel]
