@@ -34,6 +34,29 @@
 // between a completed checkpoint and its commit. With -fail-once-after N
 // the counting operator fails once, at its N-th record in this process
 // (the restart strategy, -restarts, decides what follows).
+//
+// The same binary runs one job on several processes (package cluster):
+// the cluster flags are sluice.ClusterFlags' (--role, --coordinator,
+// --listen, --data-listen, --host, --worker-id, --slots, --etcd and
+// -D key=value for Flink's keys such as heartbeat.interval,
+// heartbeat.timeout and slot.request.timeout), over the SLUICE_*
+// variables. Every process takes the job's flags as well, the same ones
+// (other flags that change the plan, such as -parallelism, make a worker
+// that the coordinator refuses):
+//
+//	chaosjob <job flags> --role coordinator --listen 127.0.0.1:6123
+//	chaosjob <job flags> --role worker --coordinator 127.0.0.1:6123 \
+//	    --slots 2 --data-listen 127.0.0.1:0 --host 127.0.0.1 --worker-id w1
+//
+// The coordinator prints and exits as the single role above: the
+// checkpoint and restore lines come from it, and its restart strategy
+// (-restarts) restarts the job when a worker is lost. A worker runs the
+// tasks placed on it and prints no checkpoint line (it may print the
+// restore lines of the tasks it restored); it exits 0
+// ("worker exited") once the job's recorded result says the job ended
+// (or a signal stopped it), 1 on an error ("worker failed", the error on
+// stderr), for instance when the coordinator refuses it. -rate paces each
+// process on its own: a job on N workers reads up to N times -rate.
 package main
 
 import (
@@ -96,6 +119,7 @@ type options struct {
 	exitBeforeCommit int64
 	killInInterval   int64
 	failOnceAfter    int64
+	cluster          sluice.ClusterConfig
 }
 
 func main() {
@@ -114,13 +138,15 @@ func main() {
 	flag.DurationVar(&o.interval, "interval", 200*time.Millisecond, "checkpoint interval")
 	flag.DurationVar(&o.timeout, "checkpoint-timeout", time.Minute, "checkpoint timeout; a checkpoint that expires fails the job (no tolerable failures)")
 	flag.IntVar(&o.parallelism, "parallelism", 2, "parallelism of every operator")
-	flag.Float64Var(&o.rate, "rate", 0, "records per second the job reads and counts, over all subtasks (0: no limit)")
+	flag.Float64Var(&o.rate, "rate", 0, "records per second the job reads and counts, over all subtasks of this process (0: no limit)")
 	flag.IntVar(&o.restarts, "restarts", 0, "in-process restarts (fixed delay 500 ms) before the job fails")
 	flag.BoolVar(&o.resume, "resume", true, "resume from the latest checkpoint of the job (false: a fresh run)")
 	flag.Int64Var(&o.exitBeforeCommit, "exit-before-commit", 0, "exit with status 3 before committing checkpoint N or later (0: never)")
 	flag.Int64Var(&o.killInInterval, "kill-in-interval", 0, "SIGKILL the process in the first interval after checkpoint N's barrier, once subtask 0's sink has written a record into it (0: never)")
 	flag.Int64Var(&o.failOnceAfter, "fail-once-after", 0, "fail the counting operator once, at its N-th record in this process (0: never)")
+	cc := sluice.ClusterFlags(flag.CommandLine)
 	flag.Parse()
+	o.cluster = *cc
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var alreadyFinished atomic.Bool
@@ -128,6 +154,15 @@ func main() {
 	err := run(ctx, o, log, &alreadyFinished)
 	signaled := ctx.Err() != nil
 	stop()
+	if o.cluster.Role == sluice.RoleWorker {
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chaosjob: %v\n", err)
+			fmt.Println("worker failed")
+			os.Exit(1)
+		}
+		fmt.Println("worker exited")
+		return
+	}
 	switch {
 	case err == nil && alreadyFinished.Load():
 		fmt.Println("job already finished")
@@ -152,8 +187,9 @@ func main() {
 	}
 }
 
-// run runs the job; alreadyFinished is set when the job's recorded result
-// says it had finished, so this run did nothing.
+// run runs the job (a worker's part of it in the worker role);
+// alreadyFinished is set when the job's recorded result says it had
+// finished, so this run did nothing.
 func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atomic.Bool) error {
 	if o.brokers == "" || o.in == "" || o.out == "" || o.checkpoints == "" || o.prefix == "" {
 		return errors.New("-brokers (or KAFKA_BROKERS), -in, -out, -checkpoints and -prefix are required")
@@ -162,6 +198,7 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 	final := &finalWatch{}
 	opts := []sluice.Option{
 		sluice.WithJobName(o.jobName),
+		sluice.WithCluster(o.cluster),
 		sluice.WithParallelism(o.parallelism),
 		sluice.WithLogger(log),
 		sluice.WithBufferTimeout(5 * time.Millisecond),
@@ -238,6 +275,11 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 		snk = &killInInterval[keyCount]{TwoPhaseCommitSink: snk, after: o.killInInterval}
 	}
 	sluice.SinkTo(counts, snk, sluice.Name("kafka-out"), sluice.UID("kafka-out"))
+	if o.cluster.Role == sluice.RoleWorker {
+		// A worker has no job handle: Execute runs its tasks until the job
+		// ended.
+		return env.Execute(ctx)
+	}
 	job, err := env.ExecuteAsync(ctx)
 	if err != nil {
 		return err
