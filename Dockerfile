@@ -1,11 +1,11 @@
-# The image of a Sluice job: the user's program (examples/wordcount unless
-# APP says otherwise) as the entrypoint, and the sluice CLI beside it. One
+# The image of a Sluice job: the user's program (examples/wordcountd, the
+# word count as a service, unless APP says otherwise) as the entrypoint, and the sluice CLI beside it. One
 # image runs every role: `--role coordinator|worker` or SLUICE_ROLE picks
 # it at start (deploy/kubernetes/README.md).
 #
 #   docker build -t sluice-wordcount:dev .
 #   docker build --build-arg APP=./examples/observability -t sluice-observability:dev .
-#   docker run --rm sluice-wordcount:dev                 # the program, single process
+#   docker run --rm -e KAFKA_BROKERS=... -e SLUICE_CHECKPOINT_DIR=s3://... sluice-wordcount:dev   # single process
 #   docker run --rm --entrypoint sluice sluice-wordcount:dev --help
 #
 # Both binaries are built with cgo against Debian bookworm's RocksDB 7.8.3,
@@ -29,7 +29,7 @@ RUN go mod download
 COPY . .
 # The package of the program to run: any main package of the module that
 # takes the role flags.
-ARG APP=./examples/wordcount
+ARG APP=./examples/wordcountd
 RUN CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/app "$APP" \
 	&& CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/sluice ./cmd/sluice
 
