@@ -43,8 +43,7 @@ func WithCluster(c ClusterConfig) Option {
 // fs.Parse.
 func ClusterFlags(fs *flag.FlagSet) *ClusterConfig {
 	c := &ClusterConfig{}
-	_ = c.FromEnv() // a bad variable is reported by Execute (WithCluster re-reads nothing)
-	c.Flags(fs)
+	c.Flags(fs) // a bad SLUICE_* variable is reported when the job starts
 	return c
 }
 

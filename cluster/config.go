@@ -78,6 +78,10 @@ type Config struct {
 	// Status, Restarts, Metrics, ...), for the worker's own tasks. A
 	// worker serves its metrics itself (with a worker label) this way.
 	WorkerStarted func(*WorkerView)
+
+	// envErr is a bad SLUICE_* variable Flags read, reported by Start
+	// and Run.
+	envErr error
 }
 
 // Set applies a Flink-named option: cluster.role (coordinator, worker),
@@ -195,8 +199,11 @@ func (c *Config) FromEnv() error {
 
 // Flags registers the role flags on fs: --role, --coordinator, --listen,
 // --data-listen, --host, --worker-id, --slots, --etcd, and -D key=value
-// for any key Set takes.
+// for any key Set takes. It first applies the SLUICE_* variables
+// (FromEnv), which the flags override; a bad variable is reported when
+// the job starts.
 func (c *Config) Flags(fs *flag.FlagSet) {
+	c.envErr = c.FromEnv()
 	fs.Func("role", "process role: coordinator, worker, or single (default; $SLUICE_ROLE)", func(s string) (err error) {
 		c.Role, err = ParseRole(s)
 		return err
@@ -221,6 +228,9 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 
 // withDefaults fills the unset fields and checks the others.
 func (c Config) withDefaults() (Config, error) {
+	if c.envErr != nil {
+		return c, c.envErr
+	}
 	if c.Listen == "" {
 		c.Listen = ":" + strconv.Itoa(DefaultRPCPort)
 	}

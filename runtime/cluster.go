@@ -133,6 +133,8 @@ func RunTasks(plan *Plan, cfg Config, d WorkerDeployment, ex Exchange, coord Coo
 	}
 	logger = logger.With("job", cfg.JobName, "attempt", d.Attempt)
 	cfg.Logger = logger
+	// The coordinator reports restores (once the workers deployed).
+	cfg.RestoreListeners = nil
 	j := &Job{graph: g, cfg: cfg, logger: logger, done: make(chan struct{}), id: d.JobID, run: d.RunID}
 	j.unlock = func() error { return nil }
 	j.ctx, j.cancel = context.WithCancel(context.Background())
