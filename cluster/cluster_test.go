@@ -2,11 +2,18 @@ package cluster_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -460,3 +467,75 @@ func TestStopWithSavepointAndRescaleOnWorkers(t *testing.T) {
 }
 
 var savepoint string
+
+// selfSigned returns server and client TLS configurations for 127.0.0.1.
+func selfSigned(t *testing.T) (server, client *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS13},
+		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+}
+
+// With TLS the control plane and the data plane are encrypted; the job
+// runs exactly once as over plain TCP, and a worker without TLS cannot
+// register.
+func TestJobOnWorkersOverTLS(t *testing.T) {
+	serverTLS, clientTLS := selfSigned(t)
+	j := job{records: 4000, keys: 8, rate: 8000, par: 4, cpDir: t.TempDir(), out: t.TempDir()}
+	addr := freeAddr(t)
+	hb := func(c sluice.ClusterConfig) sluice.ClusterConfig {
+		c.HeartbeatInterval, c.HeartbeatTimeout, c.TLS, c.ClientTLS = 100*time.Millisecond, 2*time.Second, serverTLS, clientTLS
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	jb, err := j.env(hb(sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr, SlotTimeout: 20 * time.Second})).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainCtx, plainCancel := context.WithTimeout(ctx, 3*time.Second)
+	defer plainCancel()
+	plain := sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, Slots: 4, WorkerID: "plain", DataListen: "127.0.0.1:0", Host: "127.0.0.1",
+		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
+	_ = j.env(plain).Execute(plainCtx) // cannot register: retries until its context ends
+	if ws := jb.Metrics(); len(ws) != 0 {
+		t.Fatalf("a worker without TLS got tasks: %+v", ws)
+	}
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := hb(sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, Slots: 2, WorkerID: fmt.Sprintf("w%d", i),
+				DataListen: "127.0.0.1:0", Host: "127.0.0.1"})
+			if err := j.env(c).Execute(ctx); err != nil {
+				t.Errorf("worker %d: %v", i, err)
+			}
+		}()
+	}
+	if err := jb.Wait(); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	wg.Wait()
+	checkExact(t, j.out, j.records, j.keys)
+}

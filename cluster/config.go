@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -73,6 +74,11 @@ type Config struct {
 	EtcdPrefix string
 	// LeaseDuration is the leader's lease (high-availability.etcd.lease-duration).
 	LeaseDuration time.Duration
+	// TLS, when set, secures the control plane and the data plane: the
+	// coordinator serves the control plane with it, a worker serves its
+	// data plane with it; ClientTLS is what processes dial each other
+	// with (its RootCAs, ServerName). Plain TCP when both are nil.
+	TLS, ClientTLS *tls.Config
 	// WorkerStarted, when set, is called once a worker runs, with its
 	// view: what the metrics collector and API read of a job (Config,
 	// Status, Restarts, Metrics, ...), for the worker's own tasks. A
@@ -258,6 +264,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.WorkerID == "" {
 		h, _ := os.Hostname()
 		c.WorkerID = fmt.Sprintf("%s-%d", h, os.Getpid())
+	}
+	if (c.TLS == nil) != (c.ClientTLS == nil) {
+		return c, fmt.Errorf("%w: TLS needs both the server and the client configuration (TLS and ClientTLS)", ErrInvalidConfig)
 	}
 	if c.Role == RoleWorker && c.Coordinator == "" && len(c.EtcdEndpoints) == 0 {
 		return c, fmt.Errorf("%w: a worker needs the coordinator's address (--coordinator, $SLUICE_COORDINATOR, jobmanager.rpc.address) or HA endpoints", ErrInvalidConfig)

@@ -106,7 +106,7 @@ func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Conf
 		}
 	}
 	srv, err := control.NewServer(control.ServerConfig{
-		ListenAddr: cfg.Listen, HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
+		ListenAddr: cfg.Listen, TLS: cfg.TLS, HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Fingerprint: g.Fingerprint(), Epoch: epoch, JobID: jobID, Logger: logger,
 	}, c)
 	if err != nil {

@@ -41,7 +41,7 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 	logger = logger.With("role", "worker", "worker", cfg.WorkerID)
 	rcfg.Logger = logger
 	jobID := runtime.JobIDOf(rcfg, g)
-	tr, err := network.NewTransport(network.TransportConfig{ListenAddr: cfg.DataListen, Logger: logger})
+	tr, err := network.NewTransport(network.TransportConfig{ListenAddr: cfg.DataListen, ServerTLS: cfg.TLS, ClientTLS: cfg.ClientTLS, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("worker %s: data plane: %w", cfg.WorkerID, err)
 	}
@@ -82,7 +82,7 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 			w.beginSession()
 			dctx, cancel := context.WithTimeout(ctx, cfg.HeartbeatTimeout)
 			client, err = control.Dial(dctx, control.ClientConfig{
-				CoordinatorAddr: addr, WorkerID: cfg.WorkerID, Slots: cfg.Slots, DataAddr: w.dataAddr,
+				CoordinatorAddr: addr, TLS: cfg.ClientTLS, WorkerID: cfg.WorkerID, Slots: cfg.Slots, DataAddr: w.dataAddr,
 				Fingerprint: w.fingerprint, Host: cfg.Host, HeartbeatInterval: cfg.HeartbeatInterval,
 				HeartbeatTimeout: cfg.HeartbeatTimeout, MinEpoch: epoch, Logger: logger,
 			}, w)
