@@ -57,7 +57,7 @@ func TestCoordinatorAndWorkers(t *testing.T) {
 	}
 	const lines = 200
 	for i := range lines {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "lines", Value: []byte("alpha beta "+names[i%10])}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "lines", Value: []byte("alpha beta " + names[i%10])}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
