@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,7 @@ import (
 	"github.com/sluicehq/sluice/sink/filesink"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
+	"github.com/sluicehq/sluice/state/rocksdb"
 )
 
 type keyCount struct {
@@ -81,10 +83,16 @@ type job struct {
 	// does not rescale, so a rescaled job keeps it.
 	srcPar     int
 	cpDir, out string
-	failAt     *atomic.Int64
+	// backend, when set, gives each process (by worker id, "" for the
+	// coordinator) its state backend option.
+	backend func(worker string) sluice.Option
+	failAt  *atomic.Int64
 }
 
 func (j job) env(c sluice.ClusterConfig, opts ...sluice.Option) *sluice.Environment {
+	if j.backend != nil {
+		opts = append(opts, j.backend(c.WorkerID))
+	}
 	env := sluice.NewEnvironment(append([]sluice.Option{
 		sluice.WithParallelism(j.par),
 		sluice.WithJobName("clustered-count"),
@@ -538,4 +546,59 @@ func TestJobOnWorkersOverTLS(t *testing.T) {
 	}
 	wg.Wait()
 	checkExact(t, j.out, j.records, j.keys)
+}
+
+// A task failure restarts the job with every slot on the worker it had:
+// RocksDB recovers its state from the worker's local copy of the
+// checkpoint (local recovery) instead of downloading it.
+func TestRestartedTasksRecoverRocksDBLocally(t *testing.T) {
+	fail := &atomic.Int64{}
+	fail.Store(1200)
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	root := t.TempDir()
+	j := job{records: 6000, keys: 16, rate: 6000, par: 4, cpDir: t.TempDir(), out: t.TempDir(), failAt: fail,
+		backend: func(worker string) sluice.Option {
+			return sluice.WithStateBackend(rocksdb.Factory(filepath.Join(root, "w-"+worker), rocksdb.Options{LocalRecovery: true, Logger: logger}))
+		}}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	jb, err := j.env(sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr,
+		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := workers(t, j, addr, 2, 2)
+	if err := jb.Wait(); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	wait()
+	if jb.Restarts() < 1 {
+		t.Fatal("the injected failure did not restart the job")
+	}
+	if info, ok := jb.LastRestore(); !ok || info.CheckpointID == 0 {
+		t.Skip("the failure came before the first checkpoint: nothing to recover")
+	}
+	if n := strings.Count(logs.String(), "rocksdb backend: local recovery"); n == 0 {
+		t.Fatalf("no task recovered locally after the restart; logs:\n%s", logs.String())
+	}
+	checkExact(t, j.out, j.records, j.keys)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
