@@ -12,6 +12,20 @@
 //
 // It prints every completed checkpoint's id, end-to-end duration and size,
 // and for the last one a table of every subtask's figures.
+//
+// With the cluster flags (sluice.ClusterFlags: --role, --listen,
+// --coordinator, --slots, -D key=value, ...) the same job runs on several
+// processes, its checkpoints in -checkpoints, a directory every process
+// shares. The coordinator prints what one process prints and cancels the
+// job after -duration (the workers see its result and exit); a worker
+// runs the tasks placed on it and prints nothing but errors:
+//
+//	dir=$(mktemp -d)
+//	go run ./examples/checkpointdemo -mode unaligned -slow --role coordinator --listen 127.0.0.1:6123 -checkpoints $dir &
+//	go run ./examples/checkpointdemo -mode unaligned -slow --role worker --coordinator 127.0.0.1:6123 \
+//		--slots 1 --data-listen 127.0.0.1:0 --host 127.0.0.1 --worker-id w1 -checkpoints $dir &
+//	go run ./examples/checkpointdemo -mode unaligned -slow --role worker --coordinator 127.0.0.1:6123 \
+//		--slots 1 --data-listen 127.0.0.1:0 --host 127.0.0.1 --worker-id w2 -checkpoints $dir
 package main
 
 import (
@@ -25,6 +39,7 @@ import (
 	"os/signal"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -79,15 +94,28 @@ func main() {
 	duration := flag.Duration("duration", 30*time.Second, "how long to run")
 	interval := flag.Duration("interval", 5*time.Second, "checkpoint interval")
 	asJSON := flag.Bool("json", false, "print one JSON object per completed checkpoint and nothing else")
+	cpDir := flag.String("checkpoints", "", "checkpoint directory, the same for every process of a job on several (default: a new temporary directory)")
+	cc := sluice.ClusterFlags(flag.CommandLine)
 	flag.Parse()
 
+	worker := cc.Role == sluice.RoleWorker
 	var logOut io.Writer = os.Stderr
-	slog.SetDefault(slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	dir, err := os.MkdirTemp("", "checkpointdemo-")
-	if err != nil {
-		fail(err)
+	level := slog.LevelWarn
+	if worker {
+		level = slog.LevelError // a worker prints nothing but errors
 	}
-	defer os.RemoveAll(dir)
+	slog.SetDefault(slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})))
+	dir := *cpDir
+	if dir == "" {
+		if cc.Role != sluice.RoleSingle {
+			fail(fmt.Errorf("--role %s needs -checkpoints, a directory every process of the job shares", cc.Role))
+		}
+		var err error
+		if dir, err = os.MkdirTemp("", "checkpointdemo-"); err != nil {
+			fail(err)
+		}
+		defer os.RemoveAll(dir)
+	}
 
 	var mu sync.Mutex
 	var completed []checkpoint.CheckpointStats
@@ -117,6 +145,7 @@ func main() {
 		sluice.WithCheckpointing(*interval, dir),
 		sluice.WithCheckpointListener(listener),
 		sluice.WithLogger(slog.Default()),
+		sluice.WithCluster(*cc),
 	}
 	switch *mode {
 	case "aligned":
@@ -138,8 +167,18 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *duration)
-	defer cancel()
+	if worker {
+		// Until the coordinator records the job's end (or an interrupt).
+		if err := env.Execute(ctx); err != nil && ctx.Err() == nil {
+			fail(err)
+		}
+		return
+	}
+	if cc.Role == sluice.RoleSingle {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
 	if !*asJSON {
 		fmt.Printf("mode %s, slow=%t, checkpoint every %v, running %v\n", *mode, *slow, *interval, *duration)
 	}
@@ -147,7 +186,15 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	if err := job.Wait(); err != nil && ctx.Err() == nil {
+	var elapsed atomic.Bool
+	if cc.Role == sluice.RoleCoordinator {
+		// A coordinator cancels the job at the end rather than suspend it:
+		// its result, recorded in the shared directory, tells the workers
+		// to exit.
+		t := time.AfterFunc(*duration, func() { elapsed.Store(true); job.Cancel() })
+		defer t.Stop()
+	}
+	if err := job.Wait(); err != nil && ctx.Err() == nil && !elapsed.Load() {
 		fail(err)
 	}
 	if *asJSON {
