@@ -101,7 +101,11 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 			for {
 				select {
 				case cause := <-client.Lost():
-					logger.Warn("coordinator lost; cancelling the tasks", "coordinator", addr, "err", cause)
+					if ended, _ := w.jobEnded(); ended != nil {
+						logger.Info("the coordinator is gone and the job has ended", "coordinator", addr, "result", ended.String())
+					} else {
+						logger.Warn("coordinator lost; cancelling the tasks", "coordinator", addr, "err", cause)
+					}
 					break session
 				case <-ctx.Done():
 					break session

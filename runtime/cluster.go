@@ -267,7 +267,13 @@ func (r *TaskRunner) location(b checkpoint.Barrier) (*storage.Location, error) {
 
 // Cancel stops the runner's tasks (the coordinator cancelled the attempt,
 // or was lost).
-func (r *TaskRunner) Cancel() { r.a.stopAll() }
+func (r *TaskRunner) Cancel() {
+	// The tasks' errors from here on are the stop, not failures.
+	r.job.mu.Lock()
+	r.job.canceled = true
+	r.job.mu.Unlock()
+	r.a.stopAll()
+}
 
 // Done is closed once every task of the runner has exited (or the
 // cancellation timeout left some behind).
