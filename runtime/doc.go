@@ -2,7 +2,8 @@
 // graph of operator chains, one Task per subtask wired by runtime/network,
 // each Task's mailbox loop (input, timers and control on one goroutine),
 // watermark propagation, backpressure measurement, and the job's
-// lifecycle.
+// lifecycle; and the seams that split one job over a coordinator and
+// workers (package cluster joins them).
 //
 // The life of a job (job.go, job_lifecycle.go): Execute opens the job's
 // directory under the checkpoint directory (<dir>/<job id>/, JobIDOf),
@@ -31,5 +32,9 @@
 //	checkpoint_driver.go, gateway.go    the coordinator's goroutine; the messages between
 //	                                    coordinator and tasks
 //	state_restore.go, restore_info.go   restoring operator and keyed state
+//	task_layout.go                      task ids, slots, the plan's fingerprint, partition
+//	                                    ids: what every process of a job agrees on
+//	cluster.go                          a job on several hosts: the coordinator's Executor,
+//	                                    a worker's TaskRunner, the Exchange between them
 //	mailbox.go, metrics.go, watermarks.go
 package runtime
