@@ -36,12 +36,14 @@ func chromium(t *testing.T) string {
 
 // headless loads url in headless Chromium, lets the page run for budget
 // of virtual time (network waits do not count), and returns the DOM; with
-// a screenshot path it also writes a PNG.
+// a screenshot path it also writes a PNG. The page's console goes to
+// Chromium's log: a violation of the dashboard's content security policy
+// (an inline script or style, something from elsewhere) fails the test.
 func headless(t *testing.T, bin, url string, budget time.Duration, screenshot string) string {
 	t.Helper()
 	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-		"--user-data-dir=" + t.TempDir(), "--window-size=1400,1100",
+		"--user-data-dir=" + t.TempDir(), "--window-size=1400,1100", "--enable-logging=stderr", "--v=0",
 		fmt.Sprintf("--virtual-time-budget=%d", budget.Milliseconds())}
 	if screenshot != "" {
 		args = append(args, "--screenshot="+screenshot)
@@ -56,6 +58,11 @@ func headless(t *testing.T, bin, url string, budget time.Duration, screenshot st
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("chromium: %v\n%s", err, stderr.String())
+	}
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(line, "Content Security Policy") {
+			t.Errorf("the dashboard broke its content security policy: %s", line)
+		}
 	}
 	return string(out)
 }

@@ -24,12 +24,34 @@
 //
 // The server binds to 127.0.0.1:8081 (Flink's port) by default; set
 // Options.Token to require "Authorization: Bearer <token>" on every API
-// call and on /metrics. The dashboard's static files need no token: the
-// page asks for it (or takes it from the URL fragment #token=...) and
-// sends it.
+// call and on /metrics (compared in constant time). The dashboard's
+// static files need no token: the page asks for it (or takes it from the
+// URL fragment #token=...) and sends it.
+//
+// Without a token the server keeps out web pages that the browser of
+// someone on the host visits, though not whoever reaches its port (so
+// listen on the loopback interface only, see LoopbackAddr): it answers
+// only to the Host names localhost, IP addresses, the host of
+// Options.Addr and Options.AllowedHosts (DNS rebinding), and a request
+// that changes something (POST, PATCH, PUT, DELETE) is refused with 403
+// when its Origin is not the server's own or its Sec-Fetch-Site is
+// cross-site, and with 415 when it has a body or a content type that is
+// not application/json. It sends no CORS headers. Every answer has
+// X-Frame-Options: DENY, X-Content-Type-Options: nosniff, Referrer-Policy:
+// no-referrer and a Content-Security-Policy (the dashboard's allows its
+// own origin only and nothing inline). Options.CertFile and KeyFile serve
+// HTTPS.
+//
+// A program that ends with its job closes the server with Shutdown, which
+// first waits (bounded by its context) until the client that stopped the
+// job with a savepoint has read where the savepoint is.
 //
 //	srv := api.New(api.Options{Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})})
 //	srv.AddJob(job)
 //	if err := srv.Start(); err != nil { ... }
 //	defer srv.Close()
+//
+// A refused request is answered in Flink's shape, saying why:
+//
+//	{"errors": ["cross-origin request refused: Origin http://evil.example is not this server's (http://127.0.0.1:8081); ..."]}
 package api

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -8,23 +9,29 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // operation is a savepoint (or stop-with-savepoint) being taken: Flink's
 // asynchronous operation, polled by its trigger id.
 type operation struct {
+	stops bool // it ends the job: stop, or a savepoint with cancel-job
+
 	mu       sync.Mutex
 	done     bool
+	read     bool // a client got the outcome
 	location string
 	err      error
 }
 
+// result returns the operation's status, marking a completed one read.
 func (o *operation) result() AsynchronousOperationResult {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.done {
 		return AsynchronousOperationResult{Status: QueueStatus{ID: StatusInProgress}}
 	}
+	o.read = true
 	info := &SavepointInfo{Location: o.location}
 	if o.err != nil {
 		info = &SavepointInfo{FailureCause: &FailureCause{Class: fmt.Sprintf("%T", o.err),
@@ -34,8 +41,75 @@ func (o *operation) result() AsynchronousOperationResult {
 }
 
 type operations struct {
-	mu   sync.Mutex
-	byID map[string]*operation // by job id + "/" + trigger id
+	mu      sync.Mutex
+	byID    map[string]*operation // by job id + "/" + trigger id
+	changed chan struct{}         // closed (and replaced) when one completes or is read
+}
+
+// changedCh returns a channel closed at the next change of an operation.
+func (s *Server) changedCh() chan struct{} {
+	s.ops.mu.Lock()
+	defer s.ops.mu.Unlock()
+	if s.ops.changed == nil {
+		s.ops.changed = make(chan struct{})
+	}
+	return s.ops.changed
+}
+
+func (s *Server) opChanged() {
+	s.ops.mu.Lock()
+	defer s.ops.mu.Unlock()
+	if s.ops.changed != nil {
+		close(s.ops.changed)
+		s.ops.changed = nil
+	}
+}
+
+// unreadStops returns how many operations that end their job have not
+// completed or not had their outcome read.
+func (s *Server) unreadStops() int {
+	s.ops.mu.Lock()
+	defer s.ops.mu.Unlock()
+	n := 0
+	for _, op := range s.ops.byID {
+		op.mu.Lock()
+		if op.stops && !op.read {
+			n++
+		}
+		op.mu.Unlock()
+	}
+	return n
+}
+
+// Shutdown closes the server once the outcome of every stop-with-savepoint
+// it started (POST /jobs/:jobid/stop, or a savepoint with cancel-job) has
+// been read by a client, or when ctx is done, whichever comes first. A
+// program that ends when its job ends calls it, bounded by a grace
+// period, instead of Close: the client that stopped the job then learns
+// where the savepoint is before the process exits.
+func (s *Server) Shutdown(ctx context.Context) error {
+	for logged := false; ; logged = true {
+		ch := s.changedCh()
+		n := s.unreadStops()
+		if n == 0 {
+			break
+		}
+		if !logged {
+			args := []any{"operations", n}
+			if dl, ok := ctx.Deadline(); ok {
+				args = append(args, "at most", time.Until(dl).Round(time.Millisecond))
+			}
+			s.logger.Info("waiting for the client that stopped the job to read the savepoint's outcome", args...)
+		}
+		select {
+		case <-ch:
+			continue
+		case <-ctx.Done():
+			s.logger.Warn("closing before the outcome of a stop-with-savepoint was read", "operations", n, "err", ctx.Err())
+		}
+		break
+	}
+	return s.Close()
 }
 
 func (s *Server) operation(job, trigger string) *operation {
@@ -44,14 +118,15 @@ func (s *Server) operation(job, trigger string) *operation {
 	return s.ops.byID[job+"/"+trigger]
 }
 
-// start runs take in the background as the operation of trigger.
-func (s *Server) start(e *jobEntry, trigger string, take func() (string, error)) (string, error) {
+// start runs take in the background as the operation of trigger; stops
+// says that it ends the job.
+func (s *Server) start(e *jobEntry, trigger string, stops bool, take func() (string, error)) (string, error) {
 	if trigger == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		trigger = hex.EncodeToString(b[:])
 	}
-	op := &operation{}
+	op := &operation{stops: stops}
 	s.ops.mu.Lock()
 	if s.ops.byID == nil {
 		s.ops.byID = map[string]*operation{}
@@ -75,6 +150,7 @@ func (s *Server) start(e *jobEntry, trigger string, take func() (string, error))
 		op.mu.Lock()
 		op.done, op.location, op.err = true, path, err
 		op.mu.Unlock()
+		s.opChanged()
 	}()
 	return trigger, nil
 }
@@ -107,7 +183,7 @@ func (s *Server) handleTriggerSavepoint(w http.ResponseWriter, r *http.Request, 
 		writeError(w, http.StatusBadRequest, "Config key [execution.checkpointing.savepoint-dir] is not set. Property [target-directory] must be provided.")
 		return
 	}
-	trigger, err := s.start(e, req.TriggerID, func() (string, error) {
+	trigger, err := s.start(e, req.TriggerID, req.CancelJob, func() (string, error) {
 		if req.CancelJob {
 			return e.job.StopWithSavepoint(s.ctx, req.TargetDirectory, false)
 		}
@@ -132,7 +208,7 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, e *jobEntry)
 		writeError(w, http.StatusBadRequest, "Config key [execution.checkpointing.savepoint-dir] is not set. Property [targetDirectory] must be provided.")
 		return
 	}
-	trigger, err := s.start(e, req.TriggerID, func() (string, error) {
+	trigger, err := s.start(e, req.TriggerID, true, func() (string, error) {
 		return e.job.StopWithSavepoint(s.ctx, req.TargetDirectory, req.Drain)
 	})
 	if err != nil {
@@ -150,5 +226,9 @@ func (s *Server) handleSavepointStatus(w http.ResponseWriter, r *http.Request, e
 		writeError(w, http.StatusNotFound, "There is no savepoint operation with triggerId=%s for job %s.", r.PathValue("triggerid"), e.id)
 		return
 	}
-	writeJSON(w, http.StatusOK, op.result())
+	res := op.result()
+	writeJSON(w, http.StatusOK, res)
+	if res.Status.ID == StatusCompleted {
+		s.opChanged() // it has been read
+	}
 }

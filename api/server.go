@@ -3,7 +3,7 @@ package api
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -46,8 +46,23 @@ type Options struct {
 	// Addr is the address to listen on; default DefaultAddr. Use
 	// "127.0.0.1:0" for any free port.
 	Addr string
-	// Token, when set, is the bearer token every API call must carry.
+	// Token, when set, is the bearer token every API call and /metrics
+	// must carry ("Authorization: Bearer <token>"). Without one the server
+	// refuses cross-origin requests that change something and requests
+	// for other host names (see AllowedHosts), which keeps out web pages
+	// but not whoever reaches the port: listen on the loopback interface
+	// only (LoopbackAddr) unless a token is set.
 	Token string
+	// AllowedHosts are the host names (no port; "*.example.com" for every
+	// name under example.com) a server without a token answers to besides
+	// localhost, IP addresses and the host of Addr. A request for any
+	// other Host is refused (403): a web page that rebinds its own name to
+	// this server's address (DNS rebinding) is not let in.
+	AllowedHosts []string
+	// CertFile and KeyFile, when set (both), serve HTTPS with that
+	// certificate chain and key (PEM), as Flink's rest.ssl.* do; TLS 1.2
+	// at least.
+	CertFile, KeyFile string
 	// Metrics, when set, is served at /metrics (behind the token too):
 	// promhttp.HandlerFor(registry, ...).
 	Metrics http.Handler
@@ -66,9 +81,10 @@ type Options struct {
 // Server serves the API and the dashboard for the jobs added to it. It is
 // safe for concurrent use.
 type Server struct {
-	opts    Options
-	logger  *slog.Logger
-	handler http.Handler
+	opts         Options
+	logger       *slog.Logger
+	handler      http.Handler
+	allowedHosts []string
 
 	ctx    context.Context // cancelled by Close: ends pollers and operations
 	cancel context.CancelFunc
@@ -83,6 +99,7 @@ type Server struct {
 	srvMu sync.Mutex
 	srv   *http.Server
 	ln    net.Listener
+	tls   bool
 }
 
 // New returns a server with no jobs; Start listens, Handler serves
@@ -103,7 +120,8 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{opts: opts, logger: opts.Logger.With("component", "api"), jobs: map[string]*jobEntry{}}
+	s := &Server{opts: opts, logger: opts.Logger.With("component", "api"), jobs: map[string]*jobEntry{},
+		allowedHosts: allowedHosts(opts)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.handler = s.routes()
 	return s
@@ -196,27 +214,46 @@ func (e *jobEntry) endTime() time.Time {
 }
 
 // Handler returns the server's HTTP handler: the API, /metrics and the
-// dashboard.
+// dashboard, with the security headers and checks (see Options.Token).
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Start listens on the configured address and serves in the background.
+// Start listens on the configured address and serves in the background,
+// over TLS when Options.CertFile and KeyFile are set.
 func (s *Server) Start() error {
+	var tlsConfig *tls.Config
+	if s.opts.CertFile != "" || s.opts.KeyFile != "" {
+		if s.opts.CertFile == "" || s.opts.KeyFile == "" {
+			return fmt.Errorf("api: TLS needs both a certificate file and a key file (CertFile %q, KeyFile %q)", s.opts.CertFile, s.opts.KeyFile)
+		}
+		cert, err := tls.LoadX509KeyPair(s.opts.CertFile, s.opts.KeyFile)
+		if err != nil {
+			return fmt.Errorf("api: TLS certificate: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", s.opts.Addr, err)
 	}
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig,
+		ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug)}
 	s.srvMu.Lock()
-	s.srv, s.ln = srv, ln
+	s.srv, s.ln, s.tls = srv, ln, tlsConfig != nil
 	s.srvMu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if tlsConfig != nil {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.logger.Error("api server stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	}()
-	s.logger.Info("api and dashboard listening", "url", s.URL(), "token", s.opts.Token != "")
+	s.logger.Info("api and dashboard listening", "url", s.URL(), "token", s.opts.Token != "", "tls", tlsConfig != nil)
 	return nil
 }
 
@@ -231,8 +268,16 @@ func (s *Server) Addr() string {
 	return s.opts.Addr
 }
 
-// URL returns the server's base URL.
-func (s *Server) URL() string { return "http://" + s.Addr() }
+// URL returns the server's base URL: https:// when it serves TLS.
+func (s *Server) URL() string {
+	s.srvMu.Lock()
+	secure := s.tls || (s.ln == nil && s.opts.CertFile != "")
+	s.srvMu.Unlock()
+	if secure {
+		return "https://" + s.Addr()
+	}
+	return "http://" + s.Addr()
+}
 
 // Close stops listening, stops following jobs and abandons the wait for
 // savepoints still being taken (the savepoints themselves go on).
@@ -297,24 +342,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not found: %s %s", r.Method, r.URL.Path)
 	})
-	return mux
-}
-
-// authorized requires the bearer token when one is configured.
-func (s *Server) authorized(h http.Handler) http.Handler {
-	if s.opts.Token == "" {
-		return h
-	}
-	want := []byte("Bearer " + s.opts.Token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-			writeError(w, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer <token>)")
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+	return s.guard(mux)
 }
 
 // withJob resolves {jobid}: a job id, a unique prefix of one, or a job
