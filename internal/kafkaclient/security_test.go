@@ -245,7 +245,9 @@ func newPKI(t *testing.T, name string) *pki {
 	return p
 }
 
-func pemOf(typ string, der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}) }
+func pemOf(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
 
 func (p *pki) write(name string, data []byte) string {
 	p.t.Helper()
