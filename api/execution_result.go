@@ -80,7 +80,7 @@ func (s *Server) handleExecutionResult(w http.ResponseWriter, r *http.Request, e
 			_, prev := rj.PreviousResult()
 			res.JobResult = &JobResultInfo{
 				JobID: jr.JobID, RunID: jr.RunID, Status: jr.Status, Error: jr.Error, EndTime: jr.EndTimestamp,
-				LastCheckpoint: jr.LastCheckpoint, Retained: jr.Retained, Savepoint: jr.Savepoint, Clean: jr.Clean, Previous: prev,
+				LastCheckpoint: jr.LastCheckpoint, Retained: jr.Retained, Savepoint: externalPath(jr.Savepoint), Clean: jr.Clean, Previous: prev,
 			}
 			if jr.Error != "" {
 				res.FailureCause = &FailureCause{Class: "error", StackTrace: jr.Error, SerializedThrowable: jr.Error}

@@ -97,7 +97,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if !logged {
 			args := []any{"operations", n}
 			if dl, ok := ctx.Deadline(); ok {
-				args = append(args, "at most", time.Until(dl).Round(time.Millisecond))
+				args = append(args, "grace", time.Until(dl).Round(time.Millisecond))
 			}
 			s.logger.Info("waiting for the client that stopped the job to read the savepoint's outcome", args...)
 		}

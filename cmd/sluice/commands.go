@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -276,11 +278,38 @@ func stopJob(ctx context.Context, c *api.Client, ref string, o options, out io.W
 		return err
 	}
 	loc, err := c.WaitSavepoint(ctx, job.JID, trig, pollEvery)
+	if err != nil && ctx.Err() == nil {
+		// The operation's outcome may be lost (the server abandoned its
+		// wait, or forgot the trigger) although the job stopped with the
+		// savepoint: the job's recorded result says so.
+		if sp, ok := stoppedWithSavepoint(ctx, c, job.JID, o.dir); ok {
+			loc, err = sp, nil
+		} else if errors.Is(err, syscall.ECONNREFUSED) {
+			err = fmt.Errorf("%w\n(the job's server went away before it said where the savepoint is: the savepoint may be complete; "+
+				"sluice inspect reads it, sluice jobs --checkpoint-dir lists the job's recorded result)", err)
+		}
+	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "job %s stopped; savepoint stored in %s\n", job.Name, loc)
 	return nil
+}
+
+// stoppedWithSavepoint returns the savepoint a job's recorded result
+// says the job finished with (in dir, when dir is set); ok is false
+// unless the API says so.
+func stoppedWithSavepoint(ctx context.Context, c *api.Client, jobID, dir string) (string, bool) {
+	r, err := c.ExecutionResult(ctx, jobID)
+	if err != nil || r.Result == nil || r.Result.JobResult == nil {
+		return "", false
+	}
+	jr := r.Result.JobResult
+	sp := strings.TrimSuffix(jr.Savepoint, "/_metadata")
+	if jr.Status != "FINISHED" || sp == "" || jr.Previous || (dir != "" && !strings.HasPrefix(sp, strings.TrimRight(dir, "/")+"/")) {
+		return "", false
+	}
+	return sp, true
 }
 
 func cancelJob(ctx context.Context, c *api.Client, ref string, out io.Writer) error {

@@ -11,15 +11,21 @@
 //
 // JOB is a job id, a unique prefix of one (4 characters at least), or a
 // job name. The server is at --address (or $SLUICE_ADDRESS, default
-// 127.0.0.1:8081); --token (or $SLUICE_TOKEN) is its bearer token.
+// 127.0.0.1:8081; https://host:port for a server with TLS); --token (or
+// $SLUICE_TOKEN) is its bearer token, --ca-cert (or $SLUICE_CA_CERT) the
+// PEM certificate(s) to trust for its TLS certificate besides the
+// system's.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -47,6 +53,9 @@ Usage:
 
 JOB is a job id, a unique prefix of one, or a job name.
 
+The server is at --address (https://host:port for one with TLS, with
+--ca-cert for a certificate the system does not trust).
+
 Flags (before or after the command):
 `
 
@@ -68,6 +77,7 @@ func main() {
 type options struct {
 	address    string
 	token      string
+	caCert     string
 	timeout    time.Duration
 	checkpoint int64
 	dir        string
@@ -90,6 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	fs.StringVar(&o.address, "address", addr, "address of the job's API server (env SLUICE_ADDRESS)")
 	fs.StringVar(&o.token, "token", getenv("SLUICE_TOKEN"), "bearer token of the API server (env SLUICE_TOKEN)")
+	fs.StringVar(&o.caCert, "ca-cert", getenv("SLUICE_CA_CERT"), "PEM file of the certificate(s) to trust for a server with TLS (--address https://...), besides the system's (env SLUICE_CA_CERT)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the server and for savepoints")
 	fs.Int64Var(&o.checkpoint, "checkpoint", 0, "checkpoints: the checkpoint to show (default: the latest completed)")
 	fs.StringVar(&o.chkDir, "checkpoint-dir", "", "jobs: list the job directories of this checkpoint directory (execution.checkpointing.dir) offline")
@@ -114,6 +125,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	c := api.NewClient(o.address, o.token)
+	if o.caCert != "" {
+		tr, err := trusting(o.caCert)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice: --ca-cert: %v\n", err)
+			return exitUsage
+		}
+		defer tr.CloseIdleConnections()
+		c.HTTP = &http.Client{Transport: tr}
+	}
 	cmd, rest := pos[0], pos[1:]
 	switch cmd {
 	case "jobs":
@@ -149,6 +169,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprintf(stderr, "sluice %s: %v\n", cmd, err)
 		return exitError
 	}
+}
+
+// trusting returns a transport that trusts the certificates of the PEM
+// file besides the system's.
+func trusting(file string) (*http.Transport, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no PEM certificate in %s", file)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return tr, nil
 }
 
 // want runs f when the command got n arguments.
