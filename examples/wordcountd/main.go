@@ -90,6 +90,7 @@ type options struct {
 	parallelism                                   int
 	interval                                      time.Duration
 	apiAddr, metricsAddr                          string
+	apiHosts                                      string
 	cluster                                       *sluice.ClusterConfig
 }
 
@@ -104,6 +105,7 @@ func main() {
 	flag.IntVar(&o.parallelism, "parallelism", par, "parallelism of every operator ($SLUICE_PARALLELISM)")
 	flag.DurationVar(&o.interval, "interval", 10*time.Second, "checkpoint interval (execution.checkpointing.interval)")
 	flag.StringVar(&o.apiAddr, "api", ":8081", "single and coordinator roles: REST API, dashboard and /metrics (rest.port 8081); empty: none")
+	flag.StringVar(&o.apiHosts, "api-allowed-hosts", env("SLUICE_API_ALLOWED_HOSTS", ""), "host names the API answers to besides localhost and IP addresses, comma separated (e.g. the coordinator Service's DNS name; $SLUICE_API_ALLOWED_HOSTS)")
 	flag.StringVar(&o.metricsAddr, "metrics", ":9249", "worker role: the worker's /metrics (Flink's Prometheus reporter port 9249); empty: none")
 	o.cluster = sluice.ClusterFlags(flag.CommandLine)
 	flag.Parse()
@@ -194,13 +196,25 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 	if o.apiAddr != "" {
 		collector.AddJob(job)
 		reg.MustRegister(collector)
-		a := api.New(api.Options{Addr: o.apiAddr, Logger: logger,
+		var hosts []string
+		for _, h := range strings.Split(o.apiHosts, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				hosts = append(hosts, h)
+			}
+		}
+		a := api.New(api.Options{Addr: o.apiAddr, Logger: logger, AllowedHosts: hosts,
 			Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
 		a.AddJob(job)
 		if err := a.Start(); err != nil {
 			return fmt.Errorf("API on %s: %w", o.apiAddr, err)
 		}
-		defer a.Close()
+		defer func() {
+			// A stop-with-savepoint's caller reads its result before the
+			// API goes (bounded).
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = a.Shutdown(sctx)
+		}()
 		logger.Info("API, dashboard and /metrics", "url", a.URL())
 	}
 	err = job.Wait()
