@@ -470,7 +470,7 @@ func ParseJAAS(s string) (JAAS, error) {
 	}
 	flag := strings.ToLower(tok.text)
 	if tok.kind != tokWord || (flag != "required" && flag != "requisite" && flag != "sufficient" && flag != "optional") {
-		return JAAS{}, fmt.Errorf("offset %d: want the control flag (required, requisite, sufficient or optional) after %s", tok.pos, j.LoginModule)
+		return JAAS{}, fmt.Errorf("offset %d: want the control flag (required, requisite, sufficient or optional) after the login module", tok.pos)
 	}
 	j.Flag = flag
 	for {
