@@ -22,7 +22,7 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/runtime"
-	"github.com/sluicehq/sluice/state/rocksdb"
+	"github.com/sluicehq/sluice/state"
 )
 
 // Configuration is a job's options by their Flink keys, from a file in
@@ -893,8 +893,8 @@ type confOption struct {
 type confApplier struct {
 	e        *Environment
 	restart  restartSettings
-	backend  string // "", "hashmap", "rocksdb"
-	rocks    rocksdb.Options
+	backend  string              // "", "hashmap", "rocksdb"
+	rocks    state.BackendConfig // of state.backend.type rocksdb, once a key needs it
 	s3       S3Config
 	s3Set    bool
 	cluster  []clusterSetting
@@ -965,9 +965,10 @@ func lookupOption(key string) (*confOption, string) {
 	// are theirs to know.
 	switch {
 	case strings.HasPrefix(key, rocksdbPrefix):
-		var o rocksdb.Options
-		if err := o.Set(key, ""); !errors.Is(err, rocksdb.ErrUnknownOption) {
-			return rocksdbOption(key), key
+		if o, ok := state.NewBackendConfig("rocksdb"); ok {
+			if err := o.Set(key, ""); !errors.Is(err, state.ErrUnknownBackendOption) {
+				return rocksdbOption(key), key
+			}
 		}
 	case strings.HasPrefix(key, "s3."):
 		var c s3.Config
@@ -1316,7 +1317,11 @@ func rocksdbOption(key string) *confOption {
 		if o.list {
 			v = strings.Join(listItems(v), ";")
 		}
-		return a.rocks.Set(rocksKeyOf(o), v)
+		rocks, err := a.rocksConfig()
+		if err != nil {
+			return err
+		}
+		return rocks.Set(rocksKeyOf(o), v)
 	}
 	return o
 }
@@ -1377,13 +1382,12 @@ func (a *confApplier) finish(c *Configuration) {
 	case "hashmap":
 		WithStateBackend(runtime.HeapStateBackend)(a.e)
 	case "rocksdb":
-		opts := a.rocks
-		dir := opts.Dir
-		if dir == "" {
-			dir = defaultRocksDBDir()
+		rocks, err := a.rocksConfig()
+		if err != nil {
+			a.e.addErr(err)
+			break
 		}
-		opts.Dir = ""
-		WithStateBackend(rocksdb.Factory(dir, opts))(a.e)
+		WithStateBackend(rocks.Factory(defaultRocksDBDir()))(a.e)
 	}
 	if a.s3Set {
 		WithS3(a.s3)(a.e)
@@ -1392,6 +1396,25 @@ func (a *confApplier) finish(c *Configuration) {
 	if _, err := KafkaClientOptions(c); err != nil {
 		a.e.addErr(err)
 	}
+}
+
+// ErrBackendNotLinked: the configuration names a state backend type
+// whose package the program does not import (RocksDB needs cgo, so the
+// root package does not import it).
+var ErrBackendNotLinked = errors.New("state backend type not linked into the program")
+
+// rocksConfig is the RocksDB backend's configuration, made at the first
+// key that needs it.
+func (a *confApplier) rocksConfig() (state.BackendConfig, error) {
+	if a.rocks == nil {
+		c, ok := state.NewBackendConfig("rocksdb")
+		if !ok {
+			return nil, fmt.Errorf("%w: state.backend.type rocksdb needs the program to import github.com/sluicehq/sluice/state/rocksdb (registered: %v)",
+				ErrBackendNotLinked, state.BackendTypes())
+		}
+		a.rocks = c
+	}
+	return a.rocks, nil
 }
 
 // defaultRocksDBDir is state.backend.rocksdb.localdir's default: Flink's
@@ -1592,7 +1615,7 @@ func normalizeDuration(v string) (string, error) {
 
 // parseSize parses a memory size as Flink's MemorySize, into an int.
 func parseSize(v string) (int, error) {
-	n, err := rocksdb.ParseMemorySize(v)
+	n, err := state.ParseMemorySize(v)
 	if err != nil {
 		return 0, err
 	}
@@ -1603,7 +1626,7 @@ func parseSize(v string) (int, error) {
 }
 
 func normalizeSize(v string) (string, error) {
-	n, err := rocksdb.ParseMemorySize(v)
+	n, err := state.ParseMemorySize(v)
 	if err != nil {
 		return "", err
 	}

@@ -557,8 +557,12 @@ func TestDelegatedPrefixes(t *testing.T) {
 		}
 	}
 	a := applyConfiguration(NewEnvironment(), c)
-	if a.s3.AccessKeyID != "AK" || a.rocks.Threads != 3 {
-		t.Errorf("s3 %+v, rocks threads %d", a.s3, a.rocks.Threads)
+	rocks, ok := a.rocks.(interface{ Options() rocksdb.Options })
+	if !ok {
+		t.Fatalf("the rocksdb backend type's configuration is %T", a.rocks)
+	}
+	if a.s3.AccessKeyID != "AK" || rocks.Options().Threads != 3 {
+		t.Errorf("s3 %+v, rocks threads %d", a.s3, rocks.Options().Threads)
 	}
 }
 

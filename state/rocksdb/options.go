@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/linxGnu/grocksdb"
 
@@ -14,7 +13,7 @@ import (
 )
 
 // ErrUnknownOption is returned by Options.Set for a key it does not know.
-var ErrUnknownOption = errors.New("unknown RocksDB state backend option")
+var ErrUnknownOption = fmt.Errorf("unknown RocksDB state backend option: %w", state.ErrUnknownBackendOption)
 
 // Compression is the block compression of SST files.
 type Compression string
@@ -253,39 +252,9 @@ func (o *Options) Set(key, value string) error {
 	return nil
 }
 
-// ParseMemorySize parses a memory size as Flink's MemorySize: a number
-// followed by an optional unit (b, k/kb, m/mb, g/gb, t/tb, binary
-// multiples, case-insensitive), e.g. "64mb", "8 mb", "4096".
-func ParseMemorySize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	i := strings.IndexFunc(s, func(r rune) bool { return !unicode.IsDigit(r) })
-	num, unit := s, ""
-	if i >= 0 {
-		num, unit = s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("memory size %q: want a non-negative number with an optional unit", s)
-	}
-	var shift uint
-	switch unit {
-	case "", "b", "bytes":
-	case "k", "kb", "kibibytes":
-		shift = 10
-	case "m", "mb", "mebibytes":
-		shift = 20
-	case "g", "gb", "gibibytes":
-		shift = 30
-	case "t", "tb", "tebibytes":
-		shift = 40
-	default:
-		return 0, fmt.Errorf("memory size %q: unknown unit %q", s, unit)
-	}
-	if n > (1<<63-1)>>shift {
-		return 0, fmt.Errorf("memory size %q overflows", s)
-	}
-	return n << shift, nil
-}
+// ParseMemorySize parses a memory size as Flink's MemorySize ("64mb",
+// "8 mb", "4096"): state.ParseMemorySize.
+func ParseMemorySize(s string) (int64, error) { return state.ParseMemorySize(s) }
 
 // ParseCompression parses a compression by its name here ("snappy") or
 // Flink's (SNAPPY_COMPRESSION).
