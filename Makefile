@@ -20,7 +20,25 @@ BENCH_OUT ?= bench.txt
 # and the integration tests run with a local S3 server up (scripts/with-s3).
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/integration')
 
-.PHONY: help demo test vet test-unit test-integration bench lint fmt-check fmt deps deps-demo deps-test kafka-start kafka-stop s3-start s3-stop
+# staticcheck and govulncheck at the versions scripts/deps pins and installs
+# into $(go env GOPATH)/bin (staticcheck.conf says which checks are off and
+# why). govulncheck reads the vulnerability database that scripts/deps copies
+# to VULNDB from the module proxy, since vuln.go.dev is out of CI's reach.
+STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
+GOVULNCHECK ?= $(shell $(GO) env GOPATH)/bin/govulncheck
+VULNDB ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sluice/vulndb
+export VULNDB
+
+# `make fuzz` fuzzes each decoder of checkpoint data (package:FuzzTarget) for
+# FUZZTIME. An input that fails is written to the package's testdata/fuzz,
+# where plain `go test` runs it from then on; the corpus the fuzzer grows is
+# kept in the Go build cache, so later runs go on from it.
+FUZZTIME ?= 8s
+FUZZMINIMIZETIME ?= 5s
+FUZZ_TARGETS = ./checkpoint/snapshot:FuzzDecodeMetadata ./sink/kafka:FuzzDecodeCommittable \
+	./source/kafka:FuzzDecodeSplitState ./state:FuzzReadKeyedSnapshot
+
+.PHONY: help demo test vet test-unit test-integration bench lint lint-static vulncheck fuzz fmt-check fmt deps deps-demo deps-test deps-lint kafka-start kafka-stop s3-start s3-stop
 
 help:
 	@echo "make demo               run the main example (examples/wordcount, else examples/datagen)"
@@ -29,7 +47,10 @@ help:
 	@echo "make test-unit          go vet and the unit tests only (starts an S3 server unless AWS_ENDPOINT_URL_S3 and S3_BUCKET are set)"
 	@echo "make test-integration   the integration tests (starts a broker unless KAFKA_BROKERS is set, and an S3 server)"
 	@echo "make bench              benchmarks (BENCH=regexp BENCH_PKGS=./pkg/...), also written to $(BENCH_OUT)"
-	@echo "make lint               gofmt check and go vet"
+	@echo "make lint               gofmt check, go vet and staticcheck"
+	@echo "make lint-static        staticcheck (pinned in scripts/deps) over every package"
+	@echo "make vulncheck          govulncheck (pinned) against a local copy of the Go vulnerability database"
+	@echo "make fuzz               each checkpoint-data decoder's fuzz target for FUZZTIME ($(FUZZTIME))"
 	@echo "make deps               install what is missing (apt-get as root), or say what to install"
 	@echo "make kafka-start / kafka-stop   a local broker for your own runs (scripts/kafka)"
 	@echo "make s3-start / s3-stop         a local S3 server for your own runs (scripts/s3)"
@@ -71,7 +92,19 @@ test-integration-only:
 bench: deps-test
 	scripts/with-kafka $(GO) test -run '^$$' -bench '$(BENCH)' $(BENCH_FLAGS) $(BENCH_PKGS) | tee $(BENCH_OUT)
 
-lint: fmt-check vet
+lint: fmt-check vet lint-static
+
+lint-static: deps-lint
+	$(STATICCHECK) ./...
+
+vulncheck: deps-lint
+	$(GOVULNCHECK) -db file://$(VULNDB) ./...
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "+ $(GO) test -run '^$$' -fuzz '^$${t#*:}$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $${t%%:*}"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) "$${t%%:*}"; \
+	done
 
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then \
@@ -89,6 +122,9 @@ deps-demo:
 
 deps-test:
 	@scripts/deps test
+
+deps-lint:
+	@scripts/deps lint
 
 kafka-start:
 	scripts/kafka start
