@@ -43,7 +43,7 @@ FUZZ_TARGETS = ./checkpoint/snapshot:FuzzDecodeMetadata ./sink/kafka:FuzzDecodeC
 help:
 	@echo "make demo               run the main example (examples/wordcount, else examples/datagen)"
 	@echo "make demo-cluster       the word count on a coordinator and two worker processes (HA on etcd), one worker SIGKILLed"
-	@echo "make test               go vet, unit tests (-race), integration tests against a real Kafka broker and S3 server"
+	@echo "make test               go vet, staticcheck, govulncheck, unit tests (-race), fuzzing, integration tests against a real Kafka broker and S3 server"
 	@echo "make test-unit          go vet and the unit tests only (starts an S3 server unless AWS_ENDPOINT_URL_S3 and S3_BUCKET are set)"
 	@echo "make test-integration   the integration tests (starts a broker unless KAFKA_BROKERS is set, and an S3 server)"
 	@echo "make bench              benchmarks (BENCH=regexp BENCH_PKGS=./pkg/...), also written to $(BENCH_OUT)"
@@ -69,7 +69,7 @@ demo: deps-demo
 demo-cluster: deps-demo
 	@echo "+ $(GO) run ./examples/clustercount"; $(GO) run ./examples/clustercount
 
-test: deps-test fmt-check vet test-unit-only test-integration-only
+test: deps-test fmt-check vet lint-static vulncheck test-unit-only fuzz test-integration-only
 
 test-unit: deps-test vet test-unit-only
 
