@@ -78,13 +78,13 @@ func (t *Task) replayChannelState() error {
 		if err != nil {
 			return nil, fmt.Errorf("%w channel state of task %s from checkpoint %d: %w", ErrRestore, t.name, r.id(), err)
 		}
-		if h.Offset+h.Length > int64(len(data)) {
+		if h.Offset < 0 || h.Length < 0 || h.Offset > int64(len(data)) || h.Length > int64(len(data))-h.Offset {
 			return nil, fmt.Errorf("%w channel state of task %s from checkpoint %d: range beyond its stream", ErrRestore, t.name, r.id())
 		}
 		return data[h.Offset : h.Offset+h.Length], nil
 	}
 	for _, h := range head.outputState {
-		if h.Gate >= len(t.partitions) || h.Channel >= t.partitions[h.Gate].NumSubpartitions() {
+		if h.Gate < 0 || h.Channel < 0 || h.Gate >= len(t.partitions) || h.Channel >= t.partitions[h.Gate].NumSubpartitions() {
 			return fmt.Errorf("%w: checkpoint %d holds output state of partition %d subpartition %d, which task %s does not have",
 				ErrRestore, r.id(), h.Gate, h.Channel, t.name)
 		}
@@ -104,7 +104,7 @@ func (t *Task) replayChannelState() error {
 	// not replayed yet.
 	var restored []*channelInput
 	for _, h := range head.inputState {
-		if h.Channel >= t.numChannels {
+		if h.Channel < 0 || h.Channel >= t.numChannels {
 			return fmt.Errorf("%w: checkpoint %d holds input state of channel %d, which task %s does not have",
 				ErrRestore, r.id(), h.Channel, t.name)
 		}

@@ -352,6 +352,9 @@ func corrupt(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, ErrCorruptSnapshot)
 }
 
+// blockChunk is how much readBlock allocates ahead of the bytes read.
+const blockChunk = 64 << 10
+
 func readBlock(br *bufio.Reader, buf []byte) ([]byte, error) {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
@@ -360,12 +363,25 @@ func readBlock(br *bufio.Reader, buf []byte) ([]byte, error) {
 	if n > 1<<40 {
 		return nil, fmt.Errorf("block of %d bytes", n)
 	}
-	if uint64(cap(buf)) < n+4 {
-		buf = make([]byte, n+4)
-	}
-	buf = buf[:n+4]
-	if _, err := io.ReadFull(br, buf); err != nil {
-		return nil, err
+	// The length comes from the stream: a corrupt one must not allocate
+	// what it claims before the bytes are there. Past blockChunk the
+	// buffer grows as they arrive.
+	if uint64(cap(buf)) >= n+4 {
+		buf = buf[:n+4]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return nil, err
+		}
+	} else {
+		buf = buf[:0]
+		for remaining := n + 4; remaining > 0; {
+			c := min(remaining, blockChunk)
+			start := len(buf)
+			buf = append(buf, make([]byte, c)...)
+			if _, err := io.ReadFull(br, buf[start:]); err != nil {
+				return nil, err
+			}
+			remaining -= c
+		}
 	}
 	p := buf[:n]
 	if crc32.Checksum(p, crcTable) != binary.BigEndian.Uint32(buf[n:]) {

@@ -258,7 +258,11 @@ func (md *Metadata) Validate() error {
 			}
 		}
 		for _, c := range append(slices.Clip(st.InputChannelState), st.OutputChannelState...) {
-			if c.Offset < 0 || c.Length < 0 || c.Offset+c.Length > c.Handle.Size {
+			if c.Gate < 0 || c.Channel < 0 {
+				return bad("%s#%d: channel state of gate %d channel %d", st.OperatorUID, st.Subtask, c.Gate, c.Channel)
+			}
+			// Compared without adding: Offset+Length may overflow.
+			if c.Offset < 0 || c.Length < 0 || c.Offset > c.Handle.Size || c.Length > c.Handle.Size-c.Offset {
 				return bad("%s#%d: channel %d range [%d,+%d) outside a stream of %d bytes", st.OperatorUID, st.Subtask, c.Channel, c.Offset, c.Length, c.Handle.Size)
 			}
 		}
