@@ -74,7 +74,7 @@ func BenchmarkCoordinatorCheckpoint(b *testing.B) {
 		acts := c.Tick(now)
 		id := acts[len(acts)-1].(Trigger).Barrier.ID
 		for i := 0; i < n; i++ {
-			acts = c.Ack(now, TaskID(i), id, state, TaskFigures{})
+			c.Ack(now, TaskID(i), id, state, TaskFigures{})
 		}
 		c.MetadataWritten(now, id, "p", nil)
 	}

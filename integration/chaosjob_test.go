@@ -248,13 +248,6 @@ func (r *chaosRun) signal(t *testing.T, sig syscall.Signal) bool {
 	return true
 }
 
-// killedBySignal reports, once the run ended, whether a signal ended the
-// process (rather than an exit of its own).
-func (r *chaosRun) killedBySignal() bool {
-	ws, ok := r.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled()
-}
-
 // awaitStdout waits until the run's stdout holds text and reports true,
 // or false when the run ended without it.
 func (r *chaosRun) awaitStdout(ctx context.Context, t *testing.T, text string) bool {

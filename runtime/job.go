@@ -342,12 +342,6 @@ func (j *Job) ownedCheckpoints() []int64 {
 	return nil
 }
 
-func (j *Job) isCanceled() bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.canceled
-}
-
 // isStopping reports whether the job was cancelled or suspended: task
 // errors from then on are the stop, not failures.
 func (j *Job) isStopping() bool {

@@ -150,7 +150,6 @@ func runChild(cc sluice.ClusterConfig, j jobFlags) error {
 		level = slog.LevelInfo
 	}
 	var deployed atomic.Int64 // unix nanos of the first "deploying attempt"
-	started := time.Now()
 	log := slog.New(hook{slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}), func(r slog.Record) {
 		if r.Message == "deploying attempt" {
 			deployed.CompareAndSwap(0, r.Time.UnixNano())
@@ -186,7 +185,7 @@ func runChild(cc sluice.ClusterConfig, j jobFlags) error {
 		_ = out.Encode(result{Kind: "worker", Discarded: discard.Count()})
 		return err
 	}
-	started = time.Now()
+	started := time.Now()
 	job, err := env.ExecuteAsync(ctx)
 	if err != nil {
 		return err
