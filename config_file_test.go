@@ -136,8 +136,12 @@ func TestFlinkStyleFile(t *testing.T) {
 	wantRocks := rocksdb.Options{Dir: localdir, BlockCacheSize: 128 << 20, WriteBufferSize: 32 << 20, WriteBufferCount: 3,
 		Compression:     []rocksdb.Compression{rocksdb.NoCompression, rocksdb.SnappyCompression, rocksdb.ZSTDCompression},
 		CompactionStyle: rocksdb.LevelCompaction, Threads: 4, LocalRecovery: true}
-	if !reflect.DeepEqual(a.rocks, wantRocks) {
-		t.Errorf("rocksdb options\n %+v, want\n %+v", a.rocks, wantRocks)
+	rocks, ok := a.rocks.(interface{ Options() rocksdb.Options })
+	if !ok {
+		t.Fatalf("the rocksdb backend type's configuration is %T", a.rocks)
+	}
+	if got := rocks.Options(); !reflect.DeepEqual(got, wantRocks) {
+		t.Errorf("rocksdb options\n %+v, want\n %+v", got, wantRocks)
 	}
 	if cfg.StateBackend == nil {
 		t.Fatal("no state backend: want RocksDB")
