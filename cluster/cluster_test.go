@@ -418,7 +418,7 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 // every count exactly once (the rescale redistributes the key groups).
 func TestStopWithSavepointAndRescaleOnWorkers(t *testing.T) {
 	out, cpDir, spDir := t.TempDir(), t.TempDir(), t.TempDir()
-	run := func(par, nWorkers int, restore string, stop bool) {
+	run := func(par, nWorkers int, restore string, stop bool) (savepoint string) {
 		t.Helper()
 		j := job{records: 9000, keys: 18, rate: 4000, par: par, srcPar: 2, cpDir: cpDir, out: out}
 		addr := freeAddr(t)
@@ -457,9 +457,9 @@ func TestStopWithSavepointAndRescaleOnWorkers(t *testing.T) {
 				t.Errorf("worker %d: %v", i, err)
 			}
 		}
-		savepoint = restore
+		return restore
 	}
-	run(4, 2, "", true)
+	savepoint := run(4, 2, "", true)
 	if savepoint == "" {
 		t.Fatal("no savepoint")
 	}
@@ -473,8 +473,6 @@ func TestStopWithSavepointAndRescaleOnWorkers(t *testing.T) {
 	run(6, 3, savepoint, false)
 	checkExact(t, out, 9000, 18)
 }
-
-var savepoint string
 
 // selfSigned returns server and client TLS configurations for 127.0.0.1.
 func selfSigned(t *testing.T) (server, client *tls.Config) {

@@ -205,7 +205,7 @@ const incrementalHandleName = "_backend_handle"
 // checkpoint's own for private ones), and every file the snapshot uses is
 // listed in the metadata, so the shared-state registry counts it.
 func uploadIncremental(loc *storage.Location, owner string, s state.IncrementalStateSnapshot) ([]storage.NamedHandle, state.IncrementalUpload, error) {
-	up, err := s.Upload(storageUploader{loc: loc, owner: owner})
+	up, err := s.Upload(storage.StateUploader{Loc: loc, Owner: owner})
 	if err != nil {
 		return nil, up, err
 	}
@@ -219,38 +219,6 @@ func uploadIncremental(loc *storage.Location, owner string, s state.IncrementalS
 		files = append(files, storage.NamedHandle{Name: h.Path, Handle: h})
 	}
 	return files, up, nil
-}
-
-// storageUploader adapts checkpoint storage to state.Uploader: a
-// reference is the JSON of the file's storage.StateHandle.
-type storageUploader struct {
-	loc   *storage.Location
-	owner string
-}
-
-func (u storageUploader) Upload(name string, r io.Reader, size int64, shared bool) ([]byte, error) {
-	var s *storage.StateStream
-	if shared {
-		var err error
-		if s, err = u.loc.CreateSharedStream(u.owner + "-" + name); err != nil {
-			return nil, err
-		}
-	} else {
-		s = u.loc.CreateStateStream(u.owner + "-" + name)
-	}
-	n, err := io.Copy(s, r)
-	if err == nil && n != size {
-		err = fmt.Errorf("upload %s: read %d bytes, want %d", name, n, size)
-	}
-	if err != nil {
-		s.Abort()
-		return nil, err
-	}
-	h, err := s.Close()
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(h)
 }
 
 func writeStream(loc *storage.Location, owner string, w io.WriterTo) (storage.StateHandle, error) {

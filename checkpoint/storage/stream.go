@@ -3,9 +3,11 @@ package storage
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash"
 	"hash/crc32"
+	"io"
 )
 
 // StateStream is a stream of state bytes written in the asynchronous part
@@ -139,4 +141,39 @@ func (s *StateStream) Abort() {
 		s.obj = nil
 	}
 	s.buf = nil
+}
+
+// StateUploader uploads the files of an incremental snapshot into a
+// location (state.Uploader): private files as state streams of the
+// checkpoint, shared ones into the shared directory, each named
+// <owner>-<name>. A reference is the JSON of the file's StateHandle.
+type StateUploader struct {
+	Loc   *Location
+	Owner string
+}
+
+// Upload streams size bytes of r into the location.
+func (u StateUploader) Upload(name string, r io.Reader, size int64, shared bool) ([]byte, error) {
+	var s *StateStream
+	if shared {
+		var err error
+		if s, err = u.Loc.CreateSharedStream(u.Owner + "-" + name); err != nil {
+			return nil, err
+		}
+	} else {
+		s = u.Loc.CreateStateStream(u.Owner + "-" + name)
+	}
+	n, err := io.Copy(s, r)
+	if err == nil && n != size {
+		err = fmt.Errorf("upload %s: read %d bytes, want %d", name, n, size)
+	}
+	if err != nil {
+		s.Abort()
+		return nil, err
+	}
+	h, err := s.Close()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(h)
 }

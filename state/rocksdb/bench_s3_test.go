@@ -212,45 +212,13 @@ func newBenchStore(b *testing.B, kind string) *benchStore {
 	return &benchStore{kind: kind, st: st, counts: c, refs: map[string]int{}, shared: map[int64][]string{}}
 }
 
-// benchUploader is the runtime's storageUploader (runtime/task_snapshot.go):
-// a reference is the JSON of the file's storage.StateHandle.
-type benchUploader struct {
-	loc   *storage.Location
-	owner string
-}
-
-func (u benchUploader) Upload(name string, r io.Reader, size int64, shared bool) ([]byte, error) {
-	var s *storage.StateStream
-	if shared {
-		var err error
-		if s, err = u.loc.CreateSharedStream(u.owner + "-" + name); err != nil {
-			return nil, err
-		}
-	} else {
-		s = u.loc.CreateStateStream(u.owner + "-" + name)
-	}
-	n, err := io.Copy(s, r)
-	if err == nil && n != size {
-		err = fmt.Errorf("upload %s: read %d bytes, want %d", name, n, size)
-	}
-	if err != nil {
-		s.Abort()
-		return nil, err
-	}
-	h, err := s.Close()
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(h)
-}
-
 // checkpoint opens the location of checkpoint id.
-func (s *benchStore) checkpoint(b *testing.B, id int64) benchUploader {
+func (s *benchStore) checkpoint(b *testing.B, id int64) storage.StateUploader {
 	loc, err := s.st.Checkpoint(id)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return benchUploader{loc: loc, owner: "bench-0"}
+	return storage.StateUploader{Loc: loc, Owner: "bench-0"}
 }
 
 // handleFiles is what the runtime's uploadIncremental puts in the
@@ -275,14 +243,14 @@ func handleFiles(b *testing.B, h *IncrementalHandle) []storage.NamedHandle {
 // commit completes the checkpoint of h: it writes its _metadata (which
 // also makes its shared files durable on POSIX) and counts the references
 // to its shared files.
-func (s *benchStore) commit(b *testing.B, u benchUploader, h *IncrementalHandle) {
+func (s *benchStore) commit(b *testing.B, u storage.StateUploader, h *IncrementalHandle) {
 	b.Helper()
 	files := handleFiles(b, h)
 	md := &storage.Metadata{Version: storage.MetadataVersion, Job: benchJob, CheckpointID: h.CheckpointID, Kind: storage.KindCheckpoint,
 		Subtasks: []storage.SubtaskState{{OperatorUID: "bench", Parallelism: 1, MaxParallelism: h.MaxParallelism,
 			KeyedState: []storage.KeyedStateHandle{{KeyGroups: storage.KeyGroupRange{Start: h.KeyGroups.Start, End: h.KeyGroups.End},
 				Backend: "rocksdb", Files: files}}}}}
-	if _, err := u.loc.WriteMetadata(md); err != nil {
+	if _, err := u.Loc.WriteMetadata(md); err != nil {
 		b.Fatal(err)
 	}
 	var shared []string
