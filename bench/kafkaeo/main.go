@@ -1,0 +1,519 @@
+// Command kafkaeo measures the wall time, throughput and peak resident
+// memory of Sluice's exactly-once Kafka job: a keyed running count from a
+// Kafka topic to a Kafka topic, 1 s checkpoints, parallelism 2, with the
+// heap and the RocksDB state backends. Each run is a child process of its
+// own (this command started again with -child), so that its peak RSS
+// (VmHWM, and the kernel's figure for the finished child) is the job's
+// alone, not the producer's or the checker's.
+//
+//	scripts/with-kafka go run ./bench/kafkaeo
+//	scripts/with-kafka go run ./bench/kafkaeo -rounds 5 -backends rocksdb -D taskmanager.memory.process.size=1g
+//
+// The input (-records records of -value-size bytes over -keys keys, in
+// -partitions partitions) is produced once; every run reads all of it
+// (bounded), and its committed output is counted under read_committed.
+// -D key=value and -config pass configuration keys to the job (the
+// memory model's, say); -memprofile writes the child's heap profile at
+// its highest in-use heap.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/checkpoint"
+	kafkasink "github.com/sluicehq/sluice/sink/kafka"
+	kafkasource "github.com/sluicehq/sluice/source/kafka"
+	"github.com/sluicehq/sluice/state"
+	_ "github.com/sluicehq/sluice/state/rocksdb" // state.backend.type rocksdb
+)
+
+type flags struct {
+	records, keys, partitions, valueSize, parallelism, rounds int
+	interval                                                  time.Duration
+	backends                                                  string
+	memProfile, cpuProfile                                    string
+	child                                                     bool
+	backend, in, out, prefix, dir                             string
+	dynamic                                                   []string
+}
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, " ") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+func main() {
+	var f flags
+	flag.IntVar(&f.records, "records", 2_000_000, "input records")
+	flag.IntVar(&f.keys, "keys", 5_003, "distinct keys")
+	flag.IntVar(&f.partitions, "partitions", 4, "partitions of the input topic")
+	flag.IntVar(&f.valueSize, "value-size", 100, "bytes per input value")
+	flag.IntVar(&f.parallelism, "parallelism", 2, "parallelism of the job")
+	flag.IntVar(&f.rounds, "rounds", 3, "runs per backend (the table shows min and median)")
+	flag.DurationVar(&f.interval, "interval", time.Second, "checkpoint interval")
+	flag.StringVar(&f.backends, "backends", "hashmap,rocksdb", "state backends to run, comma separated")
+	flag.StringVar(&f.memProfile, "memprofile", "", "write each run's heap profile at its highest in-use heap to this file (suffixed -<backend>-<round>)")
+	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write each run's CPU profile to this file (suffixed -<backend>-<round>)")
+	flag.Var((*multi)(&f.dynamic), "D", "key=value: a configuration key for the job (repeatable)")
+	// The child's.
+	flag.BoolVar(&f.child, "child", false, "run one job (internal)")
+	flag.StringVar(&f.backend, "backend", "", "the child's state backend (internal)")
+	flag.StringVar(&f.in, "in", "", "the child's input topic (internal)")
+	flag.StringVar(&f.out, "out", "", "the child's output topic (internal)")
+	flag.StringVar(&f.prefix, "prefix", "", "the child's transactional id prefix (internal)")
+	flag.StringVar(&f.dir, "dir", "", "the child's checkpoint and RocksDB directory (internal)")
+	flag.Parse()
+	seeds := strings.Split(strings.TrimSpace(os.Getenv("KAFKA_BROKERS")), ",")
+	if seeds[0] == "" {
+		fmt.Fprintln(os.Stderr, "bench/kafkaeo: KAFKA_BROKERS is unset: run it under scripts/with-kafka")
+		os.Exit(2)
+	}
+	var err error
+	if f.child {
+		err = child(f, seeds)
+	} else {
+		err = parent(f, seeds)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench/kafkaeo: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// result is what a child reports on its last stdout line.
+type result struct {
+	Wall        float64 `json:"wall_s"`
+	VmHWMKiB    int64   `json:"vmhwm_kib"`
+	GoPeakBytes uint64  `json:"go_peak_bytes"` // highest Go-managed memory seen (runtime/metrics total minus released)
+	HeapPeak    uint64  `json:"heap_peak_bytes"`
+	Checkpoints int64   `json:"checkpoints"`
+}
+
+type run struct {
+	result
+	maxRSSKiB int64 // the kernel's, for the reaped child
+}
+
+func parent(f flags, seeds []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return err
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	suffix := randomSuffix()
+	var topics []string
+	topic := func(name string) (string, error) {
+		t := "kafkaeo-" + name + "-" + suffix
+		if _, err := adm.CreateTopic(ctx, int32(f.partitions), 1, nil, t); err != nil {
+			return "", fmt.Errorf("create topic %s: %w", t, err)
+		}
+		topics = append(topics, t)
+		return t, nil
+	}
+	defer func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer dcancel()
+		_, _ = adm.DeleteTopics(dctx, topics...)
+	}()
+	in, err := topic("in")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := produce(ctx, seeds, in, f); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "produced %d records in %v\n", f.records, time.Since(start).Round(time.Millisecond))
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "sluice-kafkaeo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	backends := strings.Split(f.backends, ",")
+	runs := map[string][]run{}
+	// Backends alternate within a round, so drift of the machine's speed
+	// spreads over both.
+	for i := range f.rounds {
+		for _, b := range backends {
+			out, err := topic(fmt.Sprintf("out-%s-%d", b, i))
+			if err != nil {
+				return err
+			}
+			args := []string{"-child", "-backend", b, "-in", in, "-out", out,
+				"-prefix", fmt.Sprintf("kafkaeo-%s-%s-%d", suffix, b, i), "-dir", filepath.Join(tmp, fmt.Sprintf("%s-%d", b, i)),
+				"-records", fmt.Sprint(f.records), "-parallelism", fmt.Sprint(f.parallelism), "-interval", f.interval.String()}
+			if f.memProfile != "" {
+				args = append(args, "-memprofile", fmt.Sprintf("%s-%s-%d", f.memProfile, b, i))
+			}
+			if f.cpuProfile != "" {
+				args = append(args, "-cpuprofile", fmt.Sprintf("%s-%s-%d", f.cpuProfile, b, i))
+			}
+			for _, d := range f.dynamic {
+				args = append(args, "-D", d)
+			}
+			r, err := runChild(ctx, self, args)
+			if err != nil {
+				return fmt.Errorf("%s round %d: %w", b, i+1, err)
+			}
+			if n, err := countCommitted(ctx, seeds, out, f.records); err != nil {
+				return err
+			} else if n != f.records {
+				return fmt.Errorf("%s round %d: the job committed %d records, want %d", b, i+1, n, f.records)
+			}
+			_ = os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("%s-%d", b, i)))
+			runs[b] = append(runs[b], r)
+			fmt.Fprintf(os.Stderr, "round %d %s: %.2f s, %.0f records/s, peak RSS %.0f MiB (Go %.0f MiB, heap %.0f MiB), %d checkpoints\n",
+				i+1, b, r.Wall, float64(f.records)/r.Wall, float64(r.maxRSSKiB)/1024, float64(r.GoPeakBytes)/(1<<20),
+				float64(r.HeapPeak)/(1<<20), r.Checkpoints)
+		}
+	}
+	fmt.Printf("Kafka -> keyed running count -> Kafka, exactly-once: %d records of %d bytes over %d keys, %d partitions, parallelism %d, %v checkpoints, %d rounds; GOMAXPROCS %d\n",
+		f.records, f.valueSize, f.keys, f.partitions, f.parallelism, f.interval, f.rounds, runtime.GOMAXPROCS(0))
+	if len(f.dynamic) > 0 {
+		fmt.Printf("configuration: %s\n", strings.Join(f.dynamic, " "))
+	}
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "backend\twall s (min / median)\trecords/s (median)\tpeak RSS MiB (min / median / max)\tGo peak MiB (median)\tcheckpoints (median)")
+	for _, b := range backends {
+		rs := runs[b]
+		wall := col(rs, func(r run) float64 { return r.Wall })
+		rss := col(rs, func(r run) float64 { return float64(r.maxRSSKiB) / 1024 })
+		goPeak := col(rs, func(r run) float64 { return float64(r.GoPeakBytes) / (1 << 20) })
+		chk := col(rs, func(r run) float64 { return float64(r.Checkpoints) })
+		fmt.Fprintf(w, "%s\t%.2f / %.2f\t%.0f\t%.0f / %.0f / %.0f\t%.0f\t%.0f\n", b, wall[0], med(wall), float64(f.records)/med(wall),
+			rss[0], med(rss), rss[len(rss)-1], med(goPeak), med(chk))
+	}
+	return w.Flush()
+}
+
+func col(rs []run, fn func(run) float64) []float64 {
+	var out []float64
+	for _, r := range rs {
+		out = append(out, fn(r))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func med(xs []float64) float64 { return xs[len(xs)/2] }
+
+func runChild(ctx context.Context, self string, args []string) (run, error) {
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return run{}, fmt.Errorf("child %v: %w", args, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var r run
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r.result); err != nil {
+		return run{}, fmt.Errorf("child printed %q: %w", out, err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.maxRSSKiB = ru.Maxrss
+	} else {
+		r.maxRSSKiB = r.VmHWMKiB
+	}
+	return r, nil
+}
+
+func produce(ctx context.Context, seeds []string, topic string, f flags) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+		kgo.MaxBufferedRecords(200_000), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var firstErr atomic.Pointer[error]
+	filler := make([]byte, f.valueSize)
+	_, _ = rand.Read(filler)
+	for i := range f.records {
+		v := make([]byte, max(8, f.valueSize))
+		copy(v, filler)
+		binary.BigEndian.PutUint64(v, uint64(time.Now().UnixNano()))
+		cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "key-%06d", i%f.keys), Value: v}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				firstErr.CompareAndSwap(nil, &err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	if p := firstErr.Load(); p != nil {
+		return fmt.Errorf("produce to %s: %w", topic, *p)
+	}
+	return nil
+}
+
+// countCommitted reads topic under read_committed until it has want
+// records or, past them, nothing more comes for a second.
+func countCommitted(ctx context.Context, seeds []string, topic string, want int) (int, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	got := 0
+	for got < want {
+		pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+		fs := cl.PollFetches(pctx)
+		pcancel()
+		if err := ctx.Err(); err != nil {
+			return got, err
+		}
+		if fs.IsClientClosed() || (fs.NumRecords() == 0 && pctx.Err() != nil) {
+			return got, fmt.Errorf("count %s: %d of %d records, then nothing for 30 s", topic, got, want)
+		}
+		if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return got, fmt.Errorf("count %s: %w", topic, err)
+		}
+		got += fs.NumRecords()
+	}
+	return got, nil
+}
+
+// event is what the job reads: a key and when its record was produced.
+type event struct {
+	Key  string
+	Sent int64
+}
+
+// eventCodec encodes events on the job's keyed exchange.
+type eventCodec struct{}
+
+func (eventCodec) Append(dst []byte, e event) ([]byte, error) {
+	dst = binary.AppendUvarint(dst, uint64(len(e.Key)))
+	dst = append(dst, e.Key...)
+	return binary.BigEndian.AppendUint64(dst, uint64(e.Sent)), nil
+}
+
+func (eventCodec) Decode(src []byte) (event, error) {
+	n, k := binary.Uvarint(src)
+	if k <= 0 || uint64(len(src)-k) != n+8 {
+		return event{}, fmt.Errorf("event of %d bytes: malformed", len(src))
+	}
+	return event{Key: string(src[k : k+int(n)]), Sent: int64(binary.BigEndian.Uint64(src[k+int(n):]))}, nil
+}
+
+type counted struct {
+	Key   string
+	Count int64
+	Sent  int64
+}
+
+type countPerKey struct{ count state.ValueState[int64] }
+
+func (c *countPerKey) Open(ctx *sluice.OperatorContext) error {
+	var err error
+	c.count, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[int64]{Name: "count"})
+	return err
+}
+
+func (c *countPerKey) ProcessElement(_ *sluice.KeyedContext[string], e event, out sluice.Collector[counted]) error {
+	n, _, err := c.count.Value()
+	if err != nil {
+		return err
+	}
+	n++
+	if err := c.count.Update(n); err != nil {
+		return err
+	}
+	out.Collect(counted{Key: e.Key, Count: n, Sent: e.Sent})
+	return nil
+}
+
+// child runs the job once and prints its result as JSON.
+func child(f flags, seeds []string) error {
+	conf := sluice.NewConfiguration()
+	if err := conf.FromEnv(); err != nil {
+		return err
+	}
+	for _, d := range f.dynamic {
+		k, v, ok := strings.Cut(d, "=")
+		if !ok {
+			return fmt.Errorf("-D %q: want key=value", d)
+		}
+		if err := conf.Set(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
+			return err
+		}
+	}
+	if _, set := conf.Get("state.backend.type"); !set {
+		if err := conf.Set("state.backend.type", f.backend); err != nil {
+			return err
+		}
+	}
+	if _, set := conf.Get("state.backend.rocksdb.localdir"); !set {
+		if err := conf.Set("state.backend.rocksdb.localdir", filepath.Join(f.dir, "rocksdb")); err != nil {
+			return err
+		}
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	peaks := startPeakWatch(f.memProfile)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var completed atomic.Int64
+	env := sluice.NewEnvironment(
+		sluice.WithConfiguration(conf),
+		sluice.WithJobName("bench-kafkaeo"),
+		sluice.WithParallelism(f.parallelism),
+		sluice.WithLogger(quiet),
+		sluice.WithCheckpointing(f.interval, filepath.Join(f.dir, "checkpoints")),
+		sluice.WithRestartStrategy(sluice.NoRestart()),
+		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+			if s.Status == checkpoint.StatusCompleted {
+				completed.Add(1)
+			}
+		}),
+	)
+	src, err := kafkasource.NewSource(seeds, kafkasource.Topics(f.in), func(r *kgo.Record) (event, error) {
+		if len(r.Value) < 8 {
+			return event{}, fmt.Errorf("value of %d bytes, want at least 8", len(r.Value))
+		}
+		return event{Key: string(r.Key), Sent: int64(binary.BigEndian.Uint64(r.Value))}, nil
+	}, kafkasource.Logger(quiet), kafkasource.Bounded())
+	if err != nil {
+		return err
+	}
+	events := sluice.FromSource(env, src, sluice.NoWatermarks[event](), "in", sluice.UID("in"), sluice.WithCodec[event](eventCodec{}))
+	counts := sluice.Process[string, event, counted](sluice.KeyBy(events, func(e event) string { return e.Key }),
+		&countPerKey{}, sluice.Name("count"), sluice.UID("count"))
+	out := f.out
+	snk, err := kafkasink.NewSink(seeds, func(v counted) (*kgo.Record, error) {
+		b := make([]byte, 16)
+		binary.BigEndian.PutUint64(b, uint64(v.Count))
+		binary.BigEndian.PutUint64(b[8:], uint64(v.Sent))
+		return &kgo.Record{Topic: out, Key: []byte(v.Key), Value: b}, nil
+	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(f.prefix), kafkasink.Logger(quiet))
+	if err != nil {
+		return err
+	}
+	sluice.SinkTo(counts, snk, sluice.Name("out"), sluice.UID("out"))
+	start := time.Now()
+	if err := env.Execute(context.Background()); err != nil {
+		return fmt.Errorf("job: %w", err)
+	}
+	wall := time.Since(start)
+	goPeak, heapPeak := peaks()
+	return json.NewEncoder(os.Stdout).Encode(result{
+		Wall: wall.Seconds(), VmHWMKiB: vmHWM(), GoPeakBytes: goPeak, HeapPeak: heapPeak, Checkpoints: completed.Load(),
+	})
+}
+
+// startPeakWatch samples the Go runtime's memory every 20 ms and, when
+// profile is set, writes a heap profile whenever the in-use heap reaches
+// a new high (by more than 5%). The function it returns stops it and
+// gives the highest Go-managed memory and heap it saw.
+func startPeakWatch(profile string) func() (goPeak, heapPeak uint64) {
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+	}
+	if profile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
+	var goPeak, heapPeak, written uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	sample := func() {
+		metrics.Read(samples)
+		g := samples[0].Value.Uint64() - samples[1].Value.Uint64()
+		h := samples[2].Value.Uint64()
+		goPeak, heapPeak = max(goPeak, g), max(heapPeak, h)
+		if profile != "" && h > written+written/20 {
+			written = h
+			if pf, err := os.Create(profile); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(pf, 0)
+				pf.Close()
+			}
+		}
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				sample()
+				return
+			case <-t.C:
+				sample()
+			}
+		}
+	}()
+	return func() (uint64, uint64) {
+		close(stop)
+		<-done
+		return goPeak, heapPeak
+	}
+}
+
+// vmHWM is the process's peak resident set size in KiB.
+func vmHWM() int64 {
+	fh, err := os.Open("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			var kib int64
+			_, _ = fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kib)
+			return kib
+		}
+	}
+	return -1
+}
+
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
