@@ -40,6 +40,7 @@ type checkpointDriver struct {
 	mu         sync.Mutex
 	locations  map[int64]*storage.Location
 	savepoints map[int64]chan savepointResult
+	requests   []*checkpointRequest // TriggerCheckpoint calls waiting
 	final      *checkpoint.CheckpointingStats // after shutdown
 }
 
@@ -245,6 +246,7 @@ func (d *checkpointDriver) shutdown() {
 		delete(d.savepoints, id)
 	}
 	d.mu.Unlock()
+	d.failRequests(fmt.Errorf("checkpoint: the job stopped first: %w", checkpoint.ErrCoordinatorStopped))
 }
 
 // exec carries out the coordinator's actions, on the driver goroutine.
@@ -271,6 +273,9 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 					}
 				}
 			}
+			if a.SavepointDir == "" {
+				d.checkpointTriggered(a.Barrier.ID, a.Barrier.Options.Kind)
+			}
 			for _, id := range a.Tasks {
 				d.toTask(d.tasks.TriggerCheckpoint(TriggerCheckpoint{To: d.ref(id), Barrier: a.Barrier, Urgent: a.Urgent}))
 			}
@@ -296,6 +301,13 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			}
 			acts = append(acts, d.coord.MetadataWritten(time.Now(), id, path, err)...)
 			d.report(id)
+			if a.Metadata.Kind != storage.KindSavepoint {
+				if err != nil {
+					d.checkpointEnded(id, "", fmt.Errorf("checkpoint %d: %w", id, err))
+				} else {
+					d.checkpointEnded(id, path, nil)
+				}
+			}
 		case checkpoint.NotifyComplete:
 			d.forget(a.ID)
 			d.dropAdopted()
@@ -305,6 +317,11 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 		case checkpoint.NotifyAborted:
 			d.forget(a.ID)
 			d.report(a.ID)
+			msg := a.Reason.String()
+			if cs, ok := d.coord.CheckpointStats(a.ID); ok && cs.FailureMessage != "" {
+				msg += ": " + cs.FailureMessage
+			}
+			d.checkpointEnded(a.ID, "", fmt.Errorf("checkpoint %d failed (%s)", a.ID, msg))
 			for _, id := range a.Tasks {
 				d.toTask(d.tasks.NotifyCheckpoint(CheckpointNotification{To: d.ref(id), CheckpointID: a.ID}))
 			}

@@ -36,5 +36,8 @@
 //	                                    ids: what every process of a job agrees on
 //	cluster.go                          a job on several hosts: the coordinator's Executor,
 //	                                    a worker's TaskRunner, the Exchange between them
-//	mailbox.go, metrics.go, watermarks.go
+//	checkpoint_trigger.go               a checkpoint taken now, on request (TriggerCheckpoint)
+//	exception_history.go                the failures that ended attempts (Exceptions)
+//	mailbox.go, metrics.go, watermarks.go  (metrics carry each task's input and
+//	                                    output watermark)
 package runtime

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/runtime/network"
 )
 
@@ -70,6 +71,7 @@ type Job struct {
 	restarts atomic.Int64
 
 	lastRestore atomic.Pointer[RestoreInfo]
+	exceptions  exceptionHistory
 
 	mu        sync.Mutex
 	err       error
@@ -114,6 +116,8 @@ type attempt struct {
 	mu        sync.Mutex
 	err       error
 	stopped   bool   // stop-with-savepoint: tasks exit without finishing
+	// failedTask is the task whose failure stopped the attempt.
+	failedTask string
 	savepoint string // the stop-with-savepoint's path
 	wg        sync.WaitGroup
 	// stopping is closed once the attempt is told to stop (failure,
@@ -266,8 +270,12 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 		if a != nil {
 			err = a.run()
 			a.mu.Lock()
+			failed := a.failedTask
 			savepoint = a.savepoint
 			a.mu.Unlock()
+			if err != nil && !j.isStopping() {
+				j.noteFailure(a.number, failed, err)
+			}
 		}
 		if err == nil || j.isStopping() {
 			break
@@ -293,6 +301,7 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 		owned := j.ownedCheckpoints()
 		var r *restoreSnapshot
 		if r, err = j.failoverRestore(owned, restore); err != nil {
+			j.noteFailure(int(j.restarts.Load()), "", err)
 			a = nil
 			if suppressesRestarts(err) {
 				break
@@ -300,6 +309,7 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 			continue
 		}
 		if a, err = j.newAttempt(int(j.restarts.Load()), r, owned); err != nil {
+			j.noteFailure(int(j.restarts.Load()), "", err)
 			a = nil
 			continue
 		}
@@ -548,7 +558,7 @@ func (a *attempt) fail(task string, err error) {
 	first := a.err == nil && !a.stopped && !a.job.isStopping()
 
 	if first {
-		a.err = err
+		a.err, a.failedTask = err, task
 	}
 	a.mu.Unlock()
 	if first {
@@ -598,6 +608,8 @@ func (a *attempt) deploy() error {
 			timers: &processingTime{mailbox: mb, timers: map[*time.Timer]struct{}{}},
 			logger: j.logger.With("vertex", s.Vertex.Name, "subtask", s.Subtask),
 		}
+		t.counters.inputWM.Store(operators.MinWatermark)
+		t.counters.outputWM.Store(operators.MinWatermark)
 		a.byID[s.ID] = t
 		a.tasks = append(a.tasks, t)
 	}
@@ -623,7 +635,7 @@ func (a *attempt) deploy() error {
 			t.writers = append(t.writers, &netWriter{
 				edge: e, name: fmt.Sprintf("edge %q -> %q", e.From.Name, e.To.Name),
 				part: p, kind: e.Partitioner, n: n, maxPar: cons.MaxParallelism,
-				ctx: a.ctx, flushEach: j.cfg.BufferTimeout == 0,
+				ctx: a.ctx, flushEach: j.cfg.BufferTimeout == 0, outputWM: &t.counters.outputWM,
 			})
 			remote := false
 			for ci := 0; ci < cons.Parallelism; ci++ {

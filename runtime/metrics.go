@@ -26,6 +26,16 @@ type TaskMetrics struct {
 	RecordsOut int64
 	BytesIn    int64
 	BytesOut   int64
+
+	// InputWatermark is the task's current input watermark (Flink's
+	// currentInputWatermark): the minimum over its input channels that are
+	// not idle, or for a source task the watermark its watermark strategy
+	// generated. OutputWatermark (currentOutputWatermark) is the latest
+	// watermark the task sent downstream; a task with no downstream edge
+	// reports its input watermark. Both are unix milliseconds, and
+	// math.MinInt64 (operators.MinWatermark) until the first watermark.
+	InputWatermark  int64
+	OutputWatermark int64
 }
 
 // BusyRatio is the share of time the task was processing.
@@ -70,6 +80,8 @@ type taskCounters struct {
 	recordsIn  atomic.Int64
 	recordsOut atomic.Int64 // records emitted by a source
 	bytesIn    atomic.Int64
+	inputWM    atomic.Int64 // written by the task goroutine
+	outputWM   atomic.Int64 // written by the task goroutine (netOutput)
 
 	// The wait in progress, so that a task blocked for long (a stuck
 	// consumer) reports that time while it waits, not only afterwards.

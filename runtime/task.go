@@ -160,6 +160,9 @@ func (t *Task) build(g *JobGraph) error {
 		t.units = append(t.units, u)
 		if n.IsSource() {
 			sc := &SourceContext{Op: oc, SetIdle: t.setIdle}
+			// A source task has no input channels: its input watermark is
+			// the one its watermark strategy generates into the chain.
+			out = n.Out.watchWatermarks(out, t.inputWatermark)
 			d, err := n.BuildSource(sc, out)
 			if err != nil {
 				return nil, operators.Wrap(oc, fmt.Errorf("create source reader: %w", err))
@@ -287,6 +290,14 @@ func (t *Task) closeState() {
 	}
 }
 
+// inputWatermark records the task's input watermark (on the task
+// goroutine).
+func (t *Task) inputWatermark(wm int64) {
+	if wm > t.counters.inputWM.Load() {
+		t.counters.inputWM.Store(wm)
+	}
+}
+
 // metrics reads the task's figures; safe from any goroutine.
 func (t *Task) metrics() TaskMetrics {
 	m := TaskMetrics{
@@ -296,6 +307,13 @@ func (t *Task) metrics() TaskMetrics {
 		RecordsIn:  t.counters.recordsIn.Load(),
 		BytesIn:    t.counters.bytesIn.Load(),
 		RecordsOut: t.counters.recordsOut.Load(),
+
+		InputWatermark:  t.counters.inputWM.Load(),
+		OutputWatermark: t.counters.outputWM.Load(),
+	}
+	if len(t.partitions) == 0 {
+		// Nothing downstream: the chain's output is where its input got.
+		m.OutputWatermark = m.InputWatermark
 	}
 	now := time.Now()
 	idle, bp := t.counters.waits(now)

@@ -14,6 +14,7 @@ func (t *Task) handleEvent(ci *channelInput, boe *network.BufferOrEvent) error {
 	switch e := boe.Event.(type) {
 	case event.Watermark:
 		if wm, adv := t.valve.watermark(ch, e.Timestamp); adv {
+			t.inputWatermark(wm)
 			return t.head.ProcessWatermark(wm)
 		}
 		return nil
@@ -25,6 +26,7 @@ func (t *Task) handleEvent(ci *channelInput, boe *network.BufferOrEvent) error {
 			}
 		}
 		if adv {
+			t.inputWatermark(wm)
 			return t.head.ProcessWatermark(wm)
 		}
 		return nil
@@ -53,6 +55,7 @@ func (t *Task) handleEvent(ci *channelInput, boe *network.BufferOrEvent) error {
 		}
 		wm, adv := t.valve.finish(ch)
 		if adv {
+			t.inputWatermark(wm)
 			if err := t.head.ProcessWatermark(wm); err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/operators"
@@ -26,6 +27,9 @@ type TypeInfo interface {
 	fanOut(outs []any) any
 	chainedOutput(in any, op operators.Operator) (any, error)
 	networkOutput(w *netWriter, keyHash any) (any, error)
+	// watchWatermarks wraps out (an operators.Output[T]) so that every
+	// watermark through it is reported to seen first.
+	watchWatermarks(out any, seen func(int64)) any
 	decoder(target any) (recordDecoder, error)
 }
 
@@ -62,6 +66,22 @@ func (t *typed[T]) chainedOutput(in any, op operators.Operator) (any, error) {
 		return nil, fmt.Errorf("chained input is %T, want operators.Input[%T]", in, *new(T))
 	}
 	return chainOutput[T]{in: i, op: op}, nil
+}
+
+func (t *typed[T]) watchWatermarks(out any, seen func(int64)) any {
+	return watermarkWatch[T]{out: out.(operators.Output[T]), seen: seen}
+}
+
+// watermarkWatch reports the watermarks that pass through an output.
+type watermarkWatch[T any] struct {
+	out  operators.Output[T]
+	seen func(int64)
+}
+
+func (w watermarkWatch[T]) Collect(v T, ts int64) error { return w.out.Collect(v, ts) }
+func (w watermarkWatch[T]) EmitWatermark(wm int64) error {
+	w.seen(wm)
+	return w.out.EmitWatermark(wm)
 }
 
 // chainOutput hands records to the next operator of the chain as Go values.
@@ -183,6 +203,9 @@ type netWriter struct {
 	maxPar    int         // the consumer's max parallelism: its number of key groups
 	ctx       context.Context
 	flushEach bool
+	// outputWM is the task's output watermark: the latest watermark sent
+	// downstream on any of its edges.
+	outputWM *atomic.Int64
 }
 
 func (w *netWriter) write(sub int, rec []byte) error {
@@ -237,5 +260,8 @@ func (o *netOutput[T]) Collect(v T, ts int64) error {
 }
 
 func (o *netOutput[T]) EmitWatermark(wm int64) error {
+	if o.w.outputWM != nil && wm > o.w.outputWM.Load() {
+		o.w.outputWM.Store(wm) // written by the task goroutine only
+	}
 	return o.w.part.BroadcastEvent(event.Watermark{Timestamp: wm})
 }
