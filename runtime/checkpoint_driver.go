@@ -40,7 +40,7 @@ type checkpointDriver struct {
 	mu         sync.Mutex
 	locations  map[int64]*storage.Location
 	savepoints map[int64]chan savepointResult
-	requests   []*checkpointRequest // TriggerCheckpoint calls waiting
+	requests   []*checkpointRequest           // TriggerCheckpoint calls waiting
 	final      *checkpoint.CheckpointingStats // after shutdown
 }
 

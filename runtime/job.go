@@ -113,13 +113,13 @@ type attempt struct {
 	partitions []*network.ResultPartition
 	gates      []*network.InputGate
 
-	mu        sync.Mutex
-	err       error
-	stopped   bool   // stop-with-savepoint: tasks exit without finishing
+	mu      sync.Mutex
+	err     error
+	stopped bool // stop-with-savepoint: tasks exit without finishing
 	// failedTask is the task whose failure stopped the attempt.
 	failedTask string
-	savepoint string // the stop-with-savepoint's path
-	wg        sync.WaitGroup
+	savepoint  string // the stop-with-savepoint's path
+	wg         sync.WaitGroup
 	// stopping is closed once the attempt is told to stop (failure,
 	// cancel, suspend): the cancellation timeout runs from then.
 	stopping     chan struct{}

@@ -16,6 +16,9 @@ type TaskMetrics struct {
 	// Worker is the worker that runs the task in a job on several hosts
 	// ("" in one process).
 	Worker string `json:",omitempty"`
+	// Started is when the task started running (zero before), Ended when
+	// it stopped (zero while it runs).
+	Started, Ended time.Time
 
 	Elapsed           time.Duration
 	BusyTime          time.Duration

@@ -326,7 +326,11 @@ func (t *Task) metrics() TaskMetrics {
 	}
 	m.BackPressuredTime = time.Duration(bp)
 	if start := t.counters.start.Load(); start != 0 {
+		m.Started = time.Unix(0, start)
 		end := t.counters.end.Load()
+		if end != 0 {
+			m.Ended = time.Unix(0, end)
+		}
 		if end == 0 {
 			end = now.UnixNano()
 		}
