@@ -31,6 +31,10 @@ var layers = []struct {
 	{"internal/testutil", 0},
 	{"internal/etcdtest", 0},
 	{"internal/deploycheck", 0}, // the deployment files' test (Dockerfile, deploy/kubernetes)
+	{"formats/registry", 5},     // Schema Registry client, wire format, generic serde
+	{"formats/avro", 8},         // Avro serde
+	{"formats/protobuf", 8},     // Protobuf serde
+	{"formats/jsonschema", 8},   // JSON Schema serde
 	{"checkpoint/storage", 10},
 	{"checkpoint/storage/faultfs", 15},
 	{"checkpoint/storage/storagetest", 15},
