@@ -3,21 +3,32 @@
 // (plain HTML, JS and SVG embedded in the binary) on the same address, and
 // a client for both that the sluice command uses.
 //
+//	GET   /overview                               jobs by state, task managers, slots
 //	GET   /jobs                                   ids and states
 //	GET   /jobs/overview                          name, state, times, task counts
 //	GET   /jobs/:jobid                            vertices, their metrics, the plan
 //	PATCH /jobs/:jobid?mode=cancel                cancel
 //	GET   /jobs/:jobid/checkpoints                counts, summary, latest, history
+//	GET   /jobs/:jobid/exceptions                 the failures that ended attempts, newest first
+//	POST  /jobs/:jobid/checkpoints                {"checkpointType"}: a checkpoint now (Flink 1.19)
+//	GET   /jobs/:jobid/checkpoints/:triggerid     its status, its id once completed
 //	GET   /jobs/:jobid/checkpoints/config         the checkpoint settings
 //	GET   /jobs/:jobid/checkpoints/details/:cid   one checkpoint, per vertex ("latest" too)
 //	GET   /jobs/:jobid/checkpoints/details/:cid/subtasks/:vertexid
+//	GET   /jobs/:jobid/vertices/:vertexid         subtasks: state, host, times, metrics, watermarks
+//	GET   /jobs/:jobid/vertices/:vertexid/metrics    ?get=0.numRecordsIn,...
+//	GET   /jobs/:jobid/vertices/:vertexid/watermarks every subtask's input and output watermark
 //	GET   /jobs/:jobid/vertices/:vertexid/backpressure
 //	POST  /jobs/:jobid/savepoints                 {"target-directory", "cancel-job"}
 //	POST  /jobs/:jobid/stop                       {"targetDirectory", "drain"}
 //	GET   /jobs/:jobid/savepoints/:triggerid      the savepoint's status and location
+//	POST  /savepoint-disposal                     {"savepoint-path"}: delete a savepoint
+//	GET   /savepoint-disposal/:triggerid          the disposal's status
 //	GET   /jobs/:jobid/checkpoints/timeline       (Sluice) the checkpoints the server kept, for charts
 //	GET   /config                                 the dashboard's settings
 //	GET   /metrics                                Prometheus, when Options.Metrics is set
+//	GET   /healthz, /readyz                       (Sluice) probes, no token: alive; every job and task RUNNING
+//	GET   /openapi.json                           (Sluice) the OpenAPI 3 document of all of these, no token
 //	GET   /                                       the dashboard
 //
 // :jobid is a job id, a unique prefix of one, or a job name.

@@ -21,7 +21,9 @@ type operation struct {
 	done     bool
 	read     bool // a client got the outcome
 	location string
-	err      error
+	// checkpointID is the checkpoint a checkpoint operation took.
+	checkpointID int64
+	err          error
 }
 
 // result returns the operation's status, marking a completed one read.
@@ -34,10 +36,14 @@ func (o *operation) result() AsynchronousOperationResult {
 	o.read = true
 	info := &SavepointInfo{Location: o.location}
 	if o.err != nil {
-		info = &SavepointInfo{FailureCause: &FailureCause{Class: fmt.Sprintf("%T", o.err),
-			StackTrace: o.err.Error(), SerializedThrowable: o.err.Error()}}
+		info = &SavepointInfo{FailureCause: failureCause(o.err)}
 	}
 	return AsynchronousOperationResult{Status: QueueStatus{ID: StatusCompleted}, Operation: info}
+}
+
+// failureCause describes err in the shape of Flink's SerializedThrowable.
+func failureCause(err error) *FailureCause {
+	return &FailureCause{Class: fmt.Sprintf("%T", err), StackTrace: err.Error(), SerializedThrowable: err.Error()}
 }
 
 type operations struct {
@@ -112,15 +118,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.Close()
 }
 
-func (s *Server) operation(job, trigger string) *operation {
+func (s *Server) operation(job, trigger string) *operation { return s.operationAt(job+"/", trigger) }
+
+func (s *Server) operationAt(key, trigger string) *operation {
 	s.ops.mu.Lock()
 	defer s.ops.mu.Unlock()
-	return s.ops.byID[job+"/"+trigger]
+	return s.ops.byID[key+trigger]
 }
 
-// start runs take in the background as the operation of trigger; stops
-// says that it ends the job.
+// start runs take in the background as the savepoint operation of
+// trigger; stops says that it ends the job.
 func (s *Server) start(e *jobEntry, trigger string, stops bool, take func() (string, error)) (string, error) {
+	return s.startOp(e.id+"/", trigger, stops, "savepoint", e.name, func() (string, int64, error) {
+		path, err := take()
+		return path, 0, err
+	})
+}
+
+// startOp runs take in the background as the operation key+trigger (a new
+// trigger id when trigger is empty) and returns the trigger id; what and
+// job name it in the logs.
+func (s *Server) startOp(key, trigger string, stops bool, what, job string, take func() (string, int64, error)) (string, error) {
 	if trigger == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -131,24 +149,24 @@ func (s *Server) start(e *jobEntry, trigger string, stops bool, take func() (str
 	if s.ops.byID == nil {
 		s.ops.byID = map[string]*operation{}
 	}
-	if _, dup := s.ops.byID[e.id+"/"+trigger]; dup {
+	if _, dup := s.ops.byID[key+trigger]; dup {
 		s.ops.mu.Unlock()
 		return "", fmt.Errorf("an operation with triggerId %s exists already", trigger)
 	}
-	s.ops.byID[e.id+"/"+trigger] = op
+	s.ops.byID[key+trigger] = op
 	s.ops.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		path, err := take()
+		path, id, err := take()
 		path = externalPath(path)
 		if err != nil {
-			s.logger.Warn("savepoint failed", "job", e.name, "trigger", trigger, "err", err)
+			s.logger.Warn(what+" failed", "job", job, "trigger", trigger, "err", err)
 		} else {
-			s.logger.Info("savepoint completed", "job", e.name, "trigger", trigger, "path", path)
+			s.logger.Info(what+" completed", "job", job, "trigger", trigger, "path", path)
 		}
 		op.mu.Lock()
-		op.done, op.location, op.err = true, path, err
+		op.done, op.location, op.checkpointID, op.err = true, path, id, err
 		op.mu.Unlock()
 		s.opChanged()
 	}()

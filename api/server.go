@@ -85,6 +85,7 @@ type Server struct {
 	logger       *slog.Logger
 	handler      http.Handler
 	allowedHosts []string
+	patterns     []string // the API's routes, as registered (the OpenAPI test reads them)
 
 	ctx    context.Context // cancelled by Close: ends pollers and operations
 	cancel context.CancelFunc
@@ -318,24 +319,42 @@ func (s *Server) entries() []*jobEntry {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	api := func(pattern string, h func(w http.ResponseWriter, r *http.Request)) {
+		s.patterns = append(s.patterns, pattern)
 		mux.Handle(pattern, s.authorized(http.HandlerFunc(h)))
 	}
+	public := func(pattern string, h func(w http.ResponseWriter, r *http.Request)) {
+		s.patterns = append(s.patterns, pattern)
+		mux.HandleFunc(pattern, h)
+	}
+	public("GET /healthz", s.handleHealthz)
+	public("GET /readyz", s.handleReadyz)
+	public("GET /openapi.json", s.handleOpenAPI)
 	api("GET /config", s.handleConfig)
+	api("GET /overview", s.handleOverview)
 	api("GET /jobs", s.handleJobs)
 	api("GET /jobs/overview", s.handleJobsOverview)
 	api("GET /jobs/{jobid}", s.withJob(s.handleJob))
 	api("GET /jobs/{jobid}/execution-result", s.withJob(s.handleExecutionResult))
 	api("PATCH /jobs/{jobid}", s.withJob(s.handleCancel))
 	api("GET /jobs/{jobid}/checkpoints", s.withJob(s.handleCheckpoints))
+	api("POST /jobs/{jobid}/checkpoints", s.withJob(s.handleTriggerCheckpoint))
+	api("GET /jobs/{jobid}/checkpoints/{triggerid}", s.withJob(s.handleCheckpointStatus))
 	api("GET /jobs/{jobid}/checkpoints/config", s.withJob(s.handleCheckpointConfig))
 	api("GET /jobs/{jobid}/checkpoints/timeline", s.withJob(s.handleTimeline))
 	api("GET /jobs/{jobid}/checkpoints/details/{checkpointid}", s.withJob(s.handleCheckpointDetails))
 	api("GET /jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}", s.withJob(s.handleSubtaskDetails))
+	api("GET /jobs/{jobid}/exceptions", s.withJob(s.handleExceptions))
+	api("GET /jobs/{jobid}/vertices/{vertexid}", s.withJob(s.handleVertex))
+	api("GET /jobs/{jobid}/vertices/{vertexid}/metrics", s.withJob(s.handleVertexMetrics))
+	api("GET /jobs/{jobid}/vertices/{vertexid}/watermarks", s.withJob(s.handleWatermarks))
 	api("GET /jobs/{jobid}/vertices/{vertexid}/backpressure", s.withJob(s.handleBackpressure))
 	api("POST /jobs/{jobid}/savepoints", s.withJob(s.handleTriggerSavepoint))
 	api("GET /jobs/{jobid}/savepoints/{triggerid}", s.withJob(s.handleSavepointStatus))
 	api("POST /jobs/{jobid}/stop", s.withJob(s.handleStop))
+	api("POST /savepoint-disposal", s.handleDisposeSavepoint)
+	api("GET /savepoint-disposal/{triggerid}", s.handleDisposalStatus)
 	if s.opts.Metrics != nil {
+		s.patterns = append(s.patterns, "GET /metrics")
 		mux.Handle("GET /metrics", s.authorized(s.opts.Metrics))
 	}
 	s.dashboard(mux)
@@ -344,6 +363,11 @@ func (s *Server) routes() http.Handler {
 	})
 	return s.guard(mux)
 }
+
+// Routes returns the method and path patterns the server answers (its
+// API, the probes, the OpenAPI document and /metrics when served; not the
+// dashboard's pages), in net/http.ServeMux syntax: "GET /jobs/{jobid}".
+func (s *Server) Routes() []string { return append([]string(nil), s.patterns...) }
 
 // withJob resolves {jobid}: a job id, a unique prefix of one, or a job
 // name.
@@ -398,7 +422,7 @@ func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
 	_, off := time.Now().Zone()
 	writeJSON(w, http.StatusOK, DashboardConfiguration{
 		RefreshInterval: s.opts.RefreshInterval.Milliseconds(), TimezoneName: time.Local.String(),
-		TimezoneOffset: int64(off) * 1000, FlinkVersion: "sluice", FlinkRevision: "",
+		TimezoneOffset: int64(off) * 1000, FlinkVersion: Version, FlinkRevision: "",
 		Features: DashboardFeatures{WebCancel: true},
 	})
 }

@@ -428,3 +428,137 @@ type DashboardFeatures struct {
 	WebRescale bool `json:"web-rescale"`
 	WebHistory bool `json:"web-history"`
 }
+
+// ClusterOverviewWithVersion is the body of GET /overview. A process
+// running jobs is one task manager (a job on several hosts counts its
+// workers); every task of a running job takes one slot and none is free.
+type ClusterOverviewWithVersion struct {
+	TaskManagers        int    `json:"taskmanagers"`
+	SlotsTotal          int    `json:"slots-total"`
+	SlotsAvailable      int    `json:"slots-available"`
+	SlotsFreeAndBlocked int    `json:"slots-free-and-blocked"`
+	TaskManagersBlocked int    `json:"taskmanagers-blocked"`
+	JobsRunning         int    `json:"jobs-running"`
+	JobsFinished        int    `json:"jobs-finished"`
+	JobsCancelled       int    `json:"jobs-cancelled"`
+	JobsFailed          int    `json:"jobs-failed"`
+	FlinkVersion        string `json:"flink-version"`
+	FlinkCommit         string `json:"flink-commit"`
+}
+
+// JobVertexDetailsInfo is the body of GET /jobs/:jobid/vertices/:vertexid.
+type JobVertexDetailsInfo struct {
+	ID             string                               `json:"id"`
+	Name           string                               `json:"name"`
+	Parallelism    int                                  `json:"parallelism"`
+	MaxParallelism int                                  `json:"maxParallelism"`
+	Now            int64                                `json:"now"`
+	Subtasks       []SubtaskExecutionAttemptDetailsInfo `json:"subtasks"`
+}
+
+// SubtaskExecutionAttemptDetailsInfo is one subtask of a vertex: its
+// state, attempt, where it runs, its times and throughput, and (Sluice
+// additions) its current input and output watermarks, unix milliseconds,
+// math.MinInt64 before the first watermark as Flink's Long.MIN_VALUE.
+type SubtaskExecutionAttemptDetailsInfo struct {
+	Subtask                int           `json:"subtask"`
+	Status                 string        `json:"status"`
+	Attempt                int           `json:"attempt"`
+	Endpoint               string        `json:"endpoint"`
+	Host                   string        `json:"host"`
+	StartTime              int64         `json:"start-time"`
+	EndTime                int64         `json:"end-time"`
+	Duration               int64         `json:"duration"`
+	Metrics                IOMetricsInfo `json:"metrics"`
+	TaskManagerID          string        `json:"taskmanager-id"`
+	CurrentInputWatermark  int64         `json:"current-input-watermark"`
+	CurrentOutputWatermark int64         `json:"current-output-watermark"`
+}
+
+// Metric is an entry of Flink's metric lists (GET
+// /jobs/:jobid/vertices/:vertexid/metrics and .../watermarks): an id and,
+// when asked for, its value as a string.
+type Metric struct {
+	ID    string  `json:"id"`
+	Value *string `json:"value,omitempty"`
+}
+
+// JobExceptionsInfoWithHistory is the body of GET /jobs/:jobid/exceptions:
+// the failures that ended attempts of the job, newest first (at most
+// runtime.ExceptionHistorySize, or ?maxExceptions). root-exception,
+// timestamp, all-exceptions and truncated are the fields Flink 1.x
+// deprecated in favour of exceptionHistory, kept for older tools.
+type JobExceptionsInfoWithHistory struct {
+	RootException    *string             `json:"root-exception"`
+	Timestamp        *int64              `json:"timestamp"`
+	AllExceptions    []any               `json:"all-exceptions"`
+	Truncated        bool                `json:"truncated"`
+	ExceptionHistory JobExceptionHistory `json:"exceptionHistory"`
+}
+
+// JobExceptionHistory is the exceptionHistory of JobExceptionsInfoWithHistory.
+type JobExceptionHistory struct {
+	Entries   []RootExceptionInfo `json:"entries"`
+	Truncated bool                `json:"truncated"`
+}
+
+// RootExceptionInfo is one failure: the error's type and message (Go has
+// no stack trace to give: stacktrace holds the error chain's message), when,
+// and the task it came from.
+type RootExceptionInfo struct {
+	ExceptionName        string            `json:"exceptionName"`
+	Stacktrace           string            `json:"stacktrace"`
+	Timestamp            int64             `json:"timestamp"`
+	TaskName             *string           `json:"taskName"`
+	Endpoint             *string           `json:"endpoint"`
+	TaskManagerID        *string           `json:"taskManagerId"`
+	FailureLabels        map[string]string `json:"failureLabels"`
+	ConcurrentExceptions []any             `json:"concurrentExceptions"`
+}
+
+// CheckpointTriggerRequest is the body of POST /jobs/:jobid/checkpoints:
+// checkpointType CONFIGURED (default) or INCREMENTAL takes the configured
+// kind, FULL a full checkpoint of an incremental state backend.
+type CheckpointTriggerRequest struct {
+	CheckpointType string `json:"checkpointType,omitempty"`
+	TriggerID      string `json:"triggerId,omitempty"`
+}
+
+// CheckpointOperationResult is the body of
+// GET /jobs/:jobid/checkpoints/:triggerid.
+type CheckpointOperationResult struct {
+	Status    QueueStatus     `json:"status"`
+	Operation *CheckpointInfo `json:"operation,omitempty"`
+}
+
+// CheckpointInfo is the outcome of a triggered checkpoint: its id, or the
+// failure. Location (a Sluice addition) is the checkpoint's directory.
+type CheckpointInfo struct {
+	CheckpointID *int64        `json:"checkpointId,omitempty"`
+	Location     string        `json:"location,omitempty"`
+	FailureCause *FailureCause `json:"failureCause,omitempty"`
+}
+
+// SavepointDisposalRequest is the body of POST /savepoint-disposal.
+type SavepointDisposalRequest struct {
+	SavepointPath string `json:"savepoint-path"`
+}
+
+// DisposalOperationResult is the body of GET /savepoint-disposal/:triggerid.
+type DisposalOperationResult struct {
+	Status    QueueStatus                `json:"status"`
+	Operation *AsynchronousOperationInfo `json:"operation,omitempty"`
+}
+
+// AsynchronousOperationInfo is the outcome of an operation that returns
+// nothing but its failure.
+type AsynchronousOperationInfo struct {
+	FailureCause *FailureCause `json:"failure-cause,omitempty"`
+}
+
+// HealthStatus is the body of GET /healthz and GET /readyz (Sluice
+// additions for probes): "ok" / "ready", or "not ready" with the reason.
+type HealthStatus struct {
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}

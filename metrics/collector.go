@@ -236,6 +236,8 @@ func collectJob(ch chan<- prometheus.Metric, name string, e *jobEntry) {
 		counter(descAccBusy, float64(t.BusyTime.Milliseconds()), t.Vertex, sub)
 		counter(descAccIdle, float64(t.IdleTime.Milliseconds()), t.Vertex, sub)
 		counter(descAccBP, float64(t.BackPressuredTime.Milliseconds()), t.Vertex, sub)
+		gauge(descInputWM, float64(t.InputWatermark), t.Vertex, sub)
+		gauge(descOutputWM, float64(t.OutputWatermark), t.Vertex, sub)
 		if f, ok := figures[readerKey{t.Vertex, t.Subtask}]; ok {
 			gauge(descAlignment, float64(f.Alignment.Nanoseconds()), t.Vertex, sub)
 			gauge(descStartDelay, float64(f.StartDelay.Nanoseconds()), t.Vertex, sub)

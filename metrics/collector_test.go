@@ -168,6 +168,15 @@ func TestMetricsAfterKnownRun(t *testing.T) {
 			t.Errorf("%v busy %v + idle %v + backpressured %v != 1000", l, busy, idle, bp)
 		}
 	}
+	// Watermarks: the job's own, per subtask.
+	for _, m := range run.Job.Metrics() {
+		l := map[string]string{"job_name": name, "vertex": m.Vertex, "subtask": strconv.Itoa(m.Subtask)}
+		in, okIn := value(all, "sluice_task_currentInputWatermark", l)
+		out, okOut := value(all, "sluice_task_currentOutputWatermark", l)
+		if !okIn || !okOut || in != float64(m.InputWatermark) || out != float64(m.OutputWatermark) {
+			t.Errorf("%v watermarks in %v out %v (present %t %t), the job says %d %d", l, in, out, okIn, okOut, m.InputWatermark, m.OutputWatermark)
+		}
+	}
 	if len(all["sluice_task_numRecordsIn"]) != 4 {
 		t.Errorf("%d task series, want 4 (2 vertices × 2 subtasks)", len(all["sluice_task_numRecordsIn"]))
 	}

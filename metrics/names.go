@@ -58,6 +58,8 @@ var (
 	descAccBP      = taskDesc("accumulatedBackPressuredTime", "Milliseconds the task waited for an output buffer since it started.")
 	descAlignment  = taskDesc("checkpointAlignmentTime", "Barrier alignment time of the task in the last completed checkpoint, nanoseconds.")
 	descStartDelay = taskDesc("checkpointStartDelayNanos", "Time from the trigger to the first barrier at the task in the last completed checkpoint, nanoseconds.")
+	descInputWM    = taskDesc("currentInputWatermark", "The task's input watermark (the minimum over its active inputs; a source's own), unix milliseconds; -9223372036854775808 before the first, as Flink.")
+	descOutputWM   = taskDesc("currentOutputWatermark", "The latest watermark the task sent downstream (a task with nothing downstream: its input watermark), unix milliseconds; -9223372036854775808 before the first.")
 )
 
 var allDescs = []*prometheus.Desc{
@@ -66,4 +68,5 @@ var allDescs = []*prometheus.Desc{
 	descLastRestoreTS, descRestoredSize, descRestoreDuration,
 	descRecordsIn, descRecordsOut, descBytesIn, descBytesOut, descBusyPerSec, descIdlePerSec, descBPPerSec,
 	descAccBusy, descAccIdle, descAccBP, descAlignment, descStartDelay,
+	descInputWM, descOutputWM,
 }

@@ -6,9 +6,12 @@ package testjob
 
 import (
 	"context"
+	"errors"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -45,7 +48,14 @@ type Options struct {
 	Payload int
 	// Options are added to the environment's.
 	Options []sluice.Option
+	// FailOnce, when set, is a file the keyed count creates when it fails,
+	// once, at its 100th record (ErrInjected); the job restarts if its
+	// restart strategy lets it.
+	FailOnce string
 }
+
+// ErrInjected is the failure FailOnce injects.
+var ErrInjected = errors.New("testjob: injected failure")
 
 // Run is a started job and what its listener saw.
 type Run struct {
@@ -106,7 +116,7 @@ func Start(t testing.TB, o Options) *Run {
 		sluice.WithCodec[source.Record](source.RecordCodec{}), sluice.UID("gen"))
 	counts := sluice.Process[int64, source.Record, int64](
 		sluice.KeyBy(recs, func(r source.Record) int64 { return r.Key }),
-		CountPerKey(o.Slow), sluice.Name("count"), sluice.UID("count"))
+		&count{slow: o.Slow, failOnce: o.FailOnce}, sluice.Name("count"), sluice.UID("count"))
 	sluice.SinkTo(counts, sink.NewDiscard[int64](), sluice.Name("discard"), sluice.UID("discard"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), SafetyNet)
@@ -203,8 +213,10 @@ func CountPerKey(slow time.Duration) sluice.KeyedProcessFunction[int64, source.R
 
 // count counts records per key in keyed state.
 type count struct {
-	slow  time.Duration
-	count state.ValueState[int64]
+	slow     time.Duration
+	failOnce string
+	seen     int
+	count    state.ValueState[int64]
 }
 
 func (c *count) Open(ctx *sluice.OperatorContext) error {
@@ -216,6 +228,14 @@ func (c *count) Open(ctx *sluice.OperatorContext) error {
 func (c *count) ProcessElement(_ *sluice.KeyedContext[int64], _ source.Record, out sluice.Collector[int64]) error {
 	if c.slow > 0 {
 		time.Sleep(c.slow)
+	}
+	if c.seen++; c.failOnce != "" && c.seen == 100 {
+		if _, err := os.Stat(c.failOnce); errors.Is(err, fs.ErrNotExist) {
+			if err := os.WriteFile(c.failOnce, nil, 0o644); err != nil {
+				return err
+			}
+			return ErrInjected
+		}
 	}
 	n, _, err := c.count.Value()
 	if err != nil {
