@@ -1,0 +1,289 @@
+// Command nexmark is the Nexmark benchmark on Sluice: the generator of
+// the Nexmark specification (persons, auctions and bids in the proportion
+// 1:3:46, event times from the event rate, ids drawn from the active
+// persons and in-flight auctions with hot ones), a parallel checkpointed
+// source of it, and the queries q0-q8 and q11 with Flink's Nexmark SQL as
+// their reference semantics (the tests check each against a plain
+// evaluation). The command runs each query over the same events, exactly
+// once with checkpoints, on RocksDB and on the heap, and prints the events
+// processed per second per core beside Flink's published figures.
+//
+//	go run ./bench/nexmark -query all -events 5000000
+//	go run ./bench/nexmark -query q5,q7 -backends rocksdb -max-time 60s
+//
+// Cores are measured as the Nexmark benchmark measures them: the CPU the
+// process used (user + system, every thread) over the wall time, so
+// "per core" is events / CPU seconds. The wall-time figure per
+// GOMAXPROCS core is printed beside it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/sink"
+	"github.com/sluicehq/sluice/state/rocksdb"
+)
+
+// query is one Nexmark query, built on the events and ending in a
+// discarding sink (Flink's blackhole) whose count it returns.
+type query struct {
+	name  string
+	flink float64 // Flink 1.13's published throughput per core, K events/s (0: not published)
+	build func(*sluice.Stream[Event]) func() int64
+}
+
+func discard[T any](q func(*sluice.Stream[Event]) *sluice.Stream[T]) func(*sluice.Stream[Event]) func() int64 {
+	return func(events *sluice.Stream[Event]) func() int64 {
+		d := sink.NewDiscard[T]()
+		sluice.SinkTo(q(events), sink.Sink[T](d), sluice.Name("blackhole"), sluice.UID("blackhole"))
+		return d.Count
+	}
+}
+
+// queries are the queries with Flink's figures from the Nexmark README
+// (Flink 1.13, 8 workers of 8 cores, RocksDB, exactly once).
+var queries = []query{
+	{"q0", 155.02, discard(Q0)},
+	{"q1", 157.94, discard(Q1)},
+	{"q2", 175.21, discard(Q2)},
+	{"q3", 152.12, discard(Q3)},
+	{"q4", 34.33, discard(Q4)},
+	{"q5", 22.14, discard(Q5)},
+	{"q6", 0, discard(Q6)},
+	{"q7", 12.33, discard(Q7)},
+	{"q8", 146.14, discard(Q8)},
+	{"q11", 39.7, discard(Q11)},
+}
+
+type options struct {
+	cfg         Config
+	parallelism int
+	backends    []string
+	interval    time.Duration
+	delay       time.Duration
+	maxTime     time.Duration
+	dir         string
+}
+
+// result is one run of one query on one backend.
+type result struct {
+	events, outputs int64
+	wall, cpu       time.Duration
+	checkpoints     int
+	capped          bool
+}
+
+func (r result) perCoreCPU() float64 {
+	if r.cpu <= 0 {
+		return 0
+	}
+	return float64(r.events) / r.cpu.Seconds() / 1000
+}
+
+func (r result) perCoreWall(cores int) float64 {
+	return float64(r.events) / r.wall.Seconds() / float64(cores) / 1000
+}
+
+// progress counts the events generated, per subtask without sharing a
+// cache line: subtask i of p generates the event numbers i mod p in
+// order, so the last one it generated says how many it did.
+type progress struct {
+	p     int64
+	slots []paddedInt
+}
+
+type paddedInt struct {
+	v atomic.Int64
+	_ [56]byte
+}
+
+func newProgress(p int) *progress {
+	pr := &progress{p: int64(p), slots: make([]paddedInt, p)}
+	for i := range pr.slots {
+		pr.slots[i].v.Store(int64(i) - int64(p))
+	}
+	return pr
+}
+
+func (pr *progress) saw(n int64) { pr.slots[n%pr.p].v.Store(n) }
+
+func (pr *progress) total() int64 {
+	var t int64
+	for i := range pr.slots {
+		t += (pr.slots[i].v.Load()-int64(i))/pr.p + 1
+	}
+	return t
+}
+
+func run(ctx context.Context, q query, backend string, o options) (result, error) {
+	g, err := NewGenerator(o.cfg)
+	if err != nil {
+		return result{}, err
+	}
+	dir, err := os.MkdirTemp(o.dir, "nexmark-"+q.name+"-"+backend+"-")
+	if err != nil {
+		return result{}, fmt.Errorf("%s on %s: %w", q.name, backend, err)
+	}
+	defer os.RemoveAll(dir)
+	var checkpoints atomic.Int64
+	opts := []sluice.Option{
+		sluice.WithJobName("nexmark-" + q.name),
+		sluice.WithParallelism(o.parallelism),
+		sluice.WithCheckpointing(o.interval, filepath.Join(dir, "checkpoints")),
+		sluice.WithCheckpointListener(func(cs checkpoint.CheckpointStats) {
+			if cs.Status == checkpoint.StatusCompleted {
+				checkpoints.Add(1)
+			}
+		}),
+	}
+	switch backend {
+	case "rocksdb":
+		opts = append(opts, sluice.WithStateBackend(rocksdb.Factory(filepath.Join(dir, "rocksdb"), rocksdb.Options{})))
+	case "heap":
+	default:
+		return result{}, fmt.Errorf("-backends: unknown state backend %q (rocksdb, heap)", backend)
+	}
+	env := sluice.NewEnvironment(opts...)
+	pr := newProgress(o.parallelism)
+	src := newSource(g, func(n int64) Event {
+		pr.saw(n)
+		return g.Event(n)
+	})
+	outputs := q.build(eventsFrom(env, src, o.delay))
+
+	runtime.GC()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cpu0, start := cpuTime(), time.Now()
+	job, err := env.ExecuteAsync(runCtx)
+	if err != nil {
+		return result{}, fmt.Errorf("%s on %s: %w", q.name, backend, err)
+	}
+	capped := false
+	if o.maxTime > 0 {
+		t := time.AfterFunc(o.maxTime, func() { capped = true; job.Cancel() })
+		defer t.Stop()
+	}
+	err = job.Wait()
+	r := result{wall: time.Since(start), cpu: cpuTime() - cpu0, events: pr.total(), outputs: outputs(),
+		checkpoints: int(checkpoints.Load()), capped: capped}
+	if err != nil && !(capped && errors.Is(err, context.Canceled)) && !capped {
+		return r, fmt.Errorf("%s on %s: %w", q.name, backend, err)
+	}
+	return r, nil
+}
+
+func main() {
+	def := DefaultConfig()
+	var (
+		which    = flag.String("query", "all", "queries to run: all, or a comma-separated list such as q0,q5")
+		events   = flag.Int64("events", 5_000_000, "events per query (nexmark events.num)")
+		rate     = flag.Float64("rate", def.Rate, "events per second of event time (first-event.rate)")
+		wallRate = flag.Float64("wall-rate", 0, "limit the source to this many events per wall-clock second; 0: as fast as it goes")
+		seed     = flag.Uint64("seed", def.Seed, "generator seed")
+		group    = flag.Int64("out-of-order-group", 1, "shuffle the events in groups of this size (1: in order)")
+		delay    = flag.Duration("watermark-delay", 4*time.Second, "bounded out-of-orderness of the watermarks (Flink's Nexmark DDL: 4 s)")
+		par      = flag.Int("parallelism", runtime.GOMAXPROCS(0), "parallelism of every operator")
+		backends = flag.String("backends", "rocksdb,heap", "state backends, comma-separated: rocksdb, heap")
+		interval = flag.Duration("checkpoint-interval", 10*time.Second, "exactly-once checkpoint interval")
+		maxTime  = flag.Duration("max-time", 0, "stop a run after this long and count the events it generated; 0: no cap")
+		dir      = flag.String("dir", "", "directory for checkpoints and RocksDB (default: the system's temporary directory)")
+	)
+	flag.Parse()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+
+	o := options{cfg: def, parallelism: *par, interval: *interval, delay: *delay, maxTime: *maxTime, dir: *dir}
+	o.cfg.Events, o.cfg.Rate, o.cfg.WallRate, o.cfg.Seed, o.cfg.OutOfOrderGroupSize = *events, *rate, *wallRate, *seed, *group
+	if _, err := NewGenerator(o.cfg); err != nil {
+		fail(err)
+	}
+	for b := range strings.SplitSeq(*backends, ",") {
+		o.backends = append(o.backends, strings.TrimSpace(b))
+	}
+	var selected []query
+	if *which == "all" {
+		selected = queries
+	} else {
+		for name := range strings.SplitSeq(*which, ",") {
+			found := false
+			for _, q := range queries {
+				if q.name == strings.TrimSpace(name) {
+					selected, found = append(selected, q), true
+				}
+			}
+			if !found {
+				fail(fmt.Errorf("-query: unknown query %q (q0-q8, q11 but q9, q10)", name))
+			}
+		}
+	}
+
+	cores := runtime.GOMAXPROCS(0)
+	fmt.Printf("Nexmark on Sluice: %d events per query at %.0f events/s of event time, parallelism %d, GOMAXPROCS %d, %d CPUs;\n",
+		o.cfg.Events, o.cfg.Rate, o.parallelism, cores, runtime.NumCPU())
+	fmt.Printf("exactly-once checkpoints every %v, watermarks %v behind; per core = events / CPU seconds (user+system) of the process.\n\n",
+		o.interval, o.delay)
+	ctx := context.Background()
+	results := map[string]map[string]result{}
+	for _, q := range selected {
+		results[q.name] = map[string]result{}
+		for _, b := range o.backends {
+			r, err := run(ctx, q, b, o)
+			if err != nil {
+				fail(err)
+			}
+			results[q.name][b] = r
+			capped := ""
+			if r.capped {
+				capped = " (capped)"
+			}
+			fmt.Fprintf(os.Stderr, "%s %s: %d events in %v, %.2f cores, %d results, %d checkpoints%s\n",
+				q.name, b, r.events, r.wall.Round(time.Millisecond), r.cpu.Seconds()/r.wall.Seconds(), r.outputs, r.checkpoints, capped)
+		}
+	}
+
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "query\t"
+	for _, b := range o.backends {
+		head += b + " K/s/core\t" + b + " cores\t" + b + " wall s\t"
+	}
+	fmt.Fprintln(w, head+"wall K/s per GOMAXPROCS core\tresults\tFlink 1.13 K/s/core\tvs Flink\t")
+	for _, q := range selected {
+		line := q.name + "\t"
+		for _, b := range o.backends {
+			r := results[q.name][b]
+			mark := ""
+			if r.capped {
+				mark = "*"
+			}
+			line += fmt.Sprintf("%.1f%s\t%.2f\t%.1f\t", r.perCoreCPU(), mark, r.cpu.Seconds()/r.wall.Seconds(), r.wall.Seconds())
+		}
+		first := results[q.name][o.backends[0]]
+		flink, vs := "-", "-"
+		if q.flink > 0 {
+			flink = fmt.Sprintf("%.1f", q.flink)
+			vs = fmt.Sprintf("%.1fx", first.perCoreCPU()/q.flink)
+		}
+		line += fmt.Sprintf("%.1f\t%d\t%s\t%s\t", first.perCoreWall(cores), first.outputs, flink, vs)
+		fmt.Fprintln(w, line)
+	}
+	w.Flush()
+	fmt.Printf("\n(wall, results and vs Flink: the first backend, %s; * capped by -max-time at the events generated so far)\n", o.backends[0])
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "nexmark:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sink"
+	"github.com/sluicehq/sluice/state/rocksdb"
+)
+
+// testConfig is a small input: 30 000 events at 1 000 events/s of event
+// time (30 s: several windows and sessions), shuffled in groups of 500
+// events (0.5 s), which a watermark 1 s behind covers.
+func testConfig() Config {
+	c := DefaultConfig()
+	c.Events = 30_000
+	c.Rate = 1000
+	c.OutOfOrderGroupSize = 500
+	return c
+}
+
+const testOutOfOrderness = time.Second
+
+// allEvents generates the events in the order the source emits them.
+func allEvents(t *testing.T, g *Generator) []Event {
+	t.Helper()
+	out := make([]Event, g.cfg.Events)
+	for n := range out {
+		out[n] = g.Event(int64(n))
+	}
+	return out
+}
+
+// runQuery runs build on the generator's events in a job of parallelism
+// 2, with 200 ms checkpoints, and returns what it emitted.
+func runQuery[T any](t *testing.T, g *Generator, build func(*sluice.Stream[Event]) *sluice.Stream[T], opts ...sluice.Option) []T {
+	t.Helper()
+	opts = append([]sluice.Option{sluice.WithParallelism(2), sluice.WithCheckpointing(200*time.Millisecond, t.TempDir()),
+		sluice.WithAutoWatermarkInterval(20 * time.Millisecond)}, opts...)
+	env := sluice.NewEnvironment(opts...)
+	out := sink.NewCollect[T]()
+	sluice.SinkTo(build(Events(env, g, testOutOfOrderness)), sink.Sink[T](out), sluice.Name("collect"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := env.Execute(ctx); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	return out.Values()
+}
+
+// sameMultiset fails unless got and want hold the same values as often.
+func sameMultiset[T comparable](t *testing.T, name string, got, want []T) {
+	t.Helper()
+	if len(want) == 0 {
+		t.Fatalf("%s: the plain evaluation is empty: the input is too small to check anything", name)
+	}
+	diff := map[T]int{}
+	for _, v := range want {
+		diff[v]++
+	}
+	for _, v := range got {
+		diff[v]--
+	}
+	var missing, extra []string
+	for v, n := range diff {
+		switch {
+		case n > 0:
+			missing = append(missing, fmt.Sprintf("%+v x%d", v, n))
+		case n < 0:
+			extra = append(extra, fmt.Sprintf("%+v x%d", v, -n))
+		}
+	}
+	if len(missing)+len(extra) > 0 {
+		t.Fatalf("%s: %d results, want %d; missing %d (e.g. %v), unexpected %d (e.g. %v)", name, len(got), len(want),
+			len(missing), first(missing), len(extra), first(extra))
+	}
+}
+
+func first(s []string) []string { return s[:min(len(s), 3)] }
+
+// TestQueries runs every query on the heap and on RocksDB and compares it
+// with the plain evaluation of the same events.
+func TestQueries(t *testing.T) {
+	g, err := NewGenerator(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := allEvents(t, g)
+	backends := []struct {
+		name string
+		opts func(t *testing.T) []sluice.Option
+	}{
+		{"heap", func(*testing.T) []sluice.Option { return nil }},
+		{"rocksdb", func(t *testing.T) []sluice.Option {
+			return []sluice.Option{sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{}))}
+		}},
+	}
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Run("q0", func(t *testing.T) { sameMultiset(t, "q0", runQuery(t, g, Q0, be.opts(t)...), refBids(events)) })
+			t.Run("q1", func(t *testing.T) { sameMultiset(t, "q1", runQuery(t, g, Q1, be.opts(t)...), refQ1(events)) })
+			t.Run("q2", func(t *testing.T) { sameMultiset(t, "q2", runQuery(t, g, Q2, be.opts(t)...), refQ2(events)) })
+			t.Run("q3", func(t *testing.T) { sameMultiset(t, "q3", runQuery(t, g, Q3, be.opts(t)...), refQ3(events)) })
+			t.Run("q4", func(t *testing.T) {
+				got := runQuery(t, g, Q4, be.opts(t)...)
+				want := refQ4(events)
+				var winners int64
+				for _, r := range want {
+					winners += r.Auctions
+				}
+				if int64(len(got)) != winners {
+					t.Errorf("q4: %d updates, want one per auction with a winning bid: %d", len(got), winners)
+				}
+				final := map[int64]Q4Result{}
+				for _, r := range got {
+					if r.Auctions > final[r.Category].Auctions {
+						final[r.Category] = r
+					}
+				}
+				var f, w []Q4Result
+				for _, r := range final {
+					f = append(f, r)
+				}
+				for _, r := range want {
+					w = append(w, r)
+				}
+				sameMultiset(t, "q4 final averages", f, w)
+			})
+			t.Run("q5", func(t *testing.T) { sameMultiset(t, "q5", runQuery(t, g, Q5, be.opts(t)...), refQ5(events)) })
+			t.Run("q6", func(t *testing.T) { sameMultiset(t, "q6", runQuery(t, g, Q6, be.opts(t)...), refQ6(events)) })
+			t.Run("q7", func(t *testing.T) { sameMultiset(t, "q7", runQuery(t, g, Q7, be.opts(t)...), refQ7(events)) })
+			t.Run("q8", func(t *testing.T) { sameMultiset(t, "q8", runQuery(t, g, Q8, be.opts(t)...), refQ8(events)) })
+			t.Run("q11", func(t *testing.T) { sameMultiset(t, "q11", runQuery(t, g, Q11, be.opts(t)...), refQ11(events)) })
+		})
+	}
+}

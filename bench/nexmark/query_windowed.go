@@ -1,0 +1,335 @@
+package main
+
+import (
+	"errors"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/state"
+)
+
+// The window sizes of the Flink Nexmark queries.
+const (
+	q5Size  = 10 * time.Second
+	q5Slide = 2 * time.Second
+	q7Size  = 10 * time.Second
+	q8Size  = 10 * time.Second
+	q11Gap  = 10 * time.Second
+)
+
+// count is the aggregate COUNT(*).
+type count[T any] struct{}
+
+func (count[T]) CreateAccumulator() int64              { return 0 }
+func (count[T]) Add(_ T, acc int64) int64              { return acc + 1 }
+func (count[T]) GetResult(acc int64) int64             { return acc }
+func (count[T]) Merge(a, b int64) int64                { return a + b }
+func (count[T]) AccumulatorCodec() sluice.Codec[int64] { return intCodec }
+
+var intCodec = newCodec(putInt, func(r *reader) int64 { return r.int() })
+
+// auctionCount is the number of bids on an auction in a window.
+type auctionCount struct{ Auction, Count, End int64 }
+
+var auctionCountCodec = newCodec(func(b []byte, a auctionCount) []byte { return putInt(putInt(putInt(b, a.Auction), a.Count), a.End) },
+	func(r *reader) auctionCount { return auctionCount{Auction: r.int(), Count: r.int(), End: r.int()} })
+
+// Q5Result is a hot item: an auction with the most bids of a window.
+type Q5Result struct {
+	Auction, Num int64
+	Start, End   int64 // the window, Unix ms
+}
+
+// Q5 is hot items: per sliding window of 10 s every 2 s, the auctions
+// with the most bids (those whose count is the window's maximum). The
+// counts per auction and window come from a window aggregate keyed by
+// auction; a second stage keyed by window keeps the maximum and the
+// auctions at it, and emits them when the watermark passes the window.
+func Q5(events *sluice.Stream[Event]) *sluice.Stream[Q5Result] {
+	byAuction := sluice.KeyBy(Bids(events), func(b Bid) int64 { return b.Auction })
+	counts := sluice.AggregateProcessWindow(sluice.Window(byAuction, sluice.SlidingEventTimeWindows(q5Size, q5Slide)),
+		sluice.AggregateFunction[Bid, int64, int64](count[Bid]{}),
+		sluice.ProcessWindowFunction[int64, int64, auctionCount](sluice.ProcessWindowFunc[int64, int64, auctionCount](
+			func(ctx *sluice.WindowContext[int64], n []int64, out sluice.Collector[auctionCount]) error {
+				out.Collect(auctionCount{Auction: ctx.Key(), Count: n[0], End: ctx.Window().End})
+				return nil
+			})),
+		sluice.Name("q5-count"), sluice.UID("q5-count"), sluice.WithCodec(auctionCountCodec))
+	byWindow := sluice.KeyBy(counts, func(a auctionCount) int64 { return a.End })
+	return sluice.Process(byWindow, sluice.KeyedProcessFunction[int64, auctionCount, Q5Result](&q5Max{}),
+		sluice.Name("q5-max"), sluice.UID("q5-max"))
+}
+
+// q5Max keeps, per window, the highest count and the auctions that have
+// it: [count, auction...] in a ValueState.
+type q5Max struct{ best state.ValueState[[]int64] }
+
+func (q *q5Max) Open(ctx *sluice.OperatorContext) error {
+	var err error
+	q.best, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]int64]{Name: "max-count", Codec: intsCodec})
+	return err
+}
+
+func (q *q5Max) ProcessElement(ctx *sluice.KeyedContext[int64], a auctionCount, _ sluice.Collector[Q5Result]) error {
+	best, ok, err := q.best.Value()
+	if err != nil {
+		return err
+	}
+	switch {
+	case !ok || a.Count > best[0]:
+		ctx.Timers().RegisterEventTimeTimer(a.End - 1)
+		best = []int64{a.Count, a.Auction}
+	case a.Count == best[0]:
+		best = append(best, a.Auction)
+	default:
+		return nil
+	}
+	return q.best.Update(best)
+}
+
+func (q *q5Max) OnTimer(ctx *sluice.KeyedContext[int64], _ int64, out sluice.Collector[Q5Result]) error {
+	best, ok, err := q.best.Value()
+	if err != nil || !ok {
+		return err
+	}
+	end := ctx.Key()
+	for _, auction := range best[1:] {
+		out.Collect(Q5Result{Auction: auction, Num: best[0], Start: end - q5Size.Milliseconds(), End: end})
+	}
+	return q.best.Clear()
+}
+
+// Q7Result is a bid with the highest price of its window.
+type Q7Result = Bid
+
+// maxBids is the aggregate "the bids with the highest price".
+type maxBids struct{}
+
+func (maxBids) CreateAccumulator() []Bid { return nil }
+func (maxBids) Add(b Bid, acc []Bid) []Bid {
+	switch {
+	case len(acc) == 0 || b.Price > acc[0].Price:
+		return append(acc[:0], b)
+	case b.Price == acc[0].Price:
+		return append(acc, b)
+	}
+	return acc
+}
+func (maxBids) GetResult(acc []Bid) []Bid { return acc }
+func (m maxBids) Merge(a, b []Bid) []Bid {
+	for _, v := range b {
+		a = m.Add(v, a)
+	}
+	return a
+}
+func (maxBids) AccumulatorCodec() sluice.Codec[[]Bid] { return bidsCodec }
+
+var bidsCodec = newCodec(encBids, decBids)
+
+func encBids(b []byte, bids []Bid) []byte {
+	b = putInt(b, int64(len(bids)))
+	for _, v := range bids {
+		b = encBid(b, v)
+	}
+	return b
+}
+
+func decBids(r *reader) []Bid {
+	n := r.int()
+	if r.err != nil || n < 0 || n > int64(len(r.b)) {
+		r.err = errors.New("bad list length")
+		return nil
+	}
+	bids := make([]Bid, n)
+	for i := range bids {
+		bids[i] = decBid(r)
+	}
+	return bids
+}
+
+// windowBids are the highest bids of one key in the window ending at End.
+type windowBids struct {
+	End  int64
+	Bids []Bid
+}
+
+var windowBidsCodec = newCodec(func(b []byte, w windowBids) []byte { return encBids(putInt(b, w.End), w.Bids) },
+	func(r *reader) windowBids {
+		end := r.int()
+		return windowBids{End: end, Bids: decBids(r)}
+	})
+
+// Q7 is the highest bid: per tumbling window of 10 s, the bids with the
+// window's highest price. A window aggregate keyed by auction keeps each
+// auction's highest bids (a combiner); a second stage keyed by window
+// keeps the overall highest and emits them when the watermark passes the
+// window. Flink's SQL joins the bids with the window's maximum over
+// [end - 10 s, end], both ends inclusive; this takes the window's own
+// bids, [start, end).
+func Q7(events *sluice.Stream[Event]) *sluice.Stream[Q7Result] {
+	byAuction := sluice.KeyBy(Bids(events), func(b Bid) int64 { return b.Auction })
+	local := sluice.AggregateProcessWindow(sluice.Window(byAuction, sluice.TumblingEventTimeWindows(q7Size)),
+		sluice.AggregateFunction[Bid, []Bid, []Bid](maxBids{}),
+		sluice.ProcessWindowFunction[int64, []Bid, windowBids](sluice.ProcessWindowFunc[int64, []Bid, windowBids](
+			func(ctx *sluice.WindowContext[int64], bids [][]Bid, out sluice.Collector[windowBids]) error {
+				out.Collect(windowBids{End: ctx.Window().End, Bids: bids[0]})
+				return nil
+			})),
+		sluice.Name("q7-local-max"), sluice.UID("q7-local-max"), sluice.WithCodec(windowBidsCodec))
+	byWindow := sluice.KeyBy(local, func(w windowBids) int64 { return w.End })
+	return sluice.Process(byWindow, sluice.KeyedProcessFunction[int64, windowBids, Q7Result](&q7Max{}),
+		sluice.Name("q7-max"), sluice.UID("q7-max"), sluice.WithCodec(BidCodec))
+}
+
+type q7Max struct{ best state.ValueState[[]Bid] }
+
+func (q *q7Max) Open(ctx *sluice.OperatorContext) error {
+	var err error
+	q.best, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]Bid]{Name: "max-bids", Codec: bidsCodec})
+	return err
+}
+
+func (q *q7Max) ProcessElement(ctx *sluice.KeyedContext[int64], w windowBids, _ sluice.Collector[Q7Result]) error {
+	best, ok, err := q.best.Value()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		ctx.Timers().RegisterEventTimeTimer(w.End - 1)
+	} else if len(w.Bids) == 0 || len(best) > 0 && w.Bids[0].Price < best[0].Price {
+		return nil
+	}
+	return q.best.Update(maxBids{}.Merge(best, w.Bids))
+}
+
+func (q *q7Max) OnTimer(_ *sluice.KeyedContext[int64], _ int64, out sluice.Collector[Q7Result]) error {
+	best, _, err := q.best.Value()
+	if err != nil {
+		return err
+	}
+	for _, b := range best {
+		out.Collect(b)
+	}
+	return q.best.Clear()
+}
+
+// Q11Result is the number of bids of a bidder in one session.
+type Q11Result struct {
+	Bidder, BidCount int64
+	Start, End       int64 // the session window: first bid, last bid + gap
+}
+
+// Q11 is user sessions: the bids per bidder per session window with a
+// gap of 10 s.
+func Q11(events *sluice.Stream[Event]) *sluice.Stream[Q11Result] {
+	byBidder := sluice.KeyBy(Bids(events), func(b Bid) int64 { return b.Bidder })
+	return sluice.AggregateProcessWindow(sluice.Window(byBidder, sluice.EventTimeSessionWindows(q11Gap)),
+		sluice.AggregateFunction[Bid, int64, int64](count[Bid]{}),
+		sluice.ProcessWindowFunction[int64, int64, Q11Result](sluice.ProcessWindowFunc[int64, int64, Q11Result](
+			func(ctx *sluice.WindowContext[int64], n []int64, out sluice.Collector[Q11Result]) error {
+				w := ctx.Window()
+				out.Collect(Q11Result{Bidder: ctx.Key(), BidCount: n[0], Start: w.Start, End: w.End})
+				return nil
+			})),
+		sluice.Name("q11-sessions"), sluice.UID("q11-sessions"))
+}
+
+// Q8Result is a person who entered the system and opened an auction in
+// the same 10 s window.
+type Q8Result struct {
+	ID    int64
+	Name  string
+	Start int64 // the window's start, Unix ms
+}
+
+// Q8 is monitor new users: the persons who opened an auction in the
+// tumbling 10 s window they entered in: a window join on person id =
+// seller. It is keyed by person: per window, whether the person and an
+// auction of theirs were seen, emitted when the watermark passes the
+// window; records later than their window are dropped, as Flink's window
+// join drops them.
+func Q8(events *sluice.Stream[Event]) *sluice.Stream[Q8Result] {
+	sides := sluice.Filter(events, func(e Event) (bool, error) { return e.Kind != KindBid, nil },
+		sluice.Name("q8-filter"), sluice.WithCodec(EventCodec))
+	keyed := sluice.KeyBy(sides, func(e Event) int64 {
+		if e.Kind == KindPerson {
+			return e.Person.ID
+		}
+		return e.Auction.Seller
+	})
+	return sluice.Process(keyed, sluice.KeyedProcessFunction[int64, Event, Q8Result](&q8Join{}),
+		sluice.Name("q8-join"), sluice.UID("q8-join"))
+}
+
+// q8Seen is what one window of one person has seen: the person's name
+// (Person) and whether an auction of theirs came.
+type q8Seen struct {
+	Person  bool
+	Name    string
+	Auction bool
+}
+
+var q8SeenCodec = newCodec(func(b []byte, s q8Seen) []byte {
+	var flags byte
+	if s.Person {
+		flags |= 1
+	}
+	if s.Auction {
+		flags |= 2
+	}
+	return putStr(append(b, flags), s.Name)
+}, func(r *reader) q8Seen {
+	f := r.byte()
+	return q8Seen{Person: f&1 != 0, Auction: f&2 != 0, Name: r.str()}
+})
+
+type q8Join struct{ seen state.MapState[int64, q8Seen] }
+
+func (q *q8Join) Open(ctx *sluice.OperatorContext) error {
+	var err error
+	q.seen, err = state.GetMapState(ctx.KeyedState, state.MapStateDescriptor[int64, q8Seen]{Name: "seen", KeyCodec: intCodec, ValueCodec: q8SeenCodec})
+	return err
+}
+
+func windowStart(ts, size int64) int64 {
+	r := ts % size
+	if r < 0 {
+		r += size
+	}
+	return ts - r
+}
+
+func (q *q8Join) ProcessElement(ctx *sluice.KeyedContext[int64], e Event, _ sluice.Collector[Q8Result]) error {
+	size := q8Size.Milliseconds()
+	start := windowStart(e.Timestamp(), size)
+	if start+size-1 <= ctx.Timers().CurrentWatermark() {
+		return nil // its window has fired
+	}
+	s, ok, err := q.seen.Get(start)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		ctx.Timers().RegisterEventTimeTimer(start + size - 1)
+	}
+	if e.Kind == KindPerson {
+		s.Person, s.Name = true, e.Person.Name
+	} else if s.Auction {
+		return nil
+	} else {
+		s.Auction = true
+	}
+	return q.seen.Put(start, s)
+}
+
+func (q *q8Join) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice.Collector[Q8Result]) error {
+	start := ts + 1 - q8Size.Milliseconds()
+	s, ok, err := q.seen.Get(start)
+	if err != nil || !ok {
+		return err
+	}
+	if s.Person && s.Auction {
+		out.Collect(Q8Result{ID: ctx.Key(), Name: s.Name, Start: start})
+	}
+	return q.seen.Remove(start)
+}
