@@ -167,6 +167,12 @@ var EventCodec = newCodec(func(b []byte, e Event) []byte {
 	}
 })
 
+// PersonCodec and AuctionCodec encode persons and auctions.
+var (
+	PersonCodec  = newCodec(func(b []byte, p Person) []byte { return encPerson(b, &p) }, func(r *reader) Person { return *decPerson(r) })
+	AuctionCodec = newCodec(func(b []byte, a Auction) []byte { return encAuction(b, &a) }, func(r *reader) Auction { return *decAuction(r) })
+)
+
 // BidCodec encodes bids.
 var BidCodec = newCodec(encBid, decBid)
 

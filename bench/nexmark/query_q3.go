@@ -21,25 +21,15 @@ const q3Category = 10
 // Q3 is the local item suggestion: auctions of category 10 joined with
 // their sellers living in OR, ID or CA (an inner join on seller = id, as
 // Flink's regular join: no window, state kept per key). The filters run
-// before the join, as Flink pushes them down; the join is keyed by person
-// id, with the person and the auctions waiting for it in keyed state.
+// before the join, as Flink pushes them down; the join is a keyed
+// co-process keyed by person id, with the person and the auctions that
+// came before it in keyed state.
 func Q3(events *sluice.Stream[Event]) *sluice.Stream[Q3Result] {
-	sides := sluice.Filter(events, func(e Event) (bool, error) {
-		switch e.Kind {
-		case KindPerson:
-			return q3States[e.Person.State], nil
-		case KindAuction:
-			return e.Auction.Category == q3Category, nil
-		}
-		return false, nil
-	}, sluice.Name("q3-filter"), sluice.WithCodec(EventCodec))
-	keyed := sluice.KeyBy(sides, func(e Event) int64 {
-		if e.Kind == KindPerson {
-			return e.Person.ID
-		}
-		return e.Auction.Seller
-	})
-	return sluice.Process(keyed, sluice.KeyedProcessFunction[int64, Event, Q3Result](&q3Join{}),
+	persons := Persons(events, "q3-persons", func(p *Person) bool { return q3States[p.State] })
+	auctions := Auctions(events, "q3-auctions", func(a *Auction) bool { return a.Category == q3Category })
+	joined := sluice.ConnectKeyed(sluice.KeyBy(auctions, func(a Auction) int64 { return a.Seller }),
+		sluice.KeyBy(persons, func(p Person) int64 { return p.ID }))
+	return sluice.KeyedCoProcess(joined, sluice.KeyedCoProcessFunction[int64, Auction, Person, Q3Result](&q3Join{}),
 		sluice.Name("q3-join"), sluice.UID("q3-join"), sluice.WithCodec(q3Codec))
 }
 
@@ -70,31 +60,33 @@ func (j *q3Join) Open(ctx *sluice.OperatorContext) error {
 	return err
 }
 
-func (j *q3Join) ProcessElement(_ *sluice.KeyedContext[int64], e Event, out sluice.Collector[Q3Result]) error {
-	if e.Kind == KindPerson {
-		p := q3Person{Name: e.Person.Name, City: e.Person.City, State: e.Person.State}
-		if err := j.person.Update(p); err != nil {
-			return err
-		}
-		ids, err := j.waiting.Get()
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			out.Collect(Q3Result{Name: p.Name, City: p.City, State: p.State, ID: id})
-		}
-		if len(ids) > 0 {
-			return j.waiting.Clear()
-		}
-		return nil
-	}
+// ProcessElement1 takes an auction: joined at once if its seller came,
+// else kept for it.
+func (j *q3Join) ProcessElement1(_ *sluice.KeyedContext[int64], a Auction, out sluice.Collector[Q3Result]) error {
 	p, ok, err := j.person.Value()
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return j.waiting.Add(e.Auction.ID)
+		return j.waiting.Add(a.ID)
 	}
-	out.Collect(Q3Result{Name: p.Name, City: p.City, State: p.State, ID: e.Auction.ID})
+	out.Collect(Q3Result{Name: p.Name, City: p.City, State: p.State, ID: a.ID})
 	return nil
+}
+
+// ProcessElement2 takes a person: kept, and joined with the auctions
+// that waited for it.
+func (j *q3Join) ProcessElement2(_ *sluice.KeyedContext[int64], person Person, out sluice.Collector[Q3Result]) error {
+	p := q3Person{Name: person.Name, City: person.City, State: person.State}
+	if err := j.person.Update(p); err != nil {
+		return err
+	}
+	ids, err := j.waiting.Get()
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	for _, id := range ids {
+		out.Collect(Q3Result{Name: p.Name, City: p.City, State: p.State, ID: id})
+	}
+	return j.waiting.Clear()
 }

@@ -12,6 +12,28 @@ func Bids(events *sluice.Stream[Event]) *sluice.Stream[Bid] {
 	}, sluice.Name("bids"), sluice.WithCodec(BidCodec))
 }
 
+// Persons is the person view: the events of kind person, with keep
+// (nil: all) as a pushed-down filter.
+func Persons(events *sluice.Stream[Event], name string, keep func(*Person) bool) *sluice.Stream[Person] {
+	return sluice.FlatMap(events, func(e Event, out sluice.Collector[Person]) error {
+		if e.Kind == KindPerson && (keep == nil || keep(e.Person)) {
+			out.Collect(*e.Person)
+		}
+		return nil
+	}, sluice.Name(name), sluice.WithCodec(PersonCodec))
+}
+
+// Auctions is the auction view: the events of kind auction, with keep
+// (nil: all) as a pushed-down filter.
+func Auctions(events *sluice.Stream[Event], name string, keep func(*Auction) bool) *sluice.Stream[Auction] {
+	return sluice.FlatMap(events, func(e Event, out sluice.Collector[Auction]) error {
+		if e.Kind == KindAuction && (keep == nil || keep(e.Auction)) {
+			out.Collect(*e.Auction)
+		}
+		return nil
+	}, sluice.Name(name), sluice.WithCodec(AuctionCodec))
+}
+
 // Q0 is the pass-through: every bid as it is (SELECT auction, bidder,
 // price, dateTime, extra FROM bid), which measures the source and the
 // framework.

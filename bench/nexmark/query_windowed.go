@@ -249,15 +249,9 @@ type Q8Result struct {
 // window; records later than their window are dropped, as Flink's window
 // join drops them.
 func Q8(events *sluice.Stream[Event]) *sluice.Stream[Q8Result] {
-	sides := sluice.Filter(events, func(e Event) (bool, error) { return e.Kind != KindBid, nil },
-		sluice.Name("q8-filter"), sluice.WithCodec(EventCodec))
-	keyed := sluice.KeyBy(sides, func(e Event) int64 {
-		if e.Kind == KindPerson {
-			return e.Person.ID
-		}
-		return e.Auction.Seller
-	})
-	return sluice.Process(keyed, sluice.KeyedProcessFunction[int64, Event, Q8Result](&q8Join{}),
+	joined := sluice.ConnectKeyed(sluice.KeyBy(Persons(events, "q8-persons", nil), func(p Person) int64 { return p.ID }),
+		sluice.KeyBy(Auctions(events, "q8-auctions", nil), func(a Auction) int64 { return a.Seller }))
+	return sluice.KeyedCoProcess(joined, sluice.KeyedCoProcessFunction[int64, Person, Auction, Q8Result](&q8Join{}),
 		sluice.Name("q8-join"), sluice.UID("q8-join"))
 }
 
@@ -299,9 +293,28 @@ func windowStart(ts, size int64) int64 {
 	return ts - r
 }
 
-func (q *q8Join) ProcessElement(ctx *sluice.KeyedContext[int64], e Event, _ sluice.Collector[Q8Result]) error {
+// ProcessElement1 takes a person into its window.
+func (q *q8Join) ProcessElement1(ctx *sluice.KeyedContext[int64], p Person, _ sluice.Collector[Q8Result]) error {
+	return q.see(ctx, p.DateTime, func(s *q8Seen) bool {
+		s.Person, s.Name = true, p.Name
+		return true
+	})
+}
+
+// ProcessElement2 takes an auction into its seller's window.
+func (q *q8Join) ProcessElement2(ctx *sluice.KeyedContext[int64], a Auction, _ sluice.Collector[Q8Result]) error {
+	return q.see(ctx, a.DateTime, func(s *q8Seen) bool {
+		changed := !s.Auction
+		s.Auction = true
+		return changed
+	})
+}
+
+// see applies mark to what the window of ts has seen, if that window has
+// not fired; mark says whether it changed anything.
+func (q *q8Join) see(ctx *sluice.KeyedContext[int64], ts int64, mark func(*q8Seen) bool) error {
 	size := q8Size.Milliseconds()
-	start := windowStart(e.Timestamp(), size)
+	start := windowStart(ts, size)
 	if start+size-1 <= ctx.Timers().CurrentWatermark() {
 		return nil // its window has fired
 	}
@@ -312,12 +325,8 @@ func (q *q8Join) ProcessElement(ctx *sluice.KeyedContext[int64], e Event, _ slui
 	if !ok {
 		ctx.Timers().RegisterEventTimeTimer(start + size - 1)
 	}
-	if e.Kind == KindPerson {
-		s.Person, s.Name = true, e.Person.Name
-	} else if s.Auction {
+	if !mark(&s) && ok {
 		return nil
-	} else {
-		s.Auction = true
 	}
 	return q.seen.Put(start, s)
 }

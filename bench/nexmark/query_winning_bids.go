@@ -63,15 +63,9 @@ var winningBidsCodec = newCodec(func(b []byte, ws []WinningBid) []byte {
 // qualify. Lists in state are values (one entry per key), which RocksDB
 // reads in one lookup.
 func WinningBids(events *sluice.Stream[Event]) *sluice.Stream[WinningBid] {
-	sides := sluice.Filter(events, func(e Event) (bool, error) { return e.Kind != KindPerson, nil },
-		sluice.Name("winning-bids-filter"), sluice.WithCodec(EventCodec))
-	keyed := sluice.KeyBy(sides, func(e Event) int64 {
-		if e.Kind == KindAuction {
-			return e.Auction.ID
-		}
-		return e.Bid.Auction
-	})
-	return sluice.Process(keyed, sluice.KeyedProcessFunction[int64, Event, WinningBid](&winningBids{}),
+	joined := sluice.ConnectKeyed(sluice.KeyBy(Auctions(events, "winning-bids-auctions", nil), func(a Auction) int64 { return a.ID }),
+		sluice.KeyBy(Bids(events), func(b Bid) int64 { return b.Auction }))
+	return sluice.KeyedCoProcess(joined, sluice.KeyedCoProcessFunction[int64, Auction, Bid, WinningBid](&winningBids{}),
 		sluice.Name("winning-bids"), sluice.UID("winning-bids"), sluice.WithCodec(winningBidCodec))
 }
 
@@ -151,25 +145,31 @@ func (w *winningBids) offer(a openAuction, b pricedBid) error {
 	return w.best.Update(b)
 }
 
-func (w *winningBids) ProcessElement(ctx *sluice.KeyedContext[int64], e Event, _ sluice.Collector[WinningBid]) error {
-	if e.Kind == KindAuction {
-		a := openAuction{DateTime: e.Auction.DateTime, Expires: e.Auction.Expires, Seller: e.Auction.Seller, Category: e.Auction.Category}
-		if err := w.auction.Update(a); err != nil {
-			return err
-		}
-		ctx.Timers().RegisterEventTimeTimer(a.Expires)
-		early, ok, err := w.waiting.Value()
-		if err != nil || !ok {
-			return err
-		}
-		for _, b := range early {
-			if err := w.offer(a, b); err != nil {
-				return err
-			}
-		}
-		return w.waiting.Clear()
+// ProcessElement1 takes an auction: kept until it closes, with the bids
+// that waited for it offered.
+func (w *winningBids) ProcessElement1(ctx *sluice.KeyedContext[int64], auction Auction, _ sluice.Collector[WinningBid]) error {
+	a := openAuction{DateTime: auction.DateTime, Expires: auction.Expires, Seller: auction.Seller, Category: auction.Category}
+	if err := w.auction.Update(a); err != nil {
+		return err
 	}
-	b := pricedBid{Price: e.Bid.Price, DateTime: e.Bid.DateTime}
+	ctx.Timers().RegisterEventTimeTimer(a.Expires)
+	early, ok, err := w.waiting.Value()
+	if err != nil || !ok {
+		return err
+	}
+	for _, b := range early {
+		if err := w.offer(a, b); err != nil {
+			return err
+		}
+	}
+	return w.waiting.Clear()
+}
+
+// ProcessElement2 takes a bid: offered to its open auction, dropped if the
+// auction closed, kept until the watermark passes it if the auction has
+// not come.
+func (w *winningBids) ProcessElement2(ctx *sluice.KeyedContext[int64], bid Bid, _ sluice.Collector[WinningBid]) error {
+	b := pricedBid{Price: bid.Price, DateTime: bid.DateTime}
 	a, ok, err := w.auction.Value()
 	if err != nil {
 		return err
