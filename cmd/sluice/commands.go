@@ -99,17 +99,60 @@ func describeResult(status string, last int64, retained bool, savepoint, errText
 	return s
 }
 
+// jobDir is one job directory of sluice jobs --checkpoint-dir.
+type jobDir struct {
+	JobID       string   `json:"job-id"`
+	State       string   `json:"state"`
+	Ended       int64    `json:"end-time"`
+	RunID       string   `json:"run-id,omitempty"`
+	Checkpoints []string `json:"checkpoints"`
+	Detail      string   `json:"detail"`
+}
+
 // listJobDirs lists, offline, the jobs of a checkpoint directory: per job
 // directory, whether a process runs it (the lock), its recorded result,
 // and its completed checkpoints.
 func listJobDirs(dir string, out io.Writer) error {
-	entries, err := os.ReadDir(dir)
+	dirs, err := readJobDirs(dir)
 	if err != nil {
 		return err
 	}
+	if len(dirs) == 0 {
+		fmt.Fprintf(out, "no job directories in %s\n", dir)
+		return nil
+	}
 	w := table(out)
 	fmt.Fprintln(w, "JOB ID\tSTATE\tENDED\tRUN\tCHECKPOINTS\tDETAIL\t")
-	n := 0
+	for _, d := range dirs {
+		run := d.RunID
+		if run == "" {
+			run = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", d.JobID, d.State, stamp(d.Ended), run, checkpointList(d.Checkpoints), d.Detail)
+	}
+	return w.Flush()
+}
+
+func listJobDirsJSON(dir string, out io.Writer) error {
+	dirs, err := readJobDirs(dir)
+	if err != nil {
+		return err
+	}
+	if dirs == nil {
+		dirs = []jobDir{}
+	}
+	return printJSON(out, struct {
+		Jobs []jobDir `json:"jobs"`
+	}{dirs})
+}
+
+// readJobDirs reads the job directories of a checkpoint directory.
+func readJobDirs(dir string) ([]jobDir, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []jobDir
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
@@ -120,8 +163,7 @@ func listJobDirs(dir string, out io.Writer) error {
 		if res == nil && rerr == nil && len(chks) == 0 && !exists(filepath.Join(jd, "shared")) {
 			continue // not a job directory
 		}
-		n++
-		state, ended, run, detail := "SUSPENDED", "-", "-", "not running; resumes from its latest checkpoint"
+		state, ended, run, detail := "SUSPENDED", int64(-1), "", "not running; resumes from its latest checkpoint"
 		if len(chks) == 0 {
 			state, detail = "CREATED", "not running; no completed checkpoint"
 		}
@@ -129,7 +171,7 @@ func listJobDirs(dir string, out io.Writer) error {
 		case rerr != nil:
 			state, detail = "UNKNOWN", rerr.Error()
 		case res != nil:
-			state, ended, run = res.Status, stamp(res.EndTimestamp), res.RunID
+			state, ended, run = res.Status, res.EndTimestamp, res.RunID
 			detail = describeResult("", res.LastCheckpoint, res.Retained, res.Savepoint, res.Error)
 			detail = strings.TrimPrefix(detail, ", ")
 			if !res.Clean {
@@ -139,13 +181,12 @@ func listJobDirs(dir string, out io.Writer) error {
 		if holder, held, err := storage.LockHolder(jd); err == nil && held {
 			state, detail = "RUNNING", "held by "+holder
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Name(), state, ended, run, checkpointList(chks), detail)
+		if chks == nil {
+			chks = []string{}
+		}
+		out = append(out, jobDir{JobID: e.Name(), State: state, Ended: ended, RunID: run, Checkpoints: chks, Detail: detail})
 	}
-	if n == 0 {
-		fmt.Fprintf(out, "no job directories in %s\n", dir)
-		return nil
-	}
-	return w.Flush()
+	return out, nil
 }
 
 func completedCheckpoints(jobDir string) []string {
@@ -264,6 +305,12 @@ func savepoint(ctx context.Context, c *api.Client, ref string, o options, out io
 	if err != nil {
 		return err
 	}
+	if o.output == outputJSON {
+		return printJSON(out, struct {
+			JobID    string `json:"jid"`
+			Location string `json:"location"`
+		}{job.JID, loc})
+	}
 	fmt.Fprintf(out, "savepoint of job %s stored in %s\n", job.Name, loc)
 	return nil
 }
@@ -291,6 +338,12 @@ func stopJob(ctx context.Context, c *api.Client, ref string, o options, out io.W
 	}
 	if err != nil {
 		return err
+	}
+	if o.output == outputJSON {
+		return printJSON(out, struct {
+			JobID    string `json:"jid"`
+			Location string `json:"location"`
+		}{job.JID, loc})
 	}
 	fmt.Fprintf(out, "job %s stopped; savepoint stored in %s\n", job.Name, loc)
 	return nil

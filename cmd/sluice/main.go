@@ -4,10 +4,17 @@
 //
 //	sluice jobs [--checkpoint-dir DIR]
 //	sluice checkpoints JOB [--checkpoint ID]
+//	sluice checkpoint JOB [--full]
 //	sluice savepoint JOB [--dir DIR] [--no-wait]
+//	sluice savepoint --dispose PATH
 //	sluice stop JOB [--drain] [--dir DIR]
 //	sluice cancel JOB
 //	sluice inspect PATH
+//	sluice version
+//
+// --output json prints what the read commands (jobs, checkpoints,
+// inspect, version) and the operations report as JSON, in the API's
+// shapes.
 //
 // JOB is a job id, a unique prefix of one (4 characters at least), or a
 // job name. The server is at --address (or $SLUICE_ADDRESS, default
@@ -28,6 +35,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -44,14 +52,20 @@ Usage:
   sluice checkpoints JOB [--checkpoint ID]     checkpoint counts, summary and the
                                                per-subtask table of the latest
                                                completed checkpoint (or of ID)
+  sluice checkpoint JOB [--full]               take a checkpoint now, wait, print
+                                               where it is (--full: not incremental)
   sluice savepoint JOB [--dir DIR] [--no-wait] take a savepoint
+  sluice savepoint --dispose PATH              delete a savepoint (through the
+                                               server; itself when none answers)
   sluice stop JOB [--drain] [--dir DIR]        stop the job with a savepoint
   sluice cancel JOB                            cancel the job
   sluice inspect PATH                          read a checkpoint or savepoint
                                                (its directory, its _metadata, or
                                                a job's checkpoint directory)
+  sluice version                               Sluice's module version, Go's version
 
-JOB is a job id, a unique prefix of one, or a job name.
+JOB is a job id, a unique prefix of one, or a job name. --output json
+prints the read commands' answers (and the operations' outcomes) as JSON.
 
 The server is at --address (https://host:port for one with TLS, with
 --ca-cert for a certificate the system does not trust).
@@ -84,6 +98,9 @@ type options struct {
 	chkDir     string
 	drain      bool
 	noWait     bool
+	full       bool
+	dispose    string
+	output     string
 }
 
 // errUsage marks a command line that does not make sense.
@@ -107,6 +124,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	fs.StringVar(&o.dir, "dir", "", "savepoint, stop: the directory to put the savepoint in (default: the job's savepoint directory)")
 	fs.BoolVar(&o.drain, "drain", false, "stop: end event time first, so that every timer and window fires")
 	fs.BoolVar(&o.noWait, "no-wait", false, "savepoint: print the trigger id and return without waiting")
+	fs.BoolVar(&o.full, "full", false, "checkpoint: a full checkpoint, not an incremental one (Flink's checkpointType FULL)")
+	fs.StringVar(&o.dispose, "dispose", "", "savepoint: delete the savepoint at this path instead of taking one")
+	fs.StringVar(&o.output, "output", outputText, "text or json: how the read commands print what they read")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -120,6 +140,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if len(pos) == 0 {
 		fs.Usage()
+		return exitUsage
+	}
+	if err := checkFormat(o.output); err != nil {
+		fmt.Fprintf(stderr, "sluice: %v\n", err)
 		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -138,21 +162,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	switch cmd {
 	case "jobs":
 		err = want(rest, 0, "jobs", func() error {
-			if o.chkDir != "" {
+			switch {
+			case o.chkDir != "" && o.output == outputJSON:
+				return listJobDirsJSON(o.chkDir, stdout)
+			case o.chkDir != "":
 				return listJobDirs(o.chkDir, stdout)
+			case o.output == outputJSON:
+				return listJobsJSON(ctx, c, stdout)
 			}
 			return listJobs(ctx, c, stdout)
 		})
 	case "checkpoints":
-		err = want(rest, 1, "checkpoints JOB", func() error { return showCheckpoints(ctx, c, rest[0], o.checkpoint, stdout) })
+		err = want(rest, 1, "checkpoints JOB", func() error {
+			if o.output == outputJSON {
+				return showCheckpointsJSON(ctx, c, rest[0], o.checkpoint, stdout)
+			}
+			return showCheckpoints(ctx, c, rest[0], o.checkpoint, stdout)
+		})
+	case "checkpoint":
+		err = want(rest, 1, "checkpoint JOB", func() error { return takeCheckpoint(ctx, c, rest[0], o, stdout) })
 	case "savepoint":
+		if o.dispose != "" {
+			err = want(rest, 0, "savepoint --dispose PATH", func() error { return disposeSavepoint(ctx, c, o.dispose, o, stdout) })
+			break
+		}
 		err = want(rest, 1, "savepoint JOB", func() error { return savepoint(ctx, c, rest[0], o, stdout) })
 	case "stop":
 		err = want(rest, 1, "stop JOB", func() error { return stopJob(ctx, c, rest[0], o, stdout) })
 	case "cancel":
 		err = want(rest, 1, "cancel JOB", func() error { return cancelJob(ctx, c, rest[0], stdout) })
 	case "inspect":
-		err = want(rest, 1, "inspect PATH", func() error { return inspectPath(rest[0], stdout) })
+		err = want(rest, 1, "inspect PATH", func() error {
+			if o.output == outputJSON {
+				return inspectPathJSON(rest[0], stdout)
+			}
+			return inspectPath(rest[0], stdout)
+		})
+	case "version":
+		err = want(rest, 0, "version", func() error { return printVersion(buildInfo(debug.ReadBuildInfo), o.output, stdout) })
 	case "help":
 		fs.Usage()
 		return exitOK
