@@ -157,6 +157,23 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Errorf("table rows %v", rows)
 	}
 
+	// The watermarks of every subtask, as the vertex endpoint gives them
+	// (the test job has none: Long.MIN_VALUE, shown as such).
+	wms := tags(dom, `<tr[^>]*data-input-watermark="[^"]*"[^>]*>`)
+	if w := tags(dom, `<table[^>]*id="watermarks"[^>]*>`); len(w) != 1 || w[0]["data-rows"] != "4" || len(wms) != 4 {
+		t.Fatalf("watermark table %v, rows %v", w, wms)
+	}
+	for _, r := range wms {
+		in, err1 := strconv.ParseFloat(r["data-input-watermark"], 64)
+		out, err2 := strconv.ParseFloat(r["data-output-watermark"], 64)
+		if err1 != nil || err2 != nil || in > -9.2e18 || out > -9.2e18 {
+			t.Errorf("watermark row %v: want no watermark yet (the job has none)", r)
+		}
+	}
+	if !strings.Contains(dom, "no watermark") {
+		t.Error("the watermark table does not say there is no watermark yet")
+	}
+
 	// A screenshot for people to look at (kept with -args -screenshot DIR).
 	if dir := os.Getenv("SLUICE_DASHBOARD_SCREENSHOT"); dir != "" {
 		path := filepath.Join(dir, "dashboard.png")

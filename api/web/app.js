@@ -304,6 +304,48 @@ async function renderSubtasks(jobId, job, checkpointId) {
   state.shownCheckpoint = checkpointId;
 }
 
+// ---- watermarks ---------------------------------------------------------
+
+// Watermarks are unix milliseconds; Long.MIN_VALUE (no watermark yet) and
+// Long.MAX_VALUE (end of input) arrive as JSON numbers beyond 2^53.
+const NO_WATERMARK = -9.2e18, END_WATERMARK = 9.2e18;
+
+function fmtWatermark(wm) {
+  if (wm <= NO_WATERMARK) return "no watermark";
+  if (wm >= END_WATERMARK) return "end of input";
+  return new Date(wm).toISOString().replace("T", " ").replace("Z", "");
+}
+
+function fmtLag(wm, now) {
+  if (wm <= NO_WATERMARK || wm >= END_WATERMARK) return "";
+  return fmtMs(Math.max(0, now - wm));
+}
+
+async function renderWatermarks(jobId, job) {
+  const table = document.getElementById("watermarks");
+  const details = await Promise.all(job.vertices.map((v) => api(`/jobs/${jobId}/vertices/${v.id}`)));
+  const rows = [];
+  for (const d of details) {
+    for (const s of d.subtasks) {
+      const tr = document.createElement("tr");
+      tr.dataset.wmVertex = d.name;
+      tr.dataset.wmSubtask = String(s.subtask);
+      tr.dataset.inputWatermark = String(s["current-input-watermark"]);
+      tr.dataset.outputWatermark = String(s["current-output-watermark"]);
+      const cells = [d.name, s.subtask, s.status, fmtWatermark(s["current-input-watermark"]),
+        fmtWatermark(s["current-output-watermark"]), fmtLag(s["current-input-watermark"], d.now)];
+      for (const c of cells) {
+        const td = document.createElement("td");
+        td.textContent = String(c);
+        tr.appendChild(td);
+      }
+      rows.push(tr);
+    }
+  }
+  table.tBodies[0].replaceChildren(...rows);
+  table.dataset.rows = String(rows.length);
+}
+
 // ---- refresh loop --------------------------------------------------------
 
 async function loadJobs() {
@@ -346,6 +388,7 @@ async function tick() {
       pressure.set(v.id, await api(`/jobs/${id}/vertices/${v.id}/backpressure`));
     }));
     renderGraph(job, pressure);
+    await renderWatermarks(id, job);
 
     let timeline = { checkpoints: [] }, stats = null;
     try {
