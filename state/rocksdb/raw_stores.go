@@ -1,6 +1,7 @@
 package rocksdb
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/linxGnu/grocksdb"
@@ -184,20 +185,33 @@ func (l listStore) Append(ns []byte, elems [][]byte) error {
 	return l.appendEntry(p, elems, nil)
 }
 
+// Put replaces the list with one entry at sequence 0 (which appends never
+// use, so it sorts first), overwriting the entry of the previous Put and
+// deleting only the entries appends added since. A list replaced on every
+// record (a merging window set) so keeps one key with versions that an
+// iterator skips in one seek, where a new key per Put would leave a
+// tombstone per Put under the prefix for every later read to step over.
 func (l listStore) Put(ns []byte, elems [][]byte) error {
 	p, err := l.prefix(ns)
 	if err != nil {
 		return err
 	}
+	base := appendSeq(p, 0)
 	wb := grocksdb.NewWriteBatch()
 	defer wb.Destroy()
-	if err := l.deletePrefix(p, wb); err != nil {
+	if err := l.scan(p, func(k, _ []byte) (bool, error) {
+		if !bytes.Equal(k, base) {
+			wb.DeleteCF(l.s.cf, k)
+		}
+		return true, nil
+	}); err != nil {
 		return err
 	}
 	if len(elems) > 0 {
-		if err := l.appendEntry(p, elems, wb); err != nil {
-			return err
-		}
+		l.b.lbuf = appendListElements(l.b.lbuf[:0], elems)
+		wb.PutCF(l.s.cf, base, l.b.lbuf)
+	} else {
+		wb.DeleteCF(l.s.cf, base)
 	}
 	return l.write(wb)
 }
