@@ -128,6 +128,10 @@ type WindowedStream[K comparable, T any] struct {
 	assigner WindowAssigner
 	lateness time.Duration
 	lateTag  string
+	trigger  Trigger[T]
+	evictor  Evictor[T]
+	// all: a non-keyed window (WindowAll), run with parallelism 1.
+	all bool
 }
 
 // Window cuts a keyed stream into the windows the assigner gives.
@@ -172,6 +176,7 @@ func (w *WindowedStream[K, T]) config() operators.WindowConfig[K, T] {
 	return operators.WindowConfig[K, T]{
 		Assigner: w.assigner, KeyOf: w.keyed.keyOf, KeyCodec: w.keyed.keyCodec,
 		AllowedLateness: w.lateness.Milliseconds(), LateDataTag: w.lateTag,
+		Trigger: w.trigger, Evictor: w.evictor,
 	}
 }
 
@@ -192,11 +197,28 @@ func (w *WindowedStream[K, T]) elementCodec() Codec[T] {
 func windowNode[K comparable, T, OUT any](w *WindowedStream[K, T], defName string, opts []OpOption,
 	build func(cfg operators.WindowConfig[K, T], out operators.Output[OUT]) operators.Operator) *Stream[OUT] {
 	s := w.keyed.stream
-	n, _ := newNode[OUT](s.env, defName, opts, true)
+	if w.all {
+		defName = "All" + defName
+	}
+	n, set := newNode[OUT](s.env, defName, opts, true)
 	n.Keyed = true
+	if w.all {
+		// Flink's windowAll: one subtask sees every record.
+		if set.parallelism > 1 {
+			s.env.addErr(fmt.Errorf("%w: operator %q: a non-keyed window (WindowAll) runs with parallelism 1, got %d", ErrInvalidOption, n.Name, set.parallelism))
+		}
+		n.Parallelism = 1
+	}
 	cfg := w.config()
 	n.Build = func(out any) (operators.Operator, []any, error) {
-		op := build(cfg, out.(operators.Output[OUT]))
+		c := cfg
+		if c.Trigger != nil {
+			c.Trigger = cloneFunction(c.Trigger)
+		}
+		if c.Evictor != nil {
+			c.Evictor = cloneFunction(c.Evictor)
+		}
+		op := build(c, out.(operators.Output[OUT]))
 		return op, []any{op}, nil
 	}
 	connect(s, n, 0)
@@ -208,7 +230,11 @@ func windowNode[K comparable, T, OUT any](w *WindowedStream[K, T], defName strin
 // the reduced value is stored with the output codec (WithCodec).
 func ReduceWindow[K comparable, T any](w *WindowedStream[K, T], fn func(acc, v T) (T, error), opts ...OpOption) *Stream[T] {
 	var vc Codec[T]
+	ec := w.elementCodec()
 	s := windowNode(w, "Window(Reduce)", opts, func(cfg operators.WindowConfig[K, T], out operators.Output[T]) operators.Operator {
+		if cfg.Evictor != nil {
+			return operators.NewEvictingWindow(cfg, nil, ec, operators.ReduceElements[K](fn), out)
+		}
 		return operators.NewReduceWindow(cfg, fn, vc, out)
 	})
 	vc = outputCodec(s)
@@ -219,7 +245,11 @@ func ReduceWindow[K comparable, T any](w *WindowedStream[K, T], fn func(acc, v T
 // and emits its result per window firing, as Flink's
 // WindowedStream.aggregate.
 func AggregateWindow[K comparable, IN, ACC, OUT any](w *WindowedStream[K, IN], agg AggregateFunction[IN, ACC, OUT], opts ...OpOption) *Stream[OUT] {
+	ec := w.elementCodec()
 	return windowNode(w, "Window(Aggregate)", opts, func(cfg operators.WindowConfig[K, IN], out operators.Output[OUT]) operators.Operator {
+		if cfg.Evictor != nil {
+			return operators.NewEvictingWindow(cfg, nil, ec, operators.AggregateElements[K](cloneFunction(agg)), out)
+		}
 		return operators.NewAggregateWindow(cfg, cloneFunction(agg), accumulatorCodec(agg), out)
 	})
 }
@@ -230,7 +260,11 @@ func AggregateWindow[K comparable, IN, ACC, OUT any](w *WindowedStream[K, IN], a
 func ProcessWindow[K comparable, IN, OUT any](w *WindowedStream[K, IN], fn ProcessWindowFunction[K, IN, OUT], opts ...OpOption) *Stream[OUT] {
 	ec := w.elementCodec()
 	return windowNode(w, "Window(Process)", opts, func(cfg operators.WindowConfig[K, IN], out operators.Output[OUT]) operators.Operator {
-		return operators.NewProcessWindow(cfg, cloneFunction(fn), ec, out)
+		f := cloneFunction(fn)
+		if cfg.Evictor != nil {
+			return operators.NewEvictingWindow(cfg, f, ec, f.Process, out)
+		}
+		return operators.NewProcessWindow(cfg, f, ec, out)
 	})
 }
 
@@ -241,7 +275,11 @@ func ProcessWindow[K comparable, IN, OUT any](w *WindowedStream[K, IN], fn Proce
 func ReduceProcessWindow[K comparable, T, OUT any](w *WindowedStream[K, T], reduce func(acc, v T) (T, error), fn ProcessWindowFunction[K, T, OUT], opts ...OpOption) *Stream[OUT] {
 	vc := w.elementCodec()
 	return windowNode(w, "Window(ReduceProcess)", opts, func(cfg operators.WindowConfig[K, T], out operators.Output[OUT]) operators.Operator {
-		return operators.NewReduceProcessWindow(cfg, reduce, vc, cloneFunction(fn), out)
+		f := cloneFunction(fn)
+		if cfg.Evictor != nil {
+			return operators.NewEvictingWindow(cfg, f, vc, operators.ReduceProcessElements(reduce, f), out)
+		}
+		return operators.NewReduceProcessWindow(cfg, reduce, vc, f, out)
 	})
 }
 
@@ -249,8 +287,13 @@ func ReduceProcessWindow[K comparable, T, OUT any](w *WindowedStream[K, T], redu
 // and hands its result to fn with the window, as Flink's
 // WindowedStream.aggregate(AggregateFunction, ProcessWindowFunction).
 func AggregateProcessWindow[K comparable, IN, ACC, V, OUT any](w *WindowedStream[K, IN], agg AggregateFunction[IN, ACC, V], fn ProcessWindowFunction[K, V, OUT], opts ...OpOption) *Stream[OUT] {
+	ec := w.elementCodec()
 	return windowNode(w, "Window(AggregateProcess)", opts, func(cfg operators.WindowConfig[K, IN], out operators.Output[OUT]) operators.Operator {
-		return operators.NewAggregateProcessWindow(cfg, cloneFunction(agg), accumulatorCodec(agg), cloneFunction(fn), out)
+		f := cloneFunction(fn)
+		if cfg.Evictor != nil {
+			return operators.NewEvictingWindow(cfg, f, ec, operators.AggregateProcessElements(cloneFunction(agg), f), out)
+		}
+		return operators.NewAggregateProcessWindow(cfg, cloneFunction(agg), accumulatorCodec(agg), f, out)
 	})
 }
 

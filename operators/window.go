@@ -27,7 +27,13 @@ type TimeWindow struct {
 
 // MaxTimestamp is the largest timestamp that belongs to the window: an
 // event-time window fires when the watermark reaches it.
-func (w TimeWindow) MaxTimestamp() int64 { return w.End - 1 }
+// The GlobalWindow's is MaxWatermark.
+func (w TimeWindow) MaxTimestamp() int64 {
+	if w.End == math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return w.End - 1
+}
 
 // Intersects reports whether the windows overlap or touch (Flink merges
 // session windows that touch: [0,10) and [10,20)).

@@ -19,6 +19,12 @@ type WindowConfig[K comparable, IN any] struct {
 	// LateDataTag names the side output that receives records too late
 	// for every window they belong to; "" drops them.
 	LateDataTag string
+	// Trigger decides when windows fire (nil: DefaultTrigger of the
+	// assigner).
+	Trigger Trigger[IN]
+	// Evictor removes elements before and after the window function
+	// (NewEvictingWindow only).
+	Evictor Evictor[IN]
 }
 
 // ProcessWindowFunction is the user function of a window that sees the
@@ -139,6 +145,12 @@ type WindowOperator[K comparable, IN, V, OUT any] struct {
 	sides    *SideOutputs
 	ctx      *Context
 
+	trigger Trigger[IN]
+	tctx    TriggerContext
+	// elemTS is the timestamp of the record being added (evicting
+	// windows keep it with the element).
+	elemTS int64
+
 	windows     []TimeWindow
 	nsBuf       []byte
 	mergeBufs   [][]byte
@@ -152,6 +164,10 @@ func newWindowOperator[K comparable, IN, V, OUT any](cfg WindowConfig[K, IN], ou
 		col: collector[OUT]{out: out}, fn: fn, newContents: contents, emit: emit}
 	w.merging, _ = cfg.Assigner.(MergingWindowAssigner)
 	w.event = cfg.Assigner.IsEventTime()
+	w.trigger = cfg.Trigger
+	if w.trigger == nil {
+		w.trigger = DefaultTrigger[IN](cfg.Assigner)
+	}
 	if !w.event {
 		w.cfg.AllowedLateness = 0
 	}
@@ -294,6 +310,9 @@ func (w *WindowOperator[K, IN, V, OUT]) Open(ctx *Context) error {
 	if err := w.cfg.Assigner.Validate(); err != nil {
 		return Wrap(ctx, err)
 	}
+	if err := ValidateTrigger(w.trigger, w.cfg.Assigner); err != nil {
+		return Wrap(ctx, err)
+	}
 	if ctx.KeyedState == nil {
 		return Wrap(ctx, fmt.Errorf("window operator needs a keyed state backend"))
 	}
@@ -313,6 +332,7 @@ func (w *WindowOperator[K, IN, V, OUT]) Open(ctx *Context) error {
 		return Wrap(ctx, err)
 	}
 	w.wctx.timers, w.wctx.rt = w.timers, ctx
+	w.tctx.timers, w.tctx.backend = w.timers, ctx.KeyedState
 	if o, ok := w.fn.(Opener); ok {
 		if err := o.Open(ctx); err != nil {
 			return Wrap(ctx, fmt.Errorf("open: %w", err))
@@ -361,48 +381,26 @@ func (w *WindowOperator[K, IN, V, OUT]) domain() TimeDomain {
 	return ProcessingTime
 }
 
-// The default triggers: Flink's EventTimeTrigger and ProcessingTimeTrigger.
-
-// triggerOnElement reports whether a record added to win fires it now; if
-// not, it makes sure the window's timer is registered.
-func (w *WindowOperator[K, IN, V, OUT]) triggerOnElement(win TimeWindow, tns string) (bool, error) {
-	if w.event && win.MaxTimestamp() <= w.timers.watermark {
-		return true, nil // late but allowed: fire again at once
-	}
-	return false, w.timers.register(w.domain(), tns, win.MaxTimestamp())
+// triggerCtx scopes the trigger context to win.
+func (w *WindowOperator[K, IN, V, OUT]) triggerCtx(win TimeWindow) *TriggerContext {
+	w.tctx.setWindow(win)
+	return &w.tctx
 }
 
-// triggerOnTimer reports whether a timer of win fires it.
-func (w *WindowOperator[K, IN, V, OUT]) triggerOnTimer(win TimeWindow, ts int64, d TimeDomain) bool {
-	if w.event {
-		return d == EventTime && ts == win.MaxTimestamp()
-	}
-	return d == ProcessingTime
-}
-
-// triggerOnMerge registers the timer of a window that merging made.
-func (w *WindowOperator[K, IN, V, OUT]) triggerOnMerge(win TimeWindow) error {
-	now := w.timers.watermark
-	if !w.event {
-		now = w.timers.CurrentProcessingTime()
-	}
-	if win.MaxTimestamp() > now {
-		return w.timers.register(w.domain(), timerNS(win), win.MaxTimestamp())
+// triggerClear clears the trigger's timers and state of win.
+func (w *WindowOperator[K, IN, V, OUT]) triggerClear(win TimeWindow) error {
+	if err := w.trigger.Clear(win, w.triggerCtx(win)); err != nil {
+		return fmt.Errorf("%s: clear window %v: %w", w.trigger, win, err)
 	}
 	return nil
 }
 
-// triggerClear deletes the trigger's timer of win.
-func (w *WindowOperator[K, IN, V, OUT]) triggerClear(win TimeWindow) error {
-	return w.timers.delete(w.domain(), timerNS(win), win.MaxTimestamp())
-}
-
-func (w *WindowOperator[K, IN, V, OUT]) registerCleanupTimer(win TimeWindow, tns string) error {
+func (w *WindowOperator[K, IN, V, OUT]) registerCleanupTimer(win TimeWindow) error {
 	t := w.cleanupTime(win)
 	if t == MaxWatermark {
 		return nil // never: the final watermark fires the window, and the job ends
 	}
-	return w.timers.register(w.domain(), tns, t)
+	return w.timers.register(w.domain(), timerNS(win), t)
 }
 
 func (w *WindowOperator[K, IN, V, OUT]) deleteCleanupTimer(win TimeWindow) error {
@@ -424,6 +422,7 @@ func (w *WindowOperator[K, IN, V, OUT]) processElement(v IN, ts int64) error {
 	if err := w.setKey(w.cfg.KeyOf(v)); err != nil {
 		return err
 	}
+	w.elemTS = ts
 	var now int64
 	if !w.event {
 		now = w.timers.CurrentProcessingTime()
@@ -455,7 +454,7 @@ func (w *WindowOperator[K, IN, V, OUT]) processElement(v IN, ts int64) error {
 			if !ok {
 				return fmt.Errorf("window %v has no state window: %w", actual, ErrInvalidWindow)
 			}
-			if err := w.addAndTrigger(v, actual, sw); err != nil {
+			if err := w.addAndTrigger(v, ts, actual, sw); err != nil {
 				return err
 			}
 		}
@@ -468,7 +467,7 @@ func (w *WindowOperator[K, IN, V, OUT]) processElement(v IN, ts int64) error {
 				continue
 			}
 			skipped = false
-			if err := w.addAndTrigger(v, win, win); err != nil {
+			if err := w.addAndTrigger(v, ts, win, win); err != nil {
 				return err
 			}
 		}
@@ -487,22 +486,35 @@ func (w *WindowOperator[K, IN, V, OUT]) processElement(v IN, ts int64) error {
 
 // addAndTrigger adds v to the contents of win (kept under stateWindow),
 // fires win if the trigger says so, and registers its cleanup timer.
-func (w *WindowOperator[K, IN, V, OUT]) addAndTrigger(v IN, win, stateWindow TimeWindow) error {
+func (w *WindowOperator[K, IN, V, OUT]) addAndTrigger(v IN, ts int64, win, stateWindow TimeWindow) error {
 	w.contents.SetNamespace(w.ns(stateWindow))
 	if err := w.contents.Add(v); err != nil {
 		return fmt.Errorf("add to window %v: %w", win, err)
 	}
-	tns := timerNS(win)
-	fire, err := w.triggerOnElement(win, tns)
+	res, err := w.trigger.OnElement(v, ts, win, w.triggerCtx(win))
 	if err != nil {
+		return fmt.Errorf("%s: window %v: %w", w.trigger, win, err)
+	}
+	if err := w.apply(win, res); err != nil {
 		return err
 	}
-	if fire {
+	return w.registerCleanupTimer(win)
+}
+
+// apply carries out a trigger's result for win, whose contents state is
+// set to its state window.
+func (w *WindowOperator[K, IN, V, OUT]) apply(win TimeWindow, res TriggerResult) error {
+	if res.IsFire() {
 		if err := w.fire(win); err != nil {
 			return err
 		}
 	}
-	return w.registerCleanupTimer(win, tns)
+	if res.IsPurge() {
+		if err := w.contents.Clear(); err != nil {
+			return fmt.Errorf("purge window %v: %w", win, err)
+		}
+	}
+	return nil
 }
 
 // mergeWindows is the merging-window set's callback: the timers of the
@@ -515,10 +527,19 @@ func (w *WindowOperator[K, IN, V, OUT]) mergeWindows(result TimeWindow, merged [
 	if !w.event && result.MaxTimestamp() <= w.timers.CurrentProcessingTime() {
 		return fmt.Errorf("merging made processing-time window %v end before the current processing time: %w", result, ErrInvalidWindow)
 	}
-	if err := w.triggerOnMerge(result); err != nil {
-		return err
+	tctx := w.triggerCtx(result)
+	for _, m := range merged {
+		if m != result {
+			tctx.merged = append(tctx.merged, AppendWindowNamespace(nil, m))
+		}
+	}
+	if err := w.trigger.OnMerge(result, tctx); err != nil {
+		return fmt.Errorf("%s: merge into window %v: %w", w.trigger, result, err)
 	}
 	for _, m := range merged {
+		if m == result {
+			continue
+		}
 		if err := w.triggerClear(m); err != nil {
 			return err
 		}
@@ -612,10 +633,17 @@ func (w *WindowOperator[K, IN, V, OUT]) onTimerErr(key K, ns string, ts int64, d
 	} else {
 		w.contents.SetNamespace(w.ns(win))
 	}
-	if w.triggerOnTimer(win, ts, d) {
-		if err := w.fire(win); err != nil {
-			return err
-		}
+	var res TriggerResult
+	if d == EventTime {
+		res, err = w.trigger.OnEventTime(ts, win, w.triggerCtx(win))
+	} else {
+		res, err = w.trigger.OnProcessingTime(ts, win, w.triggerCtx(win))
+	}
+	if err != nil {
+		return fmt.Errorf("%s: window %v: %w", w.trigger, win, err)
+	}
+	if err := w.apply(win, res); err != nil {
+		return err
 	}
 	if d == w.domain() && ts == w.cleanupTime(win) {
 		if err := w.clearAllState(win, set); err != nil {
