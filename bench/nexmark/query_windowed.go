@@ -42,22 +42,80 @@ type Q5Result struct {
 
 // Q5 is hot items: per sliding window of 10 s every 2 s, the auctions
 // with the most bids (those whose count is the window's maximum). The
-// counts per auction and window come from a window aggregate keyed by
-// auction; a second stage keyed by window keeps the maximum and the
-// auctions at it, and emits them when the watermark passes the window.
+// counts per auction and window are made as Flink's window aggregates
+// make them for sliding windows: each bid counts once, in its 2 s slice,
+// and each window's count is the sum of its five slices (q5Slices); a
+// second stage keyed by window keeps the maximum and the auctions at it,
+// and emits them when the watermark passes the window.
 func Q5(events *sluice.Stream[Event]) *sluice.Stream[Q5Result] {
 	byAuction := sluice.KeyBy(Bids(events), func(b Bid) int64 { return b.Auction })
-	counts := sluice.AggregateProcessWindow(sluice.Window(byAuction, sluice.SlidingEventTimeWindows(q5Size, q5Slide)),
-		sluice.AggregateFunction[Bid, int64, int64](count[Bid]{}),
-		sluice.ProcessWindowFunction[int64, int64, auctionCount](sluice.ProcessWindowFunc[int64, int64, auctionCount](
-			func(ctx *sluice.WindowContext[int64], n []int64, out sluice.Collector[auctionCount]) error {
-				out.Collect(auctionCount{Auction: ctx.Key(), Count: n[0], End: ctx.Window().End})
-				return nil
-			})),
+	counts := sluice.Process(byAuction, sluice.KeyedProcessFunction[int64, Bid, auctionCount](&q5Slices{}),
 		sluice.Name("q5-count"), sluice.UID("q5-count"), sluice.WithCodec(auctionCountCodec))
 	byWindow := sluice.KeyBy(counts, func(a auctionCount) int64 { return a.End })
 	return sluice.Process(byWindow, sluice.KeyedProcessFunction[int64, auctionCount, Q5Result](&q5Max{}),
 		sluice.Name("q5-max"), sluice.UID("q5-max"))
+}
+
+// q5Slices counts an auction's bids per slice of q5Slide, as pairs
+// [slice start, count] in a ValueState. A timer at the end of each window
+// that holds one of the slices emits the window's count (the sum of the
+// slices in it) with the window's end - 1 as its timestamp, drops the
+// slices no later window holds, and sets the next window's timer while
+// slices are left.
+type q5Slices struct{ slices state.ValueState[[]int64] }
+
+func (q *q5Slices) Open(ctx *sluice.OperatorContext) error {
+	var err error
+	q.slices, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]int64]{Name: "slice-counts", Codec: intsCodec})
+	return err
+}
+
+func (q *q5Slices) ProcessElement(ctx *sluice.KeyedContext[int64], b Bid, _ sluice.Collector[auctionCount]) error {
+	slide := q5Slide.Milliseconds()
+	start := windowStart(b.DateTime, slide)
+	if start+slide-1 <= ctx.Timers().CurrentWatermark() {
+		return nil // late: the first window of its slice has fired
+	}
+	slices, _, err := q.slices.Value()
+	if err != nil {
+		return err
+	}
+	for i := 0; i < len(slices); i += 2 {
+		if slices[i] == start {
+			slices[i+1]++
+			return q.slices.Update(slices)
+		}
+	}
+	ctx.Timers().RegisterEventTimeTimer(start + slide - 1)
+	return q.slices.Update(append(slices, start, 1))
+}
+
+func (q *q5Slices) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice.Collector[auctionCount]) error {
+	size, slide := q5Size.Milliseconds(), q5Slide.Milliseconds()
+	end := ts + 1
+	slices, _, err := q.slices.Value()
+	if err != nil {
+		return err
+	}
+	var n int64
+	kept := slices[:0]
+	for i := 0; i < len(slices); i += 2 {
+		start, c := slices[i], slices[i+1]
+		if start >= end-size && start < end {
+			n += c
+		}
+		if start > end-size { // still in the window ending at end + slide
+			kept = append(kept, start, c)
+		}
+	}
+	if n > 0 {
+		out.Collect(auctionCount{Auction: ctx.Key(), Count: n, End: end})
+	}
+	if len(kept) == 0 {
+		return q.slices.Clear()
+	}
+	ctx.Timers().RegisterEventTimeTimer(end + slide - 1)
+	return q.slices.Update(kept)
 }
 
 // q5Max keeps, per window, the highest count and the auctions that have
