@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
@@ -201,8 +202,19 @@ func main() {
 		interval = flag.Duration("checkpoint-interval", 10*time.Second, "exactly-once checkpoint interval")
 		maxTime  = flag.Duration("max-time", 0, "stop a run after this long and count the events it generated; 0: no cap")
 		dir      = flag.String("dir", "", "directory for checkpoints and RocksDB (default: the system's temporary directory)")
+		profile  = flag.String("cpuprofile", "", "write a CPU profile of all the runs to this file")
 	)
 	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			fail(fmt.Errorf("-cpuprofile: %w", err))
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(fmt.Errorf("-cpuprofile: %w", err))
+		}
+		defer pprof.StopCPUProfile()
+	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
 	o := options{cfg: def, parallelism: *par, interval: *interval, delay: *delay, maxTime: *maxTime, dir: *dir}

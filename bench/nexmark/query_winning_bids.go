@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 
 	"github.com/sluicehq/sluice"
@@ -31,25 +30,6 @@ func decWinningBid(r *reader) WinningBid {
 
 var winningBidCodec = newCodec(encWinningBid, decWinningBid)
 
-var winningBidsCodec = newCodec(func(b []byte, ws []WinningBid) []byte {
-	b = putInt(b, int64(len(ws)))
-	for _, w := range ws {
-		b = encWinningBid(b, w)
-	}
-	return b
-}, func(r *reader) []WinningBid {
-	n := r.int()
-	if r.err != nil || n < 0 || n > int64(len(r.b)) {
-		r.err = errors.New("bad list length")
-		return nil
-	}
-	ws := make([]WinningBid, n)
-	for i := range ws {
-		ws[i] = decWinningBid(r)
-	}
-	return ws
-})
-
 // WinningBids is the join of Flink's query 4: each auction with the bids
 // on it whose time lies in [auction time, expires]; the highest of them
 // wins. It is keyed by auction: the auction, the best bid so far and the
@@ -60,8 +40,7 @@ var winningBidsCodec = newCodec(func(b []byte, ws []WinningBid) []byte {
 // auction stays hot after it closed) are dropped at once. A bid that
 // waits for its auction is dropped once the watermark passes its time:
 // an auction that comes later is later than the bid, which so cannot
-// qualify. Lists in state are values (one entry per key), which RocksDB
-// reads in one lookup.
+// qualify.
 func WinningBids(events *sluice.Stream[Event]) *sluice.Stream[WinningBid] {
 	joined := sluice.ConnectKeyed(sluice.KeyBy(Auctions(events, "winning-bids-auctions", nil), func(a Auction) int64 { return a.ID }),
 		sluice.KeyBy(Bids(events), func(b Bid) int64 { return b.Auction }))
@@ -97,29 +76,10 @@ type pricedBid struct{ Price, DateTime int64 }
 var pricedBidCodec = newCodec(func(b []byte, p pricedBid) []byte { return putInt(putInt(b, p.Price), p.DateTime) },
 	func(r *reader) pricedBid { return pricedBid{Price: r.int(), DateTime: r.int()} })
 
-var pricedBidsCodec = newCodec(func(b []byte, ps []pricedBid) []byte {
-	b = putInt(b, int64(len(ps)))
-	for _, p := range ps {
-		b = putInt(putInt(b, p.Price), p.DateTime)
-	}
-	return b
-}, func(r *reader) []pricedBid {
-	n := r.int()
-	if r.err != nil || n < 0 || n > int64(len(r.b)) {
-		r.err = errors.New("bad list length")
-		return nil
-	}
-	ps := make([]pricedBid, n)
-	for i := range ps {
-		ps[i] = pricedBid{Price: r.int(), DateTime: r.int()}
-	}
-	return ps
-})
-
 type winningBids struct {
 	auction state.ValueState[openAuction]
 	best    state.ValueState[pricedBid]
-	waiting state.ValueState[[]pricedBid]
+	waiting state.ListState[pricedBid]
 }
 
 func (w *winningBids) Open(ctx *sluice.OperatorContext) error {
@@ -130,7 +90,7 @@ func (w *winningBids) Open(ctx *sluice.OperatorContext) error {
 	if w.best, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[pricedBid]{Name: "best-bid", Codec: pricedBidCodec}); err != nil {
 		return err
 	}
-	w.waiting, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]pricedBid]{Name: "waiting-bids", Codec: pricedBidsCodec})
+	w.waiting, err = state.GetListState(ctx.KeyedState, state.ListStateDescriptor[pricedBid]{Name: "waiting-bids", Codec: pricedBidCodec})
 	return err
 }
 
@@ -153,8 +113,8 @@ func (w *winningBids) ProcessElement1(ctx *sluice.KeyedContext[int64], auction A
 		return err
 	}
 	ctx.Timers().RegisterEventTimeTimer(a.Expires)
-	early, ok, err := w.waiting.Value()
-	if err != nil || !ok {
+	early, err := w.waiting.Get()
+	if err != nil || len(early) == 0 {
 		return err
 	}
 	for _, b := range early {
@@ -182,12 +142,8 @@ func (w *winningBids) ProcessElement2(ctx *sluice.KeyedContext[int64], bid Bid, 
 	case b.DateTime <= ctx.Timers().CurrentWatermark():
 		return nil // late: its auction, if any, would be later than it
 	}
-	waiting, _, err := w.waiting.Value()
-	if err != nil {
-		return err
-	}
 	ctx.Timers().RegisterEventTimeTimer(b.DateTime)
-	return w.waiting.Update(append(waiting, b))
+	return w.waiting.Add(b)
 }
 
 func (w *winningBids) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice.Collector[WinningBid]) error {
@@ -214,16 +170,14 @@ func (w *winningBids) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out slu
 	case ok:
 		return nil // a waiting bid's timer, from before the auction came
 	}
-	// No auction yet: drop the bids the watermark has passed.
-	waiting, ok, err := w.waiting.Value()
-	if err != nil || !ok {
+	// No auction yet: drop the bids the watermark has passed (all of them
+	// at once: the key's later timers up to it find none).
+	waiting, err := w.waiting.Get()
+	if err != nil || len(waiting) == 0 {
 		return err
 	}
-	waiting = slices.DeleteFunc(waiting, func(b pricedBid) bool { return b.DateTime <= ts })
-	if len(waiting) == 0 {
-		return w.waiting.Clear()
-	}
-	return w.waiting.Update(waiting)
+	wm := ctx.Timers().CurrentWatermark()
+	return w.waiting.Update(slices.DeleteFunc(waiting, func(b pricedBid) bool { return b.DateTime <= wm }))
 }
 
 // Q4Result is the average winning price in a category, updated with each
@@ -292,13 +246,13 @@ func Q6(events *sluice.Stream[Event]) *sluice.Stream[Q6Result] {
 }
 
 type q6Average struct {
-	pending state.ValueState[[]WinningBid]
+	pending state.ListState[WinningBid]
 	last    state.ValueState[[]int64]
 }
 
 func (q *q6Average) Open(ctx *sluice.OperatorContext) error {
 	var err error
-	if q.pending, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]WinningBid]{Name: "pending", Codec: winningBidsCodec}); err != nil {
+	if q.pending, err = state.GetListState(ctx.KeyedState, state.ListStateDescriptor[WinningBid]{Name: "pending", Codec: winningBidCodec}); err != nil {
 		return err
 	}
 	q.last, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]int64]{Name: "last-prices", Codec: intsCodec})
@@ -306,22 +260,21 @@ func (q *q6Average) Open(ctx *sluice.OperatorContext) error {
 }
 
 func (q *q6Average) ProcessElement(ctx *sluice.KeyedContext[int64], w WinningBid, _ sluice.Collector[Q6Result]) error {
-	pending, _, err := q.pending.Value()
-	if err != nil {
-		return err
-	}
 	ctx.Timers().RegisterEventTimeTimer(w.Expires)
-	return q.pending.Update(append(pending, w))
+	return q.pending.Add(w)
 }
 
-func (q *q6Average) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice.Collector[Q6Result]) error {
-	pending, _, err := q.pending.Value()
-	if err != nil {
+func (q *q6Average) OnTimer(ctx *sluice.KeyedContext[int64], _ int64, out sluice.Collector[Q6Result]) error {
+	// Everything the watermark passed, so that the timers of a watermark
+	// that passes many closings at once find the rest done.
+	pending, err := q.pending.Get()
+	if err != nil || len(pending) == 0 {
 		return err
 	}
+	wm := ctx.Timers().CurrentWatermark()
 	var due []WinningBid
 	pending = slices.DeleteFunc(pending, func(w WinningBid) bool {
-		if w.Expires <= ts {
+		if w.Expires <= wm {
 			due = append(due, w)
 			return true
 		}
@@ -350,9 +303,6 @@ func (q *q6Average) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluic
 	}
 	if err := q.last.Update(slices.Clone(last)); err != nil {
 		return err
-	}
-	if len(pending) == 0 {
-		return q.pending.Clear()
 	}
 	return q.pending.Update(pending)
 }
