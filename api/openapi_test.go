@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -182,10 +183,30 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 		t.Fatalf("job details: %v %+v", err, details)
 	}
 	// The operations first: their trigger ids fill the status paths.
+	// docOf finds the documented path of a concrete one.
+	docOf := func(method, concrete string) (openAPIOp, bool) {
+		for p, ops := range doc.Paths {
+			re := "^" + regexp.MustCompile(`\\\{[a-z]+\\\}`).ReplaceAllString(regexp.QuoteMeta(p), "[^/]+") + "$"
+			if op, ok := ops[method]; ok && regexp.MustCompile(re).MatchString(concrete) {
+				return op, true
+			}
+		}
+		return openAPIOp{}, false
+	}
 	trigger := func(path string, body any) string {
+		data := e.rawBytes(t, http.MethodPost, path, body, http.StatusAccepted)
 		var tr api.TriggerResponse
-		if err := json.Unmarshal(e.rawBytes(t, http.MethodPost, path, body, http.StatusAccepted), &tr); err != nil || tr.RequestID == "" {
+		if err := json.Unmarshal(data, &tr); err != nil || tr.RequestID == "" {
 			t.Fatalf("POST %s: %v %+v", path, err, tr)
+		}
+		op, ok := docOf("post", path)
+		if !ok {
+			t.Fatalf("POST %s is not documented", path)
+		}
+		var v any
+		_ = json.Unmarshal(data, &v)
+		for _, msg := range doc.validate(op.Responses["202"].Content["application/json"].Schema, v, "POST "+path) {
+			t.Error(msg)
 		}
 		return tr.RequestID
 	}
