@@ -17,7 +17,8 @@ BENCH_FLAGS ?= -benchmem
 BENCH_OUT ?= bench.txt
 
 # Every package but the integration tests, which need a broker. Both the unit
-# and the integration tests run with a local S3 server up (scripts/with-s3).
+# and the integration tests run with a local S3 server up (scripts/with-s3);
+# the integration tests with a Schema Registry too (scripts/with-registry).
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/integration')
 
 # staticcheck and govulncheck at the versions scripts/deps pins and installs
@@ -43,9 +44,9 @@ FUZZ_TARGETS = ./checkpoint/snapshot:FuzzDecodeMetadata ./sink/kafka:FuzzDecodeC
 help:
 	@echo "make demo               run the main example (examples/wordcount, else examples/datagen)"
 	@echo "make demo-cluster       the word count on a coordinator and two worker processes (HA on etcd), one worker SIGKILLed"
-	@echo "make test               go vet, staticcheck, govulncheck, unit tests (-race), fuzzing, integration tests against a real Kafka broker and S3 server"
+	@echo "make test               go vet, staticcheck, govulncheck, unit tests (-race), fuzzing, integration tests against a real Kafka broker, S3 server and Schema Registry"
 	@echo "make test-unit          go vet and the unit tests only (starts an S3 server unless AWS_ENDPOINT_URL_S3 and S3_BUCKET are set)"
-	@echo "make test-integration   the integration tests (starts a broker unless KAFKA_BROKERS is set, and an S3 server)"
+	@echo "make test-integration   the integration tests (starts a broker unless KAFKA_BROKERS is set, an S3 server, and a Schema Registry unless SCHEMA_REGISTRY_URL is set)"
 	@echo "make bench              benchmarks (BENCH=regexp BENCH_PKGS=./pkg/...), also written to $(BENCH_OUT)"
 	@echo "make lint               gofmt check, go vet and staticcheck"
 	@echo "make lint-static        staticcheck (pinned in scripts/deps) over every package"
@@ -87,7 +88,7 @@ test-unit-only:
 # Starts a broker with scripts/kafka unless KAFKA_BROKERS is set, and an S3
 # server as test-unit-only does, and always stops what it started.
 test-integration-only:
-	scripts/with-kafka scripts/with-s3 $(GO) test $(INTEGRATION_FLAGS) ./integration/...
+	scripts/with-kafka scripts/with-s3 scripts/with-registry $(GO) test $(INTEGRATION_FLAGS) ./integration/...
 
 bench: deps-test
 	scripts/with-kafka $(GO) test -run '^$$' -bench '$(BENCH)' $(BENCH_FLAGS) $(BENCH_PKGS) | tee $(BENCH_OUT)

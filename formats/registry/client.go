@@ -312,9 +312,10 @@ func (c *Client) resolve(ctx context.Context, subject string, s sr.Schema, mode 
 			}
 			return got, &SchemaError{Op: op, Subject: subject, Err: err}
 		}
-		if got.Schema.Schema == "" {
-			got.Schema = s
-		}
+		// It is our schema that was found: keep our text and type (some
+		// registries, Apicurio's Confluent API among them, leave the type
+		// out of the lookup's answer, which then reads as Avro).
+		got.Schema = s
 		if got.Subject == "" {
 			got.Subject = subject
 		}
