@@ -23,7 +23,9 @@ type order struct {
 	Amount   float64 `json:"amount"`
 }
 
-func newClient(t *testing.T) (*srfake.Registry, *registry.Client) {
+func newClient(t *testing.T) (*srfake.Registry, *registry.Client) { return newClientB(t) }
+
+func newClientB(t testing.TB) (*srfake.Registry, *registry.Client) {
 	t.Helper()
 	reg := srfake.New()
 	t.Cleanup(reg.Close)
