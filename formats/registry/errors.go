@@ -69,3 +69,10 @@ func (e *SchemaError) Error() string {
 }
 
 func (e *SchemaError) Unwrap() error { return e.Err }
+
+// Temporary reports whether the failure is the registry's (ErrRegistry:
+// unreachable, or answering with server errors) rather than the record's
+// or the configuration's. The Kafka source fails on a temporary decoder
+// error whatever its bad-record policy, so that the job's restart reads
+// the record again instead of skipping it.
+func (e *SchemaError) Temporary() bool { return errors.Is(e.Err, ErrRegistry) }

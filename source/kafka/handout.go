@@ -117,6 +117,10 @@ func (r *Reader[T]) emit(p *partition, rec *kgo.Record, out source.Output[T]) (b
 	}
 	v, err := r.decodeRecord(rec)
 	if err != nil {
+		if temporary(err) {
+			return false, fmt.Errorf("kafka source subtask %d: topic %s partition %d offset %d: the decoder failed for a reason that is not the record's (the record is read again after the restart): %w",
+				r.subtask, rec.Topic, rec.Partition, rec.Offset, err)
+		}
 		return false, r.badRecord(p, rec, err)
 	}
 	ts := rec.Timestamp.UnixMilli()
@@ -131,6 +135,16 @@ func (r *Reader[T]) emit(p *partition, rec *kgo.Record, out source.Output[T]) (b
 	p.next.Store(rec.Offset + 1)
 	r.maybeFinish(p)
 	return true, nil
+}
+
+// temporary says whether a decoder error says of itself that it is
+// temporary (a method Temporary() bool returning true, as the Schema
+// Registry formats' errors do when the registry cannot be reached): not
+// the record's fault, so it fails the reader whatever the bad-record
+// policy, and the restart reads the record again instead of skipping it.
+func temporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
 }
 
 // decodeRecord runs the decoder; a panic in it becomes an error, so that

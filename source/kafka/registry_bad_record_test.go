@@ -3,8 +3,11 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
@@ -70,5 +73,45 @@ func TestUnknownSchemaIDIsABadRecord(t *testing.T) {
 	}
 	if fmt.Sprint(out.values) != "[{1} {2}]" || r.SkippedRecords() != 1 {
 		t.Fatalf("emitted %v, skipped %d; want [{1} {2}] and 1 skipped", out.values, r.SkippedRecords())
+	}
+}
+
+// A registry that cannot be reached is not the record's fault: the reader
+// fails even under SkipBadRecords (the restart reads the record again),
+// and skips nothing.
+func TestRegistryOutageIsNotABadRecord(t *testing.T) {
+	reg := srfake.New()
+	c, err := registry.NewClient(reg.URL(), registry.LookupTimeout(200*time.Millisecond),
+		registry.Logger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serde, err := avro.New[avroCount](c, `{"type":"record","name":"Count","fields":[{"name":"n","type":"long"}]}`, registry.Topic("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := serde.Append(nil, avroCount{N: 1}) // registered; the reader's serde has not read it yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Close()
+	cold, _ := registry.NewClient(reg.URL(), registry.LookupTimeout(200*time.Millisecond),
+		registry.Logger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	reader, _ := avro.New[avroCount](cold, `{"type":"record","name":"Count","fields":[{"name":"n","type":"long"}]}`)
+	e := newEnv(t, 1, "in")
+	e.produceRecords(&kgo.Record{Value: b})
+	s, err := NewSource(e.seeds, Topics("in"), reader.Decoder(), OnBadRecord(SkipBadRecords()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := s.NewReader(source.ReaderContext{Subtask: 0, Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	r := rd.(*Reader[avroCount])
+	_, err = pollUntil(t, r, &fakeOutput[avroCount]{}, func() bool { return false })
+	if !errors.Is(err, registry.ErrRegistry) || errors.Is(err, ErrBadRecord) || r.SkippedRecords() != 0 {
+		t.Fatalf("err %v, skipped %d; want ErrRegistry, not ErrBadRecord, nothing skipped", err, r.SkippedRecords())
 	}
 }

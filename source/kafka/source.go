@@ -35,7 +35,10 @@ const DefaultPartitionDiscoveryInterval = 5 * time.Minute
 // Decoder turns a Kafka record into a value. An error makes the record a
 // bad record, handled by the source's BadRecordPolicy; so does a panic,
 // which the reader recovers (the error wraps ErrDecoderPanic and names
-// the panic value).
+// the panic value). An error with a method Temporary() bool that returns
+// true (a Schema Registry that cannot be reached) is not the record's
+// fault: it fails the reader under every policy, and the restart reads
+// the record again.
 type Decoder[T any] func(r *kgo.Record) (T, error)
 
 // ValueDecoder decodes the record's value with c.
