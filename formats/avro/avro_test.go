@@ -294,3 +294,65 @@ func TestTypeMismatch(t *testing.T) {
 		t.Fatalf("err %v, want ErrInvalidConfig", err)
 	}
 }
+
+// KeyValueSerializer encodes key and value under their own subjects.
+func TestKeyValueSerializer(t *testing.T) {
+	reg, c := newClient(t)
+	keys, err := avro.New[string](c, `"string"`, registry.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := avro.New[orderV1T](c, orderV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := orderV1T{ID: 3, Customer: "cy", Amount: 1}
+	rec, err := registry.KeyValueSerializer("orders", keys, func(o orderV1T) string { return o.Customer }, values)(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reg.SubjectExists("orders-key") || !reg.SubjectExists("orders-value") || rec.Topic != "orders" {
+		t.Fatalf("subjects or topic wrong: %+v", rec)
+	}
+	if k, err := keys.Decoder()(rec); err != nil || k != "cy" {
+		t.Fatalf("key %q %v", k, err)
+	}
+	if got, err := values.Decoder()(rec); err != nil || got != v {
+		t.Fatalf("value %+v %v", got, err)
+	}
+}
+
+// One serde shared by goroutines (parallel subtasks): the first encode
+// and decode of each resolve the schema once, under -race.
+func TestConcurrentUse(t *testing.T) {
+	_, c := newClient(t)
+	s, err := avro.New[orderV1T](c, orderV1, registry.Topic("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 50 {
+				v := orderV1T{ID: int64(g*1000 + i), Customer: "c"}
+				b, err := s.Append(nil, v)
+				if err == nil {
+					var got orderV1T
+					if got, err = s.Decode(b); err == nil && got != v {
+						err = errors.New("round trip changed the value")
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -165,3 +165,31 @@ message Order { int64 id = 1; string customer = 2; double amount = 3; string not
 		t.Fatalf("index out of range: err %v, want ErrSchemaMismatch", err)
 	}
 }
+
+// UseLatest writes with the subject's latest version: its id, and the
+// index of the serde's message in that version's file.
+func TestUseLatest(t *testing.T) {
+	reg, c := newClient(t)
+	reg.SeedSchema("orders-value", 3, 55, sr.Schema{Type: sr.TypeProtobuf, Schema: `syntax = "proto3";
+package shop;
+message Refund { int64 order_id = 1; }
+message Order { int64 id = 1; string customer = 2; double amount = 3; }`})
+	md := testFile(t).Messages().ByName("Order")
+	s, err := protobuf.NewDynamic(c, md, registry.Topic("orders"), registry.UseLatest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := order(md, 9, "zed", 1)
+	b, err := s.Append(nil, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, body, _ := registry.ReadHeader(b)
+	idx, _, err := registry.ReadIndexes(body)
+	if id != 55 || err != nil || len(idx) != 1 || idx[0] != 1 {
+		t.Fatalf("id %d indexes %v %v, want 55 [1]", id, idx, err)
+	}
+	if got, err := s.Decode(b); err != nil || !proto.Equal(got, v) {
+		t.Fatalf("decode %v %v", got, err)
+	}
+}
