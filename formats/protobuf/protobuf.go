@@ -2,7 +2,8 @@
 // registry.Serde of proto.Message values, generated (*pb.Order) or dynamic
 // (*dynamicpb.Message on a descriptor built at run time). The schema
 // registered is the message's .proto file printed from its descriptor
-// (github.com/jhump/protoreflect/v2/protoprint); the header carries the
+// (github.com/jhump/protoreflect/v2/protoprint), its imports registered
+// first as schema references under their paths; the header carries the
 // message indexes (the message's path in its file) after the schema id.
 // Records are read into the serde's message type; the writer's schema is
 // parsed (github.com/bufbuild/protocompile, references fetched from the
@@ -36,9 +37,9 @@ type format[T proto.Message] struct {
 
 // New makes a serde of the message type newMessage makes, e.g.
 // func() *pb.Order { return new(pb.Order) } for a generated message, on the
-// registry client c. The message's file may import only the well-known
-// types (google/protobuf/*.proto), which registries know without
-// references.
+// registry client c. The files the message's file imports are
+// registered as schema references under their import paths (the
+// well-known types, google/protobuf/*.proto, need none).
 func New[T proto.Message](c *registry.Client, newMessage func() T, opts ...registry.SerdeOption) (*registry.Serde[T], error) {
 	if newMessage == nil {
 		return nil, fmt.Errorf("protobuf: nil message constructor: %w", registry.ErrInvalidConfig)
@@ -48,18 +49,67 @@ func New[T proto.Message](c *registry.Client, newMessage func() T, opts ...regis
 	if fd == nil {
 		return nil, fmt.Errorf("protobuf: message %s has no file descriptor: %w", md.FullName(), registry.ErrInvalidConfig)
 	}
-	for i := range fd.Imports().Len() {
-		if p := fd.Imports().Get(i).Path(); !strings.HasPrefix(p, "google/protobuf/") {
-			return nil, fmt.Errorf("protobuf: %s imports %s: only the well-known types are supported as imports: %w", fd.Path(), p, registry.ErrInvalidConfig)
-		}
-	}
-	var printer protoprint.Printer
-	text, err := printer.PrintProtoToString(fd)
+	text, err := printFile(fd)
 	if err != nil {
-		return nil, fmt.Errorf("protobuf: printing %s: %v: %w", fd.Path(), err, registry.ErrInvalidConfig)
+		return nil, err
 	}
 	f := &format[T]{newMsg: newMessage, md: md, text: text, indexes: indexesOf(md), local: fd}
 	return registry.NewSerde[T](c, f, opts...)
+}
+
+// printFile is fd as .proto text, the schema the registry keeps.
+func printFile(fd protoreflect.FileDescriptor) (string, error) {
+	var printer protoprint.Printer
+	text, err := printer.PrintProtoToString(fd)
+	if err != nil {
+		return "", fmt.Errorf("protobuf: printing %s: %v: %w", fd.Path(), err, registry.ErrInvalidConfig)
+	}
+	return text, nil
+}
+
+// wellKnown says whether an import is one of the well-known types, which
+// registries know without references.
+func wellKnown(path string) bool { return strings.HasPrefix(path, "google/protobuf/") }
+
+// References registers (or looks up) every file the message's file
+// imports, other than the well-known types, each under the subject named
+// by its import path (Confluent's default reference subject names),
+// depth first, and returns the direct imports as references.
+func (f *format[T]) References(ctx context.Context, c *registry.Client, register bool) ([]sr.SchemaReference, error) {
+	return importRefs(ctx, c, f.local, register, 0)
+}
+
+func importRefs(ctx context.Context, c *registry.Client, fd protoreflect.FileDescriptor, register bool, depth int) ([]sr.SchemaReference, error) {
+	if depth > 32 {
+		return nil, fmt.Errorf("imports of %s nest deeper than 32", fd.Path())
+	}
+	var refs []sr.SchemaReference
+	for i := range fd.Imports().Len() {
+		imp := fd.Imports().Get(i).FileDescriptor
+		if wellKnown(imp.Path()) {
+			continue
+		}
+		sub, err := importRefs(ctx, c, imp, register, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		text, err := printFile(imp)
+		if err != nil {
+			return nil, err
+		}
+		schema := sr.Schema{Schema: text, Type: sr.TypeProtobuf, References: sub}
+		var ss sr.SubjectSchema
+		if register {
+			ss, err = c.Register(ctx, imp.Path(), schema)
+		} else {
+			ss, err = c.Lookup(ctx, imp.Path(), schema)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("import %s: %w", imp.Path(), err)
+		}
+		refs = append(refs, sr.SchemaReference{Name: imp.Path(), Subject: imp.Path(), Version: ss.Version})
+	}
+	return refs, nil
 }
 
 // NewDynamic makes a serde of dynamic messages of descriptor md.

@@ -2,6 +2,7 @@ package protobuf_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -191,5 +193,78 @@ message Order { int64 id = 1; string customer = 2; double amount = 3; }`})
 	}
 	if got, err := s.Decode(b); err != nil || !proto.Equal(got, v) {
 		t.Fatalf("decode %v %v", got, err)
+	}
+}
+
+// A message whose file imports another: the import is registered under
+// its path and referenced; a reader without the local descriptor's text
+// resolves the reference from the registry; with auto-registration off,
+// an unregistered import is refused.
+func TestImportsAreReferences(t *testing.T) {
+	money, err := protodesc.NewFile(&descriptorpb.FileDescriptorProto{
+		Name: proto.String("shop/money.proto"), Package: proto.String("shop"), Syntax: proto.String("proto3"),
+		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("Money"), Field: []*descriptorpb.FieldDescriptorProto{
+			{Name: proto.String("cents"), Number: proto.Int32(1), Type: descriptorpb.FieldDescriptorProto_TYPE_INT64.Enum(),
+				Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(), JsonName: proto.String("cents")}}}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := new(protoregistry.Files)
+	if err := files.RegisterFile(money); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := protodesc.NewFile(&descriptorpb.FileDescriptorProto{
+		Name: proto.String("shop/payment.proto"), Package: proto.String("shop"), Syntax: proto.String("proto3"),
+		Dependency: []string{"shop/money.proto"},
+		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("Payment"), Field: []*descriptorpb.FieldDescriptorProto{
+			{Name: proto.String("amount"), Number: proto.Int32(1), Type: descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum(),
+				TypeName: proto.String(".shop.Money"), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(), JsonName: proto.String("amount")}}}},
+	}, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := fd.Messages().ByName("Payment")
+
+	reg, c := newClient(t)
+	off, err := protobuf.NewDynamic(c, md, registry.Topic("payments"), registry.AutoRegister(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := off.Append(nil, dynamicpb.NewMessage(md)); !errors.Is(err, registry.ErrNotRegistered) || !strings.Contains(err.Error(), "shop/money.proto") {
+		t.Fatalf("auto-register off: %v, want ErrNotRegistered naming the import", err)
+	}
+
+	s, err := protobuf.NewDynamic(c, md, registry.Topic("payments"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := dynamicpb.NewMessage(md)
+	amount := v.Mutable(md.Fields().ByName("amount")).Message()
+	amount.Set(amount.Descriptor().Fields().ByName("cents"), protoreflect.ValueOfInt64(1250))
+	b, err := s.Append(nil, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, ok := reg.GetSchema("payments-value", 1)
+	if !ok || len(ss.References) != 1 || ss.References[0].Subject != "shop/money.proto" || ss.References[0].Version != 1 ||
+		!reg.SubjectExists("shop/money.proto") {
+		t.Fatalf("payments-value %+v: want a reference to shop/money.proto version 1", ss)
+	}
+	// A record of a schema written by hand, with the reference: the
+	// reader parses it, fetching the import from the registry.
+	reg.SeedSchema("payments-by-hand", 1, 91, sr.Schema{Type: sr.TypeProtobuf, Schema: `syntax = "proto3";
+package shop;
+import "shop/money.proto";
+message Payment { Money amount = 1; }`, References: []sr.SchemaReference{{Name: "shop/money.proto", Subject: "shop/money.proto", Version: 1}}})
+	cold, _ := registry.NewClient(reg.URL())
+	other, err := protobuf.NewDynamic(cold, md, registry.Subject("other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := registry.ReadHeader(b)
+	got, err := other.Decode(append(registry.AppendHeader(nil, 91), body...))
+	if err != nil || !proto.Equal(got, v) {
+		t.Fatalf("decode %v %v, want %v", got, err, v)
 	}
 }

@@ -38,6 +38,19 @@ type resolveKey struct {
 	mode            resolveMode
 }
 
+// referencesKey tells schemas with the same text and other references
+// apart in the cache.
+func referencesKey(refs []sr.SchemaReference) string {
+	if len(refs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, r := range refs {
+		fmt.Fprintf(&b, "\x00%s\x00%s\x00%d", r.Name, r.Subject, r.Version)
+	}
+	return b.String()
+}
+
 type subjectVersion struct {
 	subject string
 	version int
@@ -250,6 +263,18 @@ func (c *Client) SchemaByVersion(ctx context.Context, subject string, version in
 	return s, nil
 }
 
+// Register registers schema under subject (or finds it there) and
+// returns its id and version (cached).
+func (c *Client) Register(ctx context.Context, subject string, schema sr.Schema) (sr.SubjectSchema, error) {
+	return c.resolve(ctx, subject, schema, modeRegister)
+}
+
+// Lookup finds schema under subject without registering it (cached); a
+// schema not there gives an error wrapping ErrNotRegistered.
+func (c *Client) Lookup(ctx context.Context, subject string, schema sr.Schema) (sr.SubjectSchema, error) {
+	return c.resolve(ctx, subject, schema, modeLookup)
+}
+
 type resolveMode uint8
 
 const (
@@ -261,7 +286,7 @@ const (
 // resolve gives the writer schema of subject for the local schema s, by
 // mode; cached per subject, schema and mode, so a serde asks once.
 func (c *Client) resolve(ctx context.Context, subject string, s sr.Schema, mode resolveMode) (sr.SubjectSchema, error) {
-	key := resolveKey{subject, s.Schema, mode}
+	key := resolveKey{subject, s.Schema + referencesKey(s.References), mode}
 	c.mu.RLock()
 	got, ok := c.resolved[key]
 	c.mu.RUnlock()

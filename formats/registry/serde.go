@@ -36,6 +36,15 @@ type Format[T any] interface {
 	Decoder(ctx context.Context, c *Client, w sr.Schema) (DecodeFunc[T], error)
 }
 
+// Referencer is implemented by a Format whose schema references others
+// (Protobuf imports): before the local schema is first registered or
+// looked up, References registers the referenced schemas (or, with
+// auto-registration off, looks them up: register false) and returns them
+// as the local schema's references.
+type Referencer interface {
+	References(ctx context.Context, c *Client, register bool) ([]sr.SchemaReference, error)
+}
+
 type serdeConfig struct {
 	topic    string
 	strategy SubjectNameStrategy
@@ -150,7 +159,15 @@ func (s *Serde[T]) writerFor(ctx context.Context, topic string) (*writer[T], err
 	case !s.cfg.register:
 		mode = modeLookup
 	}
-	ss, err := s.c.resolve(ctx, subject, s.f.Schema(), mode)
+	local := s.f.Schema()
+	if r, ok := s.f.(Referencer); ok && mode != modeLatest {
+		refs, err := r.References(ctx, s.c, mode == modeRegister)
+		if err != nil {
+			return nil, &SchemaError{Op: "encode", Subject: subject, Err: fmt.Errorf("the schema's references: %w", err)}
+		}
+		local.References = refs
+	}
+	ss, err := s.c.resolve(ctx, subject, local, mode)
 	if err != nil {
 		return nil, err
 	}
