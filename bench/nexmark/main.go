@@ -19,7 +19,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -173,15 +172,15 @@ func run(ctx context.Context, q query, backend string, o options) (result, error
 	if err != nil {
 		return result{}, fmt.Errorf("%s on %s: %w", q.name, backend, err)
 	}
-	capped := false
+	var capped atomic.Bool
 	if o.maxTime > 0 {
-		t := time.AfterFunc(o.maxTime, func() { capped = true; job.Cancel() })
+		t := time.AfterFunc(o.maxTime, func() { capped.Store(true); job.Cancel() })
 		defer t.Stop()
 	}
 	err = job.Wait()
 	r := result{wall: time.Since(start), cpu: cpuTime() - cpu0, events: pr.total(), outputs: outputs(),
-		checkpoints: int(checkpoints.Load()), capped: capped}
-	if err != nil && !(capped && errors.Is(err, context.Canceled)) && !capped {
+		checkpoints: int(checkpoints.Load()), capped: capped.Load()}
+	if err != nil && !r.capped {
 		return r, fmt.Errorf("%s on %s: %w", q.name, backend, err)
 	}
 	return r, nil

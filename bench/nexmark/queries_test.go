@@ -11,12 +11,12 @@ import (
 	"github.com/sluicehq/sluice/state/rocksdb"
 )
 
-// testConfig is a small input: 30 000 events at 1 000 events/s of event
-// time (30 s: several windows and sessions), shuffled in groups of 500
+// testConfig is a small input: 20 000 events at 1 000 events/s of event
+// time (20 s: several windows and sessions), shuffled in groups of 500
 // events (0.5 s), which a watermark 1 s behind covers.
 func testConfig() Config {
 	c := DefaultConfig()
-	c.Events = 30_000
+	c.Events = 20_000
 	c.Rate = 1000
 	c.OutOfOrderGroupSize = 500
 	return c
@@ -89,8 +89,8 @@ func TestQueries(t *testing.T) {
 		events int64
 		opts   func(t *testing.T) []sluice.Option
 	}{
-		{"heap", 30_000, func(*testing.T) []sluice.Option { return nil }},
-		{"rocksdb", 30_000, func(t *testing.T) []sluice.Option {
+		{"heap", 20_000, func(*testing.T) []sluice.Option { return nil }},
+		{"rocksdb", 20_000, func(t *testing.T) []sluice.Option {
 			return []sluice.Option{sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{}))}
 		}},
 	}

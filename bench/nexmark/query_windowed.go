@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -76,31 +77,34 @@ func (q *q5Slices) ProcessElement(ctx *sluice.KeyedContext[int64], b Bid, _ slui
 	if start+slide-1 <= ctx.Timers().CurrentWatermark() {
 		return nil // late: the first window of its slice has fired
 	}
-	slices, _, err := q.slices.Value()
+	stored, _, err := q.slices.Value()
 	if err != nil {
 		return err
 	}
-	for i := 0; i < len(slices); i += 2 {
-		if slices[i] == start {
-			slices[i+1]++
-			return q.slices.Update(slices)
+	// The state owns what Value returns (a heap snapshot may be reading
+	// it): change a copy.
+	counts := slices.Clone(stored)
+	for i := 0; i < len(counts); i += 2 {
+		if counts[i] == start {
+			counts[i+1]++
+			return q.slices.Update(counts)
 		}
 	}
 	ctx.Timers().RegisterEventTimeTimer(start + slide - 1)
-	return q.slices.Update(append(slices, start, 1))
+	return q.slices.Update(append(counts, start, 1))
 }
 
 func (q *q5Slices) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice.Collector[auctionCount]) error {
 	size, slide := q5Size.Milliseconds(), q5Slide.Milliseconds()
 	end := ts + 1
-	slices, _, err := q.slices.Value()
+	counts, _, err := q.slices.Value()
 	if err != nil {
 		return err
 	}
 	var n int64
-	kept := slices[:0]
-	for i := 0; i < len(slices); i += 2 {
-		start, c := slices[i], slices[i+1]
+	kept := make([]int64, 0, len(counts))
+	for i := 0; i < len(counts); i += 2 {
+		start, c := counts[i], counts[i+1]
 		if start >= end-size && start < end {
 			n += c
 		}
@@ -138,7 +142,7 @@ func (q *q5Max) ProcessElement(ctx *sluice.KeyedContext[int64], a auctionCount, 
 		ctx.Timers().RegisterEventTimeTimer(a.End - 1)
 		best = []int64{a.Count, a.Auction}
 	case a.Count == best[0]:
-		best = append(best, a.Auction)
+		best = append(slices.Clip(best), a.Auction) // a new array: the state owns best's
 	default:
 		return nil
 	}
@@ -160,16 +164,19 @@ func (q *q5Max) OnTimer(ctx *sluice.KeyedContext[int64], _ int64, out sluice.Col
 // Q7Result is a bid with the highest price of its window.
 type Q7Result = Bid
 
-// maxBids is the aggregate "the bids with the highest price".
+// maxBids is the aggregate "the bids with the highest price". It never
+// changes an accumulator in place (the heap backend hands it the stored
+// one, which an asynchronous snapshot may be reading): a changed one is a
+// new array.
 type maxBids struct{}
 
 func (maxBids) CreateAccumulator() []Bid { return nil }
 func (maxBids) Add(b Bid, acc []Bid) []Bid {
 	switch {
 	case len(acc) == 0 || b.Price > acc[0].Price:
-		return append(acc[:0], b)
+		return []Bid{b}
 	case b.Price == acc[0].Price:
-		return append(acc, b)
+		return append(slices.Clip(acc), b)
 	}
 	return acc
 }

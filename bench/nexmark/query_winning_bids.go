@@ -290,6 +290,7 @@ func (q *q6Average) OnTimer(ctx *sluice.KeyedContext[int64], _ int64, out sluice
 	if err != nil {
 		return err
 	}
+	last = slices.Clip(last) // appends go to a new array: the state owns this one
 	for _, w := range due {
 		last = append(last, w.Price)
 		if len(last) > q6Last {
@@ -301,7 +302,7 @@ func (q *q6Average) OnTimer(ctx *sluice.KeyedContext[int64], _ int64, out sluice
 		}
 		out.Collect(Q6Result{Seller: ctx.Key(), Avg: sum / int64(len(last)), Auction: w.Auction})
 	}
-	if err := q.last.Update(slices.Clone(last)); err != nil {
+	if err := q.last.Update(last); err != nil {
 		return err
 	}
 	return q.pending.Update(pending)
