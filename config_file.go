@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint/storage/s3"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/kafkaclient"
+	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/state"
 )
@@ -120,6 +121,17 @@ import (
 //	taskmanager.memory.segment-size             network buffer size (32kb)
 //	taskmanager.network.memory.buffers-per-channel       exclusive buffers per channel (2)
 //	taskmanager.network.memory.floating-buffers-per-gate floating buffers per gate (8)
+//	taskmanager.memory.process.size             the process's memory budget (package memory; unset: shares of 256m, no Go limit)
+//	taskmanager.memory.managed.fraction         managed memory (RocksDB's) of the memory past the overhead (0.4)
+//	taskmanager.memory.managed.size             managed memory as a size, instead of the fraction
+//	taskmanager.memory.network.fraction         network memory (0.1), within
+//	taskmanager.memory.network.min              (4m) and
+//	taskmanager.memory.network.max              (1g)
+//	taskmanager.memory.jvm-overhead.fraction    memory the Go runtime does not account (0.1), within
+//	taskmanager.memory.jvm-overhead.min         (32m) and
+//	taskmanager.memory.jvm-overhead.max         (1g)
+//	taskmanager.memory.kafka.source.fraction    Kafka source readers' fetched records (0.1)
+//	taskmanager.memory.kafka.sink.fraction      Kafka sink producers' buffers (0.05)
 //	restart-strategy.type                       (restart-strategy) none (off, disable), fixed-delay, exponential-delay
 //	restart-strategy.fixed-delay.attempts       (1)
 //	restart-strategy.fixed-delay.delay          (1 s)
@@ -135,7 +147,7 @@ import (
 //	    block.blocksize, writebuffer.size, writebuffer.count, compression.per.level (a list),
 //	    compaction.style, compaction.level.target-file-size-base, compaction.level.max-size-level-base,
 //	    compaction.level.use-dynamic-size, thread.num, use-bloom-filter, bloom-filter.bits-per-key,
-//	    checkpoint.transfer.thread.num
+//	    checkpoint.transfer.thread.num, memory.managed, memory.write-buffer-ratio
 //	state.storage.fs.memory-threshold           (state.backend.fs.memory-threshold) inline state streams up to this (20kb)
 //	s3.*                                        checkpoint storage on S3, S3Config.Set: s3.endpoint, s3.path.style.access,
 //	    s3.access-key, s3.secret-key, s3.region, s3.upload.part.size, s3.max-attempts, s3.request.timeout,
@@ -1134,6 +1146,48 @@ func buildOptions() []*confOption {
 		}
 		return err
 	}, "execution.buffer-timeout")
+	// The memory model (package memory).
+	memSize := func(key string, field func(c *memory.Config) *int64, least int64) {
+		add(key, func(a *confApplier, v string) error {
+			n, err := state.ParseMemorySize(v)
+			if err != nil {
+				return err
+			}
+			if n < least {
+				return fmt.Errorf("%d bytes, want at least %d", n, least)
+			}
+			if n == 0 {
+				WithMemoryConfig(func(c *memory.Config) { *field(c) = memory.ZeroSize })(a.e)
+			} else {
+				WithMemoryConfig(func(c *memory.Config) { *field(c) = n })(a.e)
+			}
+			return nil
+		})
+	}
+	memFrac := func(key string, field func(c *memory.Config) *float64) {
+		add(key, func(a *confApplier, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || f < 0 || f >= 1 {
+				return fmt.Errorf("%q: want a fraction in [0, 1)", v)
+			}
+			if f == 0 {
+				f = math.SmallestNonzeroFloat64 // 0 in memory.Config is the default
+			}
+			WithMemoryConfig(func(c *memory.Config) { *field(c) = f })(a.e)
+			return nil
+		})
+	}
+	memSize("taskmanager.memory.process.size", func(c *memory.Config) *int64 { return &c.ProcessSize }, 1)
+	memSize("taskmanager.memory.managed.size", func(c *memory.Config) *int64 { return &c.ManagedSize }, 0)
+	memFrac("taskmanager.memory.managed.fraction", func(c *memory.Config) *float64 { return &c.ManagedFraction })
+	memFrac("taskmanager.memory.network.fraction", func(c *memory.Config) *float64 { return &c.NetworkFraction })
+	memSize("taskmanager.memory.network.min", func(c *memory.Config) *int64 { return &c.NetworkMin }, 0)
+	memSize("taskmanager.memory.network.max", func(c *memory.Config) *int64 { return &c.NetworkMax }, 0)
+	memFrac("taskmanager.memory.jvm-overhead.fraction", func(c *memory.Config) *float64 { return &c.OverheadFraction })
+	memSize("taskmanager.memory.jvm-overhead.min", func(c *memory.Config) *int64 { return &c.OverheadMin }, 0)
+	memSize("taskmanager.memory.jvm-overhead.max", func(c *memory.Config) *int64 { return &c.OverheadMax }, 0)
+	memFrac("taskmanager.memory.kafka.source.fraction", func(c *memory.Config) *float64 { return &c.KafkaSourceFraction })
+	memFrac("taskmanager.memory.kafka.sink.fraction", func(c *memory.Config) *float64 { return &c.KafkaSinkFraction })
 	add("task.cancellation.timeout", func(a *confApplier, v string) error {
 		d, err := parseDuration(v)
 		if err == nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/runtime"
 )
 
@@ -34,6 +35,8 @@ type Environment struct {
 	jobObservers []JobObserver
 	// cluster is the role configuration of WithCluster (nil: SLUICE_*).
 	cluster *ClusterConfig
+	// memory is the taskmanager.memory.* configuration.
+	memory memory.Config
 }
 
 // Option configures an Environment.
@@ -181,6 +184,9 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 	if cc.Role == RoleWorker {
 		return nil, ErrWorkerRole
 	}
+	if err := e.installMemory(); err != nil {
+		return nil, err
+	}
 	var j *Job
 	if cc.Role == RoleCoordinator {
 		j, err = cluster.StartCoordinator(ctx, &e.plan, e.cfg, cc)
@@ -204,6 +210,9 @@ func (e *Environment) Execute(ctx context.Context) error {
 	if cc, err := e.clusterConfig(); err == nil && cc.Role == RoleWorker {
 		if len(e.errs) > 0 {
 			return errors.Join(e.errs...)
+		}
+		if err := e.installMemory(); err != nil {
+			return err
 		}
 		return cluster.RunWorker(ctx, &e.plan, e.cfg, cc)
 	}

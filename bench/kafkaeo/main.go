@@ -82,7 +82,8 @@ func main() {
 	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write each run's CPU profile to this file (suffixed -<backend>-<round>)")
 	flag.Var((*multi)(&f.dynamic), "D", "key=value: a configuration key for the job (repeatable)")
 	// The child's.
-	flag.BoolVar(&f.child, "child", false, "run one job (internal)")
+	flag.BoolVar(&f.child, "child", false, "run one job on -in (made with -produce), writing to -out, and print its figures as JSON: to time it by itself")
+	produceTo := flag.String("produce", "", "only produce the input into this new topic and exit (for -child runs)")
 	flag.StringVar(&f.backend, "backend", "", "the child's state backend (internal)")
 	flag.StringVar(&f.in, "in", "", "the child's input topic (internal)")
 	flag.StringVar(&f.out, "out", "", "the child's output topic (internal)")
@@ -95,7 +96,9 @@ func main() {
 		os.Exit(2)
 	}
 	var err error
-	if f.child {
+	if *produceTo != "" {
+		err = produceOnly(f, seeds, *produceTo)
+	} else if f.child {
 		err = child(f, seeds)
 	} else {
 		err = parent(f, seeds)
@@ -217,6 +220,19 @@ func parent(f flags, seeds []string) error {
 			rss[0], med(rss), rss[len(rss)-1], med(goPeak), med(chk))
 	}
 	return w.Flush()
+}
+
+func produceOnly(f flags, seeds []string, topic string) error {
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(f.partitions), 1, nil, topic); err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	return produce(ctx, seeds, topic, f)
 }
 
 func col(rs []run, fn func(run) float64) []float64 {

@@ -285,7 +285,11 @@ func (w *transactionalWriter[T]) fence(ctx context.Context, id string) (*kgo.Cli
 // newProducer makes a transactional client under id and initialises its
 // producer (InitProducerId).
 func (w *transactionalWriter[T]) newProducer(ctx context.Context, id string) (*kgo.Client, error) {
-	cl, err := kgo.NewClient(w.s.cfg.client.Opts(kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.txnTimeout))...)
+	// Sized by the memory budget: a share for each of the clients the
+	// sink's subtasks keep alive (the pool), before the user's options.
+	opts := append(producerBuffers(w.parallelism*w.s.cfg.poolSize),
+		w.s.cfg.client.Opts(kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.txnTimeout))...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("new client for transactional id %s: %w", id, err)
 	}

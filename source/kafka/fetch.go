@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/memory"
 )
 
 // fetch polls the consumer and hands the fetches to the task goroutine.
@@ -15,6 +17,9 @@ import (
 // one franz-go holds and the one waiting here for a slot).
 func (r *Reader[T]) fetch() {
 	for {
+		if !r.awaitRoom() {
+			return
+		}
 		fs := r.consumer.PollFetches(r.ctx)
 		if r.ctx.Err() != nil {
 			return
@@ -39,6 +44,10 @@ func (r *Reader[T]) fetch() {
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			it.parts = append(it.parts, fetched{topicPartition{p.Topic, p.Partition}, p.HighWatermark, p.LastStableOffset, p.Records})
 			it.slot = it.slot || len(p.Records) > 0
+			for _, rec := range p.Records {
+				it.bytes += int64(len(rec.Key) + len(rec.Value) + memory.RecordOverhead)
+			}
+			it.recs += int64(len(p.Records))
 		})
 		if len(it.parts) == 0 {
 			continue
@@ -49,11 +58,26 @@ func (r *Reader[T]) fetch() {
 			case <-r.ctx.Done():
 				return
 			}
+			r.heldBytes.Add(it.bytes)
+			r.heldRecs.Add(it.recs)
 		}
 		if !r.deliver(it) {
 			return
 		}
 	}
+}
+
+// awaitRoom waits while the records held reach the reader's bound;
+// false when the reader is closing.
+func (r *Reader[T]) awaitRoom() bool {
+	for r.heldBytes.Load() >= r.buf.maxBytes || r.heldRecs.Load() >= int64(r.buf.maxRecords) {
+		select {
+		case <-r.room:
+		case <-r.ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // deliver hands it to the task goroutine, blocking while the channel is
@@ -116,7 +140,7 @@ func (r *Reader[T]) pop(p *partition) *kgo.Record {
 			p.segs, p.segHead = p.segs[:0], 0
 		}
 		if f.left--; f.left == 0 && f.slot {
-			r.releaseSlot()
+			r.release(f)
 		}
 	}
 	return rec
@@ -132,6 +156,18 @@ func (r *Reader[T]) dropBuffered(p *partition) {
 func (r *Reader[T]) releaseSlot() {
 	select {
 	case <-r.slots:
+	default:
+	}
+}
+
+// release gives back the slot and the memory of a fetch whose records
+// are all handed out.
+func (r *Reader[T]) release(f *fetchRef) {
+	r.heldBytes.Add(-f.bytes)
+	r.heldRecs.Add(-f.recs)
+	r.releaseSlot()
+	select {
+	case r.room <- struct{}{}:
 	default:
 	}
 }
@@ -156,13 +192,13 @@ func (r *Reader[T]) apply(it item) error {
 			continue
 		}
 		if f == nil {
-			f = &fetchRef{slot: it.slot}
+			f = &fetchRef{slot: it.slot, bytes: it.bytes, recs: it.recs}
 		}
 		f.left++
 		r.push(p, segment{recs: fp.records, fetch: f})
 	}
 	if it.slot && f == nil {
-		r.releaseSlot()
+		r.release(&fetchRef{bytes: it.bytes, recs: it.recs})
 	}
 	if a := it.advance; a != nil {
 		if p := r.parts[topicPartition{a.Topic, a.Partition}]; p != nil && !p.finished && p.next.Load() < a.Offset {

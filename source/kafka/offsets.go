@@ -194,11 +194,11 @@ func (r *Reader[T]) addPartitions(splits []SplitState) {
 	if r.cfg.readUncomm {
 		isolation = kgo.ReadUncommitted()
 	}
-	cl, err := kgo.NewClient(r.cfg.client.Opts(
+	cl, err := kgo.NewClient(append(slices.Clip(r.buf.client), r.cfg.client.Opts(
 		kgo.ConsumePartitions(consume),
 		kgo.FetchIsolationLevel(isolation),
 		kgo.KeepControlRecords(),
-	)...)
+	)...)...)
 	if err != nil {
 		r.deliver(item{err: fmt.Errorf("new consumer: %w", err)})
 		return

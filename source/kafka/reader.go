@@ -68,14 +68,17 @@ type segment struct {
 // goroutine only): left is the number of its segments still queued; the
 // fetch's slot is given back when the last one is empty.
 type fetchRef struct {
-	left int
-	slot bool
+	left        int
+	slot        bool
+	bytes, recs int64 // what the fetch holds of the reader's bound
 }
 
 // item is what the background goroutines hand the task goroutine.
 type item struct {
 	parts    []fetched
-	slot     bool // the item holds one of r.slots until its records are handed out
+	slot     bool  // the item holds one of r.slots until its records are handed out
+	bytes    int64 // its records' memory, held with the slot
+	recs     int64
 	newParts []SplitState
 	advance  *SplitState // a bounded partition may move to Offset: nothing visible before it
 	err      error
@@ -116,12 +119,21 @@ type Reader[T any] struct {
 	parts map[topicPartition]*partition
 	order []*partition
 
-	items  chan item
-	slots  chan struct{} // one per fetch with records not yet all handed out
-	avail  chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	items chan item
+	slots chan struct{} // one per fetch with records not yet all handed out
+	avail chan struct{}
+	// The memory bound: the fetched records held (key, value and
+	// memory.RecordOverhead each) and their number, added by the fetch
+	// goroutine, taken off on the task goroutine when a fetch's records
+	// are all handed out; past maxBytes or maxRecords the fetch goroutine
+	// waits for room.
+	buf       bufferLimits
+	heldBytes atomic.Int64
+	heldRecs  atomic.Int64
+	room      chan struct{}
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 
 	// Round robin over the partitions with buffered records (task
 	// goroutine only): turn has the turn for turnLeft more records, and
@@ -153,6 +165,8 @@ func newReader[T any](s *Source[T], rc source.ReaderContext) (*Reader[T], error)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Reader[T]{
 		cfg: &s.cfg, decode: s.decode, subtask: rc.Subtask, parallelism: rc.Parallelism,
+		buf:       s.cfg.bufferLimits(rc.Parallelism),
+		room:      make(chan struct{}, 1),
 		log:       s.cfg.client.Log().With("source", "kafka", "subtask", rc.Subtask),
 		parts:     map[topicPartition]*partition{},
 		items:     make(chan item, s.cfg.maxBatches),

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/kafkaclient"
+	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/source"
 )
 
@@ -177,6 +178,10 @@ type config struct {
 	discovery  time.Duration
 	policy     BadRecordPolicy
 	maxBatches int
+	// maxBytes and maxRecords bound the records a reader holds (0: from
+	// the process's memory budget).
+	maxBytes   int64
+	maxRecords int
 	perPoll    int
 	// partitionBatch is how many records a partition hands out in its
 	// turn before the reader's next partition with buffered records.
@@ -243,6 +248,44 @@ func PartitionWatermarks(outOfOrderness, idleTimeout time.Duration) Option {
 // fetches held are handed out a few dozen per partition in turn, so a
 // partition with a large backlog does not hold back the reader's others.
 func MaxBufferedFetches(n int) Option { return func(c *config) { c.maxBatches = n } }
+
+// MaxBufferedBytes bounds the memory of the fetched records a reader
+// holds ahead of the task (their keys and values plus
+// memory.RecordOverhead each): past it the reader fetches no more until
+// the task has taken a fetch's records. Default: from the process's
+// memory budget, taskmanager.memory.kafka.source.fraction shared by the
+// source's readers (memory.Budget.KafkaReaderShare), which also sizes
+// franz-go's FetchMaxBytes and FetchMaxPartitionBytes unless
+// ClientOptions sets them.
+func MaxBufferedBytes(n int64) Option { return func(c *config) { c.maxBytes = n } }
+
+// MaxBufferedRecords bounds the number of fetched records a reader holds
+// ahead of the task, as MaxBufferedBytes their memory. Default: from the
+// memory budget.
+func MaxBufferedRecords(n int) Option { return func(c *config) { c.maxRecords = n } }
+
+// bufferLimits is how one of parallelism readers is bounded: the
+// options, else its share of the process's memory budget.
+type bufferLimits struct {
+	maxBytes   int64
+	maxRecords int
+	// client are the fetch sizes of the share, before the user's
+	// options.
+	client []kgo.Opt
+}
+
+func (c *config) bufferLimits(parallelism int) bufferLimits {
+	share := memory.Current().KafkaReaderShare(parallelism)
+	l := bufferLimits{maxBytes: c.maxBytes, maxRecords: c.maxRecords,
+		client: []kgo.Opt{kgo.FetchMaxBytes(share.FetchMaxBytes), kgo.FetchMaxPartitionBytes(share.FetchMaxPartitionBytes)}}
+	if l.maxBytes <= 0 {
+		l.maxBytes = share.MaxBufferedBytes
+	}
+	if l.maxRecords <= 0 {
+		l.maxRecords = share.MaxBufferedRecords
+	}
+	return l
+}
 
 // ErrInvalidConfig is returned (wrapped) by NewSource for a configuration it
 // refuses.

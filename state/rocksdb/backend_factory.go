@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/state"
 )
 
@@ -27,6 +28,12 @@ func Factory(baseDir string, opts Options) state.BackendFactory {
 		op.MaxParallelism = o.MaxParallelism
 		kgr := o.KeyGroups
 		op.KeyGroups = &kgr
+		if !op.UnmanagedMemory {
+			share := memory.Current().RocksDBShare(o.Parallelism, op.WriteBufferRatio)
+			op.WriteBufferSize = max(share.WriteBuffer, minWriteBufferSize)
+			op.dbWriteBuffer = share.DBWriteBuffer
+			op.sharedCache = share.BlockCache
+		}
 		return New(op)
 	}
 }

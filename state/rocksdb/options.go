@@ -182,8 +182,28 @@ type Options struct {
 	// (state.backend.rocksdb.checkpoint.transfer.thread.num). Default 4.
 	TransferThreads int
 
+	// UnmanagedMemory turns managed memory off
+	// (state.backend.rocksdb.memory.managed=false): the backend then has a
+	// block cache of its own of BlockCacheSize and memtables of
+	// WriteBufferSize. By default, as Flink, Factory sizes every backend
+	// of the process from the managed memory of the process's budget
+	// (package memory): one LRU block cache shared by all of them, and
+	// each database's memtables (db_write_buffer_size), memtable size and
+	// Go write buffers from its share (memory.Budget.RocksDBShare);
+	// BlockCacheSize and WriteBufferSize are then ignored, as Flink
+	// ignores them.
+	UnmanagedMemory bool
+	// WriteBufferRatio is the part of the native managed memory for
+	// memtables, the rest being the block cache
+	// (state.backend.rocksdb.memory.write-buffer-ratio). Default 0.5.
+	WriteBufferRatio float64
+
 	// Logger receives the backend's log lines; nil means slog.Default().
 	Logger *slog.Logger
+
+	// Set by Factory under managed memory.
+	sharedCache   int64 // the capacity of the process's cache to use
+	dbWriteBuffer int64
 }
 
 // Set sets an option by its Flink name, with Flink's value syntax (memory
@@ -243,6 +263,15 @@ func (o *Options) Set(key, value string) error {
 		o.LocalRecovery, err = strconv.ParseBool(value)
 	case "state.backend.rocksdb.checkpoint.transfer.thread.num":
 		o.TransferThreads, err = strconv.Atoi(value)
+	case "state.backend.rocksdb.memory.managed":
+		var on bool
+		on, err = strconv.ParseBool(value)
+		o.UnmanagedMemory = !on
+	case "state.backend.rocksdb.memory.write-buffer-ratio":
+		o.WriteBufferRatio, err = strconv.ParseFloat(value, 64)
+		if err == nil && (o.WriteBufferRatio <= 0 || o.WriteBufferRatio >= 1) {
+			err = errors.New("want a ratio in (0, 1)")
+		}
 	default:
 		return fmt.Errorf("%q: %w", key, ErrUnknownOption)
 	}
@@ -386,18 +415,24 @@ func (o Options) withDefaults() (Options, error) {
 // nativeOptions holds the RocksDB option objects of a database; they must
 // outlive it.
 type nativeOptions struct {
-	db    *grocksdb.Options // database and default column family
-	cf    *grocksdb.Options // list and map column families
-	vcf   *grocksdb.Options // value, reducing and aggregating column families
-	bbto  *grocksdb.BlockBasedTableOptions
-	cache *grocksdb.Cache
-	ro    *grocksdb.ReadOptions
-	wo    *grocksdb.WriteOptions
+	db     *grocksdb.Options // database and default column family
+	cf     *grocksdb.Options // list and map column families
+	vcf    *grocksdb.Options // value, reducing and aggregating column families
+	bbto   *grocksdb.BlockBasedTableOptions
+	cache  *grocksdb.Cache
+	shared *sharedCache // cache is the process's, released rather than destroyed
+	ro     *grocksdb.ReadOptions
+	wo     *grocksdb.WriteOptions
 }
 
 func newNativeOptions(o Options) (*nativeOptions, error) {
 	n := &nativeOptions{}
-	n.cache = grocksdb.NewLRUCache(uint64(o.BlockCacheSize))
+	if o.sharedCache > 0 {
+		n.shared = acquireSharedCache(o.sharedCache)
+		n.cache = n.shared.cache
+	} else {
+		n.cache = grocksdb.NewLRUCache(uint64(o.BlockCacheSize))
+	}
 	n.bbto = grocksdb.NewDefaultBlockBasedTableOptions()
 	n.bbto.SetBlockCache(n.cache)
 	n.bbto.SetBlockSize(int(o.BlockSize))
@@ -458,7 +493,7 @@ func newNativeOptions(o Options) (*nativeOptions, error) {
 		if vcf, err = grocksdb.GetOptionsFromString(cf, strings.Join(spec, ";")); err != nil {
 			cf.Destroy()
 			n.bbto.Destroy()
-			n.cache.Destroy()
+			n.releaseCache()
 			return nil, fmt.Errorf("rocksdb backend: value state options: %w", err)
 		}
 	}
@@ -473,6 +508,10 @@ func newNativeOptions(o Options) (*nativeOptions, error) {
 	db.SetMaxLogFileSize(4 << 20)
 	// The metadata column family is tiny.
 	db.SetWriteBufferSize(256 << 10)
+	if o.dbWriteBuffer > 0 {
+		// All memtables of the database, under managed memory.
+		db.SetDbWriteBufferSize(uint64(o.dbWriteBuffer))
+	}
 	n.db, n.cf, n.vcf = db, cf, vcf
 	n.ro = grocksdb.NewDefaultReadOptions()
 	n.wo = grocksdb.NewDefaultWriteOptions()
@@ -488,5 +527,13 @@ func (n *nativeOptions) destroy() {
 	n.vcf.Destroy()
 	n.db.Destroy()
 	n.bbto.Destroy()
-	n.cache.Destroy()
+	n.releaseCache()
+}
+
+func (n *nativeOptions) releaseCache() {
+	if n.shared != nil {
+		n.shared.release()
+	} else {
+		n.cache.Destroy()
+	}
 }

@@ -1,0 +1,355 @@
+// Package memory owns Sluice's process memory model, after Flink's
+// TaskManager memory model: one process budget
+// (taskmanager.memory.process.size) split into an overhead outside
+// Sluice's accounting, managed memory (RocksDB's one block cache and
+// write buffers per process), network buffers, the Kafka clients'
+// buffers, and the rest, the task heap; and the Go runtime's soft memory
+// limit (GOMEMLIMIT) derived from it.
+//
+// The runtime installs the budget of the job it runs (Install); the
+// connectors and state backends read it (Current) to size what the user
+// did not size: the Kafka source's fetch sizes and buffered records, the
+// Kafka sink's buffers per transactional producer, RocksDB's shared
+// cache and write buffers. Every share is a function of the budget and
+// of the number of subtasks sharing it, so it is computed and tested
+// here, without I/O.
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"sync/atomic"
+)
+
+// Defaults. Flink's where Flink has the option (its fractions); the sizes
+// are smaller than Flink's, whose minimums (network 64 MiB, JVM overhead
+// 192 MiB) are for a JVM of gigabytes.
+const (
+	// DefaultProcessSize sizes the shares when
+	// taskmanager.memory.process.size is not set (Flink has no default;
+	// its shipped config.yaml says 1728m). Without an explicit size the Go
+	// runtime's limit is left alone.
+	DefaultProcessSize int64 = 256 << 20
+	// DefaultManagedFraction is taskmanager.memory.managed.fraction.
+	DefaultManagedFraction = 0.4
+	// DefaultNetworkFraction is taskmanager.memory.network.fraction.
+	DefaultNetworkFraction = 0.1
+	// DefaultNetworkMin is taskmanager.memory.network.min (Flink: 64 MiB).
+	DefaultNetworkMin int64 = 4 << 20
+	// DefaultNetworkMax is taskmanager.memory.network.max (Flink: 1 GiB;
+	// Flink 1.x: 1 GiB, Flink 2: unbounded).
+	DefaultNetworkMax int64 = 1 << 30
+	// DefaultOverheadFraction is taskmanager.memory.jvm-overhead.fraction:
+	// for Sluice, the memory the Go runtime does not account (the
+	// program's text, C libraries' own allocations, cgo threads' stacks).
+	DefaultOverheadFraction = 0.1
+	// DefaultOverheadMin is taskmanager.memory.jvm-overhead.min (Flink:
+	// 192 MiB).
+	DefaultOverheadMin int64 = 32 << 20
+	// DefaultOverheadMax is taskmanager.memory.jvm-overhead.max.
+	DefaultOverheadMax int64 = 1 << 30
+	// DefaultKafkaSourceFraction is taskmanager.memory.kafka.source.fraction
+	// (no Flink equivalent: Flink's Kafka clients live on the task heap,
+	// unaccounted): the records the Kafka sources' readers of the process
+	// hold, fetched ahead of the tasks.
+	DefaultKafkaSourceFraction = 0.1
+	// DefaultKafkaSinkFraction is taskmanager.memory.kafka.sink.fraction
+	// (no Flink equivalent): the records the Kafka sinks' producers of the
+	// process buffer.
+	DefaultKafkaSinkFraction = 0.05
+)
+
+// ErrInvalid is matched by the errors of Config.Budget.
+var ErrInvalid = errors.New("memory: invalid configuration")
+
+// Config is the memory configuration of a process by Flink's keys. A zero
+// field takes its default; a negative fraction or size is refused.
+type Config struct {
+	// ProcessSize is taskmanager.memory.process.size: all the memory of
+	// the process. 0: DefaultProcessSize, and no Go limit.
+	ProcessSize int64
+	// ManagedFraction is taskmanager.memory.managed.fraction of the
+	// Sluice memory (the process less the overhead); ManagedSize
+	// (taskmanager.memory.managed.size) overrides it. Set ManagedSize to
+	// ZeroSize for none.
+	ManagedFraction float64
+	ManagedSize     int64
+	// NetworkFraction, NetworkMin, NetworkMax are
+	// taskmanager.memory.network.{fraction,min,max}.
+	NetworkFraction        float64
+	NetworkMin, NetworkMax int64
+	// OverheadFraction, OverheadMin, OverheadMax are
+	// taskmanager.memory.jvm-overhead.{fraction,min,max}.
+	OverheadFraction         float64
+	OverheadMin, OverheadMax int64
+	// KafkaSourceFraction and KafkaSinkFraction are
+	// taskmanager.memory.kafka.{source,sink}.fraction of the Sluice
+	// memory.
+	KafkaSourceFraction, KafkaSinkFraction float64
+}
+
+// ZeroSize, as a size of Config, means 0 bytes rather than the default.
+const ZeroSize int64 = -1
+
+// Budget is a process's memory split by Config.Budget. Process =
+// Overhead + Managed + Network + KafkaSource + KafkaSink + TaskHeap.
+type Budget struct {
+	// Process is the whole; Explicit says it was configured, which is
+	// when GoLimit applies.
+	Process  int64
+	Explicit bool
+	// Overhead is what the Go runtime does not see and Sluice does not
+	// bound (program text, C libraries' own allocations).
+	Overhead int64
+	// Managed is RocksDB's: one block cache (with its write buffers
+	// charged to it) per process.
+	Managed int64
+	// Network is what the network buffers of the process's tasks may
+	// take.
+	Network int64
+	// KafkaSource is what the Kafka source readers of the process may
+	// hold in fetched records; KafkaSink what the Kafka sink producers may
+	// buffer.
+	KafkaSource, KafkaSink int64
+	// TaskHeap is the rest: operators, heap state, records in flight.
+	TaskHeap int64
+	// GoLimit is the soft limit of the Go runtime (debug.SetMemoryLimit):
+	// everything but the overhead and the native part of managed memory
+	// (all of it but ManagedGoFraction), which RocksDB allocates outside
+	// Go.
+	GoLimit int64
+}
+
+func frac(v, d float64) float64 {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+func size(v, d int64) int64 {
+	switch {
+	case v == 0:
+		return d
+	case v == ZeroSize:
+		return 0
+	}
+	return v
+}
+
+// Budget splits the process size as Flink does: the overhead is its
+// fraction of the process, clamped to [min, max]; of the rest, the Sluice
+// memory, managed memory is its fraction (or its size), network memory
+// its fraction clamped to [min, max], the Kafka buffers their fractions;
+// the task heap what remains, which must not be negative.
+func (c Config) Budget() (Budget, error) {
+	b := Budget{Process: c.ProcessSize, Explicit: c.ProcessSize != 0}
+	if !b.Explicit {
+		b.Process = DefaultProcessSize
+	}
+	fracs := []struct {
+		name string
+		v    float64
+	}{
+		{"taskmanager.memory.managed.fraction", c.ManagedFraction},
+		{"taskmanager.memory.network.fraction", c.NetworkFraction},
+		{"taskmanager.memory.jvm-overhead.fraction", c.OverheadFraction},
+		{"taskmanager.memory.kafka.source.fraction", c.KafkaSourceFraction},
+		{"taskmanager.memory.kafka.sink.fraction", c.KafkaSinkFraction},
+	}
+	for _, f := range fracs {
+		if f.v < 0 || f.v >= 1 || math.IsNaN(f.v) {
+			return Budget{}, fmt.Errorf("%w: %s %v: want a fraction in [0, 1)", ErrInvalid, f.name, f.v)
+		}
+	}
+	if b.Process < 0 {
+		return Budget{}, fmt.Errorf("%w: taskmanager.memory.process.size %d", ErrInvalid, b.Process)
+	}
+	for _, s := range []struct {
+		name string
+		v    int64
+	}{
+		{"taskmanager.memory.managed.size", c.ManagedSize},
+		{"taskmanager.memory.network.min", c.NetworkMin}, {"taskmanager.memory.network.max", c.NetworkMax},
+		{"taskmanager.memory.jvm-overhead.min", c.OverheadMin}, {"taskmanager.memory.jvm-overhead.max", c.OverheadMax},
+	} {
+		if s.v < ZeroSize {
+			return Budget{}, fmt.Errorf("%w: %s %d: want a size", ErrInvalid, s.name, s.v)
+		}
+	}
+	clamp := func(v, lo, hi int64, what string) (int64, error) {
+		if lo > hi {
+			return 0, fmt.Errorf("%w: %s.min %d above %s.max %d", ErrInvalid, what, lo, what, hi)
+		}
+		return min(max(v, lo), hi), nil
+	}
+	var err error
+	b.Overhead, err = clamp(int64(float64(b.Process)*frac(c.OverheadFraction, DefaultOverheadFraction)),
+		size(c.OverheadMin, DefaultOverheadMin), size(c.OverheadMax, DefaultOverheadMax), "taskmanager.memory.jvm-overhead")
+	if err != nil {
+		return Budget{}, err
+	}
+	sluice := b.Process - b.Overhead
+	if sluice <= 0 {
+		return Budget{}, fmt.Errorf("%w: taskmanager.memory.process.size %d leaves nothing past the overhead of %d (taskmanager.memory.jvm-overhead.*)",
+			ErrInvalid, b.Process, b.Overhead)
+	}
+	if c.ManagedSize != 0 {
+		b.Managed = size(c.ManagedSize, 0)
+	} else {
+		b.Managed = int64(float64(sluice) * frac(c.ManagedFraction, DefaultManagedFraction))
+	}
+	b.Network, err = clamp(int64(float64(sluice)*frac(c.NetworkFraction, DefaultNetworkFraction)),
+		size(c.NetworkMin, DefaultNetworkMin), size(c.NetworkMax, DefaultNetworkMax), "taskmanager.memory.network")
+	if err != nil {
+		return Budget{}, err
+	}
+	b.KafkaSource = int64(float64(sluice) * frac(c.KafkaSourceFraction, DefaultKafkaSourceFraction))
+	b.KafkaSink = int64(float64(sluice) * frac(c.KafkaSinkFraction, DefaultKafkaSinkFraction))
+	b.TaskHeap = sluice - b.Managed - b.Network - b.KafkaSource - b.KafkaSink
+	if b.TaskHeap < 0 {
+		return Budget{}, fmt.Errorf("%w: taskmanager.memory.process.size %d: managed %d + network %d + Kafka buffers %d+%d exceed the %d past the overhead",
+			ErrInvalid, b.Process, b.Managed, b.Network, b.KafkaSource, b.KafkaSink, sluice)
+	}
+	b.GoLimit = b.Process - b.Overhead - int64(float64(b.Managed)*(1-ManagedGoFraction))
+	return b, nil
+}
+
+// Share is n-th part of total, at least least.
+func Share(total int64, n int, least int64) int64 {
+	return max(total/int64(max(n, 1)), least)
+}
+
+var current atomic.Pointer[Budget]
+
+// Install makes b the process's budget, which Current returns. It
+// returns the one it replaces.
+func Install(b Budget) Budget {
+	old := Current()
+	current.Store(&b)
+	return old
+}
+
+// Current is the budget the runtime installed, or the default one.
+func Current() Budget {
+	if b := current.Load(); b != nil {
+		return *b
+	}
+	b, _ := Config{}.Budget()
+	return b
+}
+
+// ApplyGoLimit sets the Go runtime's soft memory limit to b.GoLimit when
+// the process size was configured and the GOMEMLIMIT environment
+// variable (the user's own limit, which wins) is not set; getenv is
+// os.Getenv. It returns the limit set, or -1 when it set none.
+func ApplyGoLimit(b Budget, getenv func(string) string) int64 {
+	if !b.Explicit || getenv("GOMEMLIMIT") != "" || b.GoLimit <= 0 {
+		return -1
+	}
+	debug.SetMemoryLimit(b.GoLimit)
+	return b.GoLimit
+}
+
+// RecordOverhead is what a buffered Kafka record costs beyond its key and
+// value: franz-go's Record, the pointer to it, its share of the batch.
+const RecordOverhead = 256
+
+// KafkaReader is how one Kafka source reader is sized.
+type KafkaReader struct {
+	// FetchMaxBytes and FetchMaxPartitionBytes are franz-go's (Kafka's
+	// fetch.max.bytes and max.partition.fetch.bytes): compressed bytes per
+	// fetch and per partition of a fetch.
+	FetchMaxBytes, FetchMaxPartitionBytes int32
+	// MaxBufferedBytes and MaxBufferedRecords bound the fetched records
+	// the reader holds before the task takes them (key, value and
+	// RecordOverhead each): past either it fetches no more.
+	MaxBufferedBytes   int64
+	MaxBufferedRecords int
+}
+
+// KafkaReaderShare sizes each of readers readers sharing b.KafkaSource:
+// half of a reader's share is records held, the rest what the client
+// fetches ahead and decompresses. The fetch sizes bound compressed
+// bytes, and a batch of small similar records decompresses to many times
+// its size (and each record costs RecordOverhead more), so a fetch is a
+// 32nd of the share, a partition's part of it a 64th.
+func (b Budget) KafkaReaderShare(readers int) KafkaReader {
+	s := Share(b.KafkaSource, readers, 1<<20)
+	return KafkaReader{
+		FetchMaxBytes:          int32(min(max(s/32, 64<<10), 50<<20)),
+		FetchMaxPartitionBytes: int32(min(max(s/64, 16<<10), 1<<20)),
+		MaxBufferedBytes:       s / 2,
+		MaxBufferedRecords:     int(max(s/2/RecordOverhead, 1024)),
+	}
+}
+
+// KafkaProducer is how one Kafka producer is sized.
+type KafkaProducer struct {
+	// MaxBufferedBytes and MaxBufferedRecords are franz-go's: key and
+	// value bytes, and records, buffered before Produce blocks.
+	MaxBufferedBytes   int64
+	MaxBufferedRecords int
+	// BatchMaxBytes is franz-go's ProducerBatchMaxBytes (Kafka's
+	// batch.size is the nearest).
+	BatchMaxBytes int32
+}
+
+// KafkaProducerShare sizes each of producers producers alive sharing
+// b.KafkaSink (a sink's subtasks times the transactional ids each keeps
+// a client for).
+func (b Budget) KafkaProducerShare(producers int) KafkaProducer {
+	s := Share(b.KafkaSink, producers, 256<<10)
+	return KafkaProducer{
+		MaxBufferedBytes:   s,
+		MaxBufferedRecords: int(max(s/RecordOverhead, 256)),
+		BatchMaxBytes:      int32(min(max(s/4, 16<<10), 1000012)),
+	}
+}
+
+// ManagedGoFraction is the part of managed memory a RocksDB backend keeps
+// in Go: its Go write buffers (state/rocksdb write_buffer.go). The rest
+// is native: the block cache and the memtables.
+const ManagedGoFraction = 0.25
+
+// DefaultWriteBufferRatio is state.backend.rocksdb.memory.write-buffer-ratio:
+// the part of the native managed memory for memtables, the rest is the
+// block cache (Flink charges the memtables to the cache; the C API of the
+// librocksdb Sluice links has no write buffer manager, so the two are
+// split instead).
+const DefaultWriteBufferRatio = 0.5
+
+// RocksDB is how the RocksDB backends of a process are sized from
+// managed memory.
+type RocksDB struct {
+	// BlockCache is the capacity of the one LRU cache of the process.
+	BlockCache int64
+	// DBWriteBuffer is each database's db_write_buffer_size: all its
+	// memtables.
+	DBWriteBuffer int64
+	// WriteBuffer is the size of a column family's memtable and of a
+	// state's Go write buffer.
+	WriteBuffer int64
+}
+
+// RocksDBShare sizes backends backends sharing b.Managed, with
+// writeBufferRatio (0: DefaultWriteBufferRatio) of the native part for
+// memtables.
+func (b Budget) RocksDBShare(backends int, writeBufferRatio float64) RocksDB {
+	if writeBufferRatio <= 0 || writeBufferRatio >= 1 {
+		writeBufferRatio = DefaultWriteBufferRatio
+	}
+	native := int64(float64(b.Managed) * (1 - ManagedGoFraction))
+	goPart := b.Managed - native
+	memtables := int64(float64(native) * writeBufferRatio)
+	db := Share(memtables, backends, 1<<20)
+	return RocksDB{
+		BlockCache:    max(native-memtables, 1<<20),
+		DBWriteBuffer: db,
+		// Two memtables per column family, two Go buffers per state,
+		// each backend with a few states.
+		WriteBuffer: max(min(db/2, Share(goPart, backends, 0)/2), 64<<10),
+	}
+}

@@ -1,0 +1,73 @@
+package sluice
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/sluicehq/sluice/memory"
+)
+
+// The taskmanager.memory.* keys reach the memory configuration, in
+// Flink's units; Execute's installMemory makes their budget the
+// process's.
+func TestMemoryKeys(t *testing.T) {
+	clearSluiceEnv(t)
+	c := NewConfiguration()
+	for k, v := range map[string]string{
+		"taskmanager.memory.process.size":          "1g",
+		"taskmanager.memory.managed.fraction":      "0.25",
+		"taskmanager.memory.network.fraction":      "0.05",
+		"taskmanager.memory.network.min":           "8m",
+		"taskmanager.memory.network.max":           "64mb",
+		"taskmanager.memory.jvm-overhead.fraction": "0.2",
+		"taskmanager.memory.jvm-overhead.min":      "16 mb",
+		"taskmanager.memory.jvm-overhead.max":      "2g",
+		"taskmanager.memory.kafka.source.fraction": "0.15",
+		"taskmanager.memory.kafka.sink.fraction":   "0",
+	} {
+		if err := c.Set(k, v); err != nil {
+			t.Fatalf("Set(%s, %s): %v", k, v, err)
+		}
+	}
+	e := NewEnvironment(WithConfiguration(c))
+	if len(e.errs) > 0 {
+		t.Fatal(e.errs)
+	}
+	m := e.memory
+	if m.ProcessSize != 1<<30 || m.ManagedFraction != 0.25 || m.NetworkFraction != 0.05 || m.NetworkMin != 8<<20 || m.NetworkMax != 64<<20 ||
+		m.OverheadFraction != 0.2 || m.OverheadMin != 16<<20 || m.OverheadMax != 2<<30 || m.KafkaSourceFraction != 0.15 || m.KafkaSinkFraction <= 0 || m.KafkaSinkFraction > 1e-300 {
+		t.Errorf("memory configuration %+v", m)
+	}
+	old := memory.Current()
+	t.Cleanup(func() { memory.Install(old) })
+	t.Setenv("GOMEMLIMIT", "off") // installMemory must not touch the test binary's limit
+	if err := e.installMemory(); err != nil {
+		t.Fatal(err)
+	}
+	b := memory.Current()
+	// 1 GiB: overhead 0.2 → 204.8 MiB; 819.2 MiB past it: managed a
+	// quarter, 204.8 MiB; network 0.05 → 40.96 MiB, within [8, 64].
+	const mib = 1 << 20
+	near := func(got int64, wantMiB float64) bool { d := float64(got) - wantMiB*mib; return d > -2 && d < 2 }
+	if !b.Explicit || b.Process != 1<<30 || !near(b.Overhead, 204.8) || !near(b.Managed, 204.8) || !near(b.Network, 40.96) || b.KafkaSink != 0 {
+		t.Errorf("installed budget %+v", b)
+	}
+	for k, v := range map[string]string{
+		"taskmanager.memory.process.size":     "0",
+		"taskmanager.memory.managed.fraction": "1.5",
+		"taskmanager.memory.network.min":      "lots",
+	} {
+		c := NewConfiguration()
+		if err := c.Set(k, v); err != nil {
+			continue // refused at once
+		}
+		if err := NewEnvironment(WithConfiguration(c)).Execute(t.Context()); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s=%s: %v, want an invalid option", k, v, err)
+		}
+	}
+	// A budget that does not add up is refused by Execute.
+	err := NewEnvironment(WithProcessMemory(100<<20), WithMemoryConfig(func(c *memory.Config) { c.ManagedFraction = 0.95 })).Execute(t.Context())
+	if !errors.Is(err, ErrInvalidOption) || !errors.Is(err, memory.ErrInvalid) {
+		t.Errorf("an impossible budget: %v", err)
+	}
+}

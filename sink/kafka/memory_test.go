@@ -1,0 +1,54 @@
+package kafka
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/memory"
+)
+
+// Each transactional producer gets its share of the process's Kafka sink
+// memory, the share of one of parallelism × pool size producers alive;
+// the user's client options win.
+func TestProducerBuffersFromMemoryBudget(t *testing.T) {
+	b, err := memory.Config{ProcessSize: 1 << 30}.Budget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := memory.Install(b)
+	t.Cleanup(func() { memory.Install(old) })
+	seeds := cluster(t, 1, "out")
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want memory.KafkaProducer
+	}{
+		{"budget", nil, b.KafkaProducerShare(2 * 3)},
+		{"client-options", []Option{ClientOptions(kgo.MaxBufferedRecords(77))}, func() memory.KafkaProducer {
+			p := b.KafkaProducerShare(2 * 3)
+			p.MaxBufferedRecords = 77
+			return p
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := eosSink(t, seeds, "mem-"+tc.name, append([]Option{TransactionalIDPoolSize(3)}, tc.opts...)...)
+			w, err := s.NewWriter(wctx(1, 2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			writeAll(t, w, "a")
+			cl := w.(*transactionalWriter[string]).cur.cl
+			if got := cl.OptValue(kgo.MaxBufferedRecords); got != int64(tc.want.MaxBufferedRecords) {
+				t.Errorf("MaxBufferedRecords %v, want %d", got, tc.want.MaxBufferedRecords)
+			}
+			if got := cl.OptValue(kgo.MaxBufferedBytes); got != tc.want.MaxBufferedBytes {
+				t.Errorf("MaxBufferedBytes %v, want %d", got, tc.want.MaxBufferedBytes)
+			}
+			if got := cl.OptValue(kgo.ProducerBatchMaxBytes); got != tc.want.BatchMaxBytes {
+				t.Errorf("ProducerBatchMaxBytes %v, want %d", got, tc.want.BatchMaxBytes)
+			}
+		})
+	}
+}

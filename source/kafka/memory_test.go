@@ -1,0 +1,76 @@
+package kafka
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/source"
+)
+
+// The reader's bounds and the consumer's fetch sizes come from the
+// process's memory budget, shared by the source's readers; options win.
+func TestReaderBuffersFromMemoryBudget(t *testing.T) {
+	b, err := memory.Config{ProcessSize: 512 << 20}.Budget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := memory.Install(b)
+	t.Cleanup(func() { memory.Install(old) })
+	e := newEnv(t, 2, "in")
+	e.produce("in", 0, "a")
+	share := b.KafkaReaderShare(2)
+	r := newTestReader(t, e.source(Topics("in")), source.ReaderContext{Subtask: 0, Parallelism: 2})
+	if r.buf.maxBytes != share.MaxBufferedBytes || r.buf.maxRecords != share.MaxBufferedRecords {
+		t.Errorf("reader bounds %d bytes, %d records; want the budget's %+v", r.buf.maxBytes, r.buf.maxRecords, share)
+	}
+	if _, err := pollUntil(t, r, &fakeOutput[string]{}, func() bool { return r.consumer != nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.consumer.OptValue(kgo.FetchMaxBytes); got != share.FetchMaxBytes {
+		t.Errorf("consumer FetchMaxBytes %v, want %d", got, share.FetchMaxBytes)
+	}
+	if got := r.consumer.OptValue(kgo.FetchMaxPartitionBytes); got != share.FetchMaxPartitionBytes {
+		t.Errorf("consumer FetchMaxPartitionBytes %v, want %d", got, share.FetchMaxPartitionBytes)
+	}
+	// The user's options win.
+	r2 := newTestReader(t, e.source(Topics("in"), MaxBufferedBytes(12345), MaxBufferedRecords(7),
+		ClientOptions(kgo.FetchMaxBytes(99999))), source.ReaderContext{Subtask: 0, Parallelism: 2})
+	if r2.buf.maxBytes != 12345 || r2.buf.maxRecords != 7 {
+		t.Errorf("reader bounds %d bytes, %d records; want the options' 12345, 7", r2.buf.maxBytes, r2.buf.maxRecords)
+	}
+	if _, err := pollUntil(t, r2, &fakeOutput[string]{}, func() bool { return r2.consumer != nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := r2.consumer.OptValue(kgo.FetchMaxBytes); got != int32(99999) {
+		t.Errorf("consumer FetchMaxBytes %v, want the option's 99999", got)
+	}
+}
+
+// A reader bounded to one record still reads everything, and gives the
+// memory of every fetch back.
+func TestReaderBoundedToOneRecordReadsAll(t *testing.T) {
+	e := newEnv(t, 2, "in")
+	var want []string
+	for i := range 50 {
+		v := fmt.Sprint("v", i)
+		e.produce("in", int32(i%2), v)
+		want = append(want, v)
+	}
+	r := newTestReader(t, e.source(Topics("in"), Bounded(), MaxBufferedRecords(1)), source.ReaderContext{Subtask: 0, Parallelism: 1})
+	out := &fakeOutput[string]{}
+	if st, err := pollUntil(t, r, out, func() bool { return false }); err != nil || st != source.EndOfInput {
+		t.Fatalf("status %v, err %v; want end of input", st, err)
+	}
+	slices.Sort(out.values)
+	slices.Sort(want)
+	if !slices.Equal(out.values, want) {
+		t.Fatalf("read %v, want %v", out.values, want)
+	}
+	if b, n := r.heldBytes.Load(), r.heldRecs.Load(); b != 0 || n != 0 {
+		t.Errorf("after the last record the reader holds %d bytes, %d records", b, n)
+	}
+}
