@@ -48,6 +48,15 @@ type Operator interface {
 	Close() error
 }
 
+// InputAvailability is implemented by operators that can refuse input
+// for a while (async I/O with every slot of its capacity in flight): while
+// InputAvailable is false the task reads no input, as when an output has
+// no buffer, but still runs its mails (timers, checkpoints, completions),
+// so it never blocks its goroutine waiting.
+type InputAvailability interface {
+	InputAvailable() bool
+}
+
 // ProcessingTimeService schedules callbacks on the task goroutine at a wall
 // clock time (Unix milliseconds).
 type ProcessingTimeService interface {
@@ -75,6 +84,12 @@ type Context struct {
 	// failed over): blocking I/O of an operator (a sink talking to a
 	// broker that is down) must give up on it.
 	Ctx context.Context
+	// PostMail queues fn to run on the task goroutine, between records,
+	// and wakes the task; an error of fn fails the task. It is safe from
+	// any goroutine and fails once the task has exited. Operators whose
+	// work completes on other goroutines (async I/O) hand results back
+	// through it.
+	PostMail func(fn func() error) error
 
 	// OperatorState is the operator's non-keyed state of this subtask
 	// (list and union list states), checkpointed with it.

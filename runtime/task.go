@@ -44,6 +44,8 @@ type Task struct {
 	src     SourceDriver
 	srcDone bool
 	units   []*opUnit // every node of the chain, head first
+	// gated are the chain's operators that may refuse input for a while.
+	gated []operators.InputAvailability
 
 	// network
 	partitions  []*network.ResultPartition
@@ -214,6 +216,11 @@ func (t *Task) build(g *JobGraph) error {
 	if !t.vertex.Head().IsSource() {
 		t.head = t.ops[0]
 	}
+	for _, op := range t.ops {
+		if a, ok := op.(operators.InputAvailability); ok {
+			t.gated = append(t.gated, a)
+		}
+	}
 	for _, gi := range t.gates {
 		for _, ci := range gi.channels {
 			if gi.edge.InputIndex >= len(headIns) {
@@ -248,6 +255,7 @@ func (t *Task) operatorContext(n *Node) *operators.Context {
 		ProcessingTime: t.timers,
 		Logger:         t.logger.With("operator", n.Name),
 		Ctx:            t.ctx,
+		PostMail:       func(fn func() error) error { return t.mailbox.Put(fn) },
 	}
 }
 

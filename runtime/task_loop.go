@@ -127,9 +127,17 @@ func (t *Task) wait(extra <-chan struct{}, counter *atomic.Int64) {
 	t.counters.endWait(time.Now())
 }
 
+// outputsAvailable reports whether the chain can take a record: every
+// output has a buffer and no operator refuses input (an async operator at
+// capacity). A task that cannot waits for a mail or a buffer.
 func (t *Task) outputsAvailable() bool {
 	for _, p := range t.partitions {
 		if !p.Available() {
+			return false
+		}
+	}
+	for _, g := range t.gated {
+		if !g.InputAvailable() {
 			return false
 		}
 	}
