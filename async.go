@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/operators"
 )
 
@@ -139,17 +138,4 @@ func asyncWait[IN, OUT any](s *Stream[IN], fn AsyncFunction[IN, OUT], timeout ti
 	}
 	connect(s, n, 0)
 	return newStream[OUT](s.env, n)
-}
-
-// streamCodec is the codec of a stream's records: that of an operator
-// producing them.
-func streamCodec[T any](s *Stream[T]) Codec[T] {
-	for _, n := range s.from {
-		if n.Out != nil {
-			if c, ok := n.Out.Codec().(codec.Codec[T]); ok {
-				return c
-			}
-		}
-	}
-	return codec.Default[T]()
 }
