@@ -152,7 +152,7 @@ func runTwoRescale(t *testing.T, build func(*twoRun, *sluice.Stream[twoEv], *slu
 	t.Helper()
 	const records = 2000
 	seen := &atomic.Int64{}
-	r := &twoRun{records: records, rate: 2500, opPar: 2, seen: seen, build: build,
+	r := &twoRun{records: records, rate: 1200, opPar: 2, seen: seen, build: build,
 		outDir: t.TempDir(), checkpointDir: t.TempDir()}
 	job, err := r.env().ExecuteAsync(context.Background())
 	if err != nil {

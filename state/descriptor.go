@@ -20,6 +20,9 @@ const (
 	// KindOperatorList and KindUnionList are operator (non-keyed) states.
 	KindOperatorList
 	KindUnionList
+	// KindBroadcast is the broadcast state of an operator (a map every
+	// subtask holds a copy of: broadcast_state.go).
+	KindBroadcast
 )
 
 func (k Kind) String() string {
@@ -38,6 +41,8 @@ func (k Kind) String() string {
 		return "operator-list"
 	case KindUnionList:
 		return "union-list"
+	case KindBroadcast:
+		return "broadcast"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

@@ -336,6 +336,10 @@ func (b *OperatorStateBackend) Restore(snapshots ...io.Reader) error {
 		switch {
 		case m.meta.Kind == KindUnionList:
 			mine = slices.Concat(m.parts...)
+		case m.meta.Kind == KindBroadcast:
+			// Every old subtask holds the same copy; subtask i takes old
+			// subtask i mod the old parallelism's, as Flink does.
+			mine = m.parts[b.index%oldPar]
 		case oldPar == b.parallelism:
 			mine = m.parts[b.index]
 		default:
