@@ -9,8 +9,8 @@ import (
 )
 
 // OutputTag names a side output of an operator and gives its type, as
-// Flink's OutputTag: a keyed process function or a process window
-// function emits to it with EmitSide, a window operator sends its late
+// Flink's OutputTag: a process function, a process window function or a
+// rich function (through its OperatorContext) emits to it with EmitSide, a window operator sends its late
 // records to it (WindowedStream.SideOutputLateData), and SideOutput
 // returns its records as a stream.
 type OutputTag[T any] struct {
@@ -49,7 +49,8 @@ func (t OutputTag[T]) codecOrDefault() Codec[T] {
 
 // SideOutput returns the records that the operator producing s emits to
 // the side output tag, as Flink's getSideOutput. s must come straight from
-// a keyed Process or a window function (not from a Union). Asking twice for
+// a keyed Process, a window function, a ProcessStream or a rich map, flat
+// map or filter (not from a Union). Asking twice for
 // the same tag gives the same records; a tag nobody asks for is dropped.
 func SideOutput[T, X any](s *Stream[X], tag OutputTag[T]) *Stream[T] {
 	env := s.env
@@ -89,8 +90,11 @@ func SideOutput[T, X any](s *Stream[X], tag OutputTag[T]) *Stream[T] {
 				return nil, nil, err
 			}
 			acc, ok := op.(operators.SideOutputAcceptor)
+			if c, can := op.(interface{ AcceptsSideOutputs() bool }); can && !c.AcceptsSideOutputs() {
+				ok = false
+			}
 			if !ok {
-				return nil, nil, fmt.Errorf("side outputs: operator %q (%T) does not emit side outputs; keyed Process and window functions do", n.Name, op)
+				return nil, nil, fmt.Errorf("side outputs: operator %q (%T) does not emit side outputs; process, window and rich functions do", n.Name, op)
 			}
 			names := make([]string, len(n.Sides))
 			for i, sn := range n.Sides {
@@ -108,7 +112,7 @@ func SideOutput[T, X any](s *Stream[X], tag OutputTag[T]) *Stream[T] {
 }
 
 // SideOutputContext is a function context that can emit to side outputs:
-// *KeyedContext and *WindowContext.
+// *KeyedContext, *WindowContext, *ProcessContext and *OperatorContext.
 type SideOutputContext interface {
 	SideOutputs() *operators.SideOutputs
 }

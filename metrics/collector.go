@@ -226,6 +226,7 @@ func collectJob(ch chan<- prometheus.Metric, name string, e *jobEntry) {
 	}
 	for i, t := range tasks {
 		sub := strconv.Itoa(t.Subtask)
+		collectUser(ch, name, t)
 		counter(descRecordsIn, float64(t.RecordsIn), t.Vertex, sub)
 		counter(descRecordsOut, float64(t.RecordsOut), t.Vertex, sub)
 		counter(descBytesIn, float64(t.BytesIn), t.Vertex, sub)

@@ -74,6 +74,15 @@ type Context struct {
 	OperatorName, UID string
 	// Subtask and Parallelism place this instance among its peers.
 	Subtask, Parallelism int
+	// TaskName names the subtask running the operator (the chain's name
+	// with its subtask, as Flink's getTaskNameWithSubtasks).
+	TaskName string
+	// Attempt is the number of the job's attempt, 0 for the first run
+	// and +1 for every restart (Flink's getAttemptNumber).
+	Attempt int
+	// Metrics is the operator's group of user-defined metrics, reported
+	// with the task's (nil outside a running task).
+	Metrics *MetricGroup
 	// MaxParallelism is the number of key groups.
 	MaxParallelism int
 	// ProcessingTime schedules processing-time callbacks.
@@ -109,7 +118,15 @@ type Context struct {
 	// RestoredParallelisms are the parallelisms the operator had in the
 	// restored checkpoint.
 	RestoredParallelisms []int
+
+	// sides are the operator's side outputs, for a rich function's
+	// EmitSide (nil without any).
+	sides *SideOutputs
 }
+
+// SideOutputs returns the side outputs of the operator (for EmitSide
+// from a rich function); nil when it has none.
+func (c *Context) SideOutputs() *SideOutputs { return c.sides }
 
 // Error is the error of a failing operator: it names the operator and the
 // subtask. Use errors.As to find it in a job's error.

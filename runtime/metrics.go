@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/sluicehq/sluice/operators"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,10 @@ type TaskMetrics struct {
 	RecordsOut int64
 	BytesIn    int64
 	BytesOut   int64
+
+	// User are the user-defined metrics of the task's operators (their
+	// Context.Metrics groups).
+	User []operators.UserMetric `json:",omitempty"`
 
 	// InputWatermark is the task's current input watermark (Flink's
 	// currentInputWatermark): the minimum over its input channels that are

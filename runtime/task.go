@@ -256,7 +256,18 @@ func (t *Task) operatorContext(n *Node) *operators.Context {
 		Logger:         t.logger.With("operator", n.Name),
 		Ctx:            t.ctx,
 		PostMail:       func(fn func() error) error { return t.mailbox.Put(fn) },
+		TaskName:       t.name,
+		Attempt:        t.attemptNumber(),
+		Metrics:        operators.NewMetricGroup(),
 	}
+}
+
+// attemptNumber is the number of the attempt running the task.
+func (t *Task) attemptNumber() int {
+	if t.att == nil {
+		return 0
+	}
+	return t.att.number
 }
 
 // close releases everything the task holds, on every exit path.
@@ -322,6 +333,9 @@ func (t *Task) metrics() TaskMetrics {
 	if len(t.partitions) == 0 {
 		// Nothing downstream: the chain's output is where its input got.
 		m.OutputWatermark = m.InputWatermark
+	}
+	for _, u := range t.units {
+		m.User = append(m.User, u.ctx.Metrics.Report(u.node.Name)...)
 	}
 	now := time.Now()
 	idle, bp := t.counters.waits(now)
