@@ -81,7 +81,7 @@ func (s *Server) handleVertex(w http.ResponseWriter, r *http.Request, e *jobEntr
 // GET /jobs/:jobid/vertices/:vertexid/metrics lists, with Flink's names.
 func subtaskMetricValues(m runtime.TaskMetrics) [][2]string {
 	i := strconv.FormatInt
-	return [][2]string{
+	out := [][2]string{
 		{"numRecordsIn", i(m.RecordsIn, 10)},
 		{"numRecordsOut", i(m.RecordsOut, 10)},
 		{"numBytesIn", i(m.BytesIn, 10)},
@@ -92,6 +92,7 @@ func subtaskMetricValues(m runtime.TaskMetrics) [][2]string {
 		{"accumulateIdleTimeMs", i(m.IdleTime.Milliseconds(), 10)},
 		{"accumulateBackPressuredTimeMs", i(m.BackPressuredTime.Milliseconds(), 10)},
 	}
+	return append(out, userMetricValues(m.User)...)
 }
 
 // handleVertexMetrics is GET /jobs/:jobid/vertices/:vertexid/metrics: as
