@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage/s3"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/runtime"
@@ -116,6 +117,7 @@ import (
 //	pipeline.name                               job name
 //	pipeline.operator-chaining.enabled          (pipeline.operator-chaining) chaining (true)
 //	pipeline.auto-watermark-interval            periodic watermarks (200 ms)
+//	pipeline.default-codec                      binary, json: format of the codecs picked for composite types (binary)
 //	execution.buffer-timeout.interval           (execution.buffer-timeout) network buffer flush timeout (100 ms; 0: every record)
 //	task.cancellation.timeout                   wait for cancelled tasks (180 s; 0: for ever)
 //	taskmanager.memory.segment-size             network buffer size (32kb)
@@ -1129,6 +1131,13 @@ func buildOptions() []*confOption {
 		}
 		return err
 	}, "pipeline.operator-chaining")
+	add("pipeline.default-codec", func(a *confApplier, v string) error {
+		f, err := codec.ParseFormat(v)
+		if err == nil {
+			WithDefaultCodec(f)(a.e)
+		}
+		return err
+	})
 	add("pipeline.auto-watermark-interval", func(a *confApplier, v string) error {
 		d, err := parseDuration(v)
 		if err == nil {

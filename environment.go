@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/runtime"
 )
@@ -37,6 +38,9 @@ type Environment struct {
 	cluster *ClusterConfig
 	// memory is the taskmanager.memory.* configuration.
 	memory memory.Config
+	// codecFormat is the format of the codecs the environment picks
+	// (WithDefaultCodec).
+	codecFormat codec.Format
 }
 
 // Option configures an Environment.
@@ -153,6 +157,30 @@ func WithAutoWatermarkInterval(d time.Duration) Option {
 		e.cfg.AutoWatermarkInterval = d
 	}
 }
+
+// WithDefaultCodec sets the format of the codecs the environment picks for
+// composite types where none is given (codec.DefaultFor): the records of
+// every operator's output (network edges, checkpointed in-flight data),
+// side outputs, window contents and accumulators, Reduce's state.
+// codec.FormatBinary (codec.Binary, the default) or codec.FormatJSON
+// (codec.JSON, the default of earlier versions); Binary reads JSON, so a
+// job switched to it restores what JSON wrote, while one switched back to
+// JSON refuses state Binary wrote. The config key is
+// pipeline.default-codec (binary, json). It does not change keys
+// (codec.DefaultKey) nor the state descriptors a function makes without a
+// codec (codec.Default, Binary: give Codec: codec.JSON[T]{} for JSON).
+func WithDefaultCodec(f codec.Format) Option {
+	return func(e *Environment) {
+		if f != codec.FormatBinary && f != codec.FormatJSON {
+			e.addErr(fmt.Errorf("%w: default codec %v: want codec.FormatBinary or codec.FormatJSON", ErrInvalidOption, f))
+			return
+		}
+		e.codecFormat = f
+	}
+}
+
+// defaultCodec is the codec of T that env picks where none is given.
+func defaultCodec[T any](env *Environment) Codec[T] { return codec.DefaultFor[T](env.codecFormat) }
 
 // WithLogger sets the job's logger; the default is slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(e *Environment) { e.cfg.Logger = l } }

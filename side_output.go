@@ -40,9 +40,9 @@ func NewOutputTag[T any](name string, opts ...OutputTagOption[T]) OutputTag[T] {
 // Name returns the tag's name.
 func (t OutputTag[T]) Name() string { return t.name }
 
-func (t OutputTag[T]) codecOrDefault() Codec[T] {
+func (t OutputTag[T]) codecOrDefault(env *Environment) Codec[T] {
 	if t.codec == nil {
-		return codec.Default[T]()
+		return defaultCodec[T](env)
 	}
 	return t.codec
 }
@@ -77,7 +77,7 @@ func SideOutput[T, X any](s *Stream[X], tag OutputTag[T]) *Stream[T] {
 		}
 		return newStream[T](env, sn)
 	}
-	sn := env.plan.AddSide(n, tag.name, runtime.TypeOf(tag.codecOrDefault()))
+	sn := env.plan.AddSide(n, tag.name, runtime.TypeOf(tag.codecOrDefault(env)))
 	if prev, dup := env.uids[sn.UID]; dup {
 		return fail("uid %q is already used by operator %q", sn.UID, prev)
 	}

@@ -48,7 +48,8 @@ func MaxParallelism(n int) OpOption { return func(s *opSettings) { s.maxParallel
 func DisableChaining() OpOption { return func(s *opSettings) { s.disableChaining = true } }
 
 // WithCodec sets the codec of the operator's output records; the default
-// is codec.Default for the type.
+// is codec.Default for the type (codec.DefaultFor with WithDefaultCodec's
+// format).
 func WithCodec[T any](c Codec[T]) OpOption { return func(s *opSettings) { s.codec = c } }
 
 // Stream is a typed stream of records. A stream from Union has several
@@ -102,7 +103,7 @@ func newNode[OUT any](env *Environment, defName string, opts []OpOption, out boo
 		env.addErr(fmt.Errorf("%w: operator %q: parallelism must not be negative", ErrInvalidOption, n.Name))
 	}
 	if out {
-		c := codec.Default[OUT]()
+		c := defaultCodec[OUT](env)
 		if set.codec != nil {
 			cc, ok := set.codec.(codec.Codec[OUT])
 			if !ok {
@@ -199,9 +200,10 @@ type KeyedStream[K comparable, T any] struct {
 }
 
 // KeyBy partitions the stream by the key keyOf returns, encoded with the
-// default codec of K.
+// default key codec of K (codec.DefaultKey: JSON for composite keys, as in
+// earlier versions, so that the state of their savepoints is found).
 func KeyBy[T any, K comparable](s *Stream[T], keyOf func(T) K) *KeyedStream[K, T] {
-	return KeyByCodec(s, keyOf, codec.Default[K]())
+	return KeyByCodec(s, keyOf, codec.DefaultKey[K]())
 }
 
 // KeyByCodec is KeyBy with the key codec given: the key group of a record

@@ -38,7 +38,8 @@ type ProcessWindowFunc[K comparable, IN, OUT any] = operators.ProcessWindowFunc[
 // AggregateFunction aggregates the records of a window incrementally, as
 // Flink's AggregateFunction. If it has a method AccumulatorCodec()
 // Codec[ACC], that codec stores the accumulator; otherwise
-// codec.Default[ACC]() does.
+// codec.Default[ACC]() does (codec.DefaultFor with WithDefaultCodec's
+// format).
 type AggregateFunction[IN, ACC, OUT any] = state.AggregateFunction[IN, ACC, OUT]
 
 // TumblingAssigner is the assigner of TumblingEventTimeWindows and
@@ -190,7 +191,7 @@ func (w *WindowedStream[K, T]) elementCodec() Codec[T] {
 			}
 		}
 	}
-	return codec.Default[T]()
+	return defaultCodec[T](w.keyed.stream.env)
 }
 
 // windowNode adds the window operator node; build makes the operator.
@@ -250,7 +251,7 @@ func AggregateWindow[K comparable, IN, ACC, OUT any](w *WindowedStream[K, IN], a
 		if cfg.Evictor != nil {
 			return operators.NewEvictingWindow(cfg, nil, ec, operators.AggregateElements[K](cloneFunction(agg)), out)
 		}
-		return operators.NewAggregateWindow(cfg, cloneFunction(agg), accumulatorCodec(agg), out)
+		return operators.NewAggregateWindow(cfg, cloneFunction(agg), accumulatorCodec(w.keyed.stream.env, agg), out)
 	})
 }
 
@@ -293,7 +294,7 @@ func AggregateProcessWindow[K comparable, IN, ACC, V, OUT any](w *WindowedStream
 		if cfg.Evictor != nil {
 			return operators.NewEvictingWindow(cfg, f, ec, operators.AggregateProcessElements(cloneFunction(agg), f), out)
 		}
-		return operators.NewAggregateProcessWindow(cfg, cloneFunction(agg), accumulatorCodec(agg), f, out)
+		return operators.NewAggregateProcessWindow(cfg, cloneFunction(agg), accumulatorCodec(w.keyed.stream.env, agg), f, out)
 	})
 }
 
@@ -304,14 +305,14 @@ func outputCodec[T any](s *Stream[T]) Codec[T] {
 			return c
 		}
 	}
-	return codec.Default[T]()
+	return defaultCodec[T](s.env)
 }
 
 // accumulatorCodec is the codec an AggregateFunction names for its
 // accumulator, if it does.
-func accumulatorCodec[IN, ACC, OUT any](agg AggregateFunction[IN, ACC, OUT]) Codec[ACC] {
+func accumulatorCodec[IN, ACC, OUT any](env *Environment, agg AggregateFunction[IN, ACC, OUT]) Codec[ACC] {
 	if c, ok := agg.(interface{ AccumulatorCodec() Codec[ACC] }); ok {
 		return c.AccumulatorCodec()
 	}
-	return nil
+	return defaultCodec[ACC](env)
 }

@@ -1,6 +1,7 @@
 // Package codec owns the encoding of typed values to bytes and back: the
 // Codec interface that every network edge, keyed state and checkpoint uses,
-// and the built-in codecs for []byte, string, the integer types and JSON.
+// and the built-in codecs for []byte, string, the integer types, JSON and
+// Binary (CBOR behind a format byte, the default of composite types).
 package codec
 
 import (
@@ -8,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 )
 
 // ErrShortInput is returned (wrapped) when a fixed-size value is decoded
@@ -81,8 +84,77 @@ func (JSON[T]) Decode(src []byte) (T, error) {
 }
 
 // Default returns the built-in codec for T: Bytes for []byte, String for
-// string, Int for the integer kinds, JSON for everything else.
-func Default[T any]() Codec[T] {
+// string, Int for the integer kinds, Binary for everything else, except
+// types Binary would not treat as encoding/json does (a type that reaches
+// an interface, or has its own MarshalJSON, MarshalText or their Unmarshal
+// counterparts, other than time.Time), which keep JSON. Before Binary,
+// JSON was the default of every composite type; Binary reads what it
+// wrote.
+func Default[T any]() Codec[T] { return DefaultFor[T](FormatBinary) }
+
+// DefaultFor is Default with the format of composite types given:
+// FormatJSON gives JSON where Default gives Binary.
+func DefaultFor[T any](f Format) Codec[T] {
+	if c, ok := builtin[T](); ok {
+		return c
+	}
+	if f == FormatJSON || keepsJSON(reflect.TypeFor[T]()) {
+		return JSON[T]{}
+	}
+	return Binary[T]{}
+}
+
+// DefaultKey returns the codec of keys when none is given (the key of a
+// keyed stream, the user key of a map state): the built-in codecs as
+// Default, JSON for other types. A key's bytes are its identity: they are
+// hashed to its key group and looked up in the state backend, so they
+// stay those of earlier versions (where JSON was the default) for the
+// state of their savepoints to be found. JSON is deterministic for keys:
+// struct fields in declaration order, map keys sorted. Binary is
+// deterministic too; give it (KeyByCodec, MapStateDescriptor.KeyCodec) in
+// a job without such savepoints to encode composite keys faster.
+func DefaultKey[T any]() Codec[T] {
+	if c, ok := builtin[T](); ok {
+		return c
+	}
+	return JSON[T]{}
+}
+
+// Format selects the encoding of composite types in DefaultFor.
+type Format uint8
+
+const (
+	// FormatBinary is Binary (CBOR with a format byte), the default.
+	FormatBinary Format = iota
+	// FormatJSON is JSON, the default of earlier versions.
+	FormatJSON
+)
+
+// ErrUnknownFormatName is returned (wrapped) by ParseFormat.
+var ErrUnknownFormatName = errors.New("codec: unknown format")
+
+// ParseFormat parses "binary" or "json" (any case).
+func ParseFormat(s string) (Format, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "binary":
+		return FormatBinary, nil
+	case "json":
+		return FormatJSON, nil
+	}
+	return 0, fmt.Errorf("%q: want binary or json: %w", s, ErrUnknownFormatName)
+}
+
+func (f Format) String() string {
+	switch f {
+	case FormatBinary:
+		return "binary"
+	case FormatJSON:
+		return "json"
+	}
+	return fmt.Sprintf("format(%d)", uint8(f))
+}
+
+func builtin[T any]() (Codec[T], bool) {
 	var zero T
 	var c any
 	switch any(zero).(type) {
@@ -111,8 +183,6 @@ func Default[T any]() Codec[T] {
 	case uint64:
 		c = Int[uint64]{}
 	}
-	if cc, ok := c.(Codec[T]); ok {
-		return cc
-	}
-	return JSON[T]{}
+	cc, ok := c.(Codec[T])
+	return cc, ok
 }

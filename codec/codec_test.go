@@ -85,12 +85,21 @@ func TestDefault(t *testing.T) {
 	if _, ok := codec.Default[uint16]().(codec.Int[uint16]); !ok {
 		t.Fatal("uint16")
 	}
-	if _, ok := codec.Default[point]().(codec.JSON[point]); !ok {
+	if _, ok := codec.Default[point]().(codec.Binary[point]); !ok {
 		t.Fatal("struct")
 	}
 	type myInt int
-	if _, ok := codec.Default[myInt]().(codec.JSON[myInt]); !ok {
-		t.Fatal("named integer types fall back to JSON")
+	if _, ok := codec.Default[myInt]().(codec.Binary[myInt]); !ok {
+		t.Fatal("named integer types are composite for Default")
+	}
+	if _, ok := codec.DefaultFor[point](codec.FormatJSON).(codec.JSON[point]); !ok {
+		t.Fatal("FormatJSON gives JSON for a struct")
+	}
+	if _, ok := codec.DefaultKey[point]().(codec.JSON[point]); !ok {
+		t.Fatal("composite keys keep JSON")
+	}
+	if _, ok := codec.DefaultKey[int64]().(codec.Int[int64]); !ok {
+		t.Fatal("int64 key")
 	}
 }
 

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/codec"
@@ -62,15 +63,17 @@ type StateMeta struct {
 
 // Compatible reports, as an error naming the state, why data written under
 // m (a registration or a snapshot) cannot be read under n: a different
-// kind, a different codec, or TTL switched on or off (the stored format
-// differs). A changed TTL duration or update type is compatible.
+// kind, a codec that cannot read m's (codec.Binary reads codec.JSON of the
+// same type, what earlier versions' default wrote), or TTL switched on or
+// off (the stored format differs). A changed TTL duration or update type
+// is compatible.
 func (m StateMeta) Compatible(n StateMeta) error {
 	switch {
 	case m.Kind != n.Kind:
 		return fmt.Errorf("state %q: registered as %s, requested as %s: %w", m.Name, m.Kind, n.Kind, ErrIncompatibleState)
-	case m.ValueCodec != n.ValueCodec:
+	case !codecReads(n.ValueCodec, m.ValueCodec):
 		return fmt.Errorf("state %q: value codec %s, requested with %s: %w", m.Name, m.ValueCodec, n.ValueCodec, ErrIncompatibleState)
-	case m.UserKeyCodec != n.UserKeyCodec:
+	case !codecReads(n.UserKeyCodec, m.UserKeyCodec):
 		return fmt.Errorf("state %q: user key codec %s, requested with %s: %w", m.Name, m.UserKeyCodec, n.UserKeyCodec, ErrIncompatibleState)
 	case m.TTL.Enabled() != n.TTL.Enabled():
 		return fmt.Errorf("state %q: TTL enabled %v, requested with TTL enabled %v: %w", m.Name, m.TTL.Enabled(), n.TTL.Enabled(), ErrIncompatibleState)
@@ -186,8 +189,9 @@ type ListStateDescriptor[T any] struct {
 // MapStateDescriptor describes a MapState: a map per key and namespace.
 type MapStateDescriptor[K comparable, V any] struct {
 	Name string
-	// KeyCodec and ValueCodec encode map keys and values; nil means the
-	// codec.Default of the type.
+	// KeyCodec and ValueCodec encode map keys and values; nil means
+	// codec.DefaultKey of the key type (JSON for composite keys, whose
+	// bytes are looked up) and codec.Default of the value type.
 	KeyCodec   codec.Codec[K]
 	ValueCodec codec.Codec[V]
 	// TTL applies per map entry.
@@ -232,9 +236,53 @@ func CodecID(c any) string {
 	return prefix + t.String()
 }
 
+// Merge returns the description under which the data of m and n
+// (snapshots of the same state, as in a rescaled restore) is read: m,
+// with n's codecs where only those read both (codec.Binary reads what
+// codec.JSON wrote), or why the two cannot be read together.
+func (m StateMeta) Merge(n StateMeta) (StateMeta, error) {
+	if n.Compatible(m) == nil { // m reads n's data
+		return m, nil
+	}
+	if err := m.Compatible(n); err != nil {
+		return m, err
+	}
+	m.ValueCodec, m.UserKeyCodec = n.ValueCodec, n.UserKeyCodec
+	return m, nil
+}
+
+var (
+	binaryCodecID = genericName(CodecID(codec.Binary[int]{}))
+	jsonCodecID   = genericName(CodecID(codec.JSON[int]{}))
+)
+
+// genericName is the identity of a generic codec without its type
+// argument ("pkg.Name[").
+func genericName(id string) string { return id[:strings.IndexByte(id, '[')+1] }
+
+// codecReads reports whether the codec identified by reader decodes what
+// the one identified by written encoded: the same codec, or Binary of a
+// type reading JSON of that type.
+func codecReads(reader, written string) bool {
+	if reader == written {
+		return true
+	}
+	arg, ok := strings.CutPrefix(reader, binaryCodecID)
+	return ok && written == jsonCodecID+arg
+}
+
 func orDefault[T any](c codec.Codec[T]) codec.Codec[T] {
 	if c == nil {
 		return codec.Default[T]()
+	}
+	return c
+}
+
+// orDefaultKey is orDefault for map-state user keys, whose bytes are
+// looked up (codec.DefaultKey).
+func orDefaultKey[T any](c codec.Codec[T]) codec.Codec[T] {
+	if c == nil {
+		return codec.DefaultKey[T]()
 	}
 	return c
 }
@@ -272,7 +320,7 @@ func (d ListStateDescriptor[T]) Meta() (StateMeta, error) {
 
 // Meta implements Descriptor.
 func (d MapStateDescriptor[K, V]) Meta() (StateMeta, error) {
-	return meta(d.Name, KindMap, orDefault(d.ValueCodec), orDefault(d.KeyCodec), d.TTL)
+	return meta(d.Name, KindMap, orDefault(d.ValueCodec), orDefaultKey(d.KeyCodec), d.TTL)
 }
 
 // Meta implements Descriptor.

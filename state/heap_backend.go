@@ -304,8 +304,10 @@ func (b *HeapKeyedBackend) Restore(snapshots ...io.Reader) error {
 						p = &pendingState{meta: m, kgs: make(map[int][]byte)}
 						b.pending[m.Name] = p
 						b.pendOrd = append(b.pendOrd, m.Name)
-					} else if err := p.meta.Compatible(m); err != nil {
+					} else if merged, err := p.meta.Merge(m); err != nil {
 						return fmt.Errorf("snapshots disagree: %w", err)
+					} else {
+						p.meta = merged
 					}
 					states = append(states, p)
 				}

@@ -781,7 +781,7 @@ func (h *heapMap[K, V]) IterateKeys(fn func(k K) bool) error {
 }
 
 func (d MapStateDescriptor[K, V]) heapState(b *HeapKeyedBackend, m StateMeta) heapState {
-	kc, vc := orDefault(d.KeyCodec), orDefault(d.ValueCodec)
+	kc, vc := orDefaultKey(d.KeyCodec), orDefault(d.ValueCodec)
 	ttl := newTTL(m.TTL, b.clock)
 	ops := tableOps[map[K]mentry[V]]{
 		clone: func(v *map[K]mentry[V]) map[K]mentry[V] { return maps.Clone(*v) },

@@ -324,8 +324,10 @@ func (b *OperatorStateBackend) Restore(snapshots ...io.Reader) error {
 				m = &merged{meta: st.meta, parts: make([][][]byte, oldPar)}
 				byName[st.meta.Name] = m
 				names = append(names, st.meta.Name)
-			} else if err := m.meta.Compatible(st.meta); err != nil {
+			} else if merged, err := m.meta.Merge(st.meta); err != nil {
 				return fmt.Errorf("operator state backend: snapshots disagree: %w", err)
+			} else {
+				m.meta = merged
 			}
 			m.parts[i] = st.elems
 		}

@@ -597,7 +597,7 @@ func (d MapStateDescriptor[K, V]) Bind(raw any, clock Clock) (any, error) {
 	if !ok {
 		return nil, bindErr(d.Name, raw, "RawMapState")
 	}
-	return &rawMap[K, V]{rawBase: rawBase{name: d.Name, ttl: newTTL(d.TTL, clock)}, raw: r, kc: orDefault(d.KeyCodec), vc: orDefault(d.ValueCodec)}, nil
+	return &rawMap[K, V]{rawBase: rawBase{name: d.Name, ttl: newTTL(d.TTL, clock)}, raw: r, kc: orDefaultKey(d.KeyCodec), vc: orDefault(d.ValueCodec)}, nil
 }
 
 func bindErr(name string, raw any, want string) error {

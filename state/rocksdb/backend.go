@@ -460,8 +460,10 @@ func (b *Backend) CreateState(d state.Descriptor) (any, error) {
 			}
 			return nil, err
 		}
-		if s.meta.TTL != m.TTL {
-			s.meta.TTL = m.TTL
+		// The registration's TTL and codecs are recorded from now on (a
+		// codec that reads the restored one's data writes its own).
+		if s.meta.TTL != m.TTL || s.meta.ValueCodec != m.ValueCodec || s.meta.UserKeyCodec != m.UserKeyCodec {
+			s.meta.TTL, s.meta.ValueCodec, s.meta.UserKeyCodec = m.TTL, m.ValueCodec, m.UserKeyCodec
 			if s.filter != nil {
 				s.filter.set(s.meta, b.clock)
 			}

@@ -306,8 +306,10 @@ func (b *Backend) Restore(snapshots ...io.Reader) error {
 						if s, err = b.addState(m); err != nil {
 							return err
 						}
-					} else if err := s.meta.Compatible(m); err != nil {
+					} else if merged, err := s.meta.Merge(m); err != nil {
 						return fmt.Errorf("snapshots disagree: %w", err)
+					} else {
+						s.meta = merged
 					}
 					idx = append(idx, s)
 				}

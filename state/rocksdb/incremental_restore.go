@@ -197,8 +197,10 @@ func (b *Backend) copyFrom(h *IncrementalHandle, dir string, download Download) 
 			if dst, err = b.addState(sm); err != nil {
 				return err
 			}
-		} else if err := dst.meta.Compatible(sm); err != nil {
+		} else if merged, err := dst.meta.Merge(sm); err != nil {
 			return fmt.Errorf("checkpoints disagree: %w", err)
+		} else {
+			dst.meta = merged
 		}
 		if err := b.copyRange(r.db, src, dst.cf, lo, hi, wb); err != nil {
 			return fmt.Errorf("state %q: copy key groups %d-%d: %w", sm.Name, lo, hi, err)
