@@ -225,12 +225,12 @@ type event struct {
 func TestRoundTripCodecs(t *testing.T) {
 	dir := t.TempDir()
 	evs := []event{{Name: "a\nb", N: 1}, {Name: "", N: -7, Tags: map[string]string{"k\n": "\x00"}}}
-	s := filesink.New[event](dir, nil) // JSON via codec.Default
+	s := filesink.New[event](dir, nil) // codec.Default: Binary
 	w := newWriter(t, s, 0, 1, 0)
 	defer w.Close()
 	writeAll(t, w, evs)
 	commit(t, newCommitter(t, s, 0, 1), 1, prepare(t, w, 1))
-	got, err := filesink.ReadCommitted(dir, codec.JSON[event]{})
+	got, err := filesink.ReadCommitted[event](dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
