@@ -48,7 +48,7 @@ var (
 	at      = time.Date(2026, 12, 2, 3, 4, 5, 123456789, time.FixedZone("CET", 3600))
 	sample  = event{ID: 123456789, User: "user-4711", Kind: "click", Amount: 12.5, Count: 3, At: at}
 	sampleN = nested{event: sample, Items: []item{{"a-1", 1}, {"b-22", 2}, {"c-333", 3}},
-		Meta: map[string]string{"region": "eu", "device": "ios"}, Parent: &event{ID: 1, User: "p", At: at.UTC()}, Raw: []byte{0, 1, 2}}
+		Meta: map[string]string{"region": "eu", "device": "ios"}, Parent: &event{ID: 1, User: "p", At: at.UTC()}, Raw: []byte{0, 1, 2}, hidden: 5}
 	sampleP = payload{Key: "k-1", Body: strings.Repeat("x", 1024)}
 )
 
@@ -221,6 +221,7 @@ func TestDefaultKeepsJSONWhereBinaryDiffers(t *testing.T) {
 		v    any
 		Skip any `json:"-"`
 	}
+	_ = hiddenAny{v: 1}.v // unexported: not encoded, does not keep JSON
 	for name, c := range map[string]any{
 		"interface":   codec.Default[withAny](),
 		"MarshalJSON": codec.Default[withCustom](),
