@@ -142,5 +142,5 @@ func streamCodec[T any](s *Stream[T]) Codec[T] {
 			}
 		}
 	}
-	return codec.Default[T]()
+	return defaultCodec[T](s.env)
 }
