@@ -66,21 +66,28 @@ type asyncRun struct {
 	mapCrash      *crashes
 	commitCrash   *crashes
 	outDir, cpDir string
+	par           int // of the async operator (0: 1)
+	seen          *atomic.Int64
+	opts          []sluice.Option
 }
 
 func (r *asyncRun) env() *sluice.Environment {
-	env := sluice.NewEnvironment(
+	env := sluice.NewEnvironment(append([]sluice.Option{
 		sluice.WithParallelism(1),
-		sluice.WithBufferTimeout(2*time.Millisecond),
+		sluice.WithBufferTimeout(2 * time.Millisecond),
 		sluice.WithCheckpointing(10*time.Millisecond, r.cpDir),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(100, 5*time.Millisecond)),
 		quietLogger(),
-	)
+	}, r.opts...)...)
+	par := sluice.Parallelism(max(r.par, 1))
 	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(r.records),
 		source.DatagenRate(float64(r.rate)), source.DatagenTimestamps(func(i int64) int64 { return i }))
 	s := sluice.FromSource(env, gen, sluice.ForMonotonousTimestamps[int64](), "gen", sluice.UID("gen"))
-	svc := r.svc
+	svc, seen := r.svc, r.seen
 	fn := sluice.AsyncFunc[int64, [2]int64](func(ctx context.Context, v int64, rf sluice.ResultFuture[[2]int64]) {
+		if seen != nil {
+			seen.Add(1)
+		}
 		svc.call(ctx, v, func(a int64, err error) {
 			if err != nil {
 				rf.CompleteExceptionally(err)
@@ -91,9 +98,9 @@ func (r *asyncRun) env() *sluice.Environment {
 	})
 	var res *sluice.Stream[[2]int64]
 	if r.ordered {
-		res = sluice.OrderedWait(s, fn, 10*time.Second, r.capacity, sluice.UID("lookup"))
+		res = sluice.OrderedWait(s, fn, 10*time.Second, r.capacity, sluice.UID("lookup"), par)
 	} else {
-		res = sluice.UnorderedWait(s, fn, 10*time.Second, r.capacity, sluice.UID("lookup"))
+		res = sluice.UnorderedWait(s, fn, 10*time.Second, r.capacity, sluice.UID("lookup"), par)
 	}
 	mc := r.mapCrash
 	res = sluice.Map(res, func(v [2]int64) ([2]int64, error) {
@@ -101,7 +108,7 @@ func (r *asyncRun) env() *sluice.Environment {
 			return v, fmt.Errorf("map of %v: %w", v, errInjectedCrash)
 		}
 		return v, nil
-	}, sluice.UID("maybe-crash"))
+	}, sluice.UID("maybe-crash"), par)
 	cc := r.commitCrash
 	fs := filesink.New[[2]int64](r.outDir, codec.JSON[[2]int64]{}, filesink.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		filesink.WithCommitHook(func(id int64) error {
@@ -171,5 +178,54 @@ func TestAsyncIOExactlyOnceUnderFailures(t *testing.T) {
 			}
 			t.Logf("%d records, %d calls, %d restarts, at most %d in flight", records, r.svc.calls.Load(), job.Restarts(), r.svc.most.Load())
 		})
+	}
+}
+
+// TestAsyncIORescale stops a job with the async operator at parallelism 2
+// with a savepoint while calls are in flight, and finishes the input from
+// it at parallelism 3: the inputs in flight (operator list state) are
+// dealt to the new subtasks and called again; every record's answer is
+// committed once.
+func TestAsyncIORescale(t *testing.T) {
+	const records = 3000
+	seen := &atomic.Int64{}
+	r := &asyncRun{records: records, rate: 3000, capacity: 100, par: 2, svc: &slowService{}, seen: seen,
+		outDir: t.TempDir(), cpDir: t.TempDir()}
+	job, err := r.env().ExecuteAsync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	await(t, "a third of the input", func() bool { return seen.Load() > records/3 })
+	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
+	defer cancel()
+	sp, err := job.StopWithSavepoint(ctx, t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatalf("stopped job: %v", err)
+	}
+	if n := seen.Load(); n >= records {
+		t.Fatalf("the first run called all %d records; the test needs a stop midway", n)
+	}
+	r2 := *r
+	r2.par, r2.rate, r2.seen = 3, 1e6, nil
+	r2.opts = []sluice.Option{sluice.WithRestoreFrom(sp)}
+	mustExecute(t, r2.env())
+	got, err := filesink.ReadCommitted(r.outDir, codec.JSON[[2]int64]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seenOut := make([]int, records)
+	for i, g := range got {
+		if g[0] < 0 || g[0] >= records || g[1] != answer(g[0]) {
+			t.Fatalf("committed result %d is %v, not a record and its answer", i, g)
+		}
+		seenOut[g[0]]++
+	}
+	for v, n := range seenOut {
+		if n != 1 {
+			t.Fatalf("record %d committed %d times", v, n)
+		}
 	}
 }
