@@ -218,37 +218,41 @@ func (w *netWriter) write(sub int, rec []byte) error {
 	return nil
 }
 
-// netOutput encodes records and writes them to a netWriter.
+// netOutput encodes records and writes them to a netWriter. A record for
+// one subpartition is encoded straight into that subpartition's buffer
+// (RecordSpace), so the codec's append is the only copy of its bytes on
+// the producing side; one that does not fit the room left goes through
+// scratch and is copied, spanning buffers.
 type netOutput[T any] struct {
 	w       *netWriter
 	codec   codec.Codec[T]
 	keyHash func(T, []byte) (uint32, []byte)
 	scratch []byte
 	keyBuf  []byte
+	last    int // the size of the last record encoded: the room asked for
 }
 
 func (o *netOutput[T]) Collect(v T, ts int64) error {
-	buf, err := o.codec.Append(appendRecordHeader(o.scratch[:0], ts), v)
-	if err != nil {
-		return fmt.Errorf("encode record for %s: %w", o.w.name, err)
-	}
-	o.scratch = buf
 	w := o.w
+	var sub int
 	switch w.kind {
 	case PartitionForward:
-		return w.write(0, buf)
 	case PartitionRebalance:
-		sub := w.next
+		sub = w.next
 		if w.next++; w.next == w.n {
 			w.next = 0
 		}
-		return w.write(sub, buf)
 	case PartitionHash:
 		var h uint32
 		h, o.keyBuf = o.keyHash(v, o.keyBuf[:0])
 		kg := state.KeyGroupForHash(h, w.maxPar)
-		return w.write(state.OperatorIndexFor(kg, w.maxPar, w.n), buf)
+		sub = state.OperatorIndexFor(kg, w.maxPar, w.n)
 	default: // PartitionBroadcast
+		buf, err := o.encode(o.scratch[:0], v, ts)
+		if err != nil {
+			return err
+		}
+		o.scratch = buf
 		if err := w.part.BroadcastRecord(w.ctx, buf); err != nil {
 			return fmt.Errorf("broadcast to %s: %w", w.name, err)
 		}
@@ -257,6 +261,31 @@ func (o *netOutput[T]) Collect(v T, ts int64) error {
 		}
 		return nil
 	}
+	dst, err := w.part.RecordSpace(w.ctx, sub, o.last)
+	if err != nil {
+		return fmt.Errorf("write to %s: %w", w.name, err)
+	}
+	inPlace := dst != nil
+	if !inPlace {
+		dst = o.scratch[:0]
+	}
+	buf, err := o.encode(dst, v, ts)
+	if err != nil {
+		return err
+	}
+	o.last = len(buf)
+	if !inPlace {
+		o.scratch = buf
+	}
+	return w.write(sub, buf)
+}
+
+func (o *netOutput[T]) encode(dst []byte, v T, ts int64) ([]byte, error) {
+	buf, err := o.codec.Append(appendRecordHeader(dst, ts), v)
+	if err != nil {
+		return nil, fmt.Errorf("encode record for %s: %w", o.w.name, err)
+	}
+	return buf, nil
 }
 
 func (o *netOutput[T]) EmitWatermark(wm int64) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -15,11 +16,20 @@ import (
 )
 
 // TestFIFOWithSpanningRecordsAndEvents writes many records of random sizes
-// (some spanning several buffers), random flushes and events to two
+// (some spanning several buffers, some encoded in the room RecordSpace
+// hands out), random flushes and events to two
 // subpartitions, and checks each channel delivers exactly that sequence,
 // with every event at a record boundary.
 func TestFIFOWithSpanningRecordsAndEvents(t *testing.T) {
-	cfg := network.Config{BufferSize: 128, ExclusiveBuffersPerChannel: 2, FloatingBuffersPerGate: 3}
+	// 128-byte buffers make most records span; in 1 KiB ones most rooms
+	// hold their record, with one- and two-byte length prefixes.
+	for _, size := range []int{128, 1024} {
+		t.Run(fmt.Sprintf("buffer=%d", size), func(t *testing.T) { fifoWithSpanningRecordsAndEvents(t, size) })
+	}
+}
+
+func fifoWithSpanningRecordsAndEvents(t *testing.T, bufferSize int) {
+	cfg := network.Config{BufferSize: bufferSize, ExclusiveBuffersPerChannel: 2, FloatingBuffersPerGate: 3}
 	wake := make(chan struct{}, 1)
 	p := network.NewResultPartition("p", 2, cfg, nil)
 	g := network.NewInputGate("g", 2, cfg, wake)
@@ -49,6 +59,34 @@ func TestFIFOWithSpanningRecordsAndEvents(t *testing.T) {
 			want[0] = append(want[0], elem{rec: rec})
 			want[1] = append(want[1], elem{rec: rec})
 			ops = append(ops, func() error { return p.BroadcastRecord(wctx, rec) })
+		case r < 50:
+			// Encoded into the buffer's room (RecordSpace): with a hint
+			// that may be too small, too large, or of another prefix
+			// width than the record's.
+			rec := randomRecord(rng, sub, i, 300)
+			hint := rng.IntN(400)
+			want[sub] = append(want[sub], elem{rec: rec})
+			ops = append(ops, func() error {
+				room, err := p.RecordSpace(wctx, sub, hint)
+				if err != nil {
+					return err
+				}
+				if room == nil {
+					return p.WriteRecord(wctx, sub, rec)
+				}
+				return p.WriteRecord(wctx, sub, append(room, rec...))
+			})
+		case r < 55:
+			// A room asked for and not used.
+			rec := randomRecord(rng, sub, i, 300)
+			hint := rng.IntN(400)
+			want[sub] = append(want[sub], elem{rec: rec})
+			ops = append(ops, func() error {
+				if _, err := p.RecordSpace(wctx, sub, hint); err != nil {
+					return err
+				}
+				return p.WriteRecord(wctx, sub, rec)
+			})
 		default:
 			rec := randomRecord(rng, sub, i, 300)
 			want[sub] = append(want[sub], elem{rec: rec})
@@ -275,5 +313,65 @@ func TestStressManyProducersOneGate(t *testing.T) {
 		if cs.Credit != 1+2 || cs.Backlog != 0 || cs.Queued != 0 || !cs.Finished {
 			t.Fatalf("channel %d at the end: %+v", i, cs)
 		}
+	}
+}
+
+// TestRecordSpaceEdges writes records into RecordSpace's rooms where the
+// hint's length prefix is narrower or wider than the record's, up to the
+// last byte of the buffer and one past it, and checks the channel
+// delivers exactly those records.
+func TestRecordSpaceEdges(t *testing.T) {
+	cfg := network.Config{BufferSize: 256, ExclusiveBuffersPerChannel: 2, FloatingBuffersPerGate: 3}
+	wake := make(chan struct{}, 1)
+	p := network.NewResultPartition("p", 1, cfg, nil)
+	g := network.NewInputGate("g", 1, cfg, wake)
+	network.Connect(p, 0, g, 0)
+	rng := rand.New(rand.NewPCG(3, 4))
+	type write struct{ hint, size int }
+	writes := []write{
+		{0, 255},   // one-byte room, two-byte record prefix: one past the end
+		{0, 254},   // the same, the buffer exactly full
+		{200, 10},  // a two-byte room for a one-byte prefix
+		{200, 150}, // a two-byte prefix, as hinted
+		{0, 90},    // moved one byte on, fits
+		{10, 400},  // outgrows the room
+	}
+	var want []elem
+	ctx := testCtx(t)
+	errc := make(chan error, 1)
+	go func() {
+		for i, w := range writes {
+			rec := randomRecord(rng, 0, i, 1)[:12]
+			for len(rec) < w.size {
+				rec = append(rec, byte(rng.Uint32()))
+			}
+			rec = rec[:w.size]
+			want = append(want, elem{rec: rec})
+			room, err := p.RecordSpace(ctx, 0, w.hint)
+			if err != nil {
+				errc <- err
+				return
+			}
+			if room == nil {
+				room = []byte{}
+			}
+			if err := p.WriteRecord(ctx, 0, append(room, rec...)); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- p.Finish()
+	}()
+	c := newConsumer(t, g)
+	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.runUntilFinished(cctx, wake); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if err := sameSequence(want, withoutEOP(c.got[0])); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -46,6 +46,8 @@ type ResultPartition struct {
 
 	recordsOut  atomic.Int64
 	blockedNano atomic.Int64
+
+	spill []byte // a record moved out of its room's way (WriteRecord)
 }
 
 // subpartition is one outgoing queue of a partition: the producing end of
@@ -57,6 +59,9 @@ type subpartition struct {
 	p     *ResultPartition
 	index int
 	cur   *Buffer // the partially filled buffer; producer goroutine only
+	// spaceAt is where the room RecordSpace last handed out starts in cur
+	// (after the room left for the length prefix); 0: none handed out.
+	spaceAt int
 
 	mu         sync.Mutex   // released with unlock, never mu.Unlock
 	queue      deque[entry] // finished buffers and events not yet sent
@@ -167,14 +172,101 @@ func (p *ResultPartition) WriteRecord(ctx context.Context, sub int, rec []byte) 
 	if len(rec) > MaxRecordSize {
 		return p.wrap(fmt.Errorf("record of %d bytes: %w", len(rec), ErrRecordTooLarge))
 	}
+	sp := p.subs[sub]
+	if sp.spaceAt > 0 {
+		switch p.commitInPlace(sp, rec) {
+		case committed:
+			p.recordsOut.Add(1)
+			return nil
+		case inRoom:
+			// rec lies where its own prefix and the buffers it spans
+			// are about to be written: take it out of the way first.
+			p.spill = append(p.spill[:0], rec...)
+			rec = p.spill
+		}
+	}
 	var hdr [binary.MaxVarintLen64]byte
 	n := binary.PutUvarint(hdr[:], uint64(len(rec)))
-	sp := p.subs[sub]
 	if err := p.writeFramed(ctx, sp, hdr[:n], rec); err != nil {
 		return err
 	}
 	p.recordsOut.Add(1)
 	return nil
+}
+
+// RecordSpace returns an empty slice whose capacity is the free room of
+// subpartition sub's current buffer after room for the length prefix of a
+// record of sizeHint bytes, taking a buffer from the pool when sub has none
+// (so it may block like WriteRecord). It returns nil when the room is
+// smaller than sizeHint. A record appended to the slice and passed, as the
+// slice append returned, to the next WriteRecord of sub is framed where it
+// lies: the encoding is the copy into the buffer. Anything else written to
+// sub in between (another record, an event, a flush) forgets the room, and
+// WriteRecord of a record that no longer lies in it copies as usual.
+func (p *ResultPartition) RecordSpace(ctx context.Context, sub int, sizeHint int) ([]byte, error) {
+	if err := p.checkOpen(); err != nil {
+		return nil, err
+	}
+	sp := p.subs[sub]
+	sp.spaceAt = 0
+	b := sp.cur
+	if b == nil {
+		var err error
+		b, err = p.pool.get(ctx, p.released, &p.blockedNano)
+		if err != nil {
+			return nil, p.wrap(fmt.Errorf("waiting for a buffer for subpartition %d: %w", sp.index, err))
+		}
+		sp.cur = b
+	}
+	at := b.n + uvarintLen(uint64(max(sizeHint, 0)))
+	if len(b.data)-at < max(sizeHint, 1) {
+		return nil, nil
+	}
+	sp.spaceAt = at
+	return b.data[at:at], nil
+}
+
+// Outcomes of commitInPlace.
+const (
+	elsewhere = iota // rec is not in the room: write it as any record
+	inRoom           // rec is in the room but does not fit there framed
+	committed        // rec is framed in the buffer
+)
+
+// commitInPlace frames rec where it lies when it is the record appended to
+// the room RecordSpace handed out and it fits with its length prefix.
+func (p *ResultPartition) commitInPlace(sp *subpartition, rec []byte) int {
+	at := sp.spaceAt
+	sp.spaceAt = 0
+	b := sp.cur
+	if b == nil || len(rec) == 0 || at >= len(b.data) || &rec[0] != &b.data[at] {
+		return elsewhere // the append outgrew the room and moved rec
+	}
+	w := uvarintLen(uint64(len(rec)))
+	if b.n+w != at {
+		// The hint's prefix width was not the record's: move the record
+		// within the buffer to follow its prefix, if it still fits.
+		if b.n+w+len(rec) > len(b.data) {
+			return inRoom
+		}
+		copy(b.data[b.n+w:], rec)
+	}
+	binary.PutUvarint(b.data[b.n:], uint64(len(rec)))
+	b.n += w + len(rec)
+	if b.n == len(b.data) {
+		sp.cur = nil
+		sp.enqueueBuffer(b)
+	}
+	return committed
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
 }
 
 // BroadcastRecord writes rec to every subpartition.
@@ -199,6 +291,7 @@ func (p *ResultPartition) BroadcastRecord(ctx context.Context, rec []byte) error
 // writeFramed appends hdr then rec to sp. The common case, both fitting in
 // the current buffer, is two copies.
 func (p *ResultPartition) writeFramed(ctx context.Context, sp *subpartition, hdr, rec []byte) error {
+	sp.spaceAt = 0
 	if b := sp.cur; b != nil && len(b.data)-b.n > len(hdr)+len(rec) {
 		b.n += copy(b.data[b.n:], hdr)
 		b.n += copy(b.data[b.n:], rec)
@@ -213,6 +306,7 @@ func (p *ResultPartition) writeFramed(ctx context.Context, sp *subpartition, hdr
 // write appends data to sp's current buffer, finishing each buffer that
 // fills up and taking a new one from the pool (possibly blocking).
 func (p *ResultPartition) write(ctx context.Context, sp *subpartition, data []byte) error {
+	sp.spaceAt = 0
 	for len(data) > 0 {
 		b := sp.cur
 		if b == nil {
@@ -270,6 +364,7 @@ func (p *ResultPartition) FlushAll() {
 }
 
 func (p *ResultPartition) flush(sp *subpartition) {
+	sp.spaceAt = 0
 	if b := sp.cur; b != nil {
 		sp.cur = nil
 		if b.n == 0 {
