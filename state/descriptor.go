@@ -143,7 +143,10 @@ func (SystemClock) Now() time.Time { return time.Now() }
 
 // AggregateFunction is the aggregation of an AggregatingState, as Flink's
 // AggregateFunction. Accumulators handed to Add and Merge may be modified
-// and returned.
+// and returned: when an asynchronous snapshot is still writing an
+// accumulator that holds references (a map, a slice, a pointer), the heap
+// backend hands Add a copy made through the accumulator's codec, as
+// Flink's copy-on-write heap state copies through the serializer.
 type AggregateFunction[IN, ACC, OUT any] interface {
 	CreateAccumulator() ACC
 	Add(value IN, acc ACC) ACC

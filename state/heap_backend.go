@@ -389,8 +389,15 @@ func (t *heapTable[V]) sweep(n int, cur *ckey) {
 
 // tableOps is what differs between the kinds of state.
 type tableOps[V any] struct {
-	// clone copies an entry out of a read-only layer.
+	// clone copies an entry out of a read-only layer. For values that hold
+	// references (pointers, slices, maps) it is a deep copy through the
+	// state's codec, as Flink's copy-on-write heap state copies through the
+	// serializer: user code may change what a read returns in place, and a
+	// read-only layer is what an asynchronous snapshot is encoding.
 	clone func(v *V) V
+	// cloneOnRead says that an entry found in a read-only layer must be
+	// copied up (clone) before a handle gives it to user code.
+	cloneOnRead bool
 	// live reports whether an entry has anything unexpired (nil: always).
 	live func(v *V, now int64) bool
 	// write writes an entry to a snapshot; buf is scratch.

@@ -121,8 +121,15 @@ type cell[T any] struct {
 
 func cellOps[T any](m StateMeta, c codec.Codec[T], clock Clock, handle func(t *heapTable[cell[T]], d Descriptor) (any, error)) tableOps[cell[T]] {
 	ttl := newTTL(m.TTL, clock)
+	deep := deepCopier(c)
 	ops := tableOps[cell[T]]{
-		clone: func(v *cell[T]) cell[T] { return *v },
+		clone: func(v *cell[T]) cell[T] {
+			if deep == nil {
+				return *v
+			}
+			return cell[T]{v: deep(v.v), ts: v.ts}
+		},
+		cloneOnRead: deep != nil,
 		write: func(w *KeyedSnapshotWriter, idx int, key, ns []byte, v *cell[T], now int64, buf *[]byte) error {
 			b := (*buf)[:0]
 			if ttl.on {
@@ -173,7 +180,7 @@ func (h *cellHandle[T]) get(kg int, forWrite bool) (T, bool) {
 		return zero, false
 	}
 	if !h.t.ttl.on {
-		return p.v, true
+		return h.mutable(kg, p).v, true
 	}
 	ttl := &h.t.ttl
 	now := ttl.now()
@@ -191,7 +198,19 @@ func (h *cellHandle[T]) get(kg int, forWrite bool) (T, bool) {
 		w.ts = now
 		return w.v, true
 	}
-	return p.v, true
+	return h.mutable(kg, p).v, true
+}
+
+// mutable returns p, the entry read last, or when p sits in a read-only
+// layer that a snapshot may be encoding and its values hold references,
+// the entry copied up into the writable layer: what user code may change
+// in place (an accumulator, a value it updates) is never the snapshot's.
+func (h *heapHandle[V]) mutable(kg int, p *V) *V {
+	if h.cWritable || !h.t.ops.cloneOnRead {
+		return p
+	}
+	w, _ := h.write(kg)
+	return w
 }
 
 func (h *cellHandle[T]) put(kg int, v T) {
@@ -255,7 +274,7 @@ func (h *heapValue[T]) Value() (T, bool, error) {
 	}
 	if !h.t.ttl.on { // the hot path, kept short
 		if p := h.read(kg); p != nil {
-			return p.v, true, nil
+			return h.mutable(kg, p).v, true, nil
 		}
 		var zero T
 		return zero, false, nil
@@ -283,6 +302,9 @@ func (h *heapValue[T]) probeFast() (v T, ok, done bool) {
 		return v, false, true
 	}
 	h.cPtr, h.cWritable = p, top.refs.Load() == 0
+	if !h.cWritable && h.t.ops.cloneOnRead {
+		return v, false, false // a snapshot holds it: the slow path copies it up
+	}
 	return p.v, true, true
 }
 
