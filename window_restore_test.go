@@ -91,7 +91,10 @@ type winRestoreRun struct {
 	commitCrash           *crashes
 	outDir, checkpointDir string
 	seen                  *atomic.Int64
-	opts                  []sluice.Option
+	// brakeAfter > 0 slows every record past it by a few milliseconds, so
+	// that a test's stop lands midway however loaded the machine is.
+	brakeAfter int64
+	opts       []sluice.Option
 }
 
 func (r *winRestoreRun) env() *sluice.Environment {
@@ -107,13 +110,13 @@ func (r *winRestoreRun) env() *sluice.Environment {
 	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(r.records),
 		source.DatagenRate(float64(r.rate)), source.DatagenTimestamps(restoreTs))
 	s := sluice.FromSource(env, gen, sluice.ForBoundedOutOfOrderness[int64](restoreBound*time.Millisecond), "gen", sluice.UID("gen"))
-	mc, seen := r.mapCrash, r.seen
+	mc, seen, brake := r.mapCrash, r.seen, r.brakeAfter
 	s = sluice.Map(s, func(v int64) (int64, error) {
 		if mc.hit() {
 			return 0, fmt.Errorf("map of record %d: %w", v, errInjectedCrash)
 		}
-		if seen != nil {
-			seen.Add(1)
+		if seen != nil && seen.Add(1) > brake && brake > 0 {
+			time.Sleep(3 * time.Millisecond)
 		}
 		return v, nil
 	}, sluice.UID("maybe-crash"))
@@ -196,7 +199,7 @@ func TestWindowsRescale(t *testing.T) {
 	want := restoreWant(records)
 	seen := &atomic.Int64{}
 	r := &winRestoreRun{
-		records: records, rate: 3000, windowPar: 2, seen: seen,
+		records: records, rate: 3000, windowPar: 2, seen: seen, brakeAfter: records / 2,
 		outDir: t.TempDir(), checkpointDir: t.TempDir(),
 		opts: []sluice.Option{sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Retention = checkpoint.RetainOnCancellation })},
 	}
@@ -205,9 +208,9 @@ func TestWindowsRescale(t *testing.T) {
 		t.Fatal(err)
 	}
 	var completed int64
-	await(t, "a checkpoint a third into the input", func() bool {
+	await(t, "a checkpoint a third into the input, with results committed", func() bool {
 		st, ok := job.CheckpointStats()
-		if ok && st.LatestCompleted != nil && seen.Load() > records/3 {
+		if ok && st.LatestCompleted != nil && seen.Load() > records/3 && len(r.committed(t)) > 0 {
 			completed = st.LatestCompleted.ID
 			return true
 		}
@@ -222,7 +225,7 @@ func TestWindowsRescale(t *testing.T) {
 	}
 	partial := len(r.committed(t))
 	r2 := *r
-	r2.windowPar, r2.rate, r2.seen = 3, 20000, nil
+	r2.windowPar, r2.rate, r2.seen, r2.brakeAfter = 3, 20000, nil, 0
 	// The latest checkpoint: the one seen above, or a later one taken
 	// before the cancel (only the latest is retained).
 	r2.opts = []sluice.Option{sluice.WithResumeFromLatestCheckpoint()}

@@ -126,7 +126,10 @@ type trigRun struct {
 	commitCrash           *crashes
 	outDir, checkpointDir string
 	seen                  *atomic.Int64
-	opts                  []sluice.Option
+	// brakeAfter > 0 slows every record past it by a few milliseconds, so
+	// that a test's stop lands midway however loaded the machine is.
+	brakeAfter int64
+	opts       []sluice.Option
 }
 
 func (r *trigRun) env() *sluice.Environment {
@@ -143,13 +146,13 @@ func (r *trigRun) env() *sluice.Environment {
 		source.DatagenRate(float64(r.rate)), source.DatagenTimestamps(restoreTs))
 	s := sluice.FromSource(env, gen, sluice.ForBoundedOutOfOrderness[int64](restoreBound*time.Millisecond), "gen",
 		sluice.UID("gen"), sluice.Parallelism(1))
-	mc, seen := r.mapCrash, r.seen
+	mc, seen, brake := r.mapCrash, r.seen, r.brakeAfter
 	s = sluice.Map(s, func(v int64) (int64, error) {
 		if mc.hit() {
 			return 0, fmt.Errorf("map of record %d: %w", v, errInjectedCrash)
 		}
-		if seen != nil {
-			seen.Add(1)
+		if seen != nil && seen.Add(1) > brake && brake > 0 {
+			time.Sleep(3 * time.Millisecond)
 		}
 		return v, nil
 	}, sluice.UID("maybe-crash"), sluice.Parallelism(1))
@@ -242,12 +245,14 @@ func TestTriggersAndEvictorsExactlyOnceUnderFailures(t *testing.T) {
 func TestTriggersAndEvictorsRescale(t *testing.T) {
 	const records = 2000
 	seen := &atomic.Int64{}
-	r := &trigRun{records: records, rate: 2500, windowPar: 2, seen: seen, outDir: t.TempDir(), checkpointDir: t.TempDir()}
+	r := &trigRun{records: records, rate: 2500, windowPar: 2, seen: seen, brakeAfter: records / 2, outDir: t.TempDir(), checkpointDir: t.TempDir()}
 	job, err := r.env().ExecuteAsync(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	await(t, "a third of the input", func() bool { return seen.Load() > records/3 })
+	await(t, "a third of the input, with firings committed", func() bool {
+		return seen.Load() > records/3 && len(r.committed(t)) > 0
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
 	defer cancel()
 	sp, err := job.StopWithSavepoint(ctx, t.TempDir(), false)
@@ -262,7 +267,7 @@ func TestTriggersAndEvictorsRescale(t *testing.T) {
 	}
 	partial := len(r.committed(t))
 	r2 := *r
-	r2.windowPar, r2.rate, r2.seen = 3, 1e6, nil
+	r2.windowPar, r2.rate, r2.seen, r2.brakeAfter = 3, 1e6, nil, 0
 	r2.opts = []sluice.Option{sluice.WithRestoreFrom(sp)}
 	mustExecute(t, r2.env())
 	got := r2.committed(t)
