@@ -55,7 +55,10 @@ var (
 	checkpointKeys   = []string{"className", "id", "status", "is_savepoint", "savepointFormat", "trigger_timestamp",
 		"latest_ack_timestamp", "checkpointed_size", "state_size", "end_to_end_duration", "alignment_buffered",
 		"processed_data", "persisted_data", "num_subtasks", "num_acknowledged_subtasks", "checkpoint_type", "tasks"}
-	completedExtraKeys = []string{"external_path", "discarded"}
+	// phases is a Sluice addition.
+	completedExtraKeys = []string{"external_path", "discarded", "phases"}
+	phasesKeys         = []string{"last_subtask", "trigger_to_source_us", "barrier_to_last_us", "alignment_us", "sync_us",
+		"async_us", "ack_us", "metadata_us", "notify_us", "completion_us"}
 	taskCheckpointKeys = []string{"id", "status", "latest_ack_timestamp", "checkpointed_size", "state_size",
 		"end_to_end_duration", "alignment_buffered", "processed_data", "persisted_data", "num_subtasks",
 		"num_acknowledged_subtasks"}
@@ -268,6 +271,19 @@ func TestCheckpointShapesAndFigures(t *testing.T) {
 		if got := num(d[k]); got != want {
 			t.Errorf("details %s = %d, want %d", k, got, want)
 		}
+	}
+	ph := checkKeys(t, "phases", d["phases"], phasesKeys)
+	for k, want := range map[string]time.Duration{
+		"trigger_to_source_us": cs.Phases.TriggerToSource, "barrier_to_last_us": cs.Phases.BarrierToLast,
+		"alignment_us": cs.Phases.Alignment, "sync_us": cs.Phases.Sync, "async_us": cs.Phases.Async, "ack_us": cs.Phases.Ack,
+		"metadata_us": cs.Phases.Metadata, "notify_us": cs.Phases.Notify, "completion_us": cs.Phases.Completion,
+	} {
+		if got := num(ph[k]); got != want.Microseconds() || got < 0 {
+			t.Errorf("details phases %s = %d, want %d", k, got, want.Microseconds())
+		}
+	}
+	if cs.Phases.Completion <= 0 || cs.Phases.Completion < cs.EndToEndDuration {
+		t.Errorf("phases %+v of a checkpoint taking %v end to end", cs.Phases, cs.EndToEndDuration)
 	}
 	if d["external_path"] != filepath.Dir(cs.Path) || filepath.Base(cs.Path) != "_metadata" || d["is_savepoint"] != false {
 		t.Errorf("details path %v, want %s", d["external_path"], cs.Path)

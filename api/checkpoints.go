@@ -146,6 +146,7 @@ func (e *jobEntry) statistics(cs checkpoint.CheckpointStats) CheckpointStatistic
 	switch cs.Status {
 	case checkpoint.StatusCompleted:
 		out.CompletedCheckpointFields = &CompletedCheckpointFields{ExternalPath: externalPath(cs.Path), Discarded: cs.Discarded}
+		out.Phases = phases(cs)
 	case checkpoint.StatusFailed:
 		msg := cs.FailureMessage
 		if msg == "" {
@@ -161,6 +162,23 @@ func (e *jobEntry) statistics(cs checkpoint.CheckpointStats) CheckpointStatistic
 			continue
 		}
 		out.Tasks[e.vertexIDs[i]] = taskStatistics(cs, v.Parallelism, ts)
+	}
+	return out
+}
+
+// phases converts the phases of a completed checkpoint.
+func phases(cs checkpoint.CheckpointStats) *CheckpointPhases {
+	p := cs.Phases
+	out := &CheckpointPhases{
+		TriggerToSource: p.TriggerToSource.Microseconds(), BarrierToLast: p.BarrierToLast.Microseconds(),
+		Alignment: p.Alignment.Microseconds(), Sync: p.Sync.Microseconds(), Async: p.Async.Microseconds(),
+		Ack: p.Ack.Microseconds(), Metadata: p.Metadata.Microseconds(), Notify: p.Notify.Microseconds(),
+		Completion: p.Completion.Microseconds(),
+	}
+	for _, ts := range cs.Tasks {
+		if ts.Task == p.LastTask {
+			out.LastSubtask = fmt.Sprintf("%s/%d", ts.Vertex, ts.Subtask)
+		}
 	}
 	return out
 }

@@ -398,6 +398,11 @@ func (c *Coordinator) MetadataWritten(now time.Time, id int64, path string, err 
 	return c.tryTrigger(now, c.complete(now, p, path))
 }
 
+// Notified records, for the statistics, that the notifications of
+// completed checkpoint id (NotifyComplete) were sent at now: the end of
+// its Notify phase.
+func (c *Coordinator) Notified(now time.Time, id int64) { c.stats.notified(id, now) }
+
 // TaskFinished records that task finished: it takes no part in later
 // checkpoints (they record its operators as finished), and the pending
 // checkpoints still waiting for it are aborted (not counted as failures).
@@ -536,8 +541,8 @@ func (c *Coordinator) trigger(now time.Time, kind Kind, sp *SavepointRequest, ac
 		}
 	}
 	c.pending[id] = p
-	c.stats.triggered(p, c.tasks, c.finished)
 	act := Trigger{Barrier: p.barrier, Tasks: c.triggerTasks(), Urgent: p.barrier.Options.MayBeUnaligned()}
+	c.stats.triggered(p, c.tasks, c.finished, act.Tasks)
 	if sp != nil {
 		act.SavepointDir = sp.Dir
 	}

@@ -58,14 +58,67 @@ type CheckpointStats struct {
 	Path string
 	// Discarded: its files were deleted (subsumed, or at shutdown).
 	Discarded bool
-	Tasks     []TaskCheckpointStats
+	// Phases break its time down, once it completed.
+	Phases CheckpointPhases
+	Tasks  []TaskCheckpointStats
+}
+
+// CheckpointPhases break a completed checkpoint's time down along its
+// critical path: the task whose acknowledgement came last. Up to the last
+// acknowledgement the parts are consecutive and sum to EndToEndDuration
+// (TriggerToSource + BarrierToLast + Alignment + Sync + Async + Ack); the
+// coordinator's own work follows (Metadata, then Notify), and Completion
+// is the whole. The task figures are Flink's (checkpoint_start_delay,
+// alignment_duration, sync_duration, async_duration); the other parts are
+// Sluice's.
+type CheckpointPhases struct {
+	// LastTask is the task whose acknowledgement came last.
+	LastTask TaskID
+	// TriggerToSource: from the trigger to the latest of the source tasks
+	// taking it (their start delay), but no later than LastTask's start.
+	TriggerToSource time.Duration
+	// BarrierToLast: from there until the first barrier reached LastTask
+	// (the barrier's way through the network and the tasks before it).
+	BarrierToLast time.Duration
+	// Alignment, Sync and Async are LastTask's figures.
+	Alignment, Sync, Async time.Duration
+	// Ack: from LastTask's snapshot written until the coordinator had its
+	// acknowledgement.
+	Ack time.Duration
+	// Metadata: from the last acknowledgement until the _metadata file was
+	// written and made durable (the checkpoint's commit point).
+	Metadata time.Duration
+	// Notify: from the _metadata written until every running task was
+	// sent the notification of completion.
+	Notify time.Duration
+	// Completion: from the trigger until the notifications were sent.
+	Completion time.Duration
+}
+
+// Parts returns the consecutive parts of the phases, named, in order:
+// they sum to Completion.
+func (p CheckpointPhases) Parts() []PhasePart {
+	return []PhasePart{
+		{"trigger_to_source", p.TriggerToSource}, {"barrier_to_last", p.BarrierToLast},
+		{"alignment", p.Alignment}, {"sync", p.Sync}, {"async", p.Async}, {"ack", p.Ack},
+		{"metadata", p.Metadata}, {"notify", p.Notify},
+	}
+}
+
+// PhasePart is one named part of a checkpoint's time.
+type PhasePart struct {
+	Name     string
+	Duration time.Duration
 }
 
 // TaskCheckpointStats are one task's figures for a checkpoint.
 type TaskCheckpointStats struct {
-	Task         TaskID
-	Vertex       string
-	Subtask      int
+	Task    TaskID
+	Vertex  string
+	Subtask int
+	// Source: the coordinator triggers it (a task without running
+	// upstream tasks), rather than its input's barriers.
+	Source       bool
 	Acknowledged bool
 	AckTime      time.Time
 	// EndToEndDuration: from the trigger to this task's acknowledgement.
@@ -103,13 +156,13 @@ func newStatsTracker(size int) statsTracker {
 	return statsTracker{size: size, byID: map[int64]*CheckpointStats{}}
 }
 
-func (s *statsTracker) triggered(p *pendingCheckpoint, tasks []TaskInfo, finished map[TaskID]bool) {
+func (s *statsTracker) triggered(p *pendingCheckpoint, tasks []TaskInfo, finished map[TaskID]bool, sources []TaskID) {
 	cs := &CheckpointStats{ID: p.id(), Kind: p.barrier.Options.Kind, TriggerTime: p.trigger}
 	for _, t := range tasks {
 		if finished[t.ID] {
 			continue
 		}
-		cs.Tasks = append(cs.Tasks, TaskCheckpointStats{Task: t.ID, Vertex: t.Vertex, Subtask: t.Subtask})
+		cs.Tasks = append(cs.Tasks, TaskCheckpointStats{Task: t.ID, Vertex: t.Vertex, Subtask: t.Subtask, Source: slices.Contains(sources, t.ID)})
 	}
 	cs.NumTasks = len(cs.Tasks)
 	s.counts.Total++
@@ -150,8 +203,62 @@ func (s *statsTracker) acked(id int64, task TaskID, now time.Time, fig TaskFigur
 		cs.ProcessedData += fig.ProcessedData
 		cs.PersistedData += fig.PersistedData
 		cs.Unaligned = cs.Unaligned || fig.Unaligned
+		cs.Phases.LastTask = task
 		return
 	}
+}
+
+// phases computes the parts of cs up to its last acknowledgement, and
+// Metadata with the checkpoint completing at now.
+func (cs *CheckpointStats) phases(now time.Time) {
+	ph := &cs.Phases
+	var last *TaskCheckpointStats
+	var source time.Duration
+	for i := range cs.Tasks {
+		ts := &cs.Tasks[i]
+		if ts.Task == ph.LastTask && ts.Acknowledged {
+			last = ts
+		}
+		if ts.Source && ts.Acknowledged {
+			source = max(source, ts.Figures.StartDelay)
+		}
+	}
+	ph.Metadata = nonNegative(now.Sub(cs.LatestAck))
+	ph.Completion = nonNegative(now.Sub(cs.TriggerTime))
+	if last == nil {
+		return
+	}
+	f := last.Figures
+	// The start delay of a task is measured from the barrier's trigger
+	// timestamp (milliseconds): it may overstate by up to a millisecond,
+	// and the parts are bounded so that they never exceed the whole.
+	rest := cs.EndToEndDuration
+	take := func(d time.Duration) time.Duration {
+		d = min(nonNegative(d), rest)
+		rest -= d
+		return d
+	}
+	if last.Source {
+		source = f.StartDelay
+	}
+	ph.TriggerToSource = take(min(source, f.StartDelay))
+	ph.BarrierToLast = take(f.StartDelay - ph.TriggerToSource)
+	ph.Alignment = take(f.Alignment)
+	ph.Sync = take(f.Sync)
+	ph.Async = take(f.Async)
+	ph.Ack = rest
+}
+
+// notified records that the notifications of completed checkpoint id
+// were sent at now.
+func (s *statsTracker) notified(id int64, now time.Time) {
+	cs := s.byID[id]
+	if cs == nil || cs.Status != StatusCompleted {
+		return
+	}
+	end := cs.TriggerTime.Add(cs.EndToEndDuration + cs.Phases.Metadata)
+	cs.Phases.Notify = nonNegative(now.Sub(end))
+	cs.Phases.Completion = nonNegative(now.Sub(cs.TriggerTime))
 }
 
 func (s *statsTracker) completed(id int64, now time.Time, path string) {
@@ -162,6 +269,7 @@ func (s *statsTracker) completed(id int64, now time.Time, path string) {
 		return
 	}
 	cs.Status, cs.EndTime, cs.Path = StatusCompleted, now, path
+	cs.phases(now)
 	if cs.Kind == KindSavepoint {
 		s.counts.LatestSavepoint = cs
 	} else {

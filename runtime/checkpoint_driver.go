@@ -299,8 +299,14 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			} else {
 				logger.Info("checkpoint completed", "checkpoint", id, "kind", a.Metadata.Kind, "path", path)
 			}
-			acts = append(acts, d.coord.MetadataWritten(time.Now(), id, path, err)...)
-			d.report(id)
+			next := d.coord.MetadataWritten(time.Now(), id, path, err)
+			acts = append(acts, next...)
+			if !slices.ContainsFunc(next, func(n checkpoint.CoordinatorAction) bool {
+				nc, ok := n.(checkpoint.NotifyComplete)
+				return ok && nc.ID == id
+			}) {
+				d.report(id) // else once the notifications are sent
+			}
 			if a.Metadata.Kind != storage.KindSavepoint {
 				if err != nil {
 					d.checkpointEnded(id, "", fmt.Errorf("checkpoint %d: %w", id, err))
@@ -314,6 +320,8 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			for _, id := range a.Tasks {
 				d.toTask(d.tasks.NotifyCheckpoint(CheckpointNotification{To: d.ref(id), CheckpointID: a.ID, Complete: true}))
 			}
+			d.coord.Notified(time.Now(), a.ID)
+			d.report(a.ID)
 		case checkpoint.NotifyAborted:
 			d.forget(a.ID)
 			d.report(a.ID)

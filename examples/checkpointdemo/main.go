@@ -11,7 +11,10 @@
 //	go run ./examples/checkpointdemo -mode unaligned -slow -json
 //
 // It prints every completed checkpoint's id, end-to-end duration and size,
-// and for the last one a table of every subtask's figures.
+// then a table of the phases of the checkpoints' time (min, median, max:
+// trigger to source, barrier to the last task, alignment, sync, async,
+// acknowledgement, _metadata write and fsync, notification), and for the
+// last one a table of every subtask's figures.
 //
 // With the cluster flags (sluice.ClusterFlags: --role, --listen,
 // --coordinator, --slots, -D key=value, ...) the same job runs on several
@@ -226,18 +229,55 @@ func main() {
 	w.Flush()
 }
 
-// summarize prints the median end-to-end duration and sizes.
+// summarize prints the median end-to-end duration and sizes, and a table
+// of every phase's min, median and max over the checkpoints.
 func summarize(cs []checkpoint.CheckpointStats) {
-	d := make([]time.Duration, len(cs))
 	var persisted, size int64
-	for i, c := range cs {
-		d[i] = c.EndToEndDuration
+	for _, c := range cs {
 		persisted += c.PersistedData
 		size += c.CheckpointedSize
 	}
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	e2e := spread(cs, func(c checkpoint.CheckpointStats) time.Duration { return c.EndToEndDuration })
 	fmt.Printf("\n%d checkpoints: end-to-end min %s median %s max %s; mean size %s, mean persisted %s\n",
-		len(cs), ms(d[0]), ms(d[len(d)/2]), ms(d[len(d)-1]), bytes(size/int64(len(cs))), bytes(persisted/int64(len(cs))))
+		len(cs), ms(e2e[0]), ms(e2e[1]), ms(e2e[2]), bytes(size/int64(len(cs))), bytes(persisted/int64(len(cs))))
+	fmt.Println("\nphases along the task acknowledging last (end_to_end = trigger_to_source .. ack; completion adds metadata and notify):")
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "phase\tmin\tmedian\tmax\t")
+	row := func(name string, f func(checkpoint.CheckpointStats) time.Duration) {
+		d := spread(cs, f)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\n", name, us(d[0]), us(d[1]), us(d[2]))
+	}
+	for i, part := range (checkpoint.CheckpointPhases{}).Parts() {
+		row(part.Name, func(c checkpoint.CheckpointStats) time.Duration { return c.Phases.Parts()[i].Duration })
+		if part.Name == "ack" {
+			row("end_to_end", func(c checkpoint.CheckpointStats) time.Duration { return c.EndToEndDuration })
+		}
+	}
+	row("completion", func(c checkpoint.CheckpointStats) time.Duration { return c.Phases.Completion })
+	w.Flush()
+}
+
+// spread returns the min, median and max of f over cs.
+func spread(cs []checkpoint.CheckpointStats, f func(checkpoint.CheckpointStats) time.Duration) [3]time.Duration {
+	d := make([]time.Duration, len(cs))
+	for i, c := range cs {
+		d[i] = f(c)
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return [3]time.Duration{d[0], median(d), d[len(d)-1]}
+}
+
+// median of sorted d: the mean of the middle two for an even count.
+func median(d []time.Duration) time.Duration {
+	n := len(d)
+	if n%2 == 1 {
+		return d[n/2]
+	}
+	return (d[n/2-1] + d[n/2]) / 2
+}
+
+func us(d time.Duration) string {
+	return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000)
 }
 
 func ms(d time.Duration) string {
