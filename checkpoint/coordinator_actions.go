@@ -33,8 +33,13 @@ type TaskFigures struct {
 	StartDelay time.Duration
 	// Alignment: from the first barrier to the snapshot.
 	Alignment time.Duration
-	// Sync and Async: the two parts of the snapshot.
+	// Sync and Async: the two parts of the snapshot. Async runs from the
+	// end of Sync to the acknowledgement, as Flink's async_duration: the
+	// wait for the channel state to be complete (the barriers of the other
+	// channels, for an unaligned checkpoint), then the writes.
 	Sync, Async time.Duration
+	// ChannelStateWait is the wait part of Async (a Sluice addition).
+	ChannelStateWait time.Duration
 	// ProcessedData: bytes processed during the alignment.
 	ProcessedData int64
 	// PersistedData: bytes of in-flight data persisted as channel state.

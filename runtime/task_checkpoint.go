@@ -54,6 +54,7 @@ type pendingSnapshot struct {
 	barrier   checkpoint.Barrier
 	fig       checkpoint.TaskFigures
 	syncDone  bool
+	syncEnd   time.Time // the asynchronous part starts here, as Flink's
 	inputDone bool
 	// outputDone is false while an aligned barrier that may still be
 	// promoted (aligned-with-timeout) is queued in an output.

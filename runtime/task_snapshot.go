@@ -82,7 +82,8 @@ func (c *taskCheckpoints) snapshotSync(a checkpoint.StartCheckpoint) error {
 	} else {
 		p.inputDone = true
 	}
-	p.fig.Sync = time.Since(start)
+	p.syncEnd = time.Now()
+	p.fig.Sync = p.syncEnd.Sub(start)
 	p.syncDone = true
 	c.maybeAsync(p)
 	return nil
@@ -101,6 +102,7 @@ func (c *taskCheckpoints) maybeAsync(p *pendingSnapshot) {
 	go func() {
 		defer c.async.Done()
 		start := time.Now()
+		p.fig.ChannelStateWait = start.Sub(p.syncEnd)
 		states, sizes, err := c.writeRecovering(p)
 		p.release()
 		if err != nil {
@@ -108,7 +110,7 @@ func (c *taskCheckpoints) maybeAsync(p *pendingSnapshot) {
 				Err: fmt.Errorf("task %s: write checkpoint %d: %w", t.name, p.id(), err)}))
 			return
 		}
-		p.fig.Async = time.Since(start)
+		p.fig.Async = time.Since(p.syncEnd)
 		p.fig.CheckpointedSize = sizes.written
 		p.fig.StateSize = sizes.state
 		p.fig.PersistedData = sizes.persisted

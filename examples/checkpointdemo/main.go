@@ -213,7 +213,7 @@ func main() {
 	last := completed[len(completed)-1]
 	fmt.Printf("\nsubtasks of checkpoint %d:\n", last.ID)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "vertex\tsub\tstart_delay\talignment\tsync\tasync\tend_to_end\tpersisted\tunaligned\t")
+	fmt.Fprintln(w, "vertex\tsub\tstart_delay\talignment\tsync\tasync\t(of it: channel-state wait)\tend_to_end\tpersisted\tunaligned\t")
 	tasks := last.Tasks
 	sort.SliceStable(tasks, func(i, j int) bool {
 		if tasks[i].Vertex != tasks[j].Vertex {
@@ -223,8 +223,8 @@ func main() {
 	})
 	for _, t := range tasks {
 		f := t.Figures
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%t\t\n", t.Vertex, t.Subtask, ms(f.StartDelay), ms(f.Alignment),
-			ms(f.Sync), ms(f.Async), ms(t.EndToEndDuration), bytes(f.PersistedData), f.Unaligned)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\t\n", t.Vertex, t.Subtask, us(f.StartDelay), us(f.Alignment),
+			us(f.Sync), us(f.Async), us(f.ChannelStateWait), us(t.EndToEndDuration), bytes(f.PersistedData), f.Unaligned)
 	}
 	w.Flush()
 }
