@@ -1,6 +1,8 @@
 // Package bench holds the end-to-end benchmarks of the runtime: the keyed
-// count of issue 2 (datagen -> keyBy -> count in a Go map -> discard), a
-// chain of maps and filters, and the exchange path. Run them with
+// count of issue 2 (datagen -> keyBy -> count in a Go map -> discard), the
+// same with struct records encoded by the default codec
+// (BenchmarkKeyedCountStruct), a chain of maps and filters, and the
+// exchange path. Run them with
 //
 //	go test -run '^$' -bench . -benchmem ./bench/
 //
