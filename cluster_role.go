@@ -47,12 +47,34 @@ func ClusterFlags(fs *flag.FlagSet) *ClusterConfig {
 	return c
 }
 
-// clusterConfig is the configured role, or the environment's.
+// clusterConfig is the configured role, or the environment's, with the
+// worker observers after the configuration's WorkerStarted.
 func (e *Environment) clusterConfig() (cluster.Config, error) {
-	if e.cluster != nil {
-		return *e.cluster, nil
-	}
 	var c cluster.Config
-	err := c.FromEnv()
+	var err error
+	if e.cluster != nil {
+		c = *e.cluster
+	} else {
+		err = c.FromEnv()
+	}
+	if len(e.workerObservers) > 0 {
+		started, observers := c.WorkerStarted, e.workerObservers
+		c.WorkerStarted = func(v *cluster.WorkerView) {
+			if started != nil {
+				started(v)
+			}
+			for _, o := range observers {
+				o.ObserveWorker(v)
+			}
+		}
+	}
 	return c, err
+}
+
+// Role returns the role this environment's job runs with in this
+// process (WithCluster, else SLUICE_ROLE): RoleSingle, RoleCoordinator or
+// RoleWorker.
+func (e *Environment) Role() (cluster.Role, error) {
+	c, err := e.clusterConfig()
+	return c.Role, err
 }

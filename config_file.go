@@ -815,10 +815,15 @@ func (d *dynamicFlag) Set(s string) error {
 func WithConfiguration(c *Configuration) Option {
 	return func(e *Environment) {
 		if c != nil {
+			e.conf = c
 			applyConfiguration(e, c)
 		}
 	}
 }
+
+// Configuration returns the configuration WithConfiguration applied (the
+// last one), nil without one: the job runner reads its own keys from it.
+func (e *Environment) Configuration() *Configuration { return e.conf }
 
 // applyConfiguration is WithConfiguration; it returns what it collected.
 func applyConfiguration(e *Environment, c *Configuration) *confApplier {
@@ -960,7 +965,19 @@ func options() []*confOption {
 
 func envKeys() map[string]string {
 	options()
-	return envKeyTable
+	names := registeredNames()
+	if len(names) == 0 {
+		return envKeyTable
+	}
+	m := make(map[string]string, len(envKeyTable)+len(names))
+	for k, v := range envKeyTable {
+		m[k] = v
+	}
+	for _, k := range names {
+		_, canon := registeredOption(k)
+		m[envSuffix(k)] = canon
+	}
+	return m
 }
 
 // envSuffix is a key's SLUICE_CONF_ variable without the prefix.
@@ -971,6 +988,14 @@ func envSuffix(key string) string {
 // lookupOption returns the option of a key (or of a deprecated name) and
 // its canonical key; nil for an unknown key.
 func lookupOption(key string) (*confOption, string) {
+	if o, canon := lookupBuiltin(key); o != nil {
+		return o, canon
+	}
+	return registeredOption(key)
+}
+
+// lookupBuiltin is lookupOption without the registered keys.
+func lookupBuiltin(key string) (*confOption, string) {
 	options()
 	if o := optionByKey[key]; o != nil {
 		return o, o.key
@@ -999,7 +1024,7 @@ const rocksdbPrefix = "state.backend.rocksdb."
 func nearestKey(key string) string {
 	options()
 	best, bestD := "", len(key)/3+2
-	for _, k := range knownKeys {
+	for _, k := range append(registeredNames(), knownKeys...) {
 		if d := editDistance(key, k); d < bestD {
 			best, bestD = k, d
 		}

@@ -41,6 +41,10 @@ type Environment struct {
 	// codecFormat is the format of the codecs the environment picks
 	// (WithDefaultCodec).
 	codecFormat codec.Format
+	// workerObservers are given the worker view in a worker process.
+	workerObservers []WorkerObserver
+	// conf is the configuration of WithConfiguration.
+	conf *Configuration
 }
 
 // Option configures an Environment.
@@ -55,6 +59,16 @@ func NewEnvironment(opts ...Option) *Environment {
 		o(e)
 	}
 	return e
+}
+
+// Configure applies more options to an environment already made, as if
+// they came last in NewEnvironment: the job runner adds its logger and
+// observers with it. Options given after the job started have no effect
+// on it.
+func (e *Environment) Configure(opts ...Option) {
+	for _, o := range opts {
+		o(e)
+	}
 }
 
 func (e *Environment) addErr(err error) { e.errs = append(e.errs, err) }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/cluster"
 )
 
 // CheckpointObserver is told about every checkpoint and savepoint of a job
@@ -28,10 +29,18 @@ type JobObserver interface {
 	ObserveJob(j *Job)
 }
 
+// WorkerObserver is given the worker's view (its tasks' figures, for its
+// own /metrics) when the environment runs as a worker of a job on several
+// hosts (RoleWorker): the job runner's metrics are one.
+type WorkerObserver interface {
+	ObserveWorker(w *cluster.WorkerView)
+}
+
 // WithObservers hands the job's checkpoints to each observer that is a
 // CheckpointObserver, its restores to each that is a RestoreObserver, under
-// the job's name (set by WithJobName, before or after this option), and the
-// started job to each JobObserver. An observer that is none of these is an
+// the job's name (set by WithJobName, before or after this option), the
+// started job to each JobObserver and a worker's view to each
+// WorkerObserver. An observer that is none of these is an
 // invalid option.
 func WithObservers(observers ...any) Option {
 	return func(e *Environment) {
@@ -39,12 +48,16 @@ func WithObservers(observers ...any) Option {
 			co, isCO := o.(CheckpointObserver)
 			ro, isRO := o.(RestoreObserver)
 			jo, isJO := o.(JobObserver)
-			if !isCO && !isRO && !isJO {
+			wo, isWO := o.(WorkerObserver)
+			if !isCO && !isRO && !isJO && !isWO {
 				e.addErr(fmt.Errorf("%w: observer %T observes neither jobs, checkpoints nor restores", ErrInvalidOption, o))
 				continue
 			}
 			if isJO {
 				e.jobObservers = append(e.jobObservers, jo)
+			}
+			if isWO {
+				e.workerObservers = append(e.workerObservers, wo)
 			}
 			// The name is read when the listener runs, after every option
 			// has been applied.

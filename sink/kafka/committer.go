@@ -261,7 +261,7 @@ func (c *Committer) client(tv int8) (*kgo.Client, error) {
 		extra = append(extra, kgo.MaxVersions(v))
 	}
 	if *p == nil {
-		cl, err := kgo.NewClient(c.cfg.client.Opts(extra...)...)
+		cl, err := c.cfg.client.NewClient("sink-committer", extra...)
 		if err != nil {
 			return nil, fmt.Errorf("kafka sink committer: new client: %w", err)
 		}
@@ -397,11 +397,11 @@ func (c *Committer) scanPartition(ctx context.Context, adm *kadm.Client, pid int
 	if end.Offset <= from {
 		return markerUnknown, "", nil
 	}
-	cl, err := kgo.NewClient(c.cfg.client.Opts(
+	cl, err := c.cfg.client.NewClient("sink-marker-reader",
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{po.Topic: {po.Partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		kgo.KeepControlRecords(),
-	)...)
+	)
 	if err != nil {
 		return markerUnknown, "", err
 	}

@@ -195,7 +195,7 @@ func (w *transactionalWriter[T]) abortLingering(wc sink.WriterContext) error {
 		}
 	}
 	w.checked = ids
-	adminCl, err := kgo.NewClient(w.s.cfg.client.Opts()...)
+	adminCl, err := w.s.cfg.client.NewClient("sink-admin")
 	if err != nil {
 		return fmt.Errorf("new admin client: %w", err)
 	}
@@ -288,7 +288,7 @@ func (w *transactionalWriter[T]) newProducer(ctx context.Context, id string) (*k
 	// Sized by the memory budget: a share for each of the clients the
 	// sink's subtasks keep alive (the pool), before the user's options.
 	opts := append(producerBuffers(w.parallelism*w.s.cfg.poolSize),
-		w.s.cfg.client.Opts(kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.txnTimeout))...)
+		w.s.cfg.client.OptsFor("sink-transactional-producer", kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.txnTimeout))...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("new client for transactional id %s: %w", id, err)

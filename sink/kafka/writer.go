@@ -93,7 +93,7 @@ type writer[T any] struct {
 var _ sink.PrecommittingWriter[int] = (*writer[int])(nil)
 
 func newWriter[T any](s *Sink[T], wc sink.WriterContext) (*writer[T], error) {
-	cl, err := kgo.NewClient(append(producerBuffers(wc.Parallelism), s.cfg.client.Opts()...)...)
+	cl, err := kgo.NewClient(append(producerBuffers(wc.Parallelism), s.cfg.client.OptsFor("sink-producer")...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink subtask %d: new client: %w", wc.Subtask, err)
 	}

@@ -194,7 +194,7 @@ func (r *Reader[T]) addPartitions(splits []SplitState) {
 	if r.cfg.readUncomm {
 		isolation = kgo.ReadUncommitted()
 	}
-	cl, err := kgo.NewClient(append(slices.Clip(r.buf.client), r.cfg.client.Opts(
+	cl, err := kgo.NewClient(append(slices.Clip(r.buf.client), r.cfg.client.OptsFor("source-consumer",
 		kgo.ConsumePartitions(consume),
 		kgo.FetchIsolationLevel(isolation),
 		kgo.KeepControlRecords(),

@@ -188,7 +188,7 @@ func newReader[T any](s *Source[T], rc source.ReaderContext) (*Reader[T], error)
 // background goroutines.
 func (r *Reader[T]) start(rc source.ReaderContext) error {
 	var err error
-	if r.admCl, err = kgo.NewClient(r.cfg.client.Opts()...); err != nil {
+	if r.admCl, err = r.cfg.client.NewClient("source-admin"); err != nil {
 		return fmt.Errorf("new client: %w", err)
 	}
 	r.adm = kadm.NewClient(r.admCl)
