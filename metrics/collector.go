@@ -41,6 +41,7 @@ const MinRateWindow = time.Second
 // with one registry; it is safe for concurrent use.
 type Collector struct {
 	durations *prometheus.HistogramVec
+	flink     bool // WithFlinkNames
 
 	mu   sync.Mutex
 	jobs map[string]*jobEntry
@@ -64,6 +65,7 @@ type Option func(*collectorConfig)
 
 type collectorConfig struct {
 	buckets []float64
+	flink   bool
 }
 
 // WithDurationBuckets sets the buckets (seconds) of the checkpoint
@@ -84,7 +86,8 @@ func NewCollector(opts ...Option) *Collector {
 			Help:    "End-to-end duration of completed checkpoints (savepoints excluded), from trigger to the last acknowledgement.",
 			Buckets: cfg.buckets,
 		}, []string{labelJob}),
-		jobs: map[string]*jobEntry{},
+		jobs:  map[string]*jobEntry{},
+		flink: cfg.flink,
 	}
 }
 
@@ -134,11 +137,27 @@ func (c *Collector) ObserveCheckpoint(job string, cs checkpoint.CheckpointStats)
 
 // Describe sends the descriptors of every metric the collector reports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range allDescs {
-		ch <- d
+	if c.flink {
+		for _, d := range flinkDescs {
+			ch <- d.task
+			if d.operator != nil {
+				ch <- d.operator
+			}
+		}
+		for _, d := range flinkStatusDescs {
+			ch <- d
+		}
+	} else {
+		for _, d := range allDescs {
+			ch <- d
+		}
 	}
 	for _, f := range report.Families() {
-		ch <- familyDesc(f)
+		if c.flink {
+			ch <- flinkFamilyDesc(f)
+		} else {
+			ch <- familyDesc(f)
+		}
 	}
 	c.durations.Describe(ch)
 }
@@ -157,12 +176,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		snaps = append(snaps, snap{name, e, cloneMap(e.readers), cloneMap(e.sinks)})
 	}
 	c.mu.Unlock()
+	em := emitter{ch: ch, flink: c.flink}
 	for _, s := range snaps {
 		if s.e.job != nil {
-			collectJob(ch, s.name, s.e)
+			collectJob(em, s.name, s.e)
 		}
-		collectReaders(ch, s.name, s.readers)
-		collectSinks(ch, s.name, s.sinks)
+		collectReaders(em, s.name, s.readers)
+		collectSinks(em, s.name, s.sinks)
 	}
 	c.durations.Collect(ch)
 }
@@ -175,18 +195,15 @@ func cloneMap[K comparable, V any](m map[K]V) map[K]V {
 	return out
 }
 
-func collectJob(ch chan<- prometheus.Metric, name string, e *jobEntry) {
+func collectJob(em emitter, name string, e *jobEntry) {
 	j := e.job
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{name}, labels...)...)
+		em.send(d, prometheus.GaugeValue, v, append([]string{name}, labels...)...)
 	}
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{name}, labels...)...)
+		em.send(d, prometheus.CounterValue, v, append([]string{name}, labels...)...)
 	}
-	status := j.Status()
-	for s := runtime.JobCreated; s <= runtime.JobSuspended; s++ {
-		gauge(descJobStatus, b2f(s == status), s.String())
-	}
+	em.status(name, j.Status())
 	counter(descNumRestarts, float64(j.Restarts()))
 
 	stats, ok := j.CheckpointStats()

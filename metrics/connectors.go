@@ -97,9 +97,16 @@ func familyDesc(f *report.Family) *prometheus.Desc {
 
 // collectReporter sends what r reports, with the labels before the
 // family's own (job, vertex and, for readers, subtask).
-func collectReporter(ch chan<- prometheus.Metric, r Reporter, scope ...string) {
+func collectReporter(em emitter, r Reporter, scope ...string) {
+	ch := em.ch
+	if em.flink {
+		scope = flinkScope(scope)
+	}
 	r.Report(func(s report.Sample) {
 		d := familyDesc(s.Family)
+		if em.flink {
+			d = flinkFamilyDesc(s.Family)
+		}
 		labels := append(append(make([]string, 0, len(scope)+len(s.LabelValues)), scope...), s.LabelValues...)
 		switch s.Family.Kind {
 		case report.Counter:
@@ -112,14 +119,14 @@ func collectReporter(ch chan<- prometheus.Metric, r Reporter, scope ...string) {
 	})
 }
 
-func collectReaders(ch chan<- prometheus.Metric, job string, readers map[readerKey]Reporter) {
+func collectReaders(em emitter, job string, readers map[readerKey]Reporter) {
 	for k, r := range readers {
-		collectReporter(ch, r, job, k.vertex, strconv.Itoa(k.subtask))
+		collectReporter(em, r, job, k.vertex, strconv.Itoa(k.subtask))
 	}
 }
 
-func collectSinks(ch chan<- prometheus.Metric, job string, sinks map[string]Reporter) {
+func collectSinks(em emitter, job string, sinks map[string]Reporter) {
 	for vertex, s := range sinks {
-		collectReporter(ch, s, job, vertex)
+		collectReporter(em, s, job, vertex)
 	}
 }
