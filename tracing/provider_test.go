@@ -21,7 +21,7 @@ import (
 
 func TestExportFromEnv(t *testing.T) {
 	for _, c := range []struct {
-		env     map[string]string
+		env      map[string]string
 		enabled  bool
 		err      bool
 		protocol string
