@@ -73,6 +73,8 @@ var layers = []struct {
 	{"tracing", 60},
 	{"metrics", 60},
 	{"inspect", 60},
+	// The job runner, which wires api, metrics and tracing.
+	{"runner", 65},
 	// The CLI.
 	{"cmd/...", 70},
 	// Programs and tests of the whole, which may use anything.
