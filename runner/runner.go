@@ -94,9 +94,6 @@ type Started struct {
 	MetricsURL string
 }
 
-// withGetenv reads the environment through getenv (tests).
-func withGetenv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
-
 // Run runs env's job as a program does: it makes the logger, the
 // metrics, the traces and the hooks of every Kafka client from the
 // configuration, starts the job (in the role the environment has), serves
