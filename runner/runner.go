@@ -44,6 +44,8 @@ type options struct {
 	grace      *time.Duration
 	restAddr   string
 	restAddrOK bool
+	noREST     bool
+	promAddr   *string
 }
 
 // WithConfiguration reads the runner's keys from c instead of the
@@ -74,6 +76,14 @@ func WithSignals(sigs ...os.Signal) Option {
 func WithRESTAddress(addr string) Option {
 	return func(o *options) { o.restAddr, o.restAddrOK = addr, true }
 }
+
+// WithoutREST serves no REST API (rest.enabled false).
+func WithoutREST() Option { return func(o *options) { o.noREST = true } }
+
+// WithPrometheusAddress serves the separate Prometheus endpoint
+// (/metrics, /healthz, /readyz) on addr (host:port) instead of the
+// metrics.reporter.prom.* keys' address; empty: none, a worker's neither.
+func WithPrometheusAddress(addr string) Option { return func(o *options) { o.promAddr = &addr } }
 
 // OnStarted calls f once the job and its endpoints run, with where they
 // are: for a program to print them.
@@ -117,6 +127,9 @@ func Run(ctx context.Context, env *sluice.Environment, opts ...Option) error {
 	}
 	if o.grace != nil {
 		s.grace = *o.grace
+	}
+	if o.noREST {
+		s.restEnabled = false
 	}
 
 	// Logging.
@@ -242,7 +255,7 @@ func (r *run) runJob(ctx context.Context, role cluster.Role) error {
 		started.APIURL = url
 		r.logger.Info("API, dashboard and /metrics", "url", url, "token", r.s.token != "", "tls", r.s.cert != "")
 	}
-	if r.s.promPorts != nil {
+	if r.s.promPorts != nil || (r.o.promAddr != nil && *r.o.promAddr != "") {
 		srv, url, err := r.reporter(r.s.promPorts)
 		if err != nil {
 			return err
@@ -312,6 +325,7 @@ func (r *run) worker(ctx context.Context) error {
 	if ports == nil {
 		ports = []int{DefaultPromPort}
 	}
+	serve := r.o.promAddr == nil || *r.o.promAddr != ""
 	var once sync.Once
 	var view *cluster.WorkerView
 	r.env.Configure(sluice.WithObservers(workerObserver(func(v *cluster.WorkerView) {
@@ -331,16 +345,20 @@ func (r *run) worker(ctx context.Context) error {
 		}
 		return true, "registered"
 	})
-	srv, url, err := r.reporter(ports)
-	if err != nil {
-		return err
+	var url string
+	if serve {
+		srv, u, err := r.reporter(ports)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		url = u
 	}
-	defer srv.Close()
 	signaled := r.handleSignals(jobCtx, nil, suspend)
 	if r.o.started != nil {
 		r.o.started(Started{Role: sluice.RoleWorker, MetricsURL: url})
 	}
-	err = r.env.Execute(jobCtx)
+	err := r.env.Execute(jobCtx)
 	if err == nil {
 		r.logger.Info("worker exited")
 		return nil
@@ -482,7 +500,15 @@ func listenFirst(host string, ports []int, what string) (net.Listener, error) {
 // reporter serves /metrics, /healthz and /readyz on Flink's Prometheus
 // reporter port.
 func (r *run) reporter(ports []int) (*http.Server, string, error) {
-	ln, err := listenFirst(r.s.promHost, ports, "Prometheus endpoint ("+KeyPromPort+")")
+	var ln net.Listener
+	var err error
+	if r.o.promAddr != nil && *r.o.promAddr != "" {
+		if ln, err = net.Listen("tcp", *r.o.promAddr); err != nil {
+			err = fmt.Errorf("runner: Prometheus endpoint: %w", err)
+		}
+	} else {
+		ln, err = listenFirst(r.s.promHost, ports, "Prometheus endpoint ("+KeyPromPort+")")
+	}
 	if err != nil {
 		return nil, "", err
 	}

@@ -29,6 +29,13 @@
 //
 // deploy/README.md starts Prometheus, Grafana and Jaeger next to it, on
 // the host network, so the default loopback address is enough for them.
+//
+// The wiring is the job runner's (package runner): any of its keys and
+// the job's go in a config.yaml (-config) or -D key=value, e.g.
+//
+//	go run ./examples/observability -D metrics.reporter.prom.naming=flink   # Flink's metric names
+//	go run ./examples/observability -D execution.signal.action=STOP_WITH_SAVEPOINT   # Ctrl-C takes a savepoint
+//	go run ./examples/observability -D log.level=debug -D log.format=json
 package main
 
 import (
@@ -39,22 +46,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/runner"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
-	"github.com/sluicehq/sluice/tracing"
 )
 
 const jobName = "observability-demo"
@@ -92,12 +92,8 @@ type config struct {
 	unaligned, slow        bool
 	rate                   float64
 	dir                    string
+	conf                   *sluice.Configuration // -config, -D
 }
-
-// resultGrace is how long the program keeps serving after its job ended,
-// at most, for the client that stopped the job to read where the
-// savepoint is.
-const resultGrace = 10 * time.Second
 
 func main() {
 	var c config
@@ -111,13 +107,9 @@ func main() {
 	flag.BoolVar(&c.slow, "slow", false, "the count costs 2 ms per record: the source is backpressured")
 	flag.Float64Var(&c.rate, "rate", 2000, "records per second (0: as fast as it can)")
 	flag.StringVar(&c.dir, "dir", "", "where checkpoints and savepoints go (default: a new directory under the temp directory)")
+	c.conf = sluice.ConfigFlags(flag.CommandLine)
 	flag.Parse()
-
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	slog.SetDefault(logger)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, logger, os.Stdout, c); err != nil {
+	if err := run(context.Background(), nil, os.Stdout, c); err != nil {
 		fmt.Fprintln(os.Stderr, "observability:", err)
 		os.Exit(1)
 	}
@@ -133,7 +125,9 @@ func checkExposure(addr, token string) error {
 		"set -token (or SLUICE_TOKEN), or use -address 127.0.0.1:8081", addr)
 }
 
-// run runs the job until it ends, ctx is done or -duration ran out.
+// run runs the job until it ends, a signal suspends it (or stops it, as
+// execution.signal.action says), ctx is done or -duration ran out. A nil
+// logger is made from log.level and log.format.
 func run(ctx context.Context, logger *slog.Logger, stdout io.Writer, c config) error {
 	if err := checkExposure(c.addr, c.token); err != nil {
 		return err
@@ -151,44 +145,36 @@ func run(ctx context.Context, logger *slog.Logger, stdout io.Writer, c config) e
 		}
 		dir = d
 	}
-
-	// Metrics: one registry for the process.
-	reg := prometheus.NewRegistry()
-	collector := metrics.NewCollector()
-	reg.MustRegister(collector, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	// Traces: exported only when the OTEL_* variables ask for it.
-	export, err := tracing.ExportFromEnv(nil)
-	if err != nil {
-		return err
+	conf := c.conf
+	if conf == nil {
+		conf = sluice.NewConfiguration()
 	}
-	tp, shutdownTraces, err := tracing.ProviderFromEnv(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := shutdownTraces(sctx); err != nil {
-			logger.Warn("flush traces", "err", err)
-		}
-	}()
-	logger.Info("traces", "exported", export.Enabled, "why", export.Reason)
-	tracer := tracing.New(tp)
-
-	opts := []sluice.Option{
-		sluice.WithJobName(jobName),
-		sluice.WithParallelism(2),
-		sluice.WithLogger(logger),
-		sluice.WithCheckpointing(c.interval, filepath.Join(dir, "checkpoints")),
-		sluice.WithResumeFromLatestCheckpoint(),
-		sluice.WithSavepointDir(filepath.Join(dir, "savepoints")),
-		sluice.WithObservers(collector, tracer),
+	// The flags' values, unless the configuration has the key.
+	defaults := map[string]string{
+		"pipeline.name":                         jobName,
+		"parallelism.default":                   "2",
+		"execution.checkpointing.interval":      c.interval.String(),
+		"execution.checkpointing.dir":           filepath.Join(dir, "checkpoints"),
+		"execution.checkpointing.savepoint-dir": filepath.Join(dir, "savepoints"),
 	}
 	if c.unaligned {
-		opts = append(opts, sluice.WithUnalignedCheckpoints(0))
+		defaults["execution.checkpointing.unaligned.enabled"] = "true"
 	}
-	env := sluice.NewEnvironment(opts...)
+	if c.token != "" {
+		defaults[runner.KeyRestToken] = c.token
+	}
+	if c.cert != "" || c.key != "" {
+		defaults[runner.KeyRestCert], defaults[runner.KeyRestKey] = c.cert, c.key
+	}
+	for k, v := range defaults {
+		if _, set := conf.Get(k); !set {
+			if err := conf.Set(k, v); err != nil {
+				return err
+			}
+		}
+	}
+
+	env := sluice.NewEnvironment(sluice.WithConfiguration(conf), sluice.WithResumeFromLatestCheckpoint())
 	var gopts []source.DatagenOption
 	if c.rate > 0 {
 		gopts = append(gopts, source.DatagenRate(c.rate))
@@ -204,39 +190,17 @@ func run(ctx context.Context, logger *slog.Logger, stdout io.Writer, c config) e
 		&countPerKey{slow: per}, sluice.Name("count-per-key"), sluice.UID("count-per-key"))
 	sluice.SinkTo(counts, sink.NewDiscard[int64](), sluice.Name("discard"), sluice.UID("discard"))
 
-	job, err := env.ExecuteAsync(ctx)
-	if err != nil {
-		return err
+	opts := []runner.Option{runner.WithRESTAddress(c.addr), runner.OnStarted(func(s runner.Started) {
+		fmt.Fprintf(stdout, "dashboard  %s/\nmetrics    %s/metrics\napi        %s/jobs\nhealth     %s/healthz %s/readyz\ncheckpoints and savepoints under %s\n",
+			s.APIURL, s.APIURL, s.APIURL, s.APIURL, s.APIURL, dir)
+	})}
+	if logger != nil {
+		opts = append(opts, runner.WithLogger(logger))
 	}
-	collector.AddJob(job)
-	tracer.JobStarted(job)
-
-	srv := api.New(api.Options{Addr: c.addr, Token: c.token, CertFile: c.cert, KeyFile: c.key, Logger: logger,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
-	srv.AddJob(job)
-	if err := srv.Start(); err != nil {
-		job.Cancel()
-		_ = job.Wait()
-		return err
-	}
-	fmt.Fprintf(stdout, "dashboard  %s/\nmetrics    %s/metrics\napi        %s/jobs\ncheckpoints and savepoints under %s\n",
-		srv.URL(), srv.URL(), srv.URL(), dir)
-
-	err = job.Wait()
-	// The job ended. If a client stopped it with a savepoint, it learns
-	// where the savepoint is from the API: serve until it has read that,
-	// resultGrace at most (a signal ends the wait).
-	sctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	sctx, cancelGrace := context.WithTimeout(sctx, resultGrace)
-	defer cancelGrace()
-	if serr := srv.Shutdown(sctx); serr != nil {
-		logger.Warn("close the API server", "err", serr)
-	}
+	err := runner.Run(ctx, env, opts...)
 	if errors.Is(err, sluice.ErrJobSuspended) && ctx.Err() != nil {
-		// Interrupted (SIGINT, SIGTERM) or -duration ran out: the job is
-		// suspended, its latest checkpoint kept; run again with the same
-		// -dir to resume from it.
+		// -duration ran out: the job is suspended, its latest checkpoint
+		// kept; run again with the same -dir to resume from it.
 		return nil
 	}
 	return err

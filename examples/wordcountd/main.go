@@ -18,39 +18,35 @@
 // Settings come from flags or the environment: KAFKA_BROKERS,
 // SLUICE_INPUT_TOPIC, SLUICE_OUTPUT_TOPIC, SLUICE_CHECKPOINT_DIR,
 // SLUICE_PARALLELISM, and the cluster's SLUICE_* variables
-// (sluice.ClusterFlags); -D key=value sets a cluster option by its Flink
-// key.
+// (sluice.ClusterFlags); any option by its Flink key from -config
+// (config.yaml), SLUICE_CONF_* or -D key=value, the job runner's too
+// (package runner: rest.*, metrics.reporter.prom.*, log.*,
+// execution.signal.action, traces.reporter.otel.*). The Kafka clients'
+// security (kafka.properties.security.protocol, sasl.*, ssl.*) comes
+// from the same configuration. Logs are JSON unless log.format says
+// otherwise.
 package main
 
 import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unicode"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/api"
-	"github.com/sluicehq/sluice/cluster"
-	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/runner"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
 	"github.com/sluicehq/sluice/state"
 	"github.com/sluicehq/sluice/state/rocksdb"
 )
-
 // WordCount is one output record.
 type WordCount struct {
 	Word  string
@@ -92,6 +88,7 @@ type options struct {
 	apiAddr, metricsAddr                          string
 	apiHosts                                      string
 	cluster                                       *sluice.ClusterConfig
+	conf                                          *sluice.Configuration
 }
 
 func main() {
@@ -104,20 +101,20 @@ func main() {
 	flag.StringVar(&o.stateDir, "state-dir", env("SLUICE_STATE_DIR", os.TempDir()), "RocksDB working directory ($SLUICE_STATE_DIR)")
 	flag.IntVar(&o.parallelism, "parallelism", par, "parallelism of every operator ($SLUICE_PARALLELISM)")
 	flag.DurationVar(&o.interval, "interval", 10*time.Second, "checkpoint interval (execution.checkpointing.interval)")
-	flag.StringVar(&o.apiAddr, "api", ":8081", "single and coordinator roles: REST API, dashboard and /metrics (rest.port 8081); empty: none")
+	flag.StringVar(&o.apiAddr, "api", ":8081", "single and coordinator roles: REST API, dashboard, /metrics, /healthz, /readyz (rest.port 8081); empty: none")
 	flag.StringVar(&o.apiHosts, "api-allowed-hosts", env("SLUICE_API_ALLOWED_HOSTS", ""), "host names the API answers to besides localhost and IP addresses, comma separated (e.g. the coordinator Service's DNS name; $SLUICE_API_ALLOWED_HOSTS)")
-	flag.StringVar(&o.metricsAddr, "metrics", ":9249", "worker role: the worker's /metrics (Flink's Prometheus reporter port 9249); empty: none")
+	flag.StringVar(&o.metricsAddr, "metrics", ":9249", "worker role: the worker's /metrics, /healthz, /readyz (Flink's Prometheus reporter port 9249); empty: none")
 	o.cluster = sluice.ClusterFlags(flag.CommandLine)
+	o.conf = sluice.ConfigFlags(flag.CommandLine)
 	flag.Parse()
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, logger); err != nil {
-		logger.Error("wordcountd", "err", err)
+	if err := run(context.Background(), o, nil); err != nil {
+		slog.Error("wordcountd", "err", err)
 		os.Exit(1)
 	}
 }
 
+// run runs this process's role until the job ended, a signal or ctx; a
+// nil logger is made from log.level and log.format (JSON by default).
 func run(ctx context.Context, o options, logger *slog.Logger) error {
 	if o.brokers == "" {
 		return errors.New("no Kafka brokers: set --brokers or KAFKA_BROKERS")
@@ -126,41 +123,50 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		return errors.New("no checkpoint directory: set --checkpoints or SLUICE_CHECKPOINT_DIR")
 	}
 	seeds := strings.Split(o.brokers, ",")
-
-	reg := prometheus.NewRegistry()
-	collector := metrics.NewCollector()
-	role := o.cluster.Role
-	if role == sluice.RoleWorker && o.metricsAddr != "" {
-		// One worker per process: its collector is registered once.
-		started := o.cluster.WorkerStarted
-		o.cluster.WorkerStarted = func(v *cluster.WorkerView) {
-			collector.AddJob(v)
-			prometheus.WrapRegistererWith(prometheus.Labels{"worker": v.WorkerID()}, reg).MustRegister(collector)
-			if started != nil {
-				started(v)
+	conf := o.conf
+	if conf == nil {
+		conf = sluice.NewConfiguration()
+	}
+	// The flags' values, unless the configuration has the key.
+	defaults := map[string]string{"log.format": "json"}
+	if o.apiHosts != "" {
+		defaults[runner.KeyRestAllowed] = o.apiHosts
+	}
+	for k, v := range defaults {
+		if _, set := conf.Get(k); !set {
+			if err := conf.Set(k, v); err != nil {
+				return err
 			}
 		}
-		srv := &http.Server{Addr: o.metricsAddr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				logger.Error("worker metrics endpoint", "addr", o.metricsAddr, "err", err)
-			}
-		}()
-		defer srv.Close()
+	}
+	kopts, err := sluice.KafkaClientOptions(conf)
+	if err != nil {
+		return err
+	}
+	ropts := []runner.Option{}
+	if logger != nil {
+		ropts = append(ropts, runner.WithLogger(logger))
+	}
+	if o.apiAddr == "" {
+		ropts = append(ropts, runner.WithoutREST())
+	} else {
+		ropts = append(ropts, runner.WithRESTAddress(o.apiAddr))
+	}
+	if _, set := conf.Get(runner.KeyPromPort); !set {
+		ropts = append(ropts, runner.WithPrometheusAddress(o.metricsAddr))
 	}
 
 	envr := sluice.NewEnvironment(
 		sluice.WithJobName("wordcountd"),
-		sluice.WithLogger(logger),
 		sluice.WithParallelism(o.parallelism),
 		sluice.WithCheckpointing(o.interval, o.checkpoints),
 		sluice.WithResumeFromLatestCheckpoint(),
 		sluice.WithStateBackend(rocksdb.Factory(o.stateDir, rocksdb.Options{})),
 		sluice.WithCluster(*o.cluster),
-		sluice.WithCheckpointListener(collector.CheckpointListener("wordcountd")),
+		sluice.WithConfiguration(conf),
 	)
 	src, err := kafkasource.NewSource(seeds, kafkasource.Topics(o.input),
-		func(r *kgo.Record) (string, error) { return string(r.Value), nil }, kafkasource.Logger(logger))
+		func(r *kgo.Record) (string, error) { return string(r.Value), nil }, kafkasource.ClientOptions(kopts...))
 	if err != nil {
 		return err
 	}
@@ -175,56 +181,10 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		&countWords{}, sluice.Name("count"), sluice.UID("count"))
 	snk, err := kafkasink.NewSink(seeds, func(wc WordCount) (*kgo.Record, error) {
 		return &kgo.Record{Topic: o.output, Key: []byte(wc.Word), Value: strconv.AppendInt(nil, wc.Count, 10)}, nil
-	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix("wordcountd"), kafkasink.Logger(logger))
+	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix("wordcountd"), kafkasink.ClientOptions(kopts...))
 	if err != nil {
 		return err
 	}
 	sluice.SinkTo(counts, snk, sluice.Name("output"), sluice.UID("output"))
-
-	if role == sluice.RoleWorker {
-		// Runs the tasks placed here until the job ended or a signal.
-		if err := envr.Execute(ctx); err != nil {
-			return err
-		}
-		logger.Info("worker exited")
-		return nil
-	}
-	job, err := envr.ExecuteAsync(ctx)
-	if err != nil {
-		return err
-	}
-	if o.apiAddr != "" {
-		collector.AddJob(job)
-		reg.MustRegister(collector)
-		var hosts []string
-		for _, h := range strings.Split(o.apiHosts, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				hosts = append(hosts, h)
-			}
-		}
-		a := api.New(api.Options{Addr: o.apiAddr, Logger: logger, AllowedHosts: hosts,
-			Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
-		a.AddJob(job)
-		if err := a.Start(); err != nil {
-			return fmt.Errorf("API on %s: %w", o.apiAddr, err)
-		}
-		defer func() {
-			// A stop-with-savepoint's caller reads its result before the
-			// API goes (bounded).
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = a.Shutdown(sctx)
-		}()
-		logger.Info("API, dashboard and /metrics", "url", a.URL())
-	}
-	err = job.Wait()
-	switch {
-	case errors.Is(err, sluice.ErrJobSuspended):
-		logger.Info("job suspended; it resumes from its latest checkpoint at the next start")
-		return nil
-	case err != nil:
-		return err
-	}
-	logger.Info("job finished")
-	return nil
+	return runner.Run(ctx, envr, ropts...)
 }

@@ -144,10 +144,12 @@ func (s *Security) protocol() Protocol {
 	return s.Protocol
 }
 
-// Log returns the logger, slog.Default() when none is set.
+// Log returns the logger; when none is set, one that logs through
+// slog.Default() as it is at each record (a default set later, by a job
+// runner, applies).
 func (c *Config) Log() *slog.Logger {
 	if c.Logger == nil {
-		return slog.Default()
+		return slog.New(&defaultHandler{})
 	}
 	return c.Logger
 }

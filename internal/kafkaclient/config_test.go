@@ -1,6 +1,7 @@
 package kafkaclient
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"strings"
@@ -85,8 +86,16 @@ func TestOpts(t *testing.T) {
 }
 
 func TestLogDefaults(t *testing.T) {
-	if (&Config{}).Log() != slog.Default() {
-		t.Error("Log without a logger is not slog.Default()")
+	// Without a logger, Log logs through the default as it is when a
+	// record is logged: one set after the connector was made applies.
+	lazy := (&Config{}).Log().With("k", "v")
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	lazy.Info("hello")
+	slog.SetDefault(old)
+	if got := buf.String(); !strings.Contains(got, "msg=hello k=v") {
+		t.Errorf("Log without a logger wrote %q to the default set after it, want the record with its attributes", got)
 	}
 	l := slog.New(slog.DiscardHandler)
 	if (&Config{Logger: l}).Log() != l {

@@ -17,7 +17,7 @@ type ClientInfo struct {
 	// "sink-committer", "sink-marker-reader".
 	Kind string
 	// Logger is the connector's own logger (its Logger option); nil when
-	// none was set.
+	// none was set (the connector logs through slog.Default()).
 	Logger *slog.Logger
 }
 
@@ -77,5 +77,9 @@ func (c *Config) NewClient(kind string, extra ...kgo.Opt) (*kgo.Client, error) {
 
 // OptsFor returns the options NewClient makes a client of that kind from.
 func (c *Config) OptsFor(kind string, extra ...kgo.Opt) []kgo.Opt {
-	return append(hookOpts(ClientInfo{Kind: kind, Logger: c.Logger}), c.Opts(extra...)...)
+	info := ClientInfo{Kind: kind, Logger: c.Logger}
+	if info.Logger != nil && isDefault(info.Logger) {
+		info.Logger = nil
+	}
+	return append(hookOpts(info), c.Opts(extra...)...)
 }
