@@ -47,6 +47,7 @@ import (
 	"github.com/sluicehq/sluice/state"
 	"github.com/sluicehq/sluice/state/rocksdb"
 )
+
 // WordCount is one output record.
 type WordCount struct {
 	Word  string
