@@ -1007,3 +1007,104 @@ func sortedKeys(m map[string]string) []string {
 	sort.Strings(ks)
 	return ks
 }
+
+// TestDockerComposeApp: the app service is the Dockerfile's image of a
+// main package of the module, reaches the broker on a listener the kafka
+// service advertises under its service name (localhost in a container
+// is the container), keeps its checkpoints in a volume at a directory
+// the image's user owns, and publishes the API on the host's loopback
+// only.
+func TestDockerComposeApp(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type service struct {
+		Build struct {
+			Context    string            `yaml:"context"`
+			Dockerfile string            `yaml:"dockerfile"`
+			Args       map[string]string `yaml:"args"`
+		} `yaml:"build"`
+		Environment map[string]string `yaml:"environment"`
+		Ports       []string          `yaml:"ports"`
+		Volumes     []string          `yaml:"volumes"`
+		DependsOn   map[string]any    `yaml:"depends_on"`
+	}
+	var compose struct {
+		Services map[string]yaml.MapSlice `yaml:"services"`
+		Volumes  map[string]any           `yaml:"volumes"`
+	}
+	if err := yaml.Unmarshal(data, &compose); err != nil {
+		t.Fatal(err)
+	}
+	decode := func(name string) service {
+		raw, ok := compose.Services[name]
+		if !ok {
+			t.Fatalf("docker-compose.yml: no %s service", name)
+		}
+		b, _ := yaml.Marshal(raw)
+		var s service
+		if err := yaml.Unmarshal(b, &s); err != nil {
+			t.Fatalf("service %s: %v", name, err)
+		}
+		return s
+	}
+	app, kafka := decode("app"), decode("kafka")
+	if app.Build.Context != "." || app.Build.Dockerfile != "Dockerfile" {
+		t.Errorf("app builds %s/%s, want the Dockerfile at the root", app.Build.Context, app.Build.Dockerfile)
+	}
+	pkg := app.Build.Args["APP"]
+	if m := regexp.MustCompile(`^\$\{APP:-(.+)\}$`).FindStringSubmatch(pkg); m != nil {
+		pkg = m[1]
+	}
+	if src, err := os.ReadFile(filepath.Join(root, pkg, "main.go")); err != nil || !bytes.Contains(src, []byte("package main")) {
+		t.Errorf("app: APP=%s is not a main package of the module (%v)", pkg, err)
+	}
+	if _, ok := app.DependsOn["kafka"]; !ok {
+		t.Error("app does not depend on kafka")
+	}
+	// The brokers: a listener kafka advertises as kafka:<port>.
+	brokers := app.Environment["KAFKA_BROKERS"]
+	advertised := strings.Split(kafka.Environment["KAFKA_ADVERTISED_LISTENERS"], ",")
+	found := false
+	for _, l := range advertised {
+		if _, hostPort, ok := strings.Cut(l, "://"); ok && hostPort == brokers {
+			found = true
+		}
+	}
+	if !found || strings.HasPrefix(brokers, "localhost") {
+		t.Errorf("app's KAFKA_BROKERS %q is not one of kafka's advertised listeners %v under the service's name", brokers, advertised)
+	}
+	// Checkpoints and state under a named volume mounted at the image's
+	// working directory, which its user owns.
+	df := loadDockerfile(t)
+	workdir := ""
+	for _, in := range df.Stages[len(df.Stages)-1].Instructions {
+		if in.Cmd == "WORKDIR" {
+			workdir = in.Args
+		}
+	}
+	mounted := ""
+	for _, v := range app.Volumes {
+		src, dst, _ := strings.Cut(v, ":")
+		if _, named := compose.Volumes[src]; named {
+			mounted = dst
+		}
+	}
+	if mounted == "" || mounted != workdir {
+		t.Errorf("app mounts a named volume at %q, want the image's WORKDIR %q (owned by its user)", mounted, workdir)
+	}
+	for _, k := range []string{"SLUICE_CHECKPOINT_DIR", "SLUICE_STATE_DIR"} {
+		if d := app.Environment[k]; !strings.HasPrefix(d, mounted+"/") {
+			t.Errorf("app: %s=%q is not under the volume at %s", k, d, mounted)
+		}
+	}
+	for _, p := range app.Ports {
+		if !strings.HasPrefix(p, "127.0.0.1:") {
+			t.Errorf("app publishes %s beyond the host's loopback, without a token", p)
+		}
+	}
+	if len(app.Ports) == 0 || !strings.HasSuffix(app.Ports[0], ":8081") {
+		t.Errorf("app's ports %v: want the API's 8081", app.Ports)
+	}
+}
