@@ -25,7 +25,8 @@ import (
 // Scopes as Flink's: the job's checkpoint and restart figures under
 // jobmanager_job, a task's I/O and time figures under
 // taskmanager_job_task, and again under taskmanager_job_task_operator
-// for numRecordsIn, numRecordsOut and the connectors' figures. A Sluice
+// for numRecordsIn, numRecordsOut, the watermarks and the connectors'
+// figures. A Sluice
 // task is a chain of operators, Flink's task: task_name and
 // operator_name are its vertex name. job_id, task_id and operator_id
 // are 32 hex digits derived from the names (stable across restarts, as
@@ -101,6 +102,8 @@ var flinkDescs = func() map[*prometheus.Desc]flinkDesc {
 	task(descAccBP, "accumulateBackPressuredTimeMs", "Milliseconds the task waited for an output buffer since it started.", false)
 	task(descAlignment, "checkpointAlignmentTime", "Barrier alignment time in the last completed checkpoint, nanoseconds.", false)
 	task(descStartDelay, "checkpointStartDelayNanos", "Time from the trigger to the first barrier in the last completed checkpoint, nanoseconds.", false)
+	task(descInputWM, "currentInputWatermark", "The input watermark, unix milliseconds.", true)
+	task(descOutputWM, "currentOutputWatermark", "The latest watermark sent downstream, unix milliseconds.", true)
 	return m
 }()
 
