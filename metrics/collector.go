@@ -147,6 +147,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		for _, d := range flinkStatusDescs {
 			ch <- d
 		}
+		// User metrics keep their Sluice names.
+		for _, d := range []*prometheus.Desc{descUserCounter, descUserGauge, descUserMeterRate, descUserMeterN, descUserHistogram} {
+			ch <- d
+		}
 	} else {
 		for _, d := range allDescs {
 			ch <- d
@@ -243,7 +247,7 @@ func collectJob(em emitter, name string, e *jobEntry) {
 	}
 	for i, t := range tasks {
 		sub := strconv.Itoa(t.Subtask)
-		collectUser(ch, name, t)
+		collectUser(em.ch, name, t)
 		counter(descRecordsIn, float64(t.RecordsIn), t.Vertex, sub)
 		counter(descRecordsOut, float64(t.RecordsOut), t.Vertex, sub)
 		counter(descBytesIn, float64(t.BytesIn), t.Vertex, sub)

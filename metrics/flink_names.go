@@ -32,7 +32,7 @@ import (
 // are 32 hex digits derived from the names (stable across restarts, as
 // a named Flink job's are not). The checkpoint duration histogram keeps
 // its name (sluice_job_checkpoint_duration_seconds), which Flink has no
-// counterpart for.
+// counterpart for, and so do the user metrics (sluice_user_*).
 func WithFlinkNames() Option { return func(c *collectorConfig) { c.flink = true } }
 
 // Flink's label names.

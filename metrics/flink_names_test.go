@@ -28,7 +28,7 @@ func TestFlinkNames(t *testing.T) {
 	}
 	sl, fl := gather(t, regPlain), gather(t, regFlink)
 	for n := range fl {
-		if !strings.HasPrefix(n, "flink_") && n != "sluice_job_checkpoint_duration_seconds" {
+		if !strings.HasPrefix(n, "flink_") && !strings.HasPrefix(n, "sluice_user_") && n != "sluice_job_checkpoint_duration_seconds" {
 			t.Errorf("Flink-named collector exports %s", n)
 		}
 	}
