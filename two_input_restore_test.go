@@ -48,7 +48,10 @@ type twoRun struct {
 	commitCrash           *crashes
 	outDir, checkpointDir string
 	seen                  *atomic.Int64
-	opts                  []sluice.Option
+	// brakeAfter > 0 slows every record past it by a few milliseconds, so
+	// that a test's stop lands midway however loaded the machine is.
+	brakeAfter int64
+	opts       []sluice.Option
 	// build adds the operator under test (with uid and parallelism
 	// r.opPar); it crashes when r.opCrash says so.
 	build func(r *twoRun, left, right *sluice.Stream[twoEv]) *sluice.Stream[string]
@@ -68,13 +71,13 @@ func (r *twoRun) env() *sluice.Environment {
 		g := source.NewDatagen(gen, source.DatagenCount(r.records), source.DatagenRate(float64(r.rate)),
 			source.DatagenTimestamps(func(i int64) int64 { return gen(i).Ts }))
 		s := sluice.FromSource(env, g, sluice.ForBoundedOutOfOrderness[twoEv](restoreBound*time.Millisecond), name, sluice.UID(name))
-		mc, seen := r.mapCrash, r.seen
+		mc, seen, brake := r.mapCrash, r.seen, r.brakeAfter
 		return sluice.Map(s, func(v twoEv) (twoEv, error) {
 			if mc.hit() {
 				return v, fmt.Errorf("map of %s record %d: %w", name, v.I, errInjectedCrash)
 			}
-			if seen != nil {
-				seen.Add(1)
+			if seen != nil && seen.Add(1) > brake && brake > 0 {
+				time.Sleep(3 * time.Millisecond)
 			}
 			return v, nil
 		}, sluice.UID(name+"-maybe-crash"))
@@ -152,13 +155,15 @@ func runTwoRescale(t *testing.T, build func(*twoRun, *sluice.Stream[twoEv], *slu
 	t.Helper()
 	const records = 2000
 	seen := &atomic.Int64{}
-	r := &twoRun{records: records, rate: 1200, opPar: 2, seen: seen, build: build,
+	r := &twoRun{records: records, rate: 1200, opPar: 2, seen: seen, brakeAfter: records, build: build,
 		outDir: t.TempDir(), checkpointDir: t.TempDir()}
 	job, err := r.env().ExecuteAsync(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	await(t, "a third of the input", func() bool { return seen.Load() > 2*records/3 })
+	await(t, "a third of the input, with results committed", func() bool {
+		return seen.Load() > 2*records/3 && len(r.committed(t)) > 0
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
 	defer cancel()
 	sp, err := job.StopWithSavepoint(ctx, t.TempDir(), false)
@@ -173,7 +178,7 @@ func runTwoRescale(t *testing.T, build func(*twoRun, *sluice.Stream[twoEv], *slu
 	}
 	partial := len(r.committed(t))
 	r2 := *r
-	r2.opPar, r2.rate, r2.seen, r2.checkpointDir = 3, 20000, nil, t.TempDir()
+	r2.opPar, r2.rate, r2.seen, r2.brakeAfter, r2.checkpointDir = 3, 20000, nil, 0, t.TempDir()
 	restored := &atomic.Int64{}
 	r2.opts = []sluice.Option{sluice.WithRestoreFrom(sp),
 		sluice.WithRestoreListener(func(ri sluice.RestoreInfo) { restored.Add(1) })}
