@@ -84,4 +84,10 @@
 // logger. The logger made from log.level and log.format also becomes
 // slog's default (connectors without a Logger use it); WithLogger or a
 // logger given to the environment (sluice.WithLogger) is used instead.
+//
+// # Kafka client properties
+//
+// The configuration's kafka.properties.* (security.protocol, sasl.*,
+// ssl.*, client.id; see sluice.KafkaClientOptions) are given to every
+// Kafka client the connectors make; a connector's own ClientOptions win.
 package runner

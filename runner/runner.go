@@ -174,6 +174,18 @@ func Run(ctx context.Context, env *sluice.Environment, opts ...Option) error {
 		}
 		return []kgo.Opt{kgo.WithLogger(kslog.New(l.With("component", "kafka-client", "client", info.Kind)))}
 	})()
+	// The configuration's Kafka client properties (kafka.properties.*:
+	// security.protocol, sasl.*, ssl.*, client.id) reach every client the
+	// connectors make; options a connector is given in code win.
+	if conf != nil {
+		kopts, err := sluice.KafkaClientOptions(conf)
+		if err != nil {
+			return fmt.Errorf("runner: %w", err)
+		}
+		if len(kopts) > 0 {
+			defer kafkaclient.AddClientHook(func(kafkaclient.ClientInfo) []kgo.Opt { return kopts })()
+		}
+	}
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 
 	// Traces.

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,7 +13,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api"
@@ -208,5 +211,62 @@ func TestKeys(t *testing.T) {
 	}
 	if ps, err := parsePorts("9249-9251,9300"); err != nil || len(ps) != 4 || ps[0] != 9249 || ps[3] != 9300 {
 		t.Errorf("port list: %v %v", ps, err)
+	}
+}
+
+// A broker that requires SASL/PLAIN: the configuration's
+// kafka.properties reach the connectors' clients through the runner, with
+// no client option in the program, and the bounded job reads every record.
+func TestKafkaPropertiesReachClients(t *testing.T) {
+	ctx := testutil.Context(t, testutil.SafetyNet)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"), kfake.EnableSASL(),
+		kfake.Superuser("PLAIN", "sluice", "s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seeds := c.ListenAddrs()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.SASL(plain.Auth{User: "sluice", Pass: "s3cret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	const records = 40
+	for i := range records {
+		if err := admin.ProduceSync(ctx, &kgo.Record{Topic: "in", Value: fmt.Append(nil, i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conf := sluice.NewConfiguration()
+	for k, v := range map[string]string{"pipeline.name": "sasl", "parallelism.default": "2",
+		"kafka.properties.security.protocol": "SASL_PLAINTEXT", "kafka.properties.sasl.mechanism": "PLAIN",
+		"kafka.properties.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required username="sluice" password="s3cret";`,
+	} {
+		if err := conf.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := sluice.NewEnvironment(sluice.WithConfiguration(conf))
+	src, err := kafkasource.NewSource(seeds, kafkasource.Topics("in"),
+		func(r *kgo.Record) (string, error) { return string(r.Value), nil }, kafkasource.Bounded())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := sink.NewCollect[string]()
+	sluice.SinkTo(sluice.FromSource(env, src, sluice.NoWatermarks[string](), "in", sluice.UID("in")), out, sluice.UID("out"))
+	if err := Run(ctx, env, WithLogger(quiet()), WithoutREST(), WithSignals()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	got := map[string]int{}
+	for _, v := range out.Values() {
+		got[v]++
+	}
+	for i := range records {
+		if k := fmt.Sprint(i); got[k] != 1 {
+			t.Errorf("record %s read %d times, want once", k, got[k])
+		}
+	}
+	if len(got) != records {
+		t.Errorf("%d distinct records read, want %d", len(got), records)
 	}
 }
