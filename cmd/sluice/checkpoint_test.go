@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -72,13 +73,19 @@ func stableCheckpoint(t *testing.T, s *served) checkpoint.CheckpointStats {
 		res, err = s.run.Job.TriggerCheckpoint(ctx, false)
 		return err == nil
 	})
-	for _, cs := range s.run.Completed() {
-		if cs.ID == res.ID {
-			return cs
+	// The listener hears of the checkpoint once its completion is
+	// notified, which may be after TriggerCheckpoint returns.
+	var found checkpoint.CheckpointStats
+	testjob.Await(t, fmt.Sprintf("checkpoint %d among the completed ones", res.ID), func() bool {
+		for _, cs := range s.run.Completed() {
+			if cs.ID == res.ID {
+				found = cs
+				return true
+			}
 		}
-	}
-	t.Fatalf("checkpoint %d is not among the completed ones", res.ID)
-	return checkpoint.CheckpointStats{}
+		return false
+	})
+	return found
 }
 
 // sluice savepoint --dispose deletes a savepoint through the server, and
