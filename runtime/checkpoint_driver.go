@@ -299,14 +299,11 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			} else {
 				logger.Info("checkpoint completed", "checkpoint", id, "kind", a.Metadata.Kind, "path", path)
 			}
-			next := d.coord.MetadataWritten(time.Now(), id, path, err)
-			acts = append(acts, next...)
-			if !slices.ContainsFunc(next, func(n checkpoint.CoordinatorAction) bool {
-				nc, ok := n.(checkpoint.NotifyComplete)
-				return ok && nc.ID == id
-			}) {
-				d.report(id) // else once the notifications are sent
-			}
+			acts = append(acts, d.coord.MetadataWritten(time.Now(), id, path, err)...)
+			// The listener hears of the checkpoint before the tasks are
+			// notified (a listener that holds it holds the commits); the
+			// notify phase is in the statistics read later.
+			d.report(id)
 			if a.Metadata.Kind != storage.KindSavepoint {
 				if err != nil {
 					d.checkpointEnded(id, "", fmt.Errorf("checkpoint %d: %w", id, err))
@@ -321,7 +318,6 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 				d.toTask(d.tasks.NotifyCheckpoint(CheckpointNotification{To: d.ref(id), CheckpointID: a.ID, Complete: true}))
 			}
 			d.coord.Notified(time.Now(), a.ID)
-			d.report(a.ID)
 		case checkpoint.NotifyAborted:
 			d.forget(a.ID)
 			d.report(a.ID)
