@@ -190,7 +190,11 @@ func TestJobTransactionLostFailsWithoutRestarts(t *testing.T) {
 	env := sluice.NewEnvironment(
 		sluice.WithLogger(quiet),
 		sluice.WithCheckpointing(200*time.Millisecond, t.TempDir()),
-		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Timeout = time.Second }),
+		// The pause keeps the next checkpoint from being triggered (when
+		// checkpoint 1 completes, before the listener's hold) and then
+		// expiring during the hold: the job must end on the lost
+		// transaction, not on a checkpoint timeout.
+		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Timeout, c.MinPause = time.Second, 20*time.Second }),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(5, 100*time.Millisecond)),
 		sluice.WithCheckpointListener(listen),
 	)
