@@ -4,9 +4,19 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 
 	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/runtime/network"
 )
+
+// ErrInsufficientNetworkBuffers fails a job whose partitions and gates
+// require more network buffers than the process's network memory holds
+// (Budget.Network / taskmanager.memory.segment-size); the error gives the
+// figures and the keys to raise. Only with an explicit
+// taskmanager.memory.process.size: without one the network buffers are
+// not bounded.
+var ErrInsufficientNetworkBuffers = network.ErrInsufficientNetworkBuffers
 
 // WithProcessMemory sets taskmanager.memory.process.size: the memory of
 // the whole process, which Execute splits (package memory) into an
@@ -41,11 +51,44 @@ func (e *Environment) installMemory() error {
 	}
 	memory.Install(b)
 	limit := memory.ApplyGoLimit(b, os.Getenv)
+	e.cfg.Network.Pool = processNetworkPool(b, e.cfg.Network.BufferSize)
 	if l := e.cfg.Logger; l != nil {
 		l.Debug("memory budget", slog.Int64("process", b.Process), slog.Bool("explicit", b.Explicit),
 			slog.Int64("managed", b.Managed), slog.Int64("network", b.Network),
+			slog.Int("network.buffers", network.BuffersFor(b.Network, e.cfg.Network.BufferSize)),
 			slog.Int64("kafka.source", b.KafkaSource), slog.Int64("kafka.sink", b.KafkaSink),
 			slog.Int64("task.heap", b.TaskHeap), slog.Int64("go.limit", limit))
 	}
 	return nil
+}
+
+// processBuffers is the process's one pool of network buffers (Flink's
+// NetworkBufferPool), shared by every job the process runs.
+var processBuffers struct {
+	mu   sync.Mutex
+	pool *network.BufferPool
+}
+
+// processNetworkPool sizes the process's network buffer pool from b, the
+// latest budget installed: Network / bufSize buffers. Without an explicit
+// process size there is no pool (nil): the network buffers are not
+// bounded, as the rest of the budget is not enforced either.
+func processNetworkPool(b memory.Budget, bufSize int) *network.BufferPool {
+	if !b.Explicit {
+		return nil
+	}
+	if bufSize <= 0 {
+		bufSize = network.DefaultBufferSize
+	}
+	n := network.BuffersFor(b.Network, bufSize)
+	processBuffers.mu.Lock()
+	defer processBuffers.mu.Unlock()
+	if p := processBuffers.pool; p != nil && p.BufferSize() == bufSize {
+		p.SetTotal(n)
+		return p
+	}
+	// Another segment size: a pool of its own (one process runs one
+	// segment size in practice; Flink has one per TaskManager).
+	processBuffers.pool = network.NewBufferPool(n, bufSize)
+	return processBuffers.pool
 }

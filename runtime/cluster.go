@@ -173,6 +173,7 @@ func RunTasks(plan *Plan, cfg Config, d WorkerDeployment, ex Exchange, coord Coo
 	for _, id := range d.Tasks {
 		if int(id) < 0 || int(id) >= len(a.byID) || a.byID[id] == nil {
 			a.closeTasks()
+			a.releaseBuffers()
 			a.cancel()
 			j.cancel()
 			return nil, fmt.Errorf("deployment of job %s attempt %d: task %d is not a task of the job (%d tasks)", d.JobID, d.Attempt, id, len(a.specs))
@@ -185,6 +186,7 @@ func RunTasks(plan *Plan, cfg Config, d WorkerDeployment, ex Exchange, coord Coo
 	a.startTasks()
 	go func() {
 		a.waitTasks()
+		a.releaseBuffers()
 		for _, id := range a.published {
 			ex.Unpublish(id)
 		}

@@ -112,6 +112,10 @@ type attempt struct {
 
 	partitions []*network.ResultPartition
 	gates      []*network.InputGate
+	// buffers is what the attempt reserved of the process's network
+	// buffers (Config.Network.Pool) for its local partitions and gates,
+	// given back by releaseBuffers once its tasks ended.
+	buffers atomic.Int64
 
 	mu      sync.Mutex
 	err     error
@@ -379,6 +383,7 @@ func (j *Job) newAttempt(number int, restore *restoreSnapshot, owned []int64) (*
 		d, err := newCheckpointDriver(a, owned)
 		if err != nil {
 			a.closeTasks()
+			a.releaseBuffers()
 			a.cancel()
 			return nil, err
 		}
@@ -425,6 +430,7 @@ func (a *attempt) run() error {
 	}
 	a.startTasks()
 	a.waitTasks()
+	a.releaseBuffers()
 	a.mu.Lock()
 	err, stopped := a.err, a.stopped
 	a.mu.Unlock()
@@ -595,6 +601,9 @@ func (a *attempt) closeTasks() {
 func (a *attempt) deploy() error {
 	j := a.job
 	a.specs = j.graph.Tasks()
+	if err := a.reserveBuffers(); err != nil {
+		return err
+	}
 	a.byID = make([]*Task, len(a.specs))
 	for _, s := range a.specs {
 		if !a.isLocal(s.ID) {
@@ -685,6 +694,7 @@ func (a *attempt) deploy() error {
 				}
 				if err := a.exchange.ConnectRemote(gate, ch, pid, PartitionID(j.id, a.number, pid, ei), sub); err != nil {
 					a.closeTasks()
+					a.releaseBuffers()
 					return fmt.Errorf("task %s: connect to %s: %w", t.name, a.specs[pid].Name, err)
 				}
 			}
@@ -695,12 +705,62 @@ func (a *attempt) deploy() error {
 	for _, t := range a.tasks {
 		if err := t.build(j.graph); err != nil {
 			a.closeTasks()
+			a.releaseBuffers()
 			return err
 		}
 	}
 	a.restoreCounters.stateDone = time.Now()
 	a.restoreCounters.replayLeft.Store(int32(len(a.tasks)))
 	return nil
+}
+
+// reserveBuffers reserves, before anything is deployed, the network
+// buffers the attempt's local partitions and gates require of the
+// process's pool (Flink's check of the required buffers against the
+// NetworkBufferPool): a job whose exchanges need more than the process's
+// network memory fails to start, naming the keys to raise, rather than
+// allocating past the budget. Retrying cannot help, so the error
+// suppresses restarts.
+func (a *attempt) reserveBuffers() error {
+	j := a.job
+	pool := j.cfg.Network.Pool
+	if pool == nil {
+		return nil
+	}
+	need, partitions, gates := 0, 0, 0
+	for _, s := range a.specs {
+		if !a.isLocal(s.ID) {
+			continue
+		}
+		for _, e := range s.Vertex.Out {
+			n := j.graph.vertexOf[e.To].Parallelism
+			if e.Partitioner == PartitionForward {
+				n = 1
+			}
+			need += j.cfg.Network.PartitionBuffers(n)
+			partitions++
+		}
+		for _, e := range s.Vertex.In {
+			n := j.graph.vertexOf[e.From].Parallelism
+			if e.Partitioner == PartitionForward {
+				n = 1
+			}
+			need += j.cfg.Network.GateBuffers(n)
+			gates++
+		}
+	}
+	what := fmt.Sprintf("job %q attempt %d: %d result partitions and %d input gates", j.cfg.JobName, a.number, partitions, gates)
+	if err := pool.Reserve(need, what); err != nil {
+		return &fatalError{err: err}
+	}
+	a.buffers.Store(int64(need))
+	j.logger.Debug("network buffers reserved", "attempt", a.number, "required", need, "pool", pool.Stats())
+	return nil
+}
+
+// releaseBuffers gives back what reserveBuffers reserved, once.
+func (a *attempt) releaseBuffers() {
+	a.job.cfg.Network.Pool.Unreserve(int(a.buffers.Swap(0)))
 }
 
 // location is where the attempt's tasks write their state for the

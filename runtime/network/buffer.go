@@ -25,6 +25,7 @@ type Buffer struct {
 	kind  bufferKind
 	owner any         // *outputPool, *inputChannel or *InputGate, by kind
 	inUse atomic.Bool // handed out and not yet recycled
+	lent  bool        // a floating buffer lent by the process's BufferPool
 }
 
 // buffersCreated counts every buffer ever allocated in this process, so

@@ -57,6 +57,38 @@ type Config struct {
 	// among its channels; it is also the extra part of a partition's output
 	// pool.
 	FloatingBuffersPerGate int
+	// Pool is the process's network memory (nil: unbounded). With a pool,
+	// a gate owns only its first floating buffer and borrows the others
+	// from the pool (BufferPool); the runtime reserves what the
+	// partitions and gates require (PartitionBuffers, GateBuffers) before
+	// deploying them.
+	Pool *BufferPool
+}
+
+// PartitionBuffers is what a partition of numSubpartitions requires: its
+// output pool, numSubpartitions*ExclusiveBuffersPerChannel +
+// FloatingBuffersPerGate.
+func (c Config) PartitionBuffers(numSubpartitions int) int {
+	c = c.withDefaults()
+	return numSubpartitions*c.ExclusiveBuffersPerChannel + c.FloatingBuffersPerGate
+}
+
+// GateBuffers is what a gate of numChannels requires: the channels'
+// exclusive buffers and the floating buffers it owns, all of them
+// without a pool and the first one with a pool (the others it borrows
+// while the pool has them, as Flink's gates take floating buffers from
+// the NetworkBufferPool beyond their required one).
+func (c Config) GateBuffers(numChannels int) int {
+	c = c.withDefaults()
+	return numChannels*c.ExclusiveBuffersPerChannel + c.ownedFloating()
+}
+
+// ownedFloating is how many of a gate's floating buffers are its own.
+func (c Config) ownedFloating() int {
+	if c.Pool == nil {
+		return c.FloatingBuffersPerGate
+	}
+	return min(c.FloatingBuffersPerGate, 1)
 }
 
 // DefaultConfig returns the configuration with every field at its default.
@@ -93,6 +125,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("network: exclusive buffers per channel %d is negative", c.ExclusiveBuffersPerChannel)
 	case c.FloatingBuffersPerGate < 0:
 		return fmt.Errorf("network: floating buffers per gate %d is negative", c.FloatingBuffersPerGate)
+	case c.Pool != nil && c.Pool.BufferSize() != c.BufferSize:
+		return fmt.Errorf("network: the process buffer pool has buffers of %d bytes, the configuration %d", c.Pool.BufferSize(), c.BufferSize)
 	}
 	return nil
 }

@@ -381,9 +381,18 @@ func (g *InputGate) takeFloating(c *inputChannel) *Buffer {
 		g.floatFree = g.floatFree[:n-1]
 		return b
 	}
-	if g.floatAllocated < g.cfg.FloatingBuffersPerGate {
+	if g.floatAllocated < g.cfg.ownedFloating() {
 		g.floatAllocated++
 		return newBuffer(g.cfg.BufferSize, kindFloating, g)
+	}
+	if g.floatAllocated < g.cfg.FloatingBuffersPerGate && !g.released {
+		// The others are borrowed from the process's pool (g.mu, then the
+		// pool's lock: the pool never calls back).
+		if seg := g.cfg.Pool.lend(); seg != nil {
+			g.floatAllocated++
+			g.lentOut++
+			return &Buffer{data: seg, kind: kindFloating, owner: g, lent: true}
+		}
 	}
 	if !c.waitingFloat.Load() && !g.released {
 		c.waitingFloat.Store(true)
@@ -424,8 +433,23 @@ func (g *InputGate) recycleFloating(b *Buffer) {
 		g.mu.Lock()
 		i, ok := g.floatWaiters.popFront()
 		if !ok {
-			g.floatFree = append(g.floatFree, b)
+			if !b.lent {
+				g.floatFree = append(g.floatFree, b)
+				g.mu.Unlock()
+				return
+			}
+			// Nobody here needs it: the loan ends, for another gate to
+			// have it. Release ended the loans of a released gate.
+			released := g.released
+			if !released {
+				g.floatAllocated--
+				g.lentOut--
+			}
 			g.mu.Unlock()
+			if !released {
+				g.cfg.Pool.giveBack(b.data)
+			}
+			b.data = nil
 			return
 		}
 		c := g.channels[i]

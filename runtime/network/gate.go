@@ -28,6 +28,7 @@ type InputGate struct {
 	prioPending    atomic.Int32 // entries in prioReady, for HasPriority
 	floatFree      []*Buffer
 	floatAllocated int
+	lentOut        int        // of floatAllocated, borrowed from cfg.Pool
 	floatWaiters   deque[int] // channels with backlog and no credit, FIFO
 	released       bool
 	failed         bool                  // a channel failed: Poll returns nothing
@@ -422,5 +423,37 @@ func (g *InputGate) Release() {
 		g.floatFree = append(g.floatFree, spare...)
 		g.mu.Unlock()
 		c.up.cancel()
+	}
+	g.endLoans()
+}
+
+// endLoans gives the buffers the gate borrowed back to the process's
+// pool once it is released: the free ones with their memory, those still
+// out (polled and not recycled, or dropped with the channels' queues)
+// without, for the pool to allocate anew; their recycling after this is a
+// no-op (recycleFloating).
+func (g *InputGate) endLoans() {
+	g.mu.Lock()
+	var segs [][]byte
+	kept := g.floatFree[:0]
+	for _, b := range g.floatFree {
+		if b.lent {
+			segs = append(segs, b.data)
+			b.data = nil
+			continue
+		}
+		kept = append(kept, b)
+	}
+	clear(g.floatFree[len(kept):])
+	g.floatFree = kept
+	out := g.lentOut - len(segs)
+	g.floatAllocated -= g.lentOut
+	g.lentOut = 0
+	g.mu.Unlock()
+	for _, seg := range segs {
+		g.cfg.Pool.giveBack(seg)
+	}
+	for range out {
+		g.cfg.Pool.giveBack(nil)
 	}
 }
