@@ -27,7 +27,9 @@
 //     FloatingBuffersPerGate buffers;
 //   - each input channel has ExclusiveBuffersPerChannel (2) exclusive buffers;
 //   - each gate has FloatingBuffersPerGate (8) floating buffers that its
-//     channels share.
+//     channels share; with a process BufferPool (Config.Pool) the gate
+//     owns the first and borrows the others from the pool, which bounds
+//     the buffers of every partition and gate of the process.
 //
 // The producer writes records into a buffer of its output pool. A buffer is
 // finished and queued to its subpartition when it is full or when the Task
