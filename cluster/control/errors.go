@@ -1,6 +1,10 @@
 package control
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/sluicehq/sluice/runtime/network"
+)
 
 // Errors of the control plane; the errors returned wrap them.
 var (
@@ -39,9 +43,20 @@ var (
 type RemoteError struct {
 	Text     string
 	Suppress bool
+	// Sentinel is the error of wireSentinels the sender's error matched,
+	// which errors.Is then matches here too; nil for none.
+	Sentinel error
 }
 
 func (e *RemoteError) Error() string { return e.Text }
+
+// Is matches the sentinel the sender's error matched.
+func (e *RemoteError) Is(target error) bool { return e.Sentinel != nil && target == e.Sentinel }
+
+// wireSentinels are the errors callers match with errors.Is across the
+// control plane, by their text: a worker's deployment refused for want of
+// network buffers fails the job with the same sentinel as in one process.
+var wireSentinels = []error{network.ErrInsufficientNetworkBuffers}
 
 // SuppressRestarts reports whether the sender's error suppressed restarts.
 func (e *RemoteError) SuppressRestarts() bool { return e.Suppress }
@@ -50,6 +65,7 @@ func (e *RemoteError) SuppressRestarts() bool { return e.Suppress }
 type wireError struct {
 	Text     string `json:"text"`
 	Suppress bool   `json:"suppress_restarts,omitempty"`
+	Sentinel string `json:"sentinel,omitempty"`
 }
 
 type restartSuppressor interface{ SuppressRestarts() bool }
@@ -65,12 +81,25 @@ func toWire(err error) *wireError {
 	if err == nil {
 		return nil
 	}
-	return &wireError{Text: err.Error(), Suppress: suppressesRestarts(err)}
+	w := &wireError{Text: err.Error(), Suppress: suppressesRestarts(err)}
+	for _, s := range wireSentinels {
+		if errors.Is(err, s) {
+			w.Sentinel = s.Error()
+			break
+		}
+	}
+	return w
 }
 
 func (w *wireError) err() error {
 	if w == nil {
 		return nil
 	}
-	return &RemoteError{Text: w.Text, Suppress: w.Suppress}
+	e := &RemoteError{Text: w.Text, Suppress: w.Suppress}
+	for _, s := range wireSentinels {
+		if w.Sentinel == s.Error() {
+			e.Sentinel = s
+		}
+	}
+	return e
 }
