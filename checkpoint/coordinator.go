@@ -60,6 +60,12 @@ type Coordinator struct {
 	hasCompletion  bool
 	requests       []Kind // manual and final checkpoints, waiting for a free slot
 	suspended      bool   // a stop-with-savepoint is in flight
+	// deferred: a checkpoint ended (completed or aborted) while a trigger
+	// was due; the trigger waits for the next Tick, due at deferredAt, so
+	// that its time is taken after the runtime has carried out the end
+	// (the checkpoint listener, the notifications, the discards).
+	deferred   bool
+	deferredAt time.Time
 
 	pending         map[int64]*pendingCheckpoint
 	retained        []int64 // completed checkpoints kept, ascending
@@ -200,7 +206,9 @@ func (c *Coordinator) Start(now time.Time) {
 }
 
 // NextWakeup returns when Tick should next be called: the next periodic
-// trigger or the earliest timeout of a pending checkpoint.
+// trigger, the earliest timeout of a pending checkpoint, or, when a
+// checkpoint just ended with a trigger due, the time it ended (Tick is due
+// at once, once the runtime has carried out the end's actions).
 func (c *Coordinator) NextWakeup() (time.Time, bool) {
 	if !c.started || c.stopped {
 		return time.Time{}, false
@@ -208,6 +216,9 @@ func (c *Coordinator) NextWakeup() (time.Time, bool) {
 	var next time.Time
 	if c.periodicActive() {
 		next = c.nextPeriodic
+	}
+	if c.deferred && (next.IsZero() || c.deferredAt.Before(next)) {
+		next = c.deferredAt
 	}
 	for _, p := range c.pending {
 		if p.finalizing {
@@ -225,16 +236,21 @@ func (c *Coordinator) periodicActive() bool {
 }
 
 // Tick expires pending checkpoints that outlived the timeout and triggers
-// the periodic checkpoint when it is due.
+// what is due: the periodic checkpoint, queued requests, and a trigger
+// deferred by the end of a checkpoint. When it expires a checkpoint, what
+// is due is triggered by the next Tick (NextWakeup says it is due at once).
 func (c *Coordinator) Tick(now time.Time) []CoordinatorAction {
 	if !c.started || c.stopped {
 		return nil
 	}
+	c.deferred = false
 	var acts []CoordinatorAction
+	expired := false
 	for _, p := range c.pendingByID() {
 		if p.finalizing || now.Before(p.trigger.Add(c.cfg.Timeout)) {
 			continue
 		}
+		expired = true
 		acts = c.abort(now, p, ReasonExpired, fmt.Errorf("checkpoint %d expired after %s (execution.checkpointing.timeout) with %d of %d tasks acknowledged; waiting for %s",
 			p.id(), c.cfg.Timeout, c.acked(p), c.acked(p)+len(p.awaiting), c.describeTasks(p.awaiting)), acts)
 		if c.stopped {
@@ -246,6 +262,9 @@ func (c *Coordinator) Tick(now time.Time) []CoordinatorAction {
 		for !c.nextPeriodic.After(now) {
 			c.nextPeriodic = c.nextPeriodic.Add(c.cfg.Interval)
 		}
+	}
+	if expired {
+		return c.deferTrigger(now, acts)
 	}
 	return c.tryTrigger(now, acts)
 }
@@ -315,7 +334,7 @@ func (c *Coordinator) Ack(now time.Time, task TaskID, id int64, states []snapsho
 	probe := snapshot.Metadata{Subtasks: states}
 	shared := probe.SharedFiles()
 	if p.savepoint != nil && len(shared) > 0 {
-		return c.tryTrigger(now, c.abort(now, p, ReasonInvalidSnapshot,
+		return c.deferTrigger(now, c.abort(now, p, ReasonInvalidSnapshot,
 			fmt.Errorf("task %s acknowledged savepoint %d with shared files %v: %w", c.describe(task), id, shared, snapshot.ErrSharedInSavepoint), nil))
 	}
 	if len(states) > 0 {
@@ -344,7 +363,7 @@ func (c *Coordinator) Ack(now time.Time, task TaskID, id int64, states []snapsho
 		return cmp.Or(cmp.Compare(a.OperatorUID, b.OperatorUID), cmp.Compare(a.Subtask, b.Subtask))
 	})
 	if err := md.Validate(); err != nil {
-		return c.tryTrigger(now, c.abort(now, p, ReasonInvalidSnapshot, fmt.Errorf("checkpoint %d: %w", id, err), nil))
+		return c.deferTrigger(now, c.abort(now, p, ReasonInvalidSnapshot, fmt.Errorf("checkpoint %d: %w", id, err), nil))
 	}
 	p.finalizing = true
 	act := WriteMetadata{Metadata: md}
@@ -382,20 +401,24 @@ func (c *Coordinator) Decline(now time.Time, task TaskID, id int64, reason Reaso
 	if cause != nil {
 		err = fmt.Errorf("%w: %w", err, cause)
 	}
-	return c.tryTrigger(now, c.abort(now, p, reason, err, nil))
+	return c.deferTrigger(now, c.abort(now, p, reason, err, nil))
 }
 
 // MetadataWritten reports the outcome of WriteMetadata: the checkpoint
-// completes at path, or fails (and counts) with err.
+// completes at path, or fails (and counts) with err. It triggers nothing:
+// a checkpoint due meanwhile is triggered by the next Tick (due at once,
+// NextWakeup says), so that its trigger time and its timeout start after
+// the runtime has carried out the completion — a checkpoint listener that
+// holds it does not eat into the next checkpoint's timeout.
 func (c *Coordinator) MetadataWritten(now time.Time, id int64, path string, err error) []CoordinatorAction {
 	p := c.pending[id]
 	if p == nil || !p.finalizing {
 		return nil
 	}
 	if err != nil {
-		return c.tryTrigger(now, c.abort(now, p, ReasonIOFailure, fmt.Errorf("checkpoint %d: write metadata: %w", id, err), nil))
+		return c.deferTrigger(now, c.abort(now, p, ReasonIOFailure, fmt.Errorf("checkpoint %d: write metadata: %w", id, err), nil))
 	}
-	return c.tryTrigger(now, c.complete(now, p, path))
+	return c.deferTrigger(now, c.complete(now, p, path))
 }
 
 // Notified records, for the statistics, that the notifications of
@@ -416,6 +439,9 @@ func (c *Coordinator) TaskFinished(now time.Time, task TaskID) []CoordinatorActi
 		if p.awaiting[task] && !p.finalizing {
 			acts = c.abort(now, p, ReasonTaskFinished, fmt.Errorf("task %s finished before acknowledging checkpoint %d", c.describe(task), p.id()), acts)
 		}
+	}
+	if len(acts) > 0 {
+		return c.deferTrigger(now, c.checkEndOfInput(acts))
 	}
 	return c.tryTrigger(now, c.checkEndOfInput(acts))
 }
@@ -479,6 +505,22 @@ func (c *Coordinator) stop(now time.Time, reason Reason, acts []CoordinatorActio
 		if !p.finalizing {
 			acts = c.abort(now, p, reason, fmt.Errorf("checkpoint %d: %w", p.id(), ErrCoordinatorStopped), acts)
 		}
+	}
+	return acts
+}
+
+// deferTrigger follows the end of a checkpoint (acts carry it): what is
+// due is triggered by the next Tick, not with these actions, as Flink's
+// coordinator schedules the next trigger request after a completion or a
+// failure. The runtime carries out acts first (the listener hears of the
+// end, tasks are notified, files discarded), then calls Tick, which takes
+// the trigger time — and so the start of the timeout — after all that.
+func (c *Coordinator) deferTrigger(now time.Time, acts []CoordinatorAction) []CoordinatorAction {
+	if !c.stopped && (c.periodicDue || len(c.requests) > 0) {
+		if !c.deferred || now.Before(c.deferredAt) {
+			c.deferredAt = now
+		}
+		c.deferred = true
 	}
 	return acts
 }

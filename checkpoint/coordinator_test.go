@@ -281,3 +281,78 @@ func formatStats(t *testing.T, c *Coordinator, d *datadriven.TestData) string {
 	fmt.Fprintf(&b, "\nhistory %s", strings.Join(ids, " "))
 	return b.String()
 }
+
+// TestCoordinatorTriggersAfterSlowListener drives the coordinator as the
+// runtime does: it carries out the actions of a call in order, and the
+// checkpoint listener runs when a checkpoint completes, holding the driver
+// for longer than the checkpoint timeout; the driver then ticks at the
+// coordinator's next wakeup (or now, when that has passed). The checkpoint
+// due when checkpoint 1 completes must be triggered after the hold, with
+// its time and its timeout starting then, so it is not expired the moment
+// the listener returns.
+func TestCoordinatorTriggersAfterSlowListener(t *testing.T) {
+	cfg := Config{Interval: time.Second, Timeout: 10 * time.Second, Directory: "/ck"}
+	c, err := NewCoordinator("job", cfg, []TaskInfo{{ID: 0, Vertex: "src", Operators: []string{"src"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hold = 3 * 10 * time.Second // the listener's hold: three timeouts
+	now := time.UnixMilli(0)
+	c.Start(now)
+	var triggers []Trigger
+	var aborted []int64
+	var drive func(acts []CoordinatorAction)
+	drive = func(acts []CoordinatorAction) {
+		for _, a := range acts {
+			switch a := a.(type) {
+			case Trigger:
+				triggers = append(triggers, a)
+			case WriteMetadata:
+				id := a.Metadata.CheckpointID
+				acts := c.MetadataWritten(now, id, fmt.Sprintf("/ck/job/chk-%d/_metadata", id), nil)
+				now = now.Add(hold) // the listener hears of the completion
+				drive(acts)
+			case NotifyAborted:
+				aborted = append(aborted, a.ID)
+			}
+		}
+	}
+	tick := func() {
+		if next, ok := c.NextWakeup(); ok && next.After(now) {
+			now = next
+		}
+		drive(c.Tick(now))
+	}
+	tick() // checkpoint 1 at 1 s
+	tick() // 2 s: checkpoint 2 is due while 1 is pending
+	if len(triggers) != 1 || c.PendingIDs()[0] != 1 {
+		t.Fatalf("triggers %v, pending %v: want checkpoint 1 alone pending", triggers, c.PendingIDs())
+	}
+	ackAt := now.Add(500 * time.Millisecond)
+	now = ackAt
+	drive(c.Ack(now, 0, 1, []storage.SubtaskState{{OperatorUID: "src"}}, TaskFigures{}))
+	listenerReturned := ackAt.Add(hold)
+	if !now.Equal(listenerReturned) {
+		t.Fatalf("the listener did not run: now %v", now)
+	}
+	tick()
+	if len(aborted) > 0 {
+		t.Errorf("checkpoints %v aborted: the checkpoint due at the completion expired during the listener's hold", aborted)
+	}
+	if len(triggers) != 2 {
+		t.Fatalf("%d triggers after checkpoint 1 completed, want checkpoint 2 triggered: %v", len(triggers), triggers)
+	}
+	next := triggers[1]
+	if got, want := next.Barrier.Timestamp, listenerReturned.UnixMilli(); got < want {
+		t.Errorf("checkpoint %d triggered at %d ms, before the listener returned at %d ms", next.Barrier.ID, got, want)
+	}
+	if !slices.Equal(c.PendingIDs(), []int64{next.Barrier.ID}) {
+		t.Errorf("pending %v, want checkpoint %d pending", c.PendingIDs(), next.Barrier.ID)
+	}
+	// Its timeout runs from the end of the hold: still pending just before.
+	now = listenerReturned.Add(cfg.Timeout - time.Millisecond)
+	drive(c.Tick(now))
+	if len(aborted) > 0 {
+		t.Errorf("checkpoint %d expired at %v, less than the timeout after the hold ended at %v", next.Barrier.ID, now, listenerReturned)
+	}
+}

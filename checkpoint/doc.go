@@ -26,5 +26,7 @@
 //	acts  = coord.Ack(now, task, id, states, figures)
 //	acts  = coord.MetadataWritten(now, id, location, err)
 //
-// and reschedules its timer with coord.NextWakeup().
+// and reschedules its timer with coord.NextWakeup(). A call that ends a
+// checkpoint triggers nothing: the next Tick does, due at once, so that a
+// trigger's time is taken after the end's actions were carried out.
 package checkpoint
