@@ -101,6 +101,27 @@ type Syncer interface {
 	Sync(ctx context.Context, prefix string) error
 }
 
+// DeferredSyncer is implemented by backends on which making an object
+// durable costs a round trip of its own (POSIX: an fsync per file). A
+// checkpoint's private state streams are published without it
+// (CreateDeferred: Commit renames but does not fsync), and the
+// checkpoint's commit makes them durable all at once, in parallel with its
+// own writes, before the _metadata that references them is published
+// (PutIfAbsentAfterSync). The tasks' acknowledgements then wait for no
+// fsync, and a checkpoint pays one batch of parallel fsyncs instead of one
+// fsync per file, one after the other.
+type DeferredSyncer interface {
+	// CreateDeferred is Create, except that the committed object is not
+	// durable until PutIfAbsentAfterSync names it.
+	CreateDeferred(ctx context.Context, key string) (ObjectWriter, error)
+	// PutIfAbsentAfterSync is PutIfAbsent of data under key, published
+	// only once the objects (keys committed by CreateDeferred writers) and
+	// the directories of dirs (key prefixes ending in "/", "" for the
+	// root; a missing one holds nothing) are durable. When it returns nil,
+	// all of them and key are durable.
+	PutIfAbsentAfterSync(ctx context.Context, key string, data []byte, objects, dirs []string) error
+}
+
 // DirMaker is implemented by backends with real directories. Storage makes
 // a checkpoint's directory when it opens its location, so that a
 // checkpoint that wrote nothing still shows (as a directory marker) and its

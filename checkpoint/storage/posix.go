@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // POSIX is the Backend on a directory of a POSIX file system, through an
@@ -22,7 +23,10 @@ import (
 // directory from the key's up to the root. A streamed object (Create) is
 // fsynced and renamed on Commit, but its directory is fsynced only by Sync
 // (the checkpoint's commit does it), which keeps one directory fsync per
-// checkpoint rather than per state file.
+// checkpoint rather than per state file. A checkpoint's private streams
+// are written with CreateDeferred: not even fsynced on Commit, they are
+// made durable by the checkpoint's commit (PutIfAbsentAfterSync), in
+// parallel with the _metadata's own fsyncs.
 //
 // Directories are made as files need them, and DeleteBatch removes the
 // directories it leaves empty (never the root), as an object store has
@@ -38,6 +42,7 @@ var (
 	_ Backend        = (*POSIX)(nil)
 	_ Syncer         = (*POSIX)(nil)
 	_ DirMaker       = (*POSIX)(nil)
+	_ DeferredSyncer = (*POSIX)(nil)
 	_ LockingBackend = (*POSIX)(nil)
 )
 
@@ -180,6 +185,136 @@ func (p *POSIX) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 // Create starts a temporary file beside key; Commit fsyncs, closes and
 // renames it.
 func (p *POSIX) Create(ctx context.Context, key string) (ObjectWriter, error) {
+	return p.createWriter(ctx, key, false)
+}
+
+// CreateDeferred starts a temporary file beside key; Commit closes and
+// renames it without an fsync: PutIfAbsentAfterSync makes it durable.
+func (p *POSIX) CreateDeferred(ctx context.Context, key string) (ObjectWriter, error) {
+	return p.createWriter(ctx, key, true)
+}
+
+// maxParallelSyncs bounds the fsyncs a commit runs at once.
+const maxParallelSyncs = 16
+
+// PutIfAbsentAfterSync commits a checkpoint in two rounds of fsyncs
+// instead of a chain of them. First, at once: the temporary file of data
+// is written and fsynced, each of objects is fsynced, each directory of
+// dirs is fsynced, and so is every directory above key's own (the root:
+// the entry of key's directory). Only when all of them are durable is
+// the temporary file linked under key (never replacing a file there);
+// then key's directory is fsynced, which also makes durable the names of
+// the objects committed into it. On an error nothing is published under
+// key, unless the last fsync failed (the caller discards the location
+// either way).
+func (p *POSIX) PutIfAbsentAfterSync(ctx context.Context, key string, data []byte, objects, dirs []string) error {
+	final, err := p.check(ctx, key)
+	if err != nil {
+		return err
+	}
+	if _, err := p.fs.Stat(final); err == nil {
+		return fmt.Errorf("put-if-absent %s: %w", final, ErrObjectExists)
+	}
+	for _, k := range objects {
+		if err := ValidKey(k); err != nil {
+			return err
+		}
+	}
+	// The temporary file is created first: its directory exists (made
+	// again if need be) before the directories above it are fsynced.
+	tmp := final + tempSuffix + randomSuffix()
+	f, err := p.create(tmp)
+	if err != nil {
+		return err
+	}
+	jobs := []func() error{func() error {
+		_, err := f.Write(data)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}}
+	for _, k := range objects {
+		jobs = append(jobs, func() error { return p.syncFile(p.Path(k)) })
+	}
+	syncDir := func(prefix string) func() error {
+		return func() error {
+			name := p.root
+			if prefix != "" && prefix != "." {
+				name = p.Path(prefix)
+			}
+			if err := p.fs.SyncDir(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("sync %s: %w", name, err)
+			}
+			return nil
+		}
+	}
+	for _, d := range dirs {
+		jobs = append(jobs, syncDir(d))
+	}
+	for dir := path.Dir(key); dir != "."; dir = path.Dir(dir) {
+		jobs = append(jobs, syncDir(path.Dir(dir)))
+	}
+	if err := runParallel(jobs, maxParallelSyncs); err != nil {
+		_ = p.fs.Remove(tmp)
+		return err
+	}
+	if l, ok := p.fs.(Linker); ok {
+		err = l.Link(tmp, final)
+		_ = p.fs.Remove(tmp)
+	} else if _, serr := p.fs.Stat(final); serr == nil {
+		err = &fs.PathError{Op: "link", Path: final, Err: fs.ErrExist}
+		_ = p.fs.Remove(tmp)
+	} else if err = p.fs.Rename(tmp, final); err != nil {
+		_ = p.fs.Remove(tmp)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("put-if-absent %s: %w", final, ErrObjectExists)
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(path.Dir(key))()
+}
+
+// syncFile fsyncs the file name.
+func (p *POSIX) syncFile(name string) error {
+	f, err := p.fs.Open(name)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", name, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", name, err)
+	}
+	return nil
+}
+
+// runParallel runs jobs, at most n at once, and returns their errors
+// joined.
+func runParallel(jobs []func() error, n int) error {
+	errs := make([]error, len(jobs))
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = job()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (p *POSIX) createWriter(ctx context.Context, key string, deferSync bool) (ObjectWriter, error) {
 	final, err := p.check(ctx, key)
 	if err != nil {
 		return nil, err
@@ -189,7 +324,7 @@ func (p *POSIX) Create(ctx context.Context, key string) (ObjectWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &posixWriter{p: p, f: f, tmp: tmp, final: final}, nil
+	return &posixWriter{p: p, f: f, tmp: tmp, final: final, deferSync: deferSync}, nil
 }
 
 type posixWriter struct {
@@ -197,6 +332,7 @@ type posixWriter struct {
 	f          File
 	tmp, final string
 	done       bool
+	deferSync  bool // Commit does not fsync (CreateDeferred)
 }
 
 func (w *posixWriter) Write(b []byte) (int, error) {
@@ -211,7 +347,10 @@ func (w *posixWriter) Commit() error {
 		return fmt.Errorf("commit %s: object already committed or aborted", w.final)
 	}
 	w.done = true
-	err := w.f.Sync()
+	var err error
+	if !w.deferSync {
+		err = w.f.Sync()
+	}
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}

@@ -326,16 +326,42 @@ func (l *Location) WriteMetadata(md *Metadata) (string, error) {
 		return "", err
 	}
 	ctx := l.st.ctx()
+	key := l.prefix + metadataName
+	if ds, ok := l.b.(DeferredSyncer); ok {
+		// One commit: the private files the tasks published without an
+		// fsync, the shared directory and _metadata's own file made
+		// durable at once, then _metadata published.
+		var dirs []string
+		if !l.savepoint {
+			dirs = []string{sharedPrefix}
+		}
+		if err := ds.PutIfAbsentAfterSync(ctx, key, data, l.privateKeys(md), dirs); err != nil {
+			return "", fmt.Errorf("write checkpoint %d metadata %s: %w", l.id, l.b.Path(key), err)
+		}
+		return l.b.Path(key), nil
+	}
 	if sy, ok := l.b.(Syncer); ok && !l.savepoint {
 		if err := sy.Sync(ctx, sharedPrefix); err != nil {
 			return "", fmt.Errorf("write checkpoint %d metadata: sync %s: %w", l.id, l.b.Path(sharedDirName), err)
 		}
 	}
-	key := l.prefix + metadataName
 	if err := l.b.PutIfAbsent(ctx, key, data); err != nil {
 		return "", fmt.Errorf("write checkpoint %d metadata %s: %w", l.id, l.b.Path(key), err)
 	}
 	return l.b.Path(key), nil
+}
+
+// privateKeys are the keys of the files of md in this location's own
+// directory (not inline, not shared), without duplicates.
+func (l *Location) privateKeys(md *Metadata) []string {
+	var keys []string
+	for _, r := range md.Handles() {
+		if h := r.Handle; !h.IsInline() && !h.Shared {
+			keys = append(keys, l.prefix+h.Path)
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }
 
 func randomSuffix() string {

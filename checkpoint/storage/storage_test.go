@@ -392,7 +392,6 @@ func TestStateStreamWriteFailures(t *testing.T) {
 		"disk full":         {diskFull: 50_000, want: syscall.ENOSPC},
 		"permission denied": {rule: &faultfs.Rule{Op: faultfs.OpCreate, Err: faultfs.ErrPermission}, want: fs.ErrPermission},
 		"torn write":        {rule: &faultfs.Rule{Op: faultfs.OpWrite, Torn: 100, Err: faultfs.ErrDiskFull}, want: syscall.ENOSPC},
-		"sync":              {rule: &faultfs.Rule{Op: faultfs.OpSync}, want: faultfs.ErrInjected},
 		"close":             {rule: &faultfs.Rule{Op: faultfs.OpClose}, want: faultfs.ErrInjected},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -22,6 +22,9 @@ type StateStream struct {
 	name   string
 	shared bool
 	inline int // bytes kept in memory before an object is started; -1: always an object
+	// deferSync: the object is made durable by the checkpoint's commit
+	// (DeferredSyncer), not by its own Commit.
+	deferSync bool
 
 	buf  []byte // until an object is started
 	obj  ObjectWriter
@@ -35,7 +38,8 @@ type StateStream struct {
 const streamBufferSize = 64 << 10
 
 func newStateStream(b Backend, prefix, name string, shared bool, inline int) *StateStream {
-	return &StateStream{b: b, key: prefix + name, name: name, shared: shared, inline: inline}
+	_, deferSync := b.(DeferredSyncer)
+	return &StateStream{b: b, key: prefix + name, name: name, shared: shared, inline: inline, deferSync: deferSync && !shared}
 }
 
 // Path is where the stream's object is (or would be), as the backend
@@ -74,7 +78,13 @@ func (s *StateStream) Write(p []byte) (int, error) {
 }
 
 func (s *StateStream) open() error {
-	obj, err := s.b.Create(context.Background(), s.key)
+	var obj ObjectWriter
+	var err error
+	if ds, ok := s.b.(DeferredSyncer); ok && s.deferSync {
+		obj, err = ds.CreateDeferred(context.Background(), s.key)
+	} else {
+		obj, err = s.b.Create(context.Background(), s.key)
+	}
 	if err != nil {
 		s.err = fmt.Errorf("create state file %s: %w", s.Path(), err)
 		return s.err

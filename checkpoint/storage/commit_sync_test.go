@@ -1,0 +1,165 @@
+package storage_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/checkpoint/storage/faultfs"
+)
+
+// syncCountingFS counts the fsyncs of files and directories by path.
+type syncCountingFS struct {
+	storage.OSFS
+	mu    sync.Mutex
+	syncs map[string]int
+}
+
+func (c *syncCountingFS) count(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if strings.Contains(name, ".inprogress-") {
+		name = name[:strings.Index(name, ".inprogress-")] + ".inprogress"
+	}
+	c.syncs[name]++
+}
+
+func (c *syncCountingFS) Create(name string) (storage.File, error) {
+	f, err := c.OSFS.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return &countedFile{File: f, fs: c, name: name}, nil
+}
+
+func (c *syncCountingFS) Open(name string) (storage.File, error) {
+	f, err := c.OSFS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &countedFile{File: f, fs: c, name: name}, nil
+}
+
+func (c *syncCountingFS) SyncDir(name string) error {
+	c.count(name + "/")
+	return c.OSFS.SyncDir(name)
+}
+
+type countedFile struct {
+	storage.File
+	fs   *syncCountingFS
+	name string
+}
+
+func (f *countedFile) Sync() error {
+	f.fs.count(f.name)
+	return f.File.Sync()
+}
+
+// writeStreams writes n private state streams of 100 KiB into loc and
+// returns a metadata referencing them.
+func writeStreams(t *testing.T, loc *storage.Location, n int) (*storage.Metadata, []string) {
+	t.Helper()
+	md := &storage.Metadata{Version: 1, CheckpointID: loc.ID(), Kind: storage.KindCheckpoint}
+	var paths []string
+	for i := range n {
+		w := loc.CreateStateStream(fmt.Sprintf("op-%d", i))
+		if _, err := w.Write(bytes.Repeat([]byte{byte(i)}, 100<<10)); err != nil {
+			t.Fatal(err)
+		}
+		h, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, w.Path())
+		md.Subtasks = append(md.Subtasks, storage.SubtaskState{OperatorUID: fmt.Sprintf("op-%d", i),
+			OperatorState:     []storage.OperatorStateHandle{{Name: "s", Handle: h}},
+			InputChannelState: []storage.ChannelStateHandle{{Channel: 0, Handle: h, Offset: 0, Length: h.Size}}})
+	}
+	return md, paths
+}
+
+// TestCommitSyncsTheTasksFilesOnce counts fsyncs: a task's state stream is
+// published without one (its acknowledgement waits for none), and the
+// checkpoint's commit fsyncs each private file it references exactly once
+// (a file referenced twice, by operator and channel state, too), the
+// _metadata's file once, the shared directory, the job directory and the
+// checkpoint's directory once each — nothing else.
+func TestCommitSyncsTheTasksFilesOnce(t *testing.T) {
+	cfs := &syncCountingFS{syncs: map[string]int{}}
+	st, _ := newStorage(t, cfs, 0)
+	loc, err := st.Checkpoint(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	md, paths := writeStreams(t, loc, n)
+	if len(cfs.syncs) != 0 {
+		t.Fatalf("fsyncs before the commit: %v", cfs.syncs)
+	}
+	metaPath, err := loc.WriteMetadata(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{
+		metaPath + ".inprogress":                   1,
+		filepath.Join(st.JobDir(), "shared") + "/": 1,
+		st.JobDir() + "/":                          1,
+		loc.Dir() + "/":                            1,
+	}
+	for _, p := range paths {
+		want[p] = 1
+	}
+	for k, v := range cfs.syncs {
+		if want[k] != v {
+			t.Errorf("%s fsynced %d times, want %d", k, v, want[k])
+		}
+	}
+	for k := range want {
+		if cfs.syncs[k] == 0 {
+			t.Errorf("%s never fsynced", k)
+		}
+	}
+	rec, err := st.Recover()
+	if err != nil || rec.Latest().Metadata.CheckpointID != 1 {
+		t.Fatalf("Recover = %+v, %v", rec, err)
+	}
+}
+
+// TestCommitFailsWhenATaskFileCannotBeSynced: the fsync of a task's file,
+// deferred to the commit, fails; the commit fails naming the file, and no
+// _metadata is published, so the checkpoint never counts as complete.
+func TestCommitFailsWhenATaskFileCannotBeSynced(t *testing.T) {
+	ffs := faultfs.New(storage.OSFS{})
+	st, _ := newStorage(t, ffs, 0)
+	loc, err := st.Checkpoint(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, paths := writeStreams(t, loc, 3)
+	ffs.Inject(faultfs.Rule{Op: faultfs.OpSync, PathContains: filepath.Base(paths[1])})
+	_, err = loc.WriteMetadata(md)
+	if !errors.Is(err, faultfs.ErrInjected) || !strings.Contains(err.Error(), paths[1]) {
+		t.Fatalf("WriteMetadata = %v: want the injected failure naming %s", err, paths[1])
+	}
+	if _, serr := os.Stat(filepath.Join(loc.Dir(), "_metadata")); !errors.Is(serr, fs.ErrNotExist) {
+		t.Fatalf("_metadata published after a failed commit: %v", serr)
+	}
+	entries, _ := os.ReadDir(loc.Dir())
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".inprogress-") {
+			t.Errorf("temporary file %s left", e.Name())
+		}
+	}
+	if rec, err := st.Recover(); err == nil && slices.ContainsFunc(rec.Retained, func(s *storage.Snapshot) bool { return s.Metadata.CheckpointID == 1 }) {
+		t.Fatalf("checkpoint 1 recovered after a failed commit: %+v", rec)
+	}
+}
