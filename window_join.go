@@ -84,6 +84,8 @@ type TwoInputWindowed[K comparable, L, R any] struct {
 	t        *TwoInputWindowing[K, L, R]
 	assigner WindowAssigner
 	lateness time.Duration
+	trigger  Trigger[TaggedUnion[L, R]]
+	evictor  Evictor[TaggedUnion[L, R]]
 }
 
 // AllowedLateness keeps each event-time window for d after the watermark
@@ -95,6 +97,33 @@ func (w *TwoInputWindowed[K, L, R]) AllowedLateness(d time.Duration) *TwoInputWi
 	}
 	c := *w
 	c.lateness = d
+	return &c
+}
+
+// Trigger replaces the assigner's default trigger, as Flink's
+// JoinedStreams.WithWindow.trigger: it sees the records of both inputs as
+// TaggedUnion values (sluice.CountTrigger[sluice.TaggedUnion[L, R]](n)
+// fires a window every n records of either input).
+func (w *TwoInputWindowed[K, L, R]) Trigger(t Trigger[TaggedUnion[L, R]]) *TwoInputWindowed[K, L, R] {
+	if err := operators.ValidateTrigger(t, w.assigner); err != nil && w.assigner != nil {
+		w.t.left.stream.env.addErr(fmt.Errorf("%w: %s trigger: %w", ErrInvalidOption, w.t.what, err))
+	}
+	c := *w
+	c.trigger = t
+	return &c
+}
+
+// Evictor sets the windows' evictor, as Flink's
+// JoinedStreams.WithWindow.evictor: it removes records of either input
+// (TaggedUnion values) before or after the join or coGroup function runs.
+func (w *TwoInputWindowed[K, L, R]) Evictor(e Evictor[TaggedUnion[L, R]]) *TwoInputWindowed[K, L, R] {
+	if e == nil {
+		w.t.left.stream.env.addErr(fmt.Errorf("%w: %s evictor is nil", ErrInvalidOption, w.t.what))
+	} else if err := operators.ValidateEvictor(e); err != nil {
+		w.t.left.stream.env.addErr(fmt.Errorf("%w: %s evictor: %w", ErrInvalidOption, w.t.what, err))
+	}
+	c := *w
+	c.evictor = e
 	return &c
 }
 
@@ -126,54 +155,62 @@ func coGroupWindow[K comparable, L, R, OUT any](w *TwoInputWindowed[K, L, R], de
 	}
 	tc := taggedUnionCodec[L, R]{left: streamCodec(left.stream), right: streamCodec(right.stream)}
 	tagOpts := func(side string) []OpOption {
-		o := []OpOption{Name(set.name + "-tag-" + side), WithCodec[taggedUnion[L, R]](tc)}
+		o := []OpOption{Name(set.name + "-tag-" + side), WithCodec[TaggedUnion[L, R]](tc)}
 		if set.uid != "" {
 			o = append(o, UID(set.uid+"-tag-"+side))
 		}
 		return o
 	}
-	lt := Map(left.stream, func(v L) (taggedUnion[L, R], error) {
-		return taggedUnion[L, R]{IsLeft: true, Left: v}, nil
+	lt := Map(left.stream, func(v L) (TaggedUnion[L, R], error) {
+		return TaggedUnion[L, R]{IsLeft: true, Left: v}, nil
 	}, tagOpts("left")...)
-	rt := Map(right.stream, func(v R) (taggedUnion[L, R], error) {
-		return taggedUnion[L, R]{Right: v}, nil
+	rt := Map(right.stream, func(v R) (TaggedUnion[L, R], error) {
+		return TaggedUnion[L, R]{Right: v}, nil
 	}, tagOpts("right")...)
 	lk, rk := left.keyOf, right.keyOf
-	ks := KeyByCodec(Union(lt, rt), func(t taggedUnion[L, R]) K {
+	ks := KeyByCodec(Union(lt, rt), func(t TaggedUnion[L, R]) K {
 		if t.IsLeft {
 			return lk(t.Left)
 		}
 		return rk(t.Right)
 	}, left.keyCodec)
-	ws := &WindowedStream[K, taggedUnion[L, R]]{keyed: ks, assigner: w.assigner, lateness: w.lateness}
-	return windowNode(ws, defName, opts, func(cfg operators.WindowConfig[K, taggedUnion[L, R]], out operators.Output[OUT]) operators.Operator {
-		return operators.NewProcessWindow[K](cfg, &coGroupSplitter[K, L, R, OUT]{fn: newFn()}, tc, out)
+	ws := &WindowedStream[K, TaggedUnion[L, R]]{keyed: ks, assigner: w.assigner, lateness: w.lateness,
+		trigger: w.trigger, evictor: w.evictor}
+	return windowNode(ws, defName, opts, func(cfg operators.WindowConfig[K, TaggedUnion[L, R]], out operators.Output[OUT]) operators.Operator {
+		fn := &coGroupSplitter[K, L, R, OUT]{fn: newFn()}
+		if cfg.Evictor != nil {
+			return operators.NewEvictingWindow[K](cfg, fn, tc, fn.Process, out)
+		}
+		return operators.NewProcessWindow[K](cfg, fn, tc, out)
 	})
 }
 
-// taggedUnion is a record of either input of a window join or coGroup.
-type taggedUnion[L, R any] struct {
+// TaggedUnion is a record of either input of a window join or coGroup,
+// as Flink's CoGroupedStreams.TaggedUnion: the type a window join's
+// trigger and evictor see (IsLeft tells which input, Left or Right holds
+// the record).
+type TaggedUnion[L, R any] struct {
 	IsLeft bool
 	Left   L
 	Right  R
 }
 
-// taggedUnionCodec encodes a taggedUnion as one byte (1 left, 2 right)
+// taggedUnionCodec encodes a TaggedUnion as one byte (1 left, 2 right)
 // and the record in its input's codec.
 type taggedUnionCodec[L, R any] struct {
 	left  Codec[L]
 	right Codec[R]
 }
 
-func (c taggedUnionCodec[L, R]) Append(dst []byte, v taggedUnion[L, R]) ([]byte, error) {
+func (c taggedUnionCodec[L, R]) Append(dst []byte, v TaggedUnion[L, R]) ([]byte, error) {
 	if v.IsLeft {
 		return c.left.Append(append(dst, 1), v.Left)
 	}
 	return c.right.Append(append(dst, 2), v.Right)
 }
 
-func (c taggedUnionCodec[L, R]) Decode(src []byte) (taggedUnion[L, R], error) {
-	var t taggedUnion[L, R]
+func (c taggedUnionCodec[L, R]) Decode(src []byte) (TaggedUnion[L, R], error) {
+	var t TaggedUnion[L, R]
 	if len(src) == 0 {
 		return t, fmt.Errorf("tagged union: empty encoding")
 	}
@@ -199,7 +236,7 @@ type coGroupSplitter[K comparable, L, R, OUT any] struct {
 	fn CoGroupFunction[L, R, OUT]
 }
 
-func (s *coGroupSplitter[K, L, R, OUT]) Process(_ *WindowContext[K], els []taggedUnion[L, R], out Collector[OUT]) error {
+func (s *coGroupSplitter[K, L, R, OUT]) Process(_ *WindowContext[K], els []TaggedUnion[L, R], out Collector[OUT]) error {
 	var ls []L
 	var rs []R
 	for _, e := range els {

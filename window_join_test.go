@@ -302,3 +302,66 @@ func wantWindowJoin(n int64) []string {
 func TestWindowJoinExactlyOnceUnderFailures(t *testing.T) {
 	runTwoUnderFailures(t, buildWindowJoin, wantWindowJoin(2000))
 }
+
+func TestWindowJoinRescale(t *testing.T) {
+	runTwoRescale(t, buildWindowJoin, wantWindowJoin(2000))
+}
+
+// buildCoGroup sums each key's records of both inputs per tumbling
+// window: one-sided windows (a key with records of one input only) are
+// results too.
+func buildCoGroup(r *twoRun, left, right *sluice.Stream[twoEv]) *sluice.Stream[string] {
+	crash := r.opCrash
+	fn := sluice.CoGroupFunc[twoEv, twoEv, string](func(ls, rs []twoEv, out sluice.Collector[string]) error {
+		if crash.hit() {
+			return fmt.Errorf("coGroup of %d and %d records: %w", len(ls), len(rs), errInjectedCrash)
+		}
+		var s [4]int64
+		key := int64(-1)
+		for side, in := range [][]twoEv{ls, rs} {
+			for _, e := range in {
+				s[2*side]++
+				s[2*side+1] += e.I
+				key = e.Key
+			}
+		}
+		out.Collect(fmt.Sprintf("%d/%v", key, s))
+		return nil
+	})
+	return sluice.ApplyCoGroup(
+		sluice.CoGroup(sluice.KeyBy(left, twoKey), sluice.KeyBy(right, twoKey)).
+			Window(sluice.TumblingEventTimeWindows(wjSize*time.Millisecond)),
+		fn, sluice.UID("cogroup"), sluice.Parallelism(r.opPar))
+}
+
+// wantCoGroup is the plain evaluation of buildCoGroup.
+func wantCoGroup(n int64) []string {
+	left, right := twoInputs(n)
+	type kw struct{ key, w int64 }
+	sums := map[kw][4]int64{}
+	for side, in := range [][]twoEv{left, right} {
+		for _, e := range in {
+			b := kw{e.Key, e.Ts / wjSize}
+			s := sums[b]
+			s[2*side]++
+			s[2*side+1] += e.I
+			sums[b] = s
+		}
+	}
+	var out []string
+	oneSided := 0
+	for b, s := range sums {
+		if s[0] == 0 || s[2] == 0 {
+			oneSided++
+		}
+		out = append(out, fmt.Sprintf("%d/%v", b.key, s))
+	}
+	if oneSided == 0 {
+		panic("wantCoGroup: no one-sided window; the test needs some")
+	}
+	return out
+}
+
+func TestCoGroupRescale(t *testing.T) {
+	runTwoRescale(t, buildCoGroup, wantCoGroup(2000))
+}

@@ -33,6 +33,9 @@ type winFiring struct {
 	// Fire counts the firings of the window: 1, then 2... for re-firings
 	// caused by late records within the allowed lateness.
 	Fire int64 `json:"f"`
+	// vals are the window's records at the firing, in arrival order (the
+	// plain evaluation's, for tests that need the contents).
+	vals []int64
 }
 
 func (f winFiring) String() string {
@@ -94,12 +97,13 @@ func plainEval(spec winSpec, script []step) (firings []winFiring, late []int64) 
 	}
 	type win struct {
 		sum, n, fires int64
+		vals          []int64
 	}
 	open := map[kw]*win{}
 	wm := int64(-1 << 62)
 	fire := func(k kw, w *win) {
 		w.fires++
-		firings = append(firings, winFiring{Key: k.key, Start: k.w[0], End: k.w[1], Sum: w.sum, N: w.n, Fire: w.fires})
+		firings = append(firings, winFiring{Key: k.key, Start: k.w[0], End: k.w[1], Sum: w.sum, N: w.n, Fire: w.fires, vals: slices.Clone(w.vals)})
 	}
 	for _, st := range script {
 		if st.wm {
@@ -131,6 +135,7 @@ func plainEval(spec winSpec, script []step) (firings []winFiring, late []int64) 
 			}
 			open[k].sum += st.v
 			open[k].n++
+			open[k].vals = append(open[k].vals, st.v)
 			if w[1]-1 <= wm {
 				fire(k, open[k]) // late but within the allowed lateness
 			}
