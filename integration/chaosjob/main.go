@@ -35,6 +35,10 @@
 // the counting operator fails once, at its N-th record in this process
 // (the restart strategy, -restarts, decides what follows).
 //
+// With -job operators it runs the operators job instead (operators_job.go):
+// every DataStream operator on event-time input from the topics -in-left,
+// -in-right and -in-rules, each writing to its own topic -out-<operator>.
+//
 // The same binary runs one job on several processes (package cluster):
 // the cluster flags are sluice.ClusterFlags' (--role, --coordinator,
 // --listen, --data-listen, --host, --worker-id, --slots, --etcd and
@@ -120,6 +124,11 @@ type options struct {
 	killInInterval   int64
 	failOnceAfter    int64
 	cluster          sluice.ClusterConfig
+	// job is the job graph: count (the default) or operators
+	// (operators_job.go).
+	job           string
+	ruleRate      float64
+	asyncCapacity int
 }
 
 func main() {
@@ -144,6 +153,9 @@ func main() {
 	flag.Int64Var(&o.exitBeforeCommit, "exit-before-commit", 0, "exit with status 3 before committing checkpoint N or later (0: never)")
 	flag.Int64Var(&o.killInInterval, "kill-in-interval", 0, "SIGKILL the process in the first interval after checkpoint N's barrier, once subtask 0's sink has written a record into it (0: never)")
 	flag.Int64Var(&o.failOnceAfter, "fail-once-after", 0, "fail the counting operator once, at its N-th record in this process (0: never)")
+	flag.StringVar(&o.job, "job", "count", "the job graph: count (a running count per key) or operators (every DataStream operator, see operators_job.go)")
+	flag.Float64Var(&o.ruleRate, "rule-rate", 0, "operators job: rules per second the broadcast side reads (0: no limit)")
+	flag.IntVar(&o.asyncCapacity, "async-capacity", 4, "operators job: capacity of the async I/O operator")
 	cc := sluice.ClusterFlags(flag.CommandLine)
 	flag.Parse()
 	o.cluster = *cc
@@ -195,7 +207,7 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 		return errors.New("-brokers (or KAFKA_BROKERS), -in, -out, -checkpoints and -prefix are required")
 	}
 	seeds := strings.Split(o.brokers, ",")
-	final := &finalWatch{}
+	final := &finalTracker{}
 	opts := []sluice.Option{
 		sluice.WithJobName(o.jobName),
 		sluice.WithCluster(o.cluster),
@@ -244,7 +256,37 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 		return fmt.Errorf("unknown -backend %q", o.backend)
 	}
 	env := sluice.NewEnvironment(opts...)
+	var err error
+	switch o.job {
+	case "count":
+		err = countJob(env, o, seeds, log, final)
+	case "operators":
+		err = operatorsJob(env, o, seeds, log, final)
+	default:
+		err = fmt.Errorf("unknown -job %q", o.job)
+	}
+	if err != nil {
+		return err
+	}
+	if o.cluster.Role == sluice.RoleWorker {
+		// A worker has no job handle: Execute runs its tasks until the job
+		// ended.
+		return env.Execute(ctx)
+	}
+	job, err := env.ExecuteAsync(ctx)
+	if err != nil {
+		return err
+	}
+	err = job.Wait()
+	if _, ok := job.PreviousResult(); ok && err == nil {
+		alreadyFinished.Store(true)
+	}
+	return err
+}
 
+// countJob builds the count job: the running count of every key of -in,
+// written to -out.
+func countJob(env *sluice.Environment, o options, seeds []string, log *slog.Logger, final *finalTracker) error {
 	src, err := kafkasource.NewSource(seeds, kafkasource.Topics(o.in),
 		func(r *kgo.Record) (string, error) { return string(r.Key), nil },
 		kafkasource.Bounded(), kafkasource.Logger(log))
@@ -266,62 +308,60 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 	if err != nil {
 		return err
 	}
-	final.TwoPhaseCommitSink = out
-	var snk sink.TwoPhaseCommitSink[keyCount] = final
-	switch {
-	case o.exitBeforeCommit > 0:
-		snk = &exitBeforeCommit[keyCount]{TwoPhaseCommitSink: snk, from: o.exitBeforeCommit}
-	case o.killInInterval > 0:
-		snk = &killInInterval[keyCount]{TwoPhaseCommitSink: snk, after: o.killInInterval}
-	}
-	sluice.SinkTo(counts, snk, sluice.Name("kafka-out"), sluice.UID("kafka-out"))
-	if o.cluster.Role == sluice.RoleWorker {
-		// A worker has no job handle: Execute runs its tasks until the job
-		// ended.
-		return env.Execute(ctx)
-	}
-	job, err := env.ExecuteAsync(ctx)
-	if err != nil {
-		return err
-	}
-	err = job.Wait()
-	if _, ok := job.PreviousResult(); ok && err == nil {
-		alreadyFinished.Store(true)
-	}
-	return err
+	sluice.SinkTo(counts, injectedSink(o, final, out), sluice.Name("kafka-out"), sluice.UID("kafka-out"))
+	return nil
 }
 
-// finalWatch is the Kafka sink that knows which checkpoint is the final
-// one: the sink writers' end of input (Flush(true)) comes after every
-// barrier of a periodic checkpoint and before the final checkpoint's, so
-// the checkpoint that every writer snapshots after its end of input, in
-// one attempt, is the final checkpoint.
-type finalWatch struct {
-	sink.TwoPhaseCommitSink[keyCount]
+// injectedSink wraps the job's Kafka sink: final watches for the final
+// checkpoint, and -exit-before-commit or -kill-in-interval inject their
+// crash.
+func injectedSink[T any](o options, final *finalTracker, out sink.TwoPhaseCommitSink[T]) sink.TwoPhaseCommitSink[T] {
+	var snk sink.TwoPhaseCommitSink[T] = &finalWatch[T]{TwoPhaseCommitSink: out, t: final}
+	switch {
+	case o.exitBeforeCommit > 0:
+		snk = &exitBeforeCommit[T]{TwoPhaseCommitSink: snk, from: o.exitBeforeCommit}
+	case o.killInInterval > 0:
+		snk = &killInInterval[T]{TwoPhaseCommitSink: snk, after: o.killInInterval}
+	}
+	return snk
+}
 
+// finalTracker knows which checkpoint is the final one: the sink writers'
+// end of input (Flush(true)) comes after every barrier of a periodic
+// checkpoint and before the final checkpoint's, so the checkpoint that
+// every writer snapshots after its end of input, in one attempt, is the
+// final checkpoint.
+type finalTracker struct {
 	mu          sync.Mutex
 	parallelism int
 	ended       map[int]bool  // subtask -> its writer had its end of input
 	after       map[int]int64 // subtask -> the first checkpoint it snapshot after that
 }
 
-func (f *finalWatch) NewWriter(ctx sink.WriterContext) (sink.Writer[keyCount], error) {
+// finalWatch is the Kafka sink reporting to its finalTracker.
+type finalWatch[T any] struct {
+	sink.TwoPhaseCommitSink[T]
+	t *finalTracker
+}
+
+func (f *finalWatch[T]) NewWriter(ctx sink.WriterContext) (sink.Writer[T], error) {
 	w, err := f.TwoPhaseCommitSink.NewWriter(ctx)
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ended == nil || f.parallelism != ctx.Parallelism {
-		f.parallelism, f.ended, f.after = ctx.Parallelism, map[int]bool{}, map[int]int64{}
+	t := f.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended == nil || t.parallelism != ctx.Parallelism {
+		t.parallelism, t.ended, t.after = ctx.Parallelism, map[int]bool{}, map[int]int64{}
 	}
-	delete(f.ended, ctx.Subtask) // a new attempt's writer
-	delete(f.after, ctx.Subtask)
-	return &watchedWriter{Writer: w, f: f, subtask: ctx.Subtask}, nil
+	delete(t.ended, ctx.Subtask) // a new attempt's writer
+	delete(t.after, ctx.Subtask)
+	return &watchedWriter[T]{Writer: w, f: t, subtask: ctx.Subtask}, nil
 }
 
 // covers reports whether checkpoint id is the final checkpoint.
-func (f *finalWatch) covers(id int64) bool {
+func (f *finalTracker) covers(id int64) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.parallelism == 0 || len(f.after) < f.parallelism {
@@ -335,13 +375,13 @@ func (f *finalWatch) covers(id int64) bool {
 	return true
 }
 
-type watchedWriter struct {
-	sink.Writer[keyCount]
-	f       *finalWatch
+type watchedWriter[T any] struct {
+	sink.Writer[T]
+	f       *finalTracker
 	subtask int
 }
 
-func (w *watchedWriter) Flush(endOfInput bool) error {
+func (w *watchedWriter[T]) Flush(endOfInput bool) error {
 	err := w.Writer.Flush(endOfInput)
 	if endOfInput && err == nil {
 		w.f.mu.Lock()
@@ -351,17 +391,17 @@ func (w *watchedWriter) Flush(endOfInput bool) error {
 	return err
 }
 
-func (w *watchedWriter) PrepareCommit(id int64) ([][]byte, error) {
+func (w *watchedWriter[T]) PrepareCommit(id int64) ([][]byte, error) {
 	w.f.mu.Lock()
 	if _, ok := w.f.after[w.subtask]; w.f.ended[w.subtask] && !ok {
 		w.f.after[w.subtask] = id
 	}
 	w.f.mu.Unlock()
-	return w.Writer.(sink.PrecommittingWriter[keyCount]).PrepareCommit(id)
+	return w.Writer.(sink.PrecommittingWriter[T]).PrepareCommit(id)
 }
 
-func (w *watchedWriter) SnapshotState(id int64) ([][]byte, error) {
-	return w.Writer.(sink.StatefulWriter[keyCount]).SnapshotState(id)
+func (w *watchedWriter[T]) SnapshotState(id int64) ([][]byte, error) {
+	return w.Writer.(sink.StatefulWriter[T]).SnapshotState(id)
 }
 
 // keyCount is one output record.
@@ -493,6 +533,11 @@ func (c *exitingCommitter) Commit(ctx context.Context, id int64, committables []
 	return c.Committer.Commit(ctx, id, committables)
 }
 
+// beforeKill, when set, runs in the -kill-in-interval writer right before
+// it kills the process (the operators job waits there for async calls in
+// flight and prints how many).
+var beforeKill func()
+
 // killInInterval is the Kafka sink whose subtask 0 writer kills the
 // process in the interval after checkpoint after's barrier, once a record
 // of that interval is acknowledged: its transaction is left open, and no
@@ -522,6 +567,9 @@ func (w *killingWriter[T]) Write(v T, ts int64) error {
 	}
 	if err := w.Writer.Flush(false); err != nil {
 		return err
+	}
+	if beforeKill != nil {
+		beforeKill()
 	}
 	fmt.Fprintf(os.Stderr, "chaosjob: a record is in the transaction after checkpoint %d's barrier; SIGKILL (-kill-in-interval)\n", w.after)
 	return syscall.Kill(os.Getpid(), syscall.SIGKILL)
