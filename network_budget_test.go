@@ -76,4 +76,3 @@ func TestNetworkBuffersBoundedByBudget(t *testing.T) {
 	}
 	t.Logf("p=%d: required %d buffers, available %d of 1 MiB and %d of 8 MiB; allocated %d", p, required, network.BuffersFor(1<<20, 0), available, allocated)
 }
-
