@@ -164,6 +164,23 @@ func (p *POSIX) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 	if err != nil {
 		return err
 	}
+	err = p.publishNoReplace(tmp, final)
+	if errors.Is(err, fs.ErrExist) {
+		return exists()
+	}
+	if err != nil {
+		return err
+	}
+	return p.syncUp(key)
+}
+
+// publishNoReplace gives the written temporary file tmp the name final,
+// never replacing a file already there (a hard link where the file system
+// has one, else a rename after a check); tmp is gone afterwards unless the
+// rename succeeded. A file already at final is an error matching
+// fs.ErrExist.
+func (p *POSIX) publishNoReplace(tmp, final string) error {
+	var err error
 	if l, ok := p.fs.(Linker); ok {
 		err = l.Link(tmp, final)
 		_ = p.fs.Remove(tmp)
@@ -173,13 +190,7 @@ func (p *POSIX) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 	} else if err = p.fs.Rename(tmp, final); err != nil {
 		_ = p.fs.Remove(tmp)
 	}
-	if errors.Is(err, fs.ErrExist) {
-		return exists()
-	}
-	if err != nil {
-		return err
-	}
-	return p.syncUp(key)
+	return err
 }
 
 // Create starts a temporary file beside key; Commit fsyncs, closes and
@@ -262,15 +273,7 @@ func (p *POSIX) PutIfAbsentAfterSync(ctx context.Context, key string, data []byt
 		_ = p.fs.Remove(tmp)
 		return err
 	}
-	if l, ok := p.fs.(Linker); ok {
-		err = l.Link(tmp, final)
-		_ = p.fs.Remove(tmp)
-	} else if _, serr := p.fs.Stat(final); serr == nil {
-		err = &fs.PathError{Op: "link", Path: final, Err: fs.ErrExist}
-		_ = p.fs.Remove(tmp)
-	} else if err = p.fs.Rename(tmp, final); err != nil {
-		_ = p.fs.Remove(tmp)
-	}
+	err = p.publishNoReplace(tmp, final)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("put-if-absent %s: %w", final, ErrObjectExists)
 	}
