@@ -96,13 +96,27 @@ func (o Options) String() string {
 // every task forwards it once its snapshot for ID is taken.
 type Barrier struct {
 	ID int64
-	// Timestamp is the trigger time of the checkpoint, unix milliseconds.
+	// Timestamp is the trigger time of the checkpoint, unix milliseconds
+	// (as Flink records it).
 	Timestamp int64
+	// SubMillis is the rest of the trigger time, nanoseconds in
+	// [0, 1e6): the tasks' start delays and the aligned timeout are
+	// measured from the exact trigger, not from its millisecond, which
+	// would add up to a millisecond to checkpoints that take a few.
+	SubMillis int32
 	Options   Options
 }
 
-// TriggerTime is Timestamp as a time.Time.
-func (b Barrier) TriggerTime() time.Time { return time.UnixMilli(b.Timestamp) }
+// NewBarrier returns the barrier of checkpoint id triggered at t.
+func NewBarrier(id int64, t time.Time, o Options) Barrier {
+	ns := t.UnixNano()
+	return Barrier{ID: id, Timestamp: ns / 1e6, SubMillis: int32(ns % 1e6), Options: o}
+}
+
+// TriggerTime is the exact trigger time, Timestamp and SubMillis.
+func (b Barrier) TriggerTime() time.Time {
+	return time.UnixMilli(b.Timestamp).Add(time.Duration(b.SubMillis))
+}
 
 // AsUnaligned returns the barrier switched to unaligned, as it is forwarded
 // once its alignment timed out.

@@ -561,7 +561,7 @@ func (c *Coordinator) trigger(now time.Time, kind Kind, sp *SavepointRequest, ac
 	id := c.nextID
 	c.nextID++
 	p := &pendingCheckpoint{
-		barrier:   Barrier{ID: id, Timestamp: now.UnixMilli(), Options: c.cfg.BarrierOptions(kind)},
+		barrier:   NewBarrier(id, now, c.cfg.BarrierOptions(kind)),
 		trigger:   now,
 		awaiting:  map[TaskID]bool{},
 		savepoint: sp,

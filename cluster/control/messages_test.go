@@ -40,7 +40,7 @@ func fullSubtask() storage.SubtaskState {
 func fullTrigger(attempt int, id int64) runtime.TriggerCheckpoint {
 	return runtime.TriggerCheckpoint{
 		To: ref(attempt, 5),
-		Barrier: checkpoint.Barrier{ID: id, Timestamp: 1_764_633_600_123, Options: checkpoint.Options{
+		Barrier: checkpoint.Barrier{ID: id, Timestamp: 1_764_633_600_123, SubMillis: 456_789, Options: checkpoint.Options{
 			Kind: checkpoint.KindFullCheckpoint, Alignment: checkpoint.AlignedWithTimeout, AlignedTimeout: 1500 * time.Millisecond}},
 		Urgent: true,
 	}

@@ -11,7 +11,7 @@ import (
 
 // Version is the version of the wire format that Append writes; Decode
 // accepts it and refuses any other.
-const Version = 1
+const Version = 2
 
 // The wire format of one event:
 //
@@ -24,7 +24,9 @@ const Version = 1
 //	  barrier, announcement uvarint checkpoint id, 8-byte big-endian
 //	                        trigger timestamp (unix ms), 1 byte
 //	                        checkpoint.Kind, 1 byte checkpoint.Alignment,
-//	                        varint (zig-zag) aligned timeout in nanoseconds
+//	                        varint (zig-zag) aligned timeout in nanoseconds,
+//	                        uvarint rest of the trigger time in nanoseconds
+//	                        (below 1e6)
 //	  cancel marker         uvarint checkpoint id
 //	  end of data,
 //	  end of partition      nothing
@@ -107,6 +109,7 @@ func appendBarrier(dst []byte, k Kind, b checkpoint.Barrier) ([]byte, error) {
 	dst = binary.BigEndian.AppendUint64(dst, uint64(b.Timestamp))
 	dst = append(dst, byte(b.Options.Kind), byte(b.Options.Alignment))
 	dst = binary.AppendVarint(dst, int64(b.Options.AlignedTimeout))
+	dst = binary.AppendUvarint(dst, uint64(b.SubMillis))
 	return dst, nil
 }
 
@@ -283,6 +286,14 @@ func (d *decoder) barrier() checkpoint.Barrier {
 		}
 	}
 	b.Options.AlignedTimeout = time.Duration(d.varint("aligned timeout"))
+	start = d.pos
+	if ns := d.uvarint("sub-millisecond trigger time"); d.err == nil {
+		if ns >= 1e6 {
+			d.pos = start
+			d.err = d.fail(fmt.Errorf("%w: sub-millisecond trigger time %d ns", ErrInvalidField, ns))
+		}
+		b.SubMillis = int32(ns)
+	}
 	return b
 }
 

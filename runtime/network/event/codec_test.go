@@ -97,14 +97,14 @@ func TestWireFormatIsStable(t *testing.T) {
 		ev   event.Event
 		want []byte
 	}{
-		{event.Watermark{Timestamp: 258}, []byte{1, 2, 0, 0, 0, 0, 0, 0, 1, 2}},
-		{event.WatermarkStatus{Idle: true}, []byte{1, 3, 1}},
-		{event.Barrier{checkpoint.Barrier{ID: 300, Timestamp: 5, Options: checkpoint.Options{Alignment: checkpoint.AlignedWithTimeout, AlignedTimeout: 1}}},
-			[]byte{1, 4, 0xac, 0x02, 0, 0, 0, 0, 0, 0, 0, 5, 0, 2, 2}},
-		{event.CancelCheckpointMarker{ID: 1}, []byte{1, 6, 1}},
-		{event.EndOfData{}, []byte{1, 7}},
-		{event.EndOfPartition{}, []byte{1, 8}},
-		{event.RecordBuffer{Data: []byte("hi")}, []byte{1, 1, 2, 'h', 'i'}},
+		{event.Watermark{Timestamp: 258}, []byte{2, 2, 0, 0, 0, 0, 0, 0, 1, 2}},
+		{event.WatermarkStatus{Idle: true}, []byte{2, 3, 1}},
+		{event.Barrier{checkpoint.Barrier{ID: 300, Timestamp: 5, SubMillis: 300, Options: checkpoint.Options{Alignment: checkpoint.AlignedWithTimeout, AlignedTimeout: 1}}},
+			[]byte{2, 4, 0xac, 0x02, 0, 0, 0, 0, 0, 0, 0, 5, 0, 2, 2, 0xac, 0x02}},
+		{event.CancelCheckpointMarker{ID: 1}, []byte{2, 6, 1}},
+		{event.EndOfData{}, []byte{2, 7}},
+		{event.EndOfPartition{}, []byte{2, 8}},
+		{event.RecordBuffer{Data: []byte("hi")}, []byte{2, 1, 2, 'h', 'i'}},
 	} {
 		got, err := event.Append(nil, c.ev)
 		if err != nil || !bytes.Equal(got, c.want) {
@@ -127,19 +127,20 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"empty", nil, 0, 0, event.ErrTruncated, "event: decode at offset 0: truncated"},
 		{"version only", []byte{1}, 0, 1, event.ErrTruncated, "header"},
-		{"version", []byte{2, 2}, 0, 0, event.ErrUnknownVersion, "version 2"},
-		{"kind zero", []byte{1, 0}, 0, 1, event.ErrUnknownKind, "kind 0"},
-		{"kind unknown", []byte{1, 99}, 0, 1, event.ErrUnknownKind, "kind 99"},
-		{"watermark short", []byte{1, 2, 0, 0, 0}, event.KindWatermark, 2, event.ErrTruncated, "decode watermark at offset 2: truncated: timestamp needs 8 bytes, 3 left"},
-		{"status missing", []byte{1, 3}, event.KindWatermarkStatus, 2, event.ErrTruncated, "watermark status"},
-		{"status flag", []byte{1, 3, 2}, event.KindWatermarkStatus, 2, event.ErrInvalidField, "idle flag 2"},
-		{"barrier cut", barrier[:len(barrier)-1], event.KindBarrier, len(barrier) - 1, event.ErrTruncated, "aligned timeout"},
-		{"barrier id cut", []byte{1, 4, 0x80}, event.KindBarrier, 2, event.ErrTruncated, "checkpoint id"},
-		{"barrier kind", []byte{1, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0}, event.KindBarrier, 11, event.ErrInvalidField, "checkpoint kind 9"},
-		{"barrier alignment", []byte{1, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0}, event.KindBarrierAnnouncement, 11, event.ErrInvalidField, "alignment 7"},
-		{"marker non-minimal", []byte{1, 6, 0x81, 0x00}, event.KindCancelCheckpointMarker, 2, event.ErrInvalidField, "non-minimal"},
-		{"marker overflow", []byte{1, 6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, event.KindCancelCheckpointMarker, 2, event.ErrInvalidField, "overflows"},
-		{"buffer short", []byte{1, 1, 5, 'a'}, event.KindRecordBuffer, 3, event.ErrTruncated, "5 bytes of data announced, 1 left"},
+		{"version", []byte{1, 2}, 0, 0, event.ErrUnknownVersion, "version 1"},
+		{"kind zero", []byte{2, 0}, 0, 1, event.ErrUnknownKind, "kind 0"},
+		{"kind unknown", []byte{2, 99}, 0, 1, event.ErrUnknownKind, "kind 99"},
+		{"watermark short", []byte{2, 2, 0, 0, 0}, event.KindWatermark, 2, event.ErrTruncated, "decode watermark at offset 2: truncated: timestamp needs 8 bytes, 3 left"},
+		{"status missing", []byte{2, 3}, event.KindWatermarkStatus, 2, event.ErrTruncated, "watermark status"},
+		{"status flag", []byte{2, 3, 2}, event.KindWatermarkStatus, 2, event.ErrInvalidField, "idle flag 2"},
+		{"barrier cut", barrier[:len(barrier)-1], event.KindBarrier, len(barrier) - 1, event.ErrTruncated, "sub-millisecond trigger time"},
+		{"barrier sub-millisecond", []byte{2, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xc0, 0x84, 0x3d}, event.KindBarrier, 14, event.ErrInvalidField, "sub-millisecond trigger time 1000000 ns"},
+		{"barrier id cut", []byte{2, 4, 0x80}, event.KindBarrier, 2, event.ErrTruncated, "checkpoint id"},
+		{"barrier kind", []byte{2, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0}, event.KindBarrier, 11, event.ErrInvalidField, "checkpoint kind 9"},
+		{"barrier alignment", []byte{2, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0}, event.KindBarrierAnnouncement, 11, event.ErrInvalidField, "alignment 7"},
+		{"marker non-minimal", []byte{2, 6, 0x81, 0x00}, event.KindCancelCheckpointMarker, 2, event.ErrInvalidField, "non-minimal"},
+		{"marker overflow", []byte{2, 6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, event.KindCancelCheckpointMarker, 2, event.ErrInvalidField, "overflows"},
+		{"buffer short", []byte{2, 1, 5, 'a'}, event.KindRecordBuffer, 3, event.ErrTruncated, "5 bytes of data announced, 1 left"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ev, n, err := event.Decode(c.in)
