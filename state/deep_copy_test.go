@@ -141,3 +141,115 @@ func TestSnapshotIsolatedFromInPlaceChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestListAndMapSnapshotsIsolatedFromInPlaceChanges: list elements and map
+// values that hold references, changed in place through what Get and
+// Iterate return while an asynchronous snapshot writes them, are the
+// snapshot's as they were when it was taken (Flink copies them through
+// the element and value serializers).
+func TestListAndMapSnapshotsIsolatedFromInPlaceChanges(t *testing.T) {
+	b, err := NewHeapKeyedBackend(HeapOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists, err := GetListState(b, ListStateDescriptor[[]int]{Name: "lists"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps_, err := GetMapState(b, MapStateDescriptor[string, []int]{Name: "maps"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([][]byte, 100)
+	for i := range keys {
+		keys[i] = fmt.Append(nil, "k", i)
+	}
+	set := func(k []byte) { b.SetCurrentKey(k, KeyGroupFor(k, b.MaxParallelism())) }
+	for i, k := range keys {
+		set(k)
+		if err := lists.Add([]int{i, 0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := maps_.Put("a", []int{i, 0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := maps_.Put("b", []int{i, 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := b.Snapshot(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In place, through every read path, while the snapshot is open.
+	for _, k := range keys {
+		set(k)
+		vs, err := lists.Get()
+		if err != nil || len(vs) != 1 {
+			t.Fatalf("list of %s: %v, %v", k, vs, err)
+		}
+		vs[0][1] = 99
+		v, ok, err := maps_.Get("a")
+		if err != nil || !ok {
+			t.Fatalf("map of %s: %v, %v, %v", k, v, ok, err)
+		}
+		v[1] = 99
+		if err := maps_.Iterate(func(key string, v []int) bool {
+			if key == "b" {
+				v[1] = 99
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if _, err := snap.WriteTo(&out); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+
+	r, err := NewHeapKeyedBackend(HeapOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Restore(&out); err != nil {
+		t.Fatal(err)
+	}
+	rlists, err := GetListState(r, ListStateDescriptor[[]int]{Name: "lists"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmaps, err := GetMapState(r, MapStateDescriptor[string, []int]{Name: "maps"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		r.SetCurrentKey(k, KeyGroupFor(k, r.MaxParallelism()))
+		vs, err := rlists.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprint([][]int{{i, 0}}); fmt.Sprint(vs) != want {
+			t.Fatalf("list of %s: the snapshot holds %v, want %s as when it was taken", k, vs, want)
+		}
+		for _, mk := range []string{"a", "b"} {
+			v, _, err := rmaps.Get(mk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprint([]int{i, 0}); fmt.Sprint(v) != want {
+				t.Fatalf("map of %s, key %s: the snapshot holds %v, want %s as when it was taken", k, mk, v, want)
+			}
+		}
+		// The live state has the changes made in place, as Flink's heap
+		// state does.
+		set(k)
+		if vs, _ := lists.Get(); fmt.Sprint(vs) != fmt.Sprint([][]int{{i, 99}}) {
+			t.Fatalf("live list of %s: %v", k, vs)
+		}
+		if v, _, _ := maps_.Get("b"); fmt.Sprint(v) != fmt.Sprint([]int{i, 99}) {
+			t.Fatalf("live map of %s: %v", k, v)
+		}
+	}
+}

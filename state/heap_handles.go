@@ -436,6 +436,7 @@ func (h *heapList[T]) Get() ([]T, error) {
 	if p == nil || len(p.elems) == 0 {
 		return nil, nil
 	}
+	p = h.mutable(kg, p) // elements that hold references: never the snapshot's
 	ttl := &h.t.ttl
 	if !ttl.on {
 		return slices.Clone(p.elems), nil
@@ -570,10 +571,18 @@ func (h *heapList[T]) MergeNamespaces(target []byte, sources [][]byte) error {
 func (d ListStateDescriptor[T]) heapState(b *HeapKeyedBackend, m StateMeta) heapState {
 	c := orDefault(d.Codec)
 	ttl := newTTL(m.TTL, b.clock)
+	deep := deepCopier(c)
 	ops := tableOps[listCell[T]]{
 		clone: func(v *listCell[T]) listCell[T] {
-			return listCell[T]{elems: slices.Clone(v.elems), ts: slices.Clone(v.ts)}
+			elems := slices.Clone(v.elems)
+			if deep != nil {
+				for i := range elems {
+					elems[i] = deep(elems[i])
+				}
+			}
+			return listCell[T]{elems: elems, ts: slices.Clone(v.ts)}
 		},
+		cloneOnRead: deep != nil,
 		write: func(w *KeyedSnapshotWriter, idx int, key, ns []byte, v *listCell[T], now int64, buf *[]byte) error {
 			n := len(v.elems)
 			if ttl.on {
@@ -667,6 +676,9 @@ func (h *heapMap[K, V]) Get(k K) (V, bool, error) {
 	if !ok {
 		return zero, false, nil
 	}
+	if p2 := h.mutable(kg, p); p2 != p { // a value that holds references: never the snapshot's
+		e = (*p2)[k]
+	}
 	if ttl := &h.t.ttl; ttl.on {
 		now := ttl.now()
 		if ttl.expired(e.ts, now) {
@@ -756,7 +768,7 @@ func (h *heapMap[K, V]) Iterate(fn func(k K, v V) bool) error {
 	if p == nil {
 		return nil
 	}
-	m := *p
+	m := *h.mutable(kg, p) // values that hold references: never the snapshot's
 	ttl := &h.t.ttl
 	if !ttl.on {
 		for k, e := range m {
@@ -805,8 +817,18 @@ func (h *heapMap[K, V]) IterateKeys(fn func(k K) bool) error {
 func (d MapStateDescriptor[K, V]) heapState(b *HeapKeyedBackend, m StateMeta) heapState {
 	kc, vc := orDefaultKey(d.KeyCodec), orDefault(d.ValueCodec)
 	ttl := newTTL(m.TTL, b.clock)
+	deep := deepCopier(vc)
 	ops := tableOps[map[K]mentry[V]]{
-		clone: func(v *map[K]mentry[V]) map[K]mentry[V] { return maps.Clone(*v) },
+		clone: func(v *map[K]mentry[V]) map[K]mentry[V] {
+			m := maps.Clone(*v)
+			if deep != nil {
+				for k, e := range m {
+					m[k] = mentry[V]{deep(e.v), e.ts}
+				}
+			}
+			return m
+		},
+		cloneOnRead: deep != nil,
 		write: func(w *KeyedSnapshotWriter, idx int, key, ns []byte, v *map[K]mentry[V], now int64, buf *[]byte) error {
 			for k, e := range *v {
 				if ttl.on && ttl.expired(e.ts, now) {
