@@ -1,7 +1,9 @@
 package api
 
 import (
+	"math"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/sluicehq/sluice/operators"
@@ -24,7 +26,8 @@ func TestUserMetricsInSubtaskMetrics(t *testing.T) {
 		vals[kv[0]] = kv[1]
 	}
 	for id, want := range map[string]string{"enrich.records": "5", "enrich.lag": "1.5", "enrich.sizes_count": "100",
-		"enrich.sizes_min": "1", "enrich.sizes_max": "100", "enrich.sizes_p50": "50", "enrich.sizes_p99": "99", "enrich.rate_count": "3"} {
+		"enrich.sizes_min": "1", "enrich.sizes_max": "100", "enrich.sizes_median": "50", "enrich.sizes_p90": "90", "enrich.sizes_p99": "99",
+		"enrich.sizes_stddev": strconv.FormatFloat(math.Sqrt(101*100/12.0), 'g', -1, 64), "enrich.rate_count": "3"} {
 		if vals[id] != want {
 			t.Errorf("%s = %q, want %q (all: %v)", id, vals[id], want, slices.Sorted(mapsKeys(vals)))
 		}

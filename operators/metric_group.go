@@ -111,13 +111,16 @@ func (h *Histogram) Update(v float64) {
 type HistogramStats struct {
 	Count          int64
 	Min, Max, Mean float64
-	// Quantiles are the 0.5, 0.75, 0.95, 0.98, 0.99 and 0.999 quantiles,
-	// as Flink reports.
+	// StdDev is the sample standard deviation of the window (0 below two
+	// values), as Flink's histogram statistics.
+	StdDev float64
+	// Quantiles are the 0.5, 0.75, 0.9, 0.95, 0.98, 0.99 and 0.999
+	// quantiles, those Flink reports (its median, p75 ... p999).
 	Quantiles map[float64]float64
 }
 
 // HistogramQuantiles are the quantiles a histogram reports.
-var HistogramQuantiles = []float64{0.5, 0.75, 0.95, 0.98, 0.99, 0.999}
+var HistogramQuantiles = []float64{0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 0.999}
 
 // Stats computes the histogram's figures.
 func (h *Histogram) Stats() HistogramStats {
@@ -136,6 +139,13 @@ func (h *Histogram) Stats() HistogramStats {
 		sum += v
 	}
 	st.Mean = sum / float64(len(vals))
+	if len(vals) > 1 {
+		sq := 0.0
+		for _, v := range vals {
+			sq += (v - st.Mean) * (v - st.Mean)
+		}
+		st.StdDev = math.Sqrt(sq / float64(len(vals)-1))
+	}
 	for _, q := range HistogramQuantiles {
 		i := int(math.Ceil(q*float64(len(vals)))) - 1
 		st.Quantiles[q] = vals[max(0, min(i, len(vals)-1))]
@@ -202,8 +212,8 @@ type UserMetric struct {
 // HistogramStatsJSON is HistogramStats with quantiles keyed by their text
 // ("0.5"), for JSON.
 type HistogramStatsJSON struct {
-	Min, Max, Mean float64
-	Quantiles      map[string]float64
+	Min, Max, Mean, StdDev float64
+	Quantiles              map[string]float64
 }
 
 // Report returns the figures of every metric of the group, in the order
@@ -236,7 +246,7 @@ func (g *MetricGroup) Report(operator string) []UserMetric {
 				q[formatQuantile(k)] = v
 			}
 			u.Kind, u.Value, u.Count = MetricHistogram, st.Mean, st.Count
-			u.Histogram = &HistogramStatsJSON{Min: st.Min, Max: st.Max, Mean: st.Mean, Quantiles: q}
+			u.Histogram = &HistogramStatsJSON{Min: st.Min, Max: st.Max, Mean: st.Mean, StdDev: st.StdDev, Quantiles: q}
 		}
 		out = append(out, u)
 	}
