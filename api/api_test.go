@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/internal/testjob"
@@ -97,7 +98,7 @@ func checkKeys(t *testing.T, what string, obj any, want []string, optional ...st
 
 // env is a running job served by a server with a token.
 type env struct {
-	run    *testjob.Run
+	run    *testjob.Run // nil for a job started by the test itself (serve)
 	srv    *api.Server
 	client *api.Client
 	jobID  string
@@ -106,21 +107,30 @@ type env struct {
 func start(t *testing.T, o testjob.Options, opts api.Options) *env {
 	t.Helper()
 	run := testjob.Start(t, o)
+	e := serve(t, run.Job, opts)
+	e.run = run
+	return e
+}
+
+// serve serves job (started by the caller) with a token; the test's
+// cleanup cancels the job, waits for its end and closes the server.
+func serve(t *testing.T, job *sluice.Job, opts api.Options) *env {
+	t.Helper()
 	opts.Addr, opts.Token, opts.PollInterval = "127.0.0.1:0", token, 10*time.Millisecond
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := api.New(opts)
-	id := srv.AddJob(run.Job)
+	id := srv.AddJob(job)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		run.Job.Cancel()
-		<-run.Job.Done()
+		job.Cancel()
+		<-job.Done()
 		if err := srv.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	})
-	return &env{run: run, srv: srv, client: api.NewClient(srv.Addr(), token), jobID: id}
+	return &env{srv: srv, client: api.NewClient(srv.Addr(), token), jobID: id}
 }
 
 // raw GETs path with the token and decodes the JSON answer.
