@@ -586,7 +586,7 @@ func (c *Coordinator) trigger(now time.Time, kind Kind, sp *SavepointRequest, ac
 	act := Trigger{Barrier: p.barrier, Tasks: c.triggerTasks(), Urgent: p.barrier.Options.MayBeUnaligned()}
 	c.stats.triggered(p, c.tasks, c.finished, act.Tasks)
 	if sp != nil {
-		act.SavepointDir = sp.Dir
+		act.SavepointDir, act.Stop = sp.Dir, sp.Stop
 	}
 	return append(acts, act)
 }

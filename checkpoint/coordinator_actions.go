@@ -95,6 +95,11 @@ type Trigger struct {
 	// SavepointDir is where a savepoint is written (empty for checkpoints,
 	// which go to the storage's chk-<id>).
 	SavepointDir string
+	// Stop is set for a stop-with-savepoint: after its barrier the sources
+	// emit nothing more, until the job stops or the savepoint is aborted,
+	// so the savepoint is the last state of the job (as Flink's sources
+	// stop before a stop-with-savepoint's barrier).
+	Stop bool
 }
 
 // WriteMetadata: every task acknowledged; write Metadata as the _metadata
@@ -168,6 +173,9 @@ func (a Trigger) String() string {
 	s := fmt.Sprintf("trigger id=%d ts=%d %s tasks=%v urgent=%t", a.Barrier.ID, a.Barrier.Timestamp, a.Barrier.Options, a.Tasks, a.Urgent)
 	if a.SavepointDir != "" {
 		s += " dir=" + a.SavepointDir
+	}
+	if a.Stop {
+		s += " stop"
 	}
 	return s
 }

@@ -277,7 +277,7 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 				d.checkpointTriggered(a.Barrier.ID, a.Barrier.Options.Kind)
 			}
 			for _, id := range a.Tasks {
-				d.toTask(d.tasks.TriggerCheckpoint(TriggerCheckpoint{To: d.ref(id), Barrier: a.Barrier, Urgent: a.Urgent}))
+				d.toTask(d.tasks.TriggerCheckpoint(TriggerCheckpoint{To: d.ref(id), Barrier: a.Barrier, Urgent: a.Urgent, Stop: a.Stop}))
 			}
 		case checkpoint.WriteMetadata:
 			id := a.Metadata.CheckpointID
@@ -474,7 +474,9 @@ func (j *Job) TriggerSavepoint(ctx context.Context, parent string) (string, erro
 
 // StopWithSavepoint takes a savepoint and stops the job once it completed
 // and the sinks committed; with drain the sources first end event time, so
-// every event-time timer and window fires. Wait then returns nil.
+// every event-time timer and window fires. The sources read nothing after
+// the savepoint's barrier, so the savepoint is the job's last state (if
+// it fails, they carry on). Wait then returns nil.
 func (j *Job) StopWithSavepoint(ctx context.Context, parent string, drain bool) (string, error) {
 	a := j.att.Load()
 	if a == nil || a.driver == nil {

@@ -34,11 +34,14 @@ func (r TaskRef) String() string {
 }
 
 // TriggerCheckpoint asks a source task to take checkpoint Barrier.ID and
-// emit the barrier; Urgent puts it ahead of the task's other mail.
+// emit the barrier; Urgent puts it ahead of the task's other mail. Stop
+// (a stop-with-savepoint): the source emits nothing after the barrier
+// until the task is stopped or the savepoint aborted.
 type TriggerCheckpoint struct {
 	To      TaskRef
 	Barrier checkpoint.Barrier
 	Urgent  bool
+	Stop    bool
 }
 
 // CheckpointNotification tells a task that a checkpoint completed or was
@@ -120,8 +123,8 @@ func (g localTaskGateway) TriggerCheckpoint(m TriggerCheckpoint) error {
 	if err != nil {
 		return err
 	}
-	b := m.Barrier
-	mail := func() error { return t.triggerCheckpoint(b) }
+	b, stop := m.Barrier, m.Stop
+	mail := func() error { return t.triggerCheckpoint(b, stop) }
 	if m.Urgent {
 		return t.mailbox.PutUrgent(mail)
 	}

@@ -43,7 +43,11 @@ type Task struct {
 	head    operators.Operator
 	src     SourceDriver
 	srcDone bool
-	units   []*opUnit // every node of the chain, head first
+	// stoppedAt is the stop-with-savepoint whose barrier this source task
+	// emitted (0: none): it reads no more records until the stop mail
+	// ends it, or the savepoint is aborted and it carries on.
+	stoppedAt int64
+	units     []*opUnit // every node of the chain, head first
 	// gated are the chain's operators that may refuse input for a while.
 	gated []operators.InputAvailability
 

@@ -158,12 +158,21 @@ func (c *taskCheckpoints) forget(id int64) {
 }
 
 // triggerCheckpoint is the coordinator's trigger mail for a task without
-// open inputs (a source).
-func (t *Task) triggerCheckpoint(b checkpoint.Barrier) error {
+// open inputs (a source). After the barrier of a stop-with-savepoint, a
+// source emits nothing more: the savepoint is the job's last state, so
+// what the restored job reads again was never seen downstream (an
+// at-least-once sink would otherwise get it twice).
+func (t *Task) triggerCheckpoint(b checkpoint.Barrier, stop bool) error {
 	if t.cp == nil || t.finished {
 		return nil
 	}
-	return t.cp.step(checkpoint.TriggerReceived{Barrier: b}, nil)
+	if err := t.cp.step(checkpoint.TriggerReceived{Barrier: b}, nil); err != nil {
+		return err
+	}
+	if stop && t.src != nil {
+		t.stoppedAt = b.ID
+	}
+	return nil
 }
 
 func (t *Task) notifyComplete(id int64) error {
@@ -180,6 +189,9 @@ func (t *Task) notifyComplete(id int64) error {
 func (t *Task) notifyAborted(id int64) error {
 	if t.cp == nil {
 		return nil
+	}
+	if id == t.stoppedAt {
+		t.stoppedAt = 0 // the stop failed: the job carries on
 	}
 	if p := t.cp.pending[id]; p != nil {
 		p.release()

@@ -57,8 +57,9 @@ func (t *Task) run() (err error) {
 			continue
 		}
 		if t.src != nil {
-			if t.srcDone {
-				// Input ended: wait for the coordinator to allow finishing.
+			if t.srcDone || t.stoppedAt != 0 {
+				// Input ended: wait for the coordinator to allow finishing;
+				// or stopped at a savepoint: wait for the stop, or its abort.
 				t.wait(nil, &t.counters.idleNanos)
 				continue
 			}

@@ -42,7 +42,7 @@ func fullTrigger(attempt int, id int64) runtime.TriggerCheckpoint {
 		To: ref(attempt, 5),
 		Barrier: checkpoint.Barrier{ID: id, Timestamp: 1_764_633_600_123, SubMillis: 456_789, Options: checkpoint.Options{
 			Kind: checkpoint.KindFullCheckpoint, Alignment: checkpoint.AlignedWithTimeout, AlignedTimeout: 1500 * time.Millisecond}},
-		Urgent: true,
+		Urgent: true, Stop: true,
 	}
 }
 
