@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,7 @@ type runningCount struct {
 	count state.ValueState[int64]
 	crash *crashes
 	slow  bool
+	every int // with slow: sleep 1 ms every this many records (0: 200)
 	seen  int
 }
 
@@ -86,7 +88,7 @@ func (r *runningCount) ProcessElement(ctx *sluice.KeyedContext[int64], v int64, 
 	if r.crash.hit() {
 		return fmt.Errorf("count of key %d: %w", ctx.Key(), errInjectedCrash)
 	}
-	if r.seen++; r.slow && r.seen%200 == 0 {
+	if r.seen++; r.slow && r.seen%cmp.Or(r.every, 200) == 0 {
 		time.Sleep(time.Millisecond) // some backpressure, so there is in-flight data
 	}
 	out.Collect(KeyCount{Key: ctx.Key(), Count: n})
@@ -103,6 +105,8 @@ type eoRun struct {
 	outDir, checkpointDir string
 	restarts              int64
 	backend               state.BackendFactory
+	slowEvery             int             // runningCount.every
+	extra                 []sluice.Option // more job options
 }
 
 func (r *eoRun) execute(t *testing.T) {
@@ -126,6 +130,7 @@ func (r *eoRun) execute(t *testing.T) {
 	if r.backend != nil {
 		opts = append(opts, sluice.WithStateBackend(r.backend))
 	}
+	opts = append(opts, r.extra...)
 	env := sluice.NewEnvironment(opts...)
 	keys := r.keys
 	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(r.records), source.DatagenRate(float64(r.records)*2))
@@ -138,7 +143,7 @@ func (r *eoRun) execute(t *testing.T) {
 		return v, nil
 	}, sluice.Name("maybe-crash"), sluice.UID("maybe-crash"))
 	counts := sluice.Process[int64, int64, KeyCount](sluice.KeyBy(s, func(v int64) int64 { return v % keys }),
-		&runningCount{crash: r.procCrash, slow: r.mode != "aligned"}, sluice.Name("count"), sluice.UID("count"))
+		&runningCount{crash: r.procCrash, slow: r.mode != "aligned", every: r.slowEvery}, sluice.Name("count"), sluice.UID("count"))
 	cc := r.commitCrash
 	fs := filesink.New[KeyCount](r.outDir, codec.JSON[KeyCount]{}, filesink.WithCommitHook(func(id int64) error {
 		if cc.hit() {

@@ -28,6 +28,13 @@ type BarrierHandler interface {
 	String() string
 }
 
+// UnalignedInputAwaiter is implemented by the exactly-once handler: the
+// channels whose barrier an unaligned checkpoint still waits for
+// (AwaitedChannels in barrier_handler_unaligned.go).
+type UnalignedInputAwaiter interface {
+	AwaitedChannels(id int64, dst []int) []int
+}
+
 // NewBarrierHandler returns the handler for a task with numChannels input
 // channels: the barrier tracker in at-least-once mode, the exactly-once
 // handler otherwise. The exactly-once handler takes each checkpoint the way

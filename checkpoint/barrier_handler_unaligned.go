@@ -70,3 +70,21 @@ func (h *exactlyOnce) arriveUnaligned(ch, overtaken int, acts []Action) []Action
 	}
 	return acts
 }
+
+// AwaitedChannels appends to dst the open channels that have not
+// delivered the barrier of checkpoint id while its unaligned snapshot is
+// taken and its input channel state collected, and returns it; nothing
+// otherwise. A task may complete such a channel's state when its priority
+// barrier arrives, before its own goroutine polls it: what the channel
+// delivered before that barrier is then known.
+func (h *exactlyOnce) AwaitedChannels(id int64, dst []int) []int {
+	if !h.pending || !h.unaligned || h.cur != id {
+		return dst
+	}
+	for c := 0; c < h.n; c++ {
+		if !h.arrived.has(c) && !h.closed.has(c) {
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}

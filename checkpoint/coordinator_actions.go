@@ -50,6 +50,11 @@ type TaskFigures struct {
 	StateSize int64
 	// Unaligned: the task took the checkpoint unaligned.
 	Unaligned bool
+	// EarlyInput: the input channel state of an unaligned checkpoint was
+	// complete when the last barrier arrived, while the task was still in
+	// a record, and the asynchronous part started then rather than when
+	// the task polled that barrier (a Sluice addition).
+	EarlyInput bool
 }
 
 func (f TaskFigures) storage() *snapshot.Figures {

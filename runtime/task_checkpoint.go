@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,12 @@ type taskCheckpoints struct {
 	watched    []*pendingSnapshot
 	watchArmed atomic.Bool
 	watchMail  atomic.Bool
+
+	// live is the unaligned snapshot whose input channel state may be
+	// completed off the task goroutine (finishEarly); recMu makes polling
+	// a data buffer and recording it one step for finishEarly.
+	live  atomic.Pointer[pendingSnapshot]
+	recMu sync.Mutex
 }
 
 // pendingSnapshot is one checkpoint of this task from its synchronous part
@@ -62,6 +69,18 @@ type pendingSnapshot struct {
 	units      []unitSnapshot
 	input      map[int][]byte // persisted input channel state by task channel
 	output     []outputChunk
+
+	// Once the snapshot is live (taskCheckpoints.live), mu guards input,
+	// syncDone, inputDone, outputDone and the fields below against
+	// finishEarly.
+	mu sync.Mutex
+	// awaiting are the channels whose barrier the handler waits for; done
+	// those whose state is complete: their priority barrier arrived and
+	// what it overtook is recorded, by finishEarly or by the task.
+	awaiting []int
+	done     map[int]bool
+	launched bool // the asynchronous part started (it releases the snapshot)
+	released bool // aborted or closed: it never starts
 }
 
 type outputChunk struct {
@@ -103,7 +122,102 @@ func newTaskCheckpoints(t *Task) *taskCheckpoints {
 	for _, p := range t.partitions {
 		p.OnEventSent(c.onEventSent)
 	}
+	if _, ok := c.handler.(checkpoint.UnalignedInputAwaiter); ok {
+		for _, gi := range t.gates {
+			off := gi.offset
+			gi.gate.OnPriorityEvent(func(ch int, ev event.Event, overtaken [][]byte) {
+				b, ok := ev.(event.Barrier)
+				if p := c.live.Load(); ok && p != nil && p.id() == b.ID {
+					go c.finishEarly(p, off+ch, overtaken)
+				}
+			})
+		}
+	}
 	return c
+}
+
+// finishEarly completes the input channel state of channel ch of the live
+// unaligned snapshot p when its priority barrier arrives, on a goroutine of
+// its own: the task's may be in the middle of a long record, and the
+// barrier would wait for it (and the whole checkpoint with it) before it
+// is polled. Once the barrier is queued, nothing the channel holds or
+// receives is polled before it, so the channel's state is what the task
+// recorded since the snapshot (complete: recMu) and the buffers the
+// barrier overtook. When that completes the last awaited channel, the
+// asynchronous part starts; the task polls the barriers later as usual
+// and finds their channels done.
+func (c *taskCheckpoints) finishEarly(p *pendingSnapshot, ch int, overtaken [][]byte) {
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	p.mu.Lock()
+	if p.launched || p.released || p.done[ch] || !slices.Contains(p.awaiting, ch) {
+		p.mu.Unlock()
+		return
+	}
+	p.done[ch] = true
+	for _, b := range overtaken {
+		p.input[ch] = append(p.input[ch], b...)
+	}
+	launch := c.completeIfDoneLocked(p)
+	if launch {
+		p.fig.EarlyInput = true
+	}
+	p.mu.Unlock()
+	if launch {
+		c.live.CompareAndSwap(p, nil)
+		c.launch(p)
+	}
+}
+
+// completeIfDoneLocked marks p's input complete when every awaited channel
+// is done, and reports whether the asynchronous part is to start now.
+func (c *taskCheckpoints) completeIfDoneLocked(p *pendingSnapshot) bool {
+	for _, a := range p.awaiting {
+		if !p.done[a] {
+			return false
+		}
+	}
+	p.inputDone = true
+	return c.readyLocked(p)
+}
+
+// publishLive makes p, just taken unaligned, live when some channel's
+// barrier is still awaited.
+func (c *taskCheckpoints) publishLive(p *pendingSnapshot) {
+	aw, ok := c.handler.(checkpoint.UnalignedInputAwaiter)
+	if !ok || p.barrier.Options.Alignment != checkpoint.Unaligned {
+		return
+	}
+	p.awaiting = aw.AwaitedChannels(p.id(), nil)
+	if len(p.awaiting) == 0 {
+		return
+	}
+	p.done = map[int]bool{}
+	c.live.Store(p)
+}
+
+// refreshLive follows the handler after a step: channels that ended are
+// no longer awaited, which may complete the live snapshot's input.
+func (c *taskCheckpoints) refreshLive() {
+	p := c.live.Load()
+	if p == nil {
+		return
+	}
+	aw := c.handler.(checkpoint.UnalignedInputAwaiter)
+	p.mu.Lock()
+	if p.launched || p.released {
+		p.mu.Unlock()
+		c.live.CompareAndSwap(p, nil)
+		return
+	}
+	p.awaiting = aw.AwaitedChannels(p.id(), p.awaiting[:0])
+	if len(p.awaiting) == 0 {
+		p.mu.Unlock()
+		c.live.CompareAndSwap(p, nil) // the handler completes it (InputStateComplete)
+		return
+	}
+	p.mu.Unlock()
+	c.maybeAsyncChecked(p)
 }
 
 // onAnnouncement arms, once per checkpoint, a timer at the barrier's
@@ -251,7 +365,9 @@ func (t *Task) drainEventTime() error {
 }
 
 func (c *taskCheckpoints) step(ev checkpoint.Event, boe *network.BufferOrEvent) error {
-	return c.exec(c.handler.Step(time.Now(), ev), boe)
+	err := c.exec(c.handler.Step(time.Now(), ev), boe)
+	c.refreshLive()
+	return err
 }
 
 func (c *taskCheckpoints) onBarrier(ch int, b checkpoint.Barrier, boe *network.BufferOrEvent) error {
@@ -265,7 +381,11 @@ func (c *taskCheckpoints) onBuffer(ch int, data []byte) error {
 	for _, a := range acts {
 		if pi, ok := a.(checkpoint.PersistInput); ok {
 			if p := c.pending[pi.ID]; p != nil {
-				p.input[pi.Channel] = append(p.input[pi.Channel], data...)
+				p.mu.Lock()
+				if !p.launched && !p.done[pi.Channel] {
+					p.input[pi.Channel] = append(p.input[pi.Channel], data...)
+				}
+				p.mu.Unlock()
 			}
 			continue
 		}
@@ -345,9 +465,16 @@ func (c *taskCheckpoints) exec(acts []checkpoint.Action, boe *network.BufferOrEv
 			// Only OnBuffer asks for it; handled in onBuffer.
 		case checkpoint.PersistOvertakenInput:
 			if p := c.pending[a.ID]; p != nil && boe != nil {
-				for _, b := range boe.Overtaken {
-					p.input[a.Channel] = append(p.input[a.Channel], b...)
+				p.mu.Lock()
+				if !p.launched && !p.done[a.Channel] { // else finishEarly recorded it
+					for _, b := range boe.Overtaken {
+						p.input[a.Channel] = append(p.input[a.Channel], b...)
+					}
 				}
+				if p.done != nil {
+					p.done[a.Channel] = true
+				}
+				p.mu.Unlock()
 			}
 		case checkpoint.PromoteInputBarrier:
 			gi, local := t.channel(a.Channel)
@@ -373,12 +500,16 @@ func (c *taskCheckpoints) exec(acts []checkpoint.Action, boe *network.BufferOrEv
 				}
 			}
 			if p != nil {
+				p.mu.Lock()
 				p.outputDone = true
+				p.mu.Unlock()
 				c.maybeAsync(p)
 			}
 		case checkpoint.InputStateComplete:
 			if p := c.pending[a.ID]; p != nil {
+				p.mu.Lock()
 				p.inputDone = true
+				p.mu.Unlock()
 				c.maybeAsync(p)
 			}
 		case checkpoint.RegisterTimer:
@@ -465,7 +596,7 @@ func (c *taskCheckpoints) barrierQueued(id int64) bool {
 // abort drops checkpoint id here and declines it to the coordinator.
 func (c *taskCheckpoints) abort(id int64, reason checkpoint.Reason, err error) {
 	if p := c.pending[id]; p != nil {
-		p.release()
+		c.drop(p)
 		delete(c.pending, id)
 	}
 	if g := c.t.att.gateway; g != nil {
@@ -478,8 +609,21 @@ func (c *taskCheckpoints) abort(id int64, reason checkpoint.Reason, err error) {
 func (c *taskCheckpoints) close() {
 	c.closed = true
 	for id, p := range c.pending {
-		p.release()
+		c.drop(p)
 		delete(c.pending, id)
 	}
 	c.async.Wait()
+}
+
+// drop releases p unless its asynchronous part started (finishEarly),
+// which releases it; either way it never starts after this.
+func (c *taskCheckpoints) drop(p *pendingSnapshot) {
+	p.mu.Lock()
+	launched := p.launched
+	p.released = true
+	p.mu.Unlock()
+	c.live.CompareAndSwap(p, nil)
+	if !launched {
+		p.release()
+	}
 }

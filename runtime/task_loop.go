@@ -220,7 +220,15 @@ func (t *Task) processInput() (bool, error) {
 		if t.nextGate++; t.nextGate == len(t.gates) {
 			t.nextGate = 0
 		}
+		if t.cp != nil {
+			// Polling a buffer and recording it in a live unaligned
+			// snapshot's channel state are one step for finishEarly.
+			t.cp.recMu.Lock()
+		}
 		boe, ok := gi.gate.Poll()
+		if t.cp != nil && (!ok || boe.Buffer == nil) {
+			t.cp.recMu.Unlock()
+		}
 		if !ok {
 			if err := gi.gate.Err(); err != nil {
 				// A remote channel failed (its connection broke): the
@@ -234,7 +242,9 @@ func (t *Task) processInput() (bool, error) {
 			data := boe.Buffer.Bytes()
 			t.counters.bytesIn.Add(int64(len(data)))
 			if t.cp != nil {
-				if err := t.cp.onBuffer(gi.offset+boe.Channel, data); err != nil {
+				err := t.cp.onBuffer(gi.offset+boe.Channel, data)
+				t.cp.recMu.Unlock()
+				if err != nil {
 					return true, err
 				}
 			}

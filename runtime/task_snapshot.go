@@ -85,6 +85,9 @@ func (c *taskCheckpoints) snapshotSync(a checkpoint.StartCheckpoint) error {
 	p.syncEnd = time.Now()
 	p.fig.Sync = p.syncEnd.Sub(start)
 	p.syncDone = true
+	if a.Unaligned && !p.inputDone {
+		c.publishLive(p)
+	}
 	c.maybeAsync(p)
 	return nil
 }
@@ -92,13 +95,45 @@ func (c *taskCheckpoints) snapshotSync(a checkpoint.StartCheckpoint) error {
 // maybeAsync starts the asynchronous part once the synchronous part is
 // done and the channel state is complete.
 func (c *taskCheckpoints) maybeAsync(p *pendingSnapshot) {
-	if !p.syncDone || !p.inputDone || !p.outputDone || c.pending[p.id()] != p || c.closed {
+	if c.pending[p.id()] != p || c.closed {
+		return
+	}
+	c.maybeAsyncChecked(p)
+}
+
+// maybeAsyncChecked is maybeAsync for a p known to be pending: it also
+// forgets p once its asynchronous part started, here or in finishEarly.
+func (c *taskCheckpoints) maybeAsyncChecked(p *pendingSnapshot) {
+	p.mu.Lock()
+	launch := p.inputDone && c.readyLocked(p) || p.done != nil && !p.inputDone && c.completeIfDoneLocked(p)
+	launched := p.launched
+	p.mu.Unlock()
+	if !launched {
 		return
 	}
 	delete(c.pending, p.id())
+	c.live.CompareAndSwap(p, nil)
+	if launch {
+		c.launch(p)
+	}
+}
+
+// readyLocked reports whether p's asynchronous part is to start now, and
+// if so marks it started (p.mu is held).
+func (c *taskCheckpoints) readyLocked(p *pendingSnapshot) bool {
+	if p.launched || p.released || !p.syncDone || !p.inputDone || !p.outputDone {
+		return false
+	}
+	p.launched = true
+	c.async.Add(1)
+	return true
+}
+
+// launch runs the asynchronous part of p (readyLocked said so): write the
+// state, then acknowledge.
+func (c *taskCheckpoints) launch(p *pendingSnapshot) {
 	t := c.t
 	g := t.att.gateway
-	c.async.Add(1)
 	go func() {
 		defer c.async.Done()
 		start := time.Now()

@@ -51,7 +51,7 @@ func fullAck(attempt int, id int64) runtime.AcknowledgeCheckpoint {
 		From: ref(attempt, 5), CheckpointID: id,
 		States: []storage.SubtaskState{fullSubtask(), fullSubtask()},
 		Figures: checkpoint.TaskFigures{StartDelay: time.Nanosecond, Alignment: time.Millisecond, Sync: time.Second, Async: time.Hour, ChannelStateWait: time.Minute,
-			ProcessedData: 1, PersistedData: 2, CheckpointedSize: 3, StateSize: math.MaxInt64, Unaligned: true},
+			ProcessedData: 1, PersistedData: 2, CheckpointedSize: 3, StateSize: math.MaxInt64, Unaligned: true, EarlyInput: true},
 	}
 }
 

@@ -264,8 +264,9 @@ func (c *inputChannel) deliverEvent(ev event.Event, priority bool, backlog int) 
 		return
 	}
 	c.backlog.Store(int64(backlog))
+	var overtaken [][]byte
 	if priority {
-		c.addPriorityLocked(entry{ev: ev, prio: true}, true)
+		overtaken = c.addPriorityLocked(entry{ev: ev, prio: true}, true)
 		c.g.notifyPriority(c)
 	} else {
 		c.received.pushBack(entry{ev: ev})
@@ -273,6 +274,9 @@ func (c *inputChannel) deliverEvent(ev event.Event, priority bool, backlog int) 
 	}
 	grant := c.requestFloatingLocked()
 	c.mu.Unlock()
+	if fn := c.g.onPriority.Load(); priority && fn != nil {
+		(*fn)(c.index, ev, overtaken)
+	}
 	if grant > 0 {
 		c.up.addCredit(grant)
 	}
@@ -300,7 +304,8 @@ func (c *inputChannel) announceBacklog(backlog int) {
 // addPriorityLocked queues a priority event. fromProducer tells whether it
 // arrived over the exchange (then it overtakes the received, unpolled data
 // buffers, whose copies it carries) or was promoted on this side.
-func (c *inputChannel) addPriorityLocked(e entry, fromProducer bool) {
+// It returns the copies.
+func (c *inputChannel) addPriorityLocked(e entry, fromProducer bool) [][]byte {
 	e.overtaken = nil
 	if fromProducer {
 		for i := 0; i < c.received.len(); i++ {
@@ -310,6 +315,7 @@ func (c *inputChannel) addPriorityLocked(e entry, fromProducer bool) {
 		}
 	}
 	c.prio.pushBack(e)
+	return e.overtaken
 }
 
 // creditLocked is the number of buffers the channel has set aside and

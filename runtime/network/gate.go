@@ -33,6 +33,23 @@ type InputGate struct {
 	released       bool
 	failed         bool                  // a channel failed: Poll returns nothing
 	err            atomic.Pointer[error] // why, set once with failed
+
+	onPriority atomic.Pointer[func(ch int, ev event.Event, overtaken [][]byte)]
+}
+
+// OnPriorityEvent sets fn to run each time a priority event arrives over
+// the exchange in channel ch, on the goroutine that delivers it (a
+// producer's, or a connection's), with the copies of the data buffers it
+// overtook there (which Poll will return with it, as Overtaken, and then
+// the buffers themselves). From that moment, Poll returns the event before
+// any data the channel still holds or receives. fn must not block or call
+// into the network; it may run before the event can be polled.
+func (g *InputGate) OnPriorityEvent(fn func(ch int, ev event.Event, overtaken [][]byte)) {
+	if fn == nil {
+		g.onPriority.Store(nil)
+		return
+	}
+	g.onPriority.Store(&fn)
 }
 
 // inputChannel is one channel of a gate: the consuming end of one
