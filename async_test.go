@@ -196,15 +196,7 @@ func TestAsyncIORescale(t *testing.T) {
 		t.Fatal(err)
 	}
 	await(t, "a third of the input", func() bool { return seen.Load() > records/3 })
-	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
-	defer cancel()
-	sp, err := job.StopWithSavepoint(ctx, t.TempDir(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Wait(); err != nil {
-		t.Fatalf("stopped job: %v", err)
-	}
+	sp := stopWithSavepoint(t, job)
 	if n := seen.Load(); n >= records {
 		t.Fatalf("the first run called all %d records; the test needs a stop midway", n)
 	}

@@ -190,6 +190,22 @@ func (r *scriptReader) PollNext(out source.Output[int64]) (source.Status, error)
 func (r *scriptReader) Available() <-chan struct{} { return r.avail }
 func (r *scriptReader) Close() error               { return nil }
 
+// stopWithSavepoint stops job with a savepoint (without draining), waits
+// for it to end, and returns the savepoint's path.
+func stopWithSavepoint(t *testing.T, job *sluice.Job) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
+	defer cancel()
+	sp, err := job.StopWithSavepoint(ctx, t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatalf("stopped job: %v", err)
+	}
+	return sp
+}
+
 // mustStart starts the job under the safety net; at the end of the test
 // the job is cancelled (if still running) and waited for.
 func mustStart(t *testing.T, env *sluice.Environment) *sluice.Job {

@@ -1,7 +1,6 @@
 package sluice_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -493,15 +492,7 @@ func TestRichFunctionsRescale(t *testing.T) {
 		opts: []sluice.Option{sluice.WithParallelism(2)}}
 	job := mustStart(t, first.env())
 	await(t, "a third of the input mapped", func() bool { return progress.Load() > records/3 })
-	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
-	defer cancel()
-	sp, err := job.StopWithSavepoint(ctx, t.TempDir(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Wait(); err != nil {
-		t.Fatalf("stopped job: %v", err)
-	}
+	sp := stopWithSavepoint(t, job)
 	if job.Restarts() != 0 {
 		t.Fatalf("the first run restarted %d times", job.Restarts())
 	}

@@ -42,15 +42,7 @@ func TestStopWithSavepointIsTheLastState(t *testing.T) {
 	cp := t.TempDir()
 	job := mustStart(t, stopJob(records, 2000, first, calls, nil, sluice.WithCheckpointing(15*time.Millisecond, cp)))
 	await(t, "a third of the input", func() bool { return calls.Load() > records/3 })
-	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
-	defer cancel()
-	sp, err := job.StopWithSavepoint(ctx, t.TempDir(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Wait(); err != nil {
-		t.Fatalf("stopped job: %v", err)
-	}
+	sp := stopWithSavepoint(t, job)
 	if n := calls.Load(); n >= records {
 		t.Fatalf("the first run read all %d records; the test needs a stop midway", n)
 	}

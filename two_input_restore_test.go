@@ -164,15 +164,7 @@ func runTwoRescale(t *testing.T, build func(*twoRun, *sluice.Stream[twoEv], *slu
 	await(t, "a third of the input, with results committed", func() bool {
 		return seen.Load() > 2*records/3 && len(r.committed(t)) > 0
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
-	defer cancel()
-	sp, err := job.StopWithSavepoint(ctx, t.TempDir(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Wait(); err != nil {
-		t.Fatalf("stopped job: %v", err)
-	}
+	sp := stopWithSavepoint(t, job)
 	if n := seen.Load(); n >= 2*records {
 		t.Fatalf("the first run read all %d records; the test needs a stop midway", n)
 	}
