@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	goruntime "runtime"
 	"runtime/debug"
 	"time"
 
@@ -134,6 +135,13 @@ func (c *taskCheckpoints) readyLocked(p *pendingSnapshot) bool {
 func (c *taskCheckpoints) launch(p *pendingSnapshot) {
 	t := c.t
 	g := t.att.gateway
+	// Let the goroutines waiting on this P run first: when the
+	// coordinator triggers several sources at once, the one woken last
+	// runs first and the new goroutine below would take the next turn
+	// too, so the other sources' triggers waited for this source's writes
+	// (trigger_to_source 0.4-0.6 ms at the median on checkpointdemo, 0.15
+	// with the yield).
+	goruntime.Gosched()
 	go func() {
 		defer c.async.Done()
 		start := time.Now()
