@@ -158,7 +158,8 @@ func (c *taskCheckpoints) finishEarly(p *pendingSnapshot, ch int, overtaken [][]
 	for _, b := range overtaken {
 		p.input[ch] = append(p.input[ch], b...)
 	}
-	launch := c.completeIfDoneLocked(p)
+	p.markInputIfDoneLocked()
+	launch := c.readyLocked(p)
 	if launch {
 		p.fig.EarlyInput = true
 	}
@@ -169,16 +170,18 @@ func (c *taskCheckpoints) finishEarly(p *pendingSnapshot, ch int, overtaken [][]
 	}
 }
 
-// completeIfDoneLocked marks p's input complete when every awaited channel
-// is done, and reports whether the asynchronous part is to start now.
-func (c *taskCheckpoints) completeIfDoneLocked(p *pendingSnapshot) bool {
+// markInputIfDoneLocked marks a live snapshot's input complete when every
+// awaited channel is done (p.mu is held).
+func (p *pendingSnapshot) markInputIfDoneLocked() {
+	if p.done == nil {
+		return // not live: the handler says when (InputStateComplete)
+	}
 	for _, a := range p.awaiting {
 		if !p.done[a] {
-			return false
+			return
 		}
 	}
 	p.inputDone = true
-	return c.readyLocked(p)
 }
 
 // publishLive makes p, just taken unaligned, live when some channel's
@@ -308,7 +311,7 @@ func (t *Task) notifyAborted(id int64) error {
 		t.stoppedAt = 0 // the stop failed: the job carries on
 	}
 	if p := t.cp.pending[id]; p != nil {
-		p.release()
+		t.cp.drop(p) // its asynchronous part may have started (finishEarly)
 		delete(t.cp.pending, id)
 	}
 	t.cp.forget(id)

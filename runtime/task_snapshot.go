@@ -106,7 +106,8 @@ func (c *taskCheckpoints) maybeAsync(p *pendingSnapshot) {
 // forgets p once its asynchronous part started, here or in finishEarly.
 func (c *taskCheckpoints) maybeAsyncChecked(p *pendingSnapshot) {
 	p.mu.Lock()
-	launch := p.inputDone && c.readyLocked(p) || p.done != nil && !p.inputDone && c.completeIfDoneLocked(p)
+	p.markInputIfDoneLocked()
+	launch := c.readyLocked(p)
 	launched := p.launched
 	p.mu.Unlock()
 	if !launched {
