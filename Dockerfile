@@ -13,7 +13,7 @@
 # and linked dynamically: the runtime stage has Debian's RocksDB library and
 # its compression libraries, nothing else of the build.
 
-ARG GO_VERSION=1.26
+ARG GO_VERSION=1.27.3
 
 FROM golang:${GO_VERSION}-bookworm AS build
 # gcc, g++ and libc6-dev come with the golang image; librocksdb-dev brings

@@ -1,6 +1,8 @@
 module github.com/sluicehq/sluice
 
-go 1.26.0
+go 1.27.0
+
+toolchain go1.27.3
 
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
