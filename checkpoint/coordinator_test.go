@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/checkpoint/internal/datadriven"
+	"github.com/sluicehq/sluice/internal/datadriven"
 	"github.com/sluicehq/sluice/checkpoint/storage"
 )
 
