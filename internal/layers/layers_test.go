@@ -22,7 +22,7 @@ var layers = []struct {
 }{
 	// Leaves that import nothing of ours, and the checkpoint files.
 	{"codec", 0},
-	{"memory", 0}, // the process memory budget and its shares
+	{"memory", 0},              // the process memory budget and its shares
 	{"internal/datadriven", 0}, // the scenario-file driver of the state machines
 	{"checkpoint/snapshot", 0},
 	{"internal/binread", 0},
