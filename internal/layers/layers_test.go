@@ -60,6 +60,8 @@ var layers = []struct {
 	{"sink/kafka", 30},
 	{"sink/filesink", 30},
 	{"source/kafka", 30},
+	// The job's life as a deterministic state machine.
+	{"runtime/lifecycle", 30},
 	// The runtime.
 	{"runtime", 40},
 	// The control plane between a coordinator and its workers (gRPC).
