@@ -247,9 +247,9 @@ func checkResumed(ctx context.Context, t *testing.T, job *chaosJob, run *chaosRu
 	}
 }
 
-// A fresh run (no resume, no restore path) of a job whose checkpoint
-// directory holds another run's checkpoints: run 1 is killed mid-run,
-// leaving completed checkpoints; run 2, started without resume and
+// A fresh run (-fresh: WithFreshStart, no restore path) of a job whose
+// checkpoint directory holds another run's checkpoints: run 1 is killed
+// mid-run, leaving completed checkpoints; run 2, started fresh and
 // writing to a new output topic, fails once and restarts in the process,
 // either at its first record (before any checkpoint of its own) or after
 // a second of counting (after some). It must never restore run 1's
@@ -284,7 +284,7 @@ func TestFreshRunIgnoresOtherRunsCheckpoints(t *testing.T) {
 				t.Fatalf("run 1 completed checkpoints %v but left no _metadata under %s: nothing to ignore", first.completedCheckpoints(), job.checkpoints)
 			}
 			job.out = createTopic(ctx, t, adm, 4)
-			second := job.start(t, "-resume=false", "-fail-once-after", strconv.Itoa(c.failAt), "-restarts", "3")
+			second := job.start(t, "-fresh", "-fail-once-after", strconv.Itoa(c.failAt), "-restarts", "3")
 			if code := second.wait(ctx, t); code != 0 {
 				job.logRuns(t)
 				t.Fatalf("run 2 exited with status %d\nstderr (last lines):\n%s", code, tail(second.stderr.String(), 30))
@@ -306,7 +306,7 @@ func TestFreshRunIgnoresOtherRunsCheckpoints(t *testing.T) {
 				mine := slices.ContainsFunc(own, func(o checkpointLine) bool { return o.ID == r.ID && o.Path == r.Path && o.Line < r.Line })
 				if !mine {
 					job.logRuns(t)
-					t.Fatalf("run 2 (fresh, no resume) restored checkpoint %d at %s, which it had not completed itself; run 1 completed %v",
+					t.Fatalf("run 2 (fresh) restored checkpoint %d at %s, which it had not completed itself; run 1 completed %v",
 						r.ID, r.Path, first.completedCheckpoints())
 				}
 			}
