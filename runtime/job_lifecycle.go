@@ -230,6 +230,9 @@ func (j *Job) planStart() (*startPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if plan == nil {
+		return nil, fmt.Errorf("job %s: the lifecycle machine decided no start (actions %v)", j.id, acts)
+	}
 	return plan, nil
 }
 
