@@ -281,22 +281,32 @@ func (f *failOnce) hit() bool {
 	return f.n.Add(1) == f.at.Load() && f.done.CompareAndSwap(false, true)
 }
 
+// suspendedCountRun runs countJob into cpDir until it completed two
+// checkpoints and read 300 records, then suspends it, and returns the job,
+// its directory and the completed checkpoints it left (at least one).
+func suspendedCountRun(t *testing.T, cpDir string, records, keys int64) (*sluice.Job, *storage.Storage, []int64) {
+	t.Helper()
+	env, seen := countJob(t.TempDir(), records, keys, 3000, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
+	ctx, suspend := context.WithCancel(context.Background())
+	defer suspend()
+	job := startUntil(t, ctx, env, "checkpoints", seen, 2, 300)
+	suspend()
+	_ = job.Wait()
+	st := jobDir(t, cpDir, job)
+	ids := completedOnDisk(t, st)
+	if len(ids) == 0 {
+		t.Fatal("the first run left no checkpoint")
+	}
+	return job, st, ids
+}
+
 // A fresh run (WithFreshStart) in a directory holding an earlier run's
 // checkpoints never restores them, even when it fails before its own
 // first checkpoint; and it leaves them on disk.
 func TestFreshRunNeverRestoresAnotherRunsCheckpoint(t *testing.T) {
 	const records, keys = 3000, 10
 	cpDir := t.TempDir()
-	env, seen := countJob(t.TempDir(), records, keys, 3000, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
-	ctx, suspend := context.WithCancel(context.Background())
-	job := startUntil(t, ctx, env, "checkpoints", seen, 2, 300)
-	suspend()
-	_ = job.Wait()
-	st := jobDir(t, cpDir, job)
-	old := completedOnDisk(t, st)
-	if len(old) == 0 {
-		t.Fatal("no checkpoint left by the first run")
-	}
+	job, st, old := suspendedCountRun(t, cpDir, records, keys)
 
 	// The second run fails at its 50th record, long before its first
 	// checkpoint (1 min interval), then restarts.
@@ -721,17 +731,7 @@ func TestResultWriteFailureDeletesNothing(t *testing.T) {
 func TestFreshStartRefusedWhileCheckpointsExist(t *testing.T) {
 	const records, keys = 3000, 10
 	cpDir := t.TempDir()
-	env, seen := countJob(t.TempDir(), records, keys, 3000, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
-	ctx, suspend := context.WithCancel(context.Background())
-	defer suspend()
-	job := startUntil(t, ctx, env, "checkpoints", seen, 2, 300)
-	suspend()
-	_ = job.Wait()
-	st := jobDir(t, cpDir, job)
-	ids := completedOnDisk(t, st)
-	if len(ids) == 0 {
-		t.Fatal("the first run left no checkpoint")
-	}
+	_, st, ids := suspendedCountRun(t, cpDir, records, keys)
 	for _, id := range ids {
 		md := filepath.Join(st.CheckpointDir(id), "_metadata")
 		data, err := os.ReadFile(md)

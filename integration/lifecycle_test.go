@@ -274,11 +274,7 @@ func TestFreshRunIgnoresOtherRunsCheckpoints(t *testing.T) {
 			ctx := jobContext(t, 2*time.Minute)
 			adm := kadm.NewClient(newClient(t))
 			job := newKeyedJob(ctx, t, adm, keys, perKey, "aligned", 300)
-			first := job.start(t)
-			first.awaitCompleted(ctx, t, 2)
-			if !first.kill(t) {
-				t.Fatalf("run 1 ended (%v) before the kill", first.cmd.ProcessState)
-			}
+			first := job.killedRun(ctx, t, 2)
 			left := metadataFiles(t, job.checkpoints)
 			if len(left) == 0 {
 				t.Fatalf("run 1 completed checkpoints %v but left no _metadata under %s: nothing to ignore", first.completedCheckpoints(), job.checkpoints)
@@ -319,6 +315,19 @@ func TestFreshRunIgnoresOtherRunsCheckpoints(t *testing.T) {
 				first.completed(), len(left), len(slices.DeleteFunc(slices.Clone(own), func(o checkpointLine) bool { return o.Line > failed })), ownBefore, restores, n)
 		})
 	}
+}
+
+// killedRun starts a run of job and kills it with SIGKILL once it has
+// completed n checkpoints; the test fails if it ended before.
+func (j *chaosJob) killedRun(ctx context.Context, t *testing.T, n int) *chaosRun {
+	t.Helper()
+	r := j.start(t)
+	r.awaitCompleted(ctx, t, n)
+	if !r.kill(t) {
+		j.logRuns(t)
+		t.Fatalf("run %d ended (%v) before its SIGKILL after %d checkpoints: the input is too small", len(j.runs), r.cmd.ProcessState, n)
+	}
+	return r
 }
 
 // metadataFiles lists the _metadata files under dir.

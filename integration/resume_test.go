@@ -28,11 +28,7 @@ func TestKilledJobResumesWithNoOption(t *testing.T) {
 	ctx := jobContext(t, 2*time.Minute)
 	adm := kadm.NewClient(newClient(t))
 	job := newKeyedJob(ctx, t, adm, keys, perKey, "aligned", 300)
-	first := job.start(t)
-	first.awaitCompleted(ctx, t, 2)
-	if !first.kill(t) {
-		t.Fatalf("run 1 ended (%v) before the kill: the input is too small", first.cmd.ProcessState)
-	}
+	first := job.killedRun(ctx, t, 2)
 	last := first.lastCompleted()
 	second := runToEnd(ctx, t, job, "the run after the SIGKILL")
 	rs := second.restores()

@@ -38,70 +38,74 @@ func (layout) CheckpointDir(id int64) string { return fmt.Sprintf("/ck/job/chk-%
 //	published [err=] | written [err=] | state
 func TestLifecycleScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		var m *Machine
-		var now time.Time
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			if d.Has("t") {
-				now = time.UnixMilli(d.Int(t, "t", 0))
-			}
-			if d.Cmd == "new" {
-				cfg := Config{JobID: "job", RunID: "r9", Layout: layout{},
-					RestoreFrom: d.Str(t, "restore-from", ""), Claim: d.Bool(t, "claim", false),
-					FreshStart: d.Bool(t, "fresh-start", false), AllowFallbackPastCommitted: d.Bool(t, "allow-fallback", false)}
-				if d.Has("no-storage") {
-					cfg.Layout = nil
-				}
-				var err error
-				if cfg.Retention, err = checkpoint.ParseRetention(d.Str(t, "retention", "delete-on-cancellation")); err != nil {
-					d.Fatalf(t, "%v", err)
-				}
-				m, now = New(cfg), time.UnixMilli(0)
-				return m.String()
-			}
-			if m == nil {
-				d.Fatalf(t, "no machine: start with new")
-			}
-			var acts []Action
-			var err error
-			switch d.Cmd {
-			case "start":
-				f := scenarioFacts(t, d, m.cfg.Layout != nil)
-				acts, err = m.Start(now, f)
-			case "failover":
-				var owned []int64
-				for _, v := range d.Vals("owned") {
-					owned = append(owned, parseID(t, d, v))
-				}
-				f := scenarioFacts(t, d, true)
-				acts, err = m.Failover(now, owned, f.Checkpoints, f.ListErr)
-			case "end":
-				e := End{Status: d.Str(t, "status", storage.ResultFinished), Savepoint: d.Str(t, "savepoint", ""), Publish: d.Bool(t, "publish", false)}
-				for _, v := range d.Vals("owned") {
-					e.Owned = append(e.Owned, parseID(t, d, v))
-				}
-				if s := d.Str(t, "err", ""); s != "" {
-					e.Err = errors.New(s)
-				}
-				acts = m.End(now, e)
-			case "published":
-				acts = m.ResultPublished(now, optErr(d.Str(t, "err", "")))
-			case "written":
-				acts = m.ResultWritten(now, optErr(d.Str(t, "err", "")))
-			case "state":
-				return m.String()
-			default:
-				d.Fatalf(t, "unknown command")
-			}
-			var out []string
-			for _, a := range acts {
-				out = append(out, a.String())
-			}
-			if err != nil {
-				out = append(out, describeError(err))
-			}
-			return strings.Join(append(out, m.String()), "\n")
-		})
+		datadriven.RunTest(t, path, (&scenario{}).run)
 	})
+}
+
+// scenario is the machine of one scenario file and its clock.
+type scenario struct {
+	m   *Machine
+	now time.Time
+}
+
+func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
+	if d.Has("t") {
+		s.now = time.UnixMilli(d.Int(t, "t", 0))
+	}
+	if d.Cmd == "new" {
+		cfg := Config{JobID: "job", RunID: "r9", Layout: layout{},
+			RestoreFrom: d.Str(t, "restore-from", ""), Claim: d.Bool(t, "claim", false),
+			FreshStart: d.Bool(t, "fresh-start", false), AllowFallbackPastCommitted: d.Bool(t, "allow-fallback", false)}
+		if d.Has("no-storage") {
+			cfg.Layout = nil
+		}
+		var err error
+		if cfg.Retention, err = checkpoint.ParseRetention(d.Str(t, "retention", "delete-on-cancellation")); err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		s.m, s.now = New(cfg), time.UnixMilli(0)
+		return s.m.String()
+	}
+	m := s.m
+	if m == nil {
+		d.Fatalf(t, "no machine: start with new")
+	}
+	var acts []Action
+	var err error
+	switch d.Cmd {
+	case "start":
+		acts, err = m.Start(s.now, scenarioFacts(t, d, m.cfg.Layout != nil))
+	case "failover":
+		var owned []int64
+		for _, v := range d.Vals("owned") {
+			owned = append(owned, parseID(t, d, v))
+		}
+		f := scenarioFacts(t, d, true)
+		acts, err = m.Failover(s.now, owned, f.Checkpoints, f.ListErr)
+	case "end":
+		e := End{Status: d.Str(t, "status", storage.ResultFinished), Savepoint: d.Str(t, "savepoint", ""), Publish: d.Bool(t, "publish", false),
+			Err: optErr(d.Str(t, "err", ""))}
+		for _, v := range d.Vals("owned") {
+			e.Owned = append(e.Owned, parseID(t, d, v))
+		}
+		acts = m.End(s.now, e)
+	case "published":
+		acts = m.ResultPublished(s.now, optErr(d.Str(t, "err", "")))
+	case "written":
+		acts = m.ResultWritten(s.now, optErr(d.Str(t, "err", "")))
+	case "state":
+		return m.String()
+	default:
+		d.Fatalf(t, "unknown command")
+	}
+	var out []string
+	for _, a := range acts {
+		out = append(out, a.String())
+	}
+	if err != nil {
+		out = append(out, describeError(err))
+	}
+	return strings.Join(append(out, m.String()), "\n")
 }
 
 func optErr(s string) error {
