@@ -104,7 +104,7 @@ func TestS3IncrementalCheckpointsAndResume(t *testing.T) {
 		}
 	}
 
-	env2, _ := countJob(out, records, keys, 60000, append(opts, sluice.WithResumeFromLatestCheckpoint())...)
+	env2, _ := countJob(out, records, keys, 60000, opts...)
 	mustExecute(t, env2)
 	got := readCounts(t, out)
 	last := map[int64]int64{}

@@ -24,11 +24,25 @@ import (
 // countJob is a keyed running count over a bounded, rate-limited datagen
 // into the file sink: what the savepoint and restore tests run.
 func countJob(outDir string, records, keys int64, rate float64, opts ...sluice.Option) (*sluice.Environment, *atomic.Int64) {
+	return countJobWith(outDir, records, keys, rate, nil, opts...)
+}
+
+// countJobWith is countJob with check called on every record before it is
+// counted: an error it returns fails the task (a failure injection).
+func countJobWith(outDir string, records, keys int64, rate float64, check func(int64) error, opts ...sluice.Option) (*sluice.Environment, *atomic.Int64) {
 	seen := &atomic.Int64{}
 	env := newEnv(append([]sluice.Option{sluice.WithParallelism(2)}, opts...)...)
 	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(records), source.DatagenRate(rate))
 	s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen", sluice.UID("gen"))
-	s = sluice.Map(s, func(v int64) (int64, error) { seen.Add(1); return v, nil }, sluice.UID("seen"))
+	s = sluice.Map(s, func(v int64) (int64, error) {
+		seen.Add(1)
+		if check != nil {
+			if err := check(v); err != nil {
+				return 0, err
+			}
+		}
+		return v, nil
+	}, sluice.UID("seen"))
 	counts := sluice.Process[int64, int64, KeyCount](sluice.KeyBy(s, func(v int64) int64 { return v % keys }),
 		&runningCount{}, sluice.Name("count"), sluice.UID("count"))
 	sluice.SinkTo(counts, filesink.New[KeyCount](outDir, codec.JSON[KeyCount]{}), sluice.Name("files"), sluice.UID("files"))
@@ -163,16 +177,14 @@ func TestResumeFallsBackPastCorruptCheckpoint(t *testing.T) {
 	// The torn checkpoint had committed transactions (the file sink's):
 	// falling back past it would write their output again, so by default
 	// the restore is refused, naming the checkpoint and the file.
-	env1, _ := countJob(out, records, keys, 4000, sluice.WithCheckpointing(30*time.Millisecond, cpDir),
-		sluice.WithResumeFromLatestCheckpoint())
+	env1, _ := countJob(out, records, keys, 4000, sluice.WithCheckpointing(30*time.Millisecond, cpDir))
 	_, err = env1.ExecuteAsync(context.Background())
 	if !errors.Is(err, sluice.ErrFallbackPastCommitted) || !strings.Contains(err.Error(), "checkpoint "+itoa(newest.Metadata.CheckpointID)) ||
 		!strings.Contains(err.Error(), md) {
 		t.Fatalf("resume past a torn checkpoint: %v; want ErrFallbackPastCommitted naming checkpoint %d and %s", err, newest.Metadata.CheckpointID, md)
 	}
 	// Allowed, it falls back, logged and counted.
-	env2, _ := countJob(out, records, keys, 4000, sluice.WithCheckpointing(30*time.Millisecond, cpDir),
-		sluice.WithResumeFromLatestCheckpoint(), sluice.WithAllowFallbackPastCommitted())
+	env2, _ := countJob(out, records, keys, 4000, sluice.WithCheckpointing(30*time.Millisecond, cpDir), sluice.WithAllowFallbackPastCommitted())
 	job2, err := env2.ExecuteAsync(context.Background())
 	if err != nil {
 		t.Fatal(err)

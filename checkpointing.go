@@ -88,22 +88,25 @@ func WithRestartStrategy(r RestartStrategy) Option {
 }
 
 // WithRestoreFrom starts the job from a savepoint or checkpoint directory
-// (the one holding _metadata), as `flink run -s`. The claim mode
-// (WithClaimMode, default NoClaim) says whether the job may delete it.
+// (the one holding _metadata), as `flink run -s`
+// (execution.state-recovery.path), rather than from the job's own latest
+// checkpoint. The claim mode (WithClaimMode, default NoClaim) says whether
+// the job may delete it. A coordinator taking over a job under HA resumes
+// from the HA store's checkpoint instead: the job ran past the snapshot.
 func WithRestoreFrom(path string) Option {
 	return func(e *Environment) { e.cfg.RestoreFrom = path }
 }
 
-// WithResumeFromLatestCheckpoint starts the job from the latest usable
-// checkpoint in its checkpoint directory (<dir>/<job id>/) when there is
-// one: how a job picks up after its process was killed or suspended. A
-// job whose recorded result is FINISHED does nothing (Execute returns nil
-// at once); a cancelled or failed one resumes from its retained
-// checkpoint, and without one is refused (ErrJobTerminated) unless
-// WithFreshStart.
-func WithResumeFromLatestCheckpoint() Option {
-	return func(e *Environment) { e.cfg.ResumeLatest = true }
-}
+// WithResumeFromLatestCheckpoint does what a job does by default: it
+// starts from the latest usable completed checkpoint of its checkpoint
+// directory (<dir>/<job id>/) when there is one, as after its process was
+// killed or suspended, and does nothing when its recorded result says it
+// finished.
+//
+// Deprecated: resuming is the default; the option changes nothing. Use
+// WithFreshStart to start from no state instead, WithRestoreFrom to start
+// from a given savepoint or checkpoint.
+func WithResumeFromLatestCheckpoint() Option { return func(*Environment) {} }
 
 // WithStateBackend sets the keyed state backend (default: the heap
 // backend).

@@ -12,13 +12,20 @@ var (
 	// ErrJobSuspended is returned by Execute and Job.Wait when the context
 	// given to Execute was cancelled (a process shutting down, SIGTERM):
 	// the job is suspended, not over; its latest checkpoint is kept and
-	// WithResumeFromLatestCheckpoint resumes from it. It also matches
-	// context.Canceled.
+	// the next start resumes from it. It also matches context.Canceled.
 	ErrJobSuspended = runtime.ErrJobSuspended
 	// ErrJobTerminated is returned (wrapped) by Execute when the job's
-	// directory records that an earlier run ended and this run would start
-	// from no state: choose with WithFreshStart or WithRestoreFrom.
+	// directory records that an earlier run was cancelled or failed and
+	// none of its checkpoints is left to resume from: starting from no
+	// state would write its committed output again. Choose with
+	// WithFreshStart or WithRestoreFrom.
 	ErrJobTerminated = runtime.ErrJobTerminated
+	// ErrFreshStartRefused is returned (wrapped) by Execute when the job
+	// has completed checkpoints (in its directory, or the HA store's
+	// latest) that cannot be restored, and the run would start from no
+	// state: the error names the checkpoint and its path. WithFreshStart
+	// starts from no state all the same.
+	ErrFreshStartRefused = runtime.ErrFreshStartRefused
 	// ErrJobLocked is returned (wrapped) by Execute when another process
 	// runs the job: the error names it.
 	ErrJobLocked = runtime.ErrJobLocked
@@ -60,12 +67,17 @@ func WithJobID(id string) Option {
 	}
 }
 
-// WithFreshStart lets the job start from no state although its directory
-// records that an earlier run ended (finished, cancelled or failed).
-// Without it such a start is refused (ErrJobTerminated), and a finished
-// job started with WithResumeFromLatestCheckpoint does nothing. The
-// earlier run's retained checkpoints stay on disk and are never restored
-// by this run.
+// WithFreshStart starts the job from no state whatever its checkpoint
+// directory holds. By default a job resumes from its latest usable
+// completed checkpoint, a finished job does nothing, and a start from no
+// state that would write committed output again is refused
+// (ErrJobTerminated after a cancelled or failed run whose checkpoints are
+// gone, ErrFreshStartRefused when the job's checkpoints cannot be
+// restored). With WithFreshStart the job's checkpoints and recorded
+// result stay on disk, are never restored by this run, and a log line
+// says what was left alone. The job's sources start where they are told
+// to (a Kafka source from its starting offsets): output that earlier runs
+// committed may be written again.
 func WithFreshStart() Option { return func(e *Environment) { e.cfg.FreshStart = true } }
 
 // WithClaimMode sets who owns the snapshot given to WithRestoreFrom

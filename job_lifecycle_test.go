@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/checkpoint/storage/faultfs"
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/sink/filesink"
@@ -63,15 +64,16 @@ func completedOnDisk(t *testing.T, st *storage.Storage) []int64 {
 	return ids
 }
 
-// A bounded job that finished, started again with resume, does nothing:
-// its result says FINISHED, so it reads nothing and commits nothing more
-// (before, it found no checkpoint, the default retention having deleted
-// them, and committed the whole output a second time). Started again
-// without resume it is refused; WithFreshStart runs it anew.
+// A bounded job that finished, started again, does nothing: its result
+// says FINISHED, so it reads nothing and commits nothing more (before, it
+// found no checkpoint, the default retention having deleted them, and
+// committed the whole output a second time). The deprecated
+// WithResumeFromLatestCheckpoint changes nothing; WithFreshStart runs it
+// anew.
 func TestFinishedJobIsNotRunAgain(t *testing.T) {
 	const records, keys = 2000, 10
 	out, cpDir := t.TempDir(), t.TempDir()
-	opts := []sluice.Option{sluice.WithCheckpointing(20*time.Millisecond, cpDir), sluice.WithResumeFromLatestCheckpoint()}
+	opts := []sluice.Option{sluice.WithCheckpointing(20*time.Millisecond, cpDir)}
 	env, _ := countJob(out, records, keys, 20000, opts...)
 	job, err := env.ExecuteAsync(context.Background())
 	if err != nil {
@@ -86,13 +88,17 @@ func TestFinishedJobIsNotRunAgain(t *testing.T) {
 		t.Fatalf("result of the finished job: %+v, %v; want FINISHED, clean, run %s", res, err, job.RunID())
 	}
 	if ids := completedOnDisk(t, st); len(ids) != 0 {
-		t.Fatalf("checkpoints %v kept after the job finished (retention NO_EXTERNALIZED_CHECKPOINTS deletes them)", ids)
+		t.Fatalf("checkpoints %v kept after the job finished (every retention deletes them)", ids)
 	}
 	first := len(readCounts(t, out))
 	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
 
 	for run := 2; run <= 3; run++ {
-		env2, seen := countJob(out, records, keys, 20000, opts...)
+		runOpts := opts
+		if run == 3 {
+			runOpts = append(slices.Clone(opts), sluice.WithResumeFromLatestCheckpoint())
+		}
+		env2, seen := countJob(out, records, keys, 20000, runOpts...)
 		job2, err := env2.ExecuteAsync(context.Background())
 		if err != nil {
 			t.Fatalf("run %d: %v", run, err)
@@ -111,11 +117,6 @@ func TestFinishedJobIsNotRunAgain(t *testing.T) {
 		}
 	}
 
-	envFresh, _ := countJob(t.TempDir(), records, keys, 20000, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
-	if _, err := envFresh.ExecuteAsync(context.Background()); !errors.Is(err, sluice.ErrJobTerminated) ||
-		!strings.Contains(err.Error(), "FINISHED") || !strings.Contains(err.Error(), "WithFreshStart") {
-		t.Fatalf("fresh start of a finished job: %v; want ErrJobTerminated saying FINISHED and how to choose", err)
-	}
 	out2 := t.TempDir()
 	envAgain, _ := countJob(out2, records, keys, 20000, sluice.WithCheckpointing(20*time.Millisecond, cpDir), sluice.WithFreshStart())
 	mustExecute(t, envAgain)
@@ -130,7 +131,7 @@ func TestFinishedJobIsNotRunAgain(t *testing.T) {
 func TestSuspendKeepsCheckpointsCancelDeletesThem(t *testing.T) {
 	const records, keys = 6000, 10
 	out, cpDir := t.TempDir(), t.TempDir()
-	opts := []sluice.Option{sluice.WithCheckpointing(20*time.Millisecond, cpDir), sluice.WithResumeFromLatestCheckpoint()}
+	opts := []sluice.Option{sluice.WithCheckpointing(20*time.Millisecond, cpDir)}
 	env, seen := countJob(out, records, keys, 4000, opts...)
 	ctx, suspend := context.WithCancel(context.Background())
 	defer suspend()
@@ -162,7 +163,7 @@ func TestSuspendKeepsCheckpointsCancelDeletesThem(t *testing.T) {
 		t.Fatalf("cancel: %v", err)
 	}
 	if ids := completedOnDisk(t, st); len(ids) != 0 {
-		t.Fatalf("checkpoints %v kept after Cancel with retention NO_EXTERNALIZED_CHECKPOINTS", ids)
+		t.Fatalf("checkpoints %v kept after Cancel with the default retention DELETE_ON_CANCELLATION", ids)
 	}
 	res, err := st.ReadJobResult()
 	if err != nil || res == nil || res.Status != storage.ResultCanceled || !res.Clean {
@@ -179,7 +180,7 @@ func TestSuspendKeepsCheckpointsCancelDeletesThem(t *testing.T) {
 func TestRepeatedSuspensionsExact(t *testing.T) {
 	const records, keys = 6000, 7
 	out, cpDir := t.TempDir(), t.TempDir()
-	opts := []sluice.Option{sluice.WithCheckpointing(15*time.Millisecond, cpDir), sluice.WithResumeFromLatestCheckpoint()}
+	opts := []sluice.Option{sluice.WithCheckpointing(15*time.Millisecond, cpDir)}
 	var total int64
 	for i := 0; ; i++ {
 		env, seen := countJob(out, records, keys, 8000, opts...)
@@ -280,22 +281,32 @@ func (f *failOnce) hit() bool {
 	return f.n.Add(1) == f.at.Load() && f.done.CompareAndSwap(false, true)
 }
 
-// A fresh run (no resume, no restore) in a directory holding an earlier
-// run's checkpoints never restores them, even when it fails before its
-// own first checkpoint; and it leaves them on disk.
-func TestFreshRunNeverRestoresAnotherRunsCheckpoint(t *testing.T) {
-	const records, keys = 3000, 10
-	cpDir := t.TempDir()
+// suspendedCountRun runs countJob into cpDir until it completed two
+// checkpoints and read 300 records, then suspends it, and returns the job,
+// its directory and the completed checkpoints it left (at least one).
+func suspendedCountRun(t *testing.T, cpDir string, records, keys int64) (*sluice.Job, *storage.Storage, []int64) {
+	t.Helper()
 	env, seen := countJob(t.TempDir(), records, keys, 3000, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
 	ctx, suspend := context.WithCancel(context.Background())
+	defer suspend()
 	job := startUntil(t, ctx, env, "checkpoints", seen, 2, 300)
 	suspend()
 	_ = job.Wait()
 	st := jobDir(t, cpDir, job)
-	old := completedOnDisk(t, st)
-	if len(old) == 0 {
-		t.Fatal("no checkpoint left by the first run")
+	ids := completedOnDisk(t, st)
+	if len(ids) == 0 {
+		t.Fatal("the first run left no checkpoint")
 	}
+	return job, st, ids
+}
+
+// A fresh run (WithFreshStart) in a directory holding an earlier run's
+// checkpoints never restores them, even when it fails before its own
+// first checkpoint; and it leaves them on disk.
+func TestFreshRunNeverRestoresAnotherRunsCheckpoint(t *testing.T) {
+	const records, keys = 3000, 10
+	cpDir := t.TempDir()
+	job, st, old := suspendedCountRun(t, cpDir, records, keys)
 
 	// The second run fails at its 50th record, long before its first
 	// checkpoint (1 min interval), then restarts.
@@ -303,7 +314,7 @@ func TestFreshRunNeverRestoresAnotherRunsCheckpoint(t *testing.T) {
 	f := newFailOnce(50)
 	var restores []int64
 	var mu sync.Mutex
-	env2 := newEnv(sluice.WithParallelism(2), sluice.WithCheckpointing(time.Minute, cpDir),
+	env2 := newEnv(sluice.WithParallelism(2), sluice.WithCheckpointing(time.Minute, cpDir), sluice.WithFreshStart(),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(3, time.Millisecond)),
 		sluice.WithRestoreListener(func(ri sluice.RestoreInfo) { mu.Lock(); restores = append(restores, ri.CheckpointID); mu.Unlock() }))
 	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(records))
@@ -421,7 +432,7 @@ func TestRocksDBNoClaimRestoreFromOlderCheckpoint(t *testing.T) {
 	if latest := rec2.Latest(); latest.Metadata.RunID != job2.RunID() {
 		t.Fatalf("the latest checkpoint %d is of run %s, want the restored run %s", latest.Metadata.CheckpointID, latest.Metadata.RunID, job2.RunID())
 	}
-	env3, _ := countJob(out, records, keys, 40000, backend, sluice.WithCheckpointing(20*time.Millisecond, cpDir), sluice.WithResumeFromLatestCheckpoint())
+	env3, _ := countJob(out, records, keys, 40000, backend, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
 	mustExecute(t, env3)
 	// Every key ends at its exact total, and every count from 1 to it was
 	// committed (those after the restored checkpoint twice: the rollback).
@@ -702,10 +713,96 @@ func TestResultWriteFailureDeletesNothing(t *testing.T) {
 		t.Fatalf("result %+v, %v; want none", res, err)
 	}
 	committed := len(readCounts(t, out))
-	env2, seen := countJob(out, records, keys, 20000, sluice.WithCheckpointing(20*time.Millisecond, cpDir), sluice.WithResumeFromLatestCheckpoint())
+	env2, seen := countJob(out, records, keys, 20000, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
 	mustExecute(t, env2)
 	if n := len(readCounts(t, out)); n != committed || seen.Load() != 0 {
 		t.Fatalf("the resumed run read %d records and committed %d in all, want 0 and %d", seen.Load(), n, committed)
+	}
+	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
+}
+
+// Resuming is the default, so starting from no state needs saying: a job
+// whose completed checkpoints all turn out unusable (here every _metadata
+// torn) is refused with ErrFreshStartRefused naming the newest
+// checkpoint's directory and the option, rather than started from no
+// state (before, a start without options began from nothing whatever the
+// directory held). WithFreshStart then runs it from no state, with a log
+// line saying what it leaves alone, and its output is one whole run's.
+func TestFreshStartRefusedWhileCheckpointsExist(t *testing.T) {
+	const records, keys = 3000, 10
+	cpDir := t.TempDir()
+	_, st, ids := suspendedCountRun(t, cpDir, records, keys)
+	for _, id := range ids {
+		md := filepath.Join(st.CheckpointDir(id), "_metadata")
+		data, err := os.ReadFile(md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(md, data[:len(data)/2], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newest := st.CheckpointDir(slices.Max(ids))
+
+	env2, seen2 := countJob(t.TempDir(), records, keys, 0, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
+	_, err := env2.ExecuteAsync(context.Background())
+	if !errors.Is(err, sluice.ErrFreshStartRefused) || !strings.Contains(err.Error(), newest) || !strings.Contains(err.Error(), "WithFreshStart") {
+		t.Fatalf("start over unusable checkpoints: %v; want ErrFreshStartRefused naming %s and WithFreshStart", err, newest)
+	}
+	if seen2.Load() != 0 {
+		t.Fatalf("the refused run read %d records", seen2.Load())
+	}
+
+	var logs testutil.LogRecorder
+	out := t.TempDir()
+	env3, _ := countJob(out, records, keys, 0, sluice.WithCheckpointing(20*time.Millisecond, cpDir), sluice.WithFreshStart(),
+		sluice.WithLogger(logs.Logger()))
+	mustExecute(t, env3)
+	said := logs.Find("starting the job from no state as asked")
+	if len(said) != 1 || !strings.Contains(said[0], "checkpoints_not_restored") {
+		t.Fatalf("the fresh start logged %q; want one line naming the checkpoints it did not restore", said)
+	}
+	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
+}
+
+// A job that fails for good (no restart strategy) keeps its latest
+// checkpoint by default (DELETE_ON_CANCELLATION): its result says FAILED
+// with that checkpoint retained, and the next start, with no option,
+// resumes from it and commits the rest: the output of the two runs is one
+// whole run's. Before, the default retention deleted the checkpoints of
+// a failed job, and every later start was refused or began from nothing.
+func TestFailedJobKeepsItsLatestCheckpoint(t *testing.T) {
+	const records, keys = 4000, 10
+	out, cpDir := t.TempDir(), t.TempDir()
+	var failNow atomic.Bool
+	fail := func(int64) error {
+		if failNow.Load() {
+			return errors.New("injected failure")
+		}
+		return nil
+	}
+	env, seen := countJobWith(out, records, keys, 4000, fail,
+		sluice.WithCheckpointing(20*time.Millisecond, cpDir), sluice.WithRestartStrategy(sluice.NoRestart()))
+	job := startUntil(t, context.Background(), env, "checkpoints", seen, 2, 300)
+	failNow.Store(true)
+	if err := job.Wait(); err == nil || !strings.Contains(err.Error(), "injected failure") {
+		t.Fatalf("the failing run ended with %v, want the injected failure", err)
+	}
+	st := jobDir(t, cpDir, job)
+	res, err := st.ReadJobResult()
+	if err != nil || res == nil || res.Status != storage.ResultFailed || !res.Retained || !res.Clean || res.LastCheckpoint == 0 {
+		t.Fatalf("result of the failed job: %+v, %v; want FAILED, its last checkpoint retained, clean", res, err)
+	}
+	if ids := completedOnDisk(t, st); !slices.Contains(ids, res.LastCheckpoint) {
+		t.Fatalf("the failed job's last checkpoint %d is not on disk (%v): the default retention deleted it", res.LastCheckpoint, ids)
+	}
+
+	var restored atomic.Int64
+	env2, _ := countJob(out, records, keys, 0, sluice.WithCheckpointing(20*time.Millisecond, cpDir),
+		sluice.WithRestoreListener(func(ri sluice.RestoreInfo) { restored.Store(ri.CheckpointID) }))
+	mustExecute(t, env2)
+	if got := restored.Load(); got != res.LastCheckpoint {
+		t.Fatalf("the next start restored checkpoint %d, want the failed run's last, %d", got, res.LastCheckpoint)
 	}
 	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
 }

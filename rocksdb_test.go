@@ -103,8 +103,7 @@ func TestRocksDBIncrementalRetentionAndRescale(t *testing.T) {
 		t.Fatalf("shared directory holds %d files, the %d retained checkpoints reference %d:\nhave %v\nwant %v",
 			len(have), len(rec.Retained), len(want), have, want)
 	}
-	env2, _ := countJobAt(out, records, keys, 60000, 3, backend, sluice.WithCheckpointing(20*time.Millisecond, cpDir),
-		sluice.WithResumeFromLatestCheckpoint())
+	env2, _ := countJobAt(out, records, keys, 60000, 3, backend, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
 	mustExecute(t, env2)
 	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
 }

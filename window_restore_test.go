@@ -228,9 +228,8 @@ func TestWindowsRescale(t *testing.T) {
 	r2.windowPar, r2.rate, r2.seen, r2.brakeAfter = 3, 20000, nil, 0
 	// The latest checkpoint: the one seen above, or a later one taken
 	// before the cancel (only the latest is retained).
-	r2.opts = []sluice.Option{sluice.WithResumeFromLatestCheckpoint()}
 	restored := &atomic.Int64{}
-	r2.opts = append(r2.opts, sluice.WithRestoreListener(func(ri sluice.RestoreInfo) { restored.Store(ri.CheckpointID) }))
+	r2.opts = []sluice.Option{sluice.WithRestoreListener(func(ri sluice.RestoreInfo) { restored.Store(ri.CheckpointID) })}
 	mustExecute(t, r2.env())
 	if id := restored.Load(); id < completed {
 		t.Fatalf("restored checkpoint %d, want %d or later", id, completed)

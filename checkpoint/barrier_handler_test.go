@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/checkpoint/internal/datadriven"
+	"github.com/sluicehq/sluice/internal/datadriven"
 )
 
 // TestBarrierHandlerScenarios runs testdata/barrier_handler/*: events in,

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/checkpoint/internal/datadriven"
 	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/internal/datadriven"
 )
 
 // TestCoordinatorScenarios runs testdata/coordinator/*. Times (t=) are

@@ -47,17 +47,25 @@ func ParseMode(s string) (Mode, error) {
 // Retention says what happens to completed checkpoints when the job
 // terminates (execution.checkpointing.externalized-checkpoint-retention).
 // Subsumed checkpoints are always discarded, whatever the retention.
+//
+// The zero value, the default, is DeleteOnCancellation: a job that fails
+// for good keeps its latest checkpoint, so that the next start resumes
+// from it rather than from no state (Flink's default,
+// NO_EXTERNALIZED_CHECKPOINTS, deletes it: the next start would write
+// again the output its transactions committed). Only an explicit
+// NoExternalizedCheckpoints deletes the checkpoints of a failed job.
 type Retention uint8
 
 const (
+	// DeleteOnCancellation (the default) keeps the checkpoints when the
+	// job fails for good and deletes them when it is cancelled or
+	// finishes.
+	DeleteOnCancellation Retention = iota
 	// NoExternalizedCheckpoints deletes the completed checkpoints when the
 	// job reaches any terminal state: finished, cancelled or failed for good
-	// (the restart strategy gave up). Flink's default. A crashed process
-	// deletes nothing, so the next run can still restore.
-	NoExternalizedCheckpoints Retention = iota
-	// DeleteOnCancellation keeps the checkpoints when the job fails for good
-	// and deletes them when it is cancelled or finishes.
-	DeleteOnCancellation
+	// (the restart strategy gave up). A crashed process deletes nothing, so
+	// the next run can still restore.
+	NoExternalizedCheckpoints
 	// RetainOnCancellation keeps the checkpoints when the job fails or is
 	// cancelled; only a finished job deletes them.
 	RetainOnCancellation
@@ -175,7 +183,7 @@ type Config struct {
 	RetainedCheckpoints int
 	// Retention says what happens to completed checkpoints when the job ends
 	// (execution.checkpointing.externalized-checkpoint-retention, default
-	// NO_EXTERNALIZED_CHECKPOINTS).
+	// DELETE_ON_CANCELLATION: a failed job keeps its latest checkpoint).
 	Retention Retention
 	// Directory is where checkpoints are written: <Directory>/<job>/chk-<n>
 	// (execution.checkpointing.dir, no default; required when checkpointing

@@ -14,8 +14,13 @@ func TestDefaultConfigIsFlinks(t *testing.T) {
 		t.Fatalf("DefaultConfig() = %+v, want %+v", c, want)
 	}
 	if c.Enabled() || c.Mode != ExactlyOnce || c.Unaligned || c.MinPause != 0 || c.TolerableFailed != 0 ||
-		c.AlignedCheckpointTimeout != 0 || c.Retention != NoExternalizedCheckpoints {
+		c.AlignedCheckpointTimeout != 0 {
 		t.Fatalf("defaults differ from Flink's: %+v", c)
+	}
+	// Not Flink's NO_EXTERNALIZED_CHECKPOINTS: a job that fails for good
+	// keeps its latest checkpoint unless told otherwise.
+	if c.Retention != DeleteOnCancellation || c.Retention.Discards(JobFailed) {
+		t.Fatalf("default retention %s discards a failed job's checkpoints", c.Retention)
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)

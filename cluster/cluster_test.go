@@ -340,8 +340,9 @@ func getJSON(t *testing.T, url string, v any) {
 }
 
 // HA: two coordinators campaign on a real etcd; the workers follow the
-// leader through etcd. The leader stops (suspends, resigning); the standby
-// takes over, resumes from the latest checkpoint and finishes the job on
+// leader through etcd. The leader stops (suspends, resigning); the standby,
+// given no resume option, takes over, resumes from the checkpoint the
+// job's pointer in etcd names (the leader's last) and finishes the job on
 // the same workers: exactly once.
 func TestStandbyCoordinatorTakesOver(t *testing.T) {
 	endpoints := etcdtest.Start(t)
@@ -350,23 +351,27 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		return sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr, Host: "127.0.0.1", EtcdEndpoints: endpoints,
 			LeaseDuration: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
 	}
-	resume := sluice.WithResumeFromLatestCheckpoint()
 	ctxA, suspendA := context.WithCancel(context.Background())
 	defer suspendA()
-	var completedA atomic.Int64
-	leader, err := j.env(coordinator(freeAddr(t)), resume, sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+	var completedA, lastA atomic.Int64
+	leader, err := j.env(coordinator(freeAddr(t)), sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
 		if s.Status == checkpoint.StatusCompleted {
 			completedA.Add(1)
+			lastA.Store(s.ID)
 		}
 	})).ExecuteAsync(ctxA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	standby := make(chan *sluice.Job, 1)
+	var logsB testutil.LogRecorder
+	var firstB atomic.Int64 // the checkpoint the standby's first attempt restored
 	ctxB, cancelB := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancelB()
 	go func() {
-		jb, err := j.env(coordinator(freeAddr(t)), resume).ExecuteAsync(ctxB)
+		jb, err := j.env(coordinator(freeAddr(t)), sluice.WithLogger(logsB.Logger()), sluice.WithRestoreListener(func(ri sluice.RestoreInfo) {
+			firstB.CompareAndSwap(0, ri.CheckpointID)
+		})).ExecuteAsync(ctxB)
 		if err != nil {
 			t.Errorf("standby coordinator: %v", err)
 		}
@@ -379,7 +384,7 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 			defer wg.Done()
 			c := sluice.ClusterConfig{Role: sluice.RoleWorker, Slots: 2, WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0",
 				Host: "127.0.0.1", EtcdEndpoints: endpoints, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
-			if err := j.env(c, resume).Execute(ctxB); err != nil {
+			if err := j.env(c).Execute(ctxB); err != nil {
 				t.Errorf("worker %d: %v", i, err)
 			}
 		}()
@@ -407,8 +412,11 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		t.Fatalf("the second leader's job: %v", err)
 	}
 	wg.Wait()
-	if info, ok := next.LastRestore(); !ok || info.CheckpointID == 0 {
-		t.Fatalf("the standby did not restore a checkpoint of the first leader: %+v %v", info, ok)
+	if got := firstB.Load(); got != lastA.Load() {
+		t.Fatalf("the standby restored checkpoint %d, want the first leader's last checkpoint %d", got, lastA.Load())
+	}
+	if said := logsB.Find("resuming from the checkpoint the HA store points to"); len(said) != 1 || !strings.Contains(said[0], fmt.Sprintf("checkpoint=%d", lastA.Load())) {
+		t.Fatalf("the standby logged %q; want it to resume from the pointer's checkpoint %d", said, lastA.Load())
 	}
 	checkExact(t, j.out, j.records, j.keys)
 }

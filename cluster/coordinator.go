@@ -30,7 +30,8 @@ var ErrWorkerLost = errors.New("worker lost")
 // control plane on cfg.Listen, and the job itself (runtime.Execute) with
 // an executor that places every attempt's tasks on the workers that
 // register. With HA it first becomes the job's leader (standing by while
-// another coordinator leads), moves the job's checkpoint pointer in etcd,
+// another coordinator leads), resumes the job from the checkpoint the
+// job's pointer in etcd names (checked against storage), moves the pointer,
 // fenced by its epoch, before any sink commits, and suspends the job when
 // it loses the leadership. The returned Job is the job as in one process:
 // the API, metrics and savepoints work on it.
@@ -77,6 +78,14 @@ func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Conf
 				return &lostLeadership{err}
 			}
 			return err
+		}
+		// A coordinator taking over resumes from the checkpoint the last
+		// leader published (runtime/lifecycle checks it against storage).
+		rcfg.PublishedCheckpoint = func() (int64, string, bool, error) {
+			rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			p, ok, err := services.LatestCheckpoint(rctx, jobID)
+			return p.ID, p.Path, ok, err
 		}
 		rcfg.PublishResult = func(res *storage.JobResult) error {
 			data, err := json.Marshal(res)

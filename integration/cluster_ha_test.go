@@ -5,7 +5,8 @@ package integration
 // workers, each its own OS process, against the real broker and a real
 // etcd embedded in the test process. The coordinators campaign for the
 // job in etcd; the standby blocks until it leads, then resumes the job
-// from its latest checkpoint; the workers find the leader in etcd and
+// from the checkpoint etcd's pointer names, with no resume option (none is
+// given to any process); the workers find the leader in etcd and
 // follow it. Every completed checkpoint moves the job's pointer in etcd
 // with a write fenced by the leader's epoch before any sink commits, so a
 // former leader that wakes up after its lease is gone commits nothing,
@@ -15,6 +16,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -321,7 +323,8 @@ func (c *haCluster) awaitTakeover(ctx context.Context, t *testing.T, standby *ha
 }
 
 // awaitRestore waits until the standby restored a checkpoint, at least
-// atLeast, and returns its id.
+// atLeast, and returns its id. The standby is given no resume option: it
+// must have resumed from the checkpoint etcd's pointer names, and say so.
 func (c *haCluster) awaitRestore(ctx context.Context, t *testing.T, standby *haProc, atLeast int64) int64 {
 	t.Helper()
 	if !standby.run.awaitStdout(ctx, t, "restored from checkpoint ") {
@@ -331,6 +334,10 @@ func (c *haCluster) awaitRestore(ctx context.Context, t *testing.T, standby *haP
 	c.step(t, "%s restored checkpoint %d", standby.name, r.ID)
 	if r.ID < max(atLeast, 1) {
 		t.Fatalf("%s restored checkpoint %d; the former leader had completed checkpoint %d", standby.name, r.ID, atLeast)
+	}
+	if said := grepLines(standby.run.stderr.String(), "resuming from the checkpoint the HA store points to"); !strings.Contains(said, fmt.Sprintf("checkpoint=%d ", r.ID)) {
+		c.logProcs(t)
+		t.Fatalf("%s restored checkpoint %d but did not log resuming from etcd's pointer to it: %q", standby.name, r.ID, said)
 	}
 	return r.ID
 }

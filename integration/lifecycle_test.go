@@ -247,9 +247,9 @@ func checkResumed(ctx context.Context, t *testing.T, job *chaosJob, run *chaosRu
 	}
 }
 
-// A fresh run (no resume, no restore path) of a job whose checkpoint
-// directory holds another run's checkpoints: run 1 is killed mid-run,
-// leaving completed checkpoints; run 2, started without resume and
+// A fresh run (-fresh: WithFreshStart, no restore path) of a job whose
+// checkpoint directory holds another run's checkpoints: run 1 is killed
+// mid-run, leaving completed checkpoints; run 2, started fresh and
 // writing to a new output topic, fails once and restarts in the process,
 // either at its first record (before any checkpoint of its own) or after
 // a second of counting (after some). It must never restore run 1's
@@ -274,17 +274,13 @@ func TestFreshRunIgnoresOtherRunsCheckpoints(t *testing.T) {
 			ctx := jobContext(t, 2*time.Minute)
 			adm := kadm.NewClient(newClient(t))
 			job := newKeyedJob(ctx, t, adm, keys, perKey, "aligned", 300)
-			first := job.start(t)
-			first.awaitCompleted(ctx, t, 2)
-			if !first.kill(t) {
-				t.Fatalf("run 1 ended (%v) before the kill", first.cmd.ProcessState)
-			}
+			first := job.killedRun(ctx, t, 2)
 			left := metadataFiles(t, job.checkpoints)
 			if len(left) == 0 {
 				t.Fatalf("run 1 completed checkpoints %v but left no _metadata under %s: nothing to ignore", first.completedCheckpoints(), job.checkpoints)
 			}
 			job.out = createTopic(ctx, t, adm, 4)
-			second := job.start(t, "-resume=false", "-fail-once-after", strconv.Itoa(c.failAt), "-restarts", "3")
+			second := job.start(t, "-fresh", "-fail-once-after", strconv.Itoa(c.failAt), "-restarts", "3")
 			if code := second.wait(ctx, t); code != 0 {
 				job.logRuns(t)
 				t.Fatalf("run 2 exited with status %d\nstderr (last lines):\n%s", code, tail(second.stderr.String(), 30))
@@ -306,7 +302,7 @@ func TestFreshRunIgnoresOtherRunsCheckpoints(t *testing.T) {
 				mine := slices.ContainsFunc(own, func(o checkpointLine) bool { return o.ID == r.ID && o.Path == r.Path && o.Line < r.Line })
 				if !mine {
 					job.logRuns(t)
-					t.Fatalf("run 2 (fresh, no resume) restored checkpoint %d at %s, which it had not completed itself; run 1 completed %v",
+					t.Fatalf("run 2 (fresh) restored checkpoint %d at %s, which it had not completed itself; run 1 completed %v",
 						r.ID, r.Path, first.completedCheckpoints())
 				}
 			}
@@ -319,6 +315,19 @@ func TestFreshRunIgnoresOtherRunsCheckpoints(t *testing.T) {
 				first.completed(), len(left), len(slices.DeleteFunc(slices.Clone(own), func(o checkpointLine) bool { return o.Line > failed })), ownBefore, restores, n)
 		})
 	}
+}
+
+// killedRun starts a run of job and kills it with SIGKILL once it has
+// completed n checkpoints; the test fails if it ended before.
+func (j *chaosJob) killedRun(ctx context.Context, t *testing.T, n int) *chaosRun {
+	t.Helper()
+	r := j.start(t)
+	r.awaitCompleted(ctx, t, n)
+	if !r.kill(t) {
+		j.logRuns(t)
+		t.Fatalf("run %d ended (%v) before its SIGKILL after %d checkpoints: the input is too small", len(j.runs), r.cmd.ProcessState, n)
+	}
+	return r
 }
 
 // metadataFiles lists the _metadata files under dir.

@@ -43,7 +43,7 @@ type SignalAction string
 const (
 	// Suspend (SUSPEND, the default): the job stops at once, its latest
 	// checkpoint kept; the next start resumes from it (with
-	// execution.checkpointing.dir and resume).
+	// execution.checkpointing.dir).
 	Suspend SignalAction = "SUSPEND"
 	// StopWithSavepoint (STOP_WITH_SAVEPOINT): the job takes a savepoint
 	// into execution.checkpointing.savepoint-dir and finishes, as

@@ -54,8 +54,7 @@
 // execution.signal.action says. SUSPEND, the lifecycle's meaning of
 // SIGTERM: the job stops at once, nothing is recorded and its latest
 // checkpoint is kept, so the next start with
-// execution.checkpointing.dir resumes from it (with
-// sluice.WithResumeFromLatestCheckpoint); Run returns nil.
+// execution.checkpointing.dir resumes from it; Run returns nil.
 // STOP_WITH_SAVEPOINT: the job takes a savepoint into
 // execution.checkpointing.savepoint-dir and finishes, as `flink stop`;
 // STOP_WITH_SAVEPOINT_DRAIN first has the sources emit the maximum

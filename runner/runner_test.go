@@ -131,7 +131,7 @@ func TestKafkaClientMetricsOnMetrics(t *testing.T) {
 
 func datagenJob(t *testing.T, conf *sluice.Configuration) *sluice.Environment {
 	t.Helper()
-	env := sluice.NewEnvironment(sluice.WithConfiguration(conf), sluice.WithResumeFromLatestCheckpoint())
+	env := sluice.NewEnvironment(sluice.WithConfiguration(conf))
 	gen := source.NewDatagen(source.RandomRecords(1, 16, 100), source.DatagenRate(2000))
 	recs := sluice.FromSource(env, gen, sluice.NoWatermarks[source.Record](), "gen",
 		sluice.WithCodec[source.Record](source.RecordCodec{}), sluice.UID("gen"))

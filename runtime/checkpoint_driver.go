@@ -290,7 +290,7 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 				if perr := pub(id, l.Dir()); perr != nil {
 					err = fmt.Errorf("publish checkpoint %d: %w", id, perr)
 					if suppressesRestarts(perr) {
-						d.a.fail("checkpoint coordinator", &fatalError{err})
+						d.a.fail("checkpoint coordinator", &fatalError{Err: err})
 					}
 				}
 			}

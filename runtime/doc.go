@@ -5,23 +5,26 @@
 // lifecycle; and the seams that split one job over a coordinator and
 // workers (package cluster joins them).
 //
-// The life of a job (job.go, job_lifecycle.go): Execute opens the job's
+// The life of a job (job.go, job_lifecycle.go; its decisions are the
+// deterministic machine of runtime/lifecycle): Execute opens the job's
 // directory under the checkpoint directory (<dir>/<job id>/, JobIDOf),
-// takes its lock, reads its recorded result and decides what the run
-// starts from (planStart: a given snapshot by its claim mode, the latest
-// checkpoint when resuming, or nothing), then runs attempts under the
-// restart strategy (supervise). The checkpoints a run owns are those its
-// coordinator retains; every other completed checkpoint on disk is pinned
-// (checkpoint_driver.go). A failover restores the newest usable owned
-// checkpoint or what the run started from (failoverRestore). Context
-// cancellation suspends (nothing recorded, nothing deleted); Cancel,
-// finishing, and failing for good record the result before the retention
-// policy deletes anything (recordResult).
+// takes its lock, reads its recorded result, lists its checkpoints and
+// (under HA) the etcd pointer, and lets the machine decide what the run
+// starts from (planStart: by default the latest usable checkpoint; a given
+// snapshot by its claim mode; nothing on a fresh start), then runs
+// attempts under the restart strategy (supervise). The checkpoints a run
+// owns are those its coordinator retains; every other completed
+// checkpoint on disk is pinned (checkpoint_driver.go). A failover restores
+// the newest usable owned checkpoint or what the run started from
+// (failoverRestore). Context cancellation suspends (nothing recorded,
+// nothing deleted); Cancel, finishing, and failing for good record the
+// result before the retention policy deletes anything (recordResult).
 //
 // The files, by concept:
 //
 //	plan.go, jobgraph.go, typeinfo.go   the plan, its compilation into chains, edge types
-//	job.go, job_lifecycle.go            a run and its attempts; identity, result, ownership
+//	job.go, job_lifecycle.go            a run and its attempts; identity, lock; carrying out
+//	                                    the lifecycle machine's start, failover and end
 //	task.go                             a task: building its chain, its state, closing
 //	task_loop.go                        the task goroutine: mailbox, source polling, input
 //	task_events.go                      events from the network: watermarks, end of data

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/operators"
+	"github.com/sluicehq/sluice/runtime/lifecycle"
 	"github.com/sluicehq/sluice/runtime/network"
 )
 
@@ -51,6 +52,9 @@ type Job struct {
 	id     string           // the job id: its directory under the checkpoint directory
 	run    string           // this execution's run id, recorded in every _metadata
 
+	// life is the job's life as a deterministic state machine: what the
+	// run starts from, what a failover restores, how the end is recorded.
+	life *lifecycle.Machine
 	// adopt is a claimed snapshot outside the job's directory, deleted once
 	// the run completes a checkpoint (CLAIM).
 	adopt string
@@ -150,9 +154,11 @@ func storageName(job string) string {
 // the restart strategy allows.
 //
 // With a checkpoint directory the job's checkpoints and its result live
-// in <dir>/<job id>/ (see JobIDOf), locked while the job runs. A job whose
-// result says it finished, started with ResumeLatest, does nothing: Wait
-// returns nil at once.
+// in <dir>/<job id>/ (see JobIDOf), locked while the job runs. A run
+// resumes from the latest usable completed checkpoint there unless told
+// otherwise (RestoreFrom, FreshStart); a job whose result says it
+// finished does nothing: Wait returns nil at once. Package lifecycle
+// decides.
 func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	g, err := Compile(plan, cfg)
 	if err != nil {
@@ -199,6 +205,7 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 		return nil, fmt.Errorf("%w: checkpointing is on (interval %v) but no checkpoint directory is set (execution.checkpointing.dir)",
 			checkpoint.ErrInvalidConfig, cfg.Checkpoint.Interval)
 	}
+	j.life = j.newMachine()
 	start, err := j.planStart()
 	if err != nil {
 		_ = j.unlock()
@@ -242,7 +249,7 @@ func (j *Job) ID() string { return j.id }
 func (j *Job) RunID() string { return j.run }
 
 // PreviousResult returns the recorded end of an earlier run when this run
-// did nothing because of it (a finished job started with ResumeLatest).
+// did nothing because of it (a finished job started again).
 func (j *Job) PreviousResult() (*storage.JobResult, bool) { return j.result, j.result != nil }
 
 // Result returns the job's recorded result once it has ended (finished,
@@ -513,12 +520,12 @@ func (a *attempt) waitTasks() {
 			stuck = append(stuck, t.name)
 		}
 	}
-	err := &fatalError{fmt.Errorf("%w: %d tasks still running %v after they were cancelled (task.cancellation.timeout): %v",
+	err := &fatalError{Err: fmt.Errorf("%w: %d tasks still running %v after they were cancelled (task.cancellation.timeout): %v",
 		ErrTaskCancellationTimeout, len(stuck), timeout, stuck)}
 	a.job.logger.Error("tasks did not exit after cancellation; leaving them behind", "tasks", stuck, "timeout", timeout)
 	a.mu.Lock()
 	if a.err != nil {
-		err = &fatalError{fmt.Errorf("%w (stopping after: %w)", err.err, a.err)}
+		err = &fatalError{Err: fmt.Errorf("%w (stopping after: %w)", err.Err, a.err)}
 	}
 	a.err, a.stopped = err, false
 	a.mu.Unlock()
@@ -751,7 +758,7 @@ func (a *attempt) reserveBuffers() error {
 	}
 	what := fmt.Sprintf("job %q attempt %d: %d result partitions and %d input gates", j.cfg.JobName, a.number, partitions, gates)
 	if err := pool.Reserve(need, what); err != nil {
-		return &fatalError{err: err}
+		return &fatalError{Err: err}
 	}
 	a.buffers.Store(int64(need))
 	j.logger.Debug("network buffers reserved", "attempt", a.number, "required", need, "pool", pool.Stats())

@@ -1,22 +1,24 @@
 package runtime
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/runtime/lifecycle"
 )
 
-// Errors of a job's life, beside ErrJobCanceled.
+// Errors of a job's life, beside ErrJobCanceled. The refusals of a start
+// and of a failover are the lifecycle machine's (package lifecycle).
 var (
 	// ErrJobSuspended is returned by Wait when the job was suspended: the
 	// context given to Execute was cancelled (a process shutting down,
@@ -24,15 +26,21 @@ var (
 	// resumes from it. It also matches context.Canceled.
 	ErrJobSuspended = errors.New("job suspended")
 	// ErrJobTerminated is returned (wrapped) by Execute when the job's
-	// directory records that an earlier run ended (finished, cancelled,
-	// failed) and this run would start from scratch: say so with
-	// FreshStart, or restore a snapshot explicitly.
-	ErrJobTerminated = errors.New("job already reached a terminal state")
+	// directory records that an earlier run was cancelled or failed and
+	// none of its checkpoints is left: starting from no state would write
+	// its committed output again. Say so with FreshStart, or restore a
+	// snapshot explicitly.
+	ErrJobTerminated = lifecycle.ErrJobTerminated
+	// ErrFreshStartRefused is returned (wrapped) by Execute when the job's
+	// completed checkpoints (in its directory, or the HA store's pointer)
+	// cannot be restored and the run would start from no state; the error
+	// names the checkpoint. FreshStart starts from no state all the same.
+	ErrFreshStartRefused = lifecycle.ErrFreshStartRefused
 	// ErrFallbackPastCommitted is returned (wrapped) when the latest
 	// completed checkpoint is corrupt and the one before it would be
 	// restored although the latest one's transactions may have been
 	// committed: their output would be written again.
-	ErrFallbackPastCommitted = errors.New("restoring an older checkpoint would repeat committed output")
+	ErrFallbackPastCommitted = lifecycle.ErrFallbackPastCommitted
 	// ErrTaskCancellationTimeout: tasks did not exit within the
 	// cancellation timeout (task.cancellation.timeout). The job fails
 	// without a restart.
@@ -90,11 +98,7 @@ func suppressesRestarts(err error) bool {
 
 // fatalError marks an error of the runtime's own that fails the job
 // without a restart.
-type fatalError struct{ err error }
-
-func (e *fatalError) Error() string          { return e.err.Error() }
-func (e *fatalError) Unwrap() error          { return e.err }
-func (e *fatalError) SuppressRestarts() bool { return true }
+type fatalError = lifecycle.FatalError
 
 // defaultJobName is DefaultConfig's JobName.
 const defaultJobName = "sluice job"
@@ -151,186 +155,134 @@ func (j *Job) lockHolder() string {
 	return fmt.Sprintf("pid %d on %s (job %q, run %s, since %s)", os.Getpid(), host, j.cfg.JobName, j.run, time.Now().UTC().Format(time.RFC3339))
 }
 
-// planStart reads the job's result and checkpoints and decides what the
-// run starts from.
+// newMachine makes the lifecycle machine of the run.
+func (j *Job) newMachine() *lifecycle.Machine {
+	cfg := lifecycle.Config{
+		JobID: j.id, RunID: j.run, RestoreFrom: j.cfg.RestoreFrom, Claim: j.cfg.ClaimMode == Claim,
+		FreshStart: j.cfg.FreshStart, AllowFallbackPastCommitted: j.cfg.AllowFallbackPastCommitted,
+		Retention: j.cfg.Checkpoint.Retention,
+	}
+	if j.store != nil {
+		cfg.Layout = j.store
+	}
+	return lifecycle.New(cfg)
+}
+
+// listCheckpoints lists the job's checkpoints; the error is a failure to
+// list them, not their absence nor their being unusable.
+func (j *Job) listCheckpoints() (*storage.Recovery, error) {
+	rec, err := j.store.Recover()
+	if err != nil && (errors.Is(err, storage.ErrNoCheckpoint) || len(rec.Unusable) > 0) {
+		err = nil
+	}
+	return rec, err
+}
+
+// planStart gathers what the job's storage (and the HA store) hold, lets
+// the lifecycle machine decide what the run starts from, and carries out
+// its actions.
 func (j *Job) planStart() (*startPlan, error) {
 	cfg := j.cfg
-	var res *storage.JobResult
+	var f lifecycle.Facts
 	if j.store != nil {
 		r, err := j.store.ReadJobResult()
 		if err != nil {
 			return nil, fmt.Errorf("job %s: read its result: %w", j.id, err)
 		}
-		res = r
-		if res != nil && !res.Clean {
-			j.finishCleanup(res)
-		}
+		f.Result = r
+		f.Checkpoints, f.ListErr = j.listCheckpoints()
 	}
-	if res != nil && res.Status == storage.ResultFinished && cfg.ResumeLatest && !cfg.FreshStart && cfg.RestoreFrom == "" {
-		j.logger.Info("job already finished; nothing to do", "job_id", j.id, "result", res.String(), "file", j.store.JobResultPath())
-		return &startPlan{finished: res}, nil
+	if read := cfg.PublishedCheckpoint; read != nil {
+		id, path, ok, err := read()
+		if err != nil {
+			return nil, fmt.Errorf("job %s: read the latest checkpoint in the HA store: %w", j.id, err)
+		}
+		if ok {
+			f.Pointer = &lifecycle.Pointer{ID: id, Path: path}
+		}
 	}
 	if p := cfg.RestoreFrom; p != "" {
-		sp, err := j.planRestoreFrom(p)
-		if err != nil {
-			return nil, err
+		fsys := cfg.CheckpointFS
+		if fsys == nil {
+			fsys = storage.OSFS{}
 		}
-		if res != nil {
-			j.logger.Info("job had ended; starting from the snapshot given", "job_id", j.id, "result", res.String(), "from", p)
-		}
-		return sp, j.clearResult(res)
+		f.Snapshot, f.SnapshotErr = storage.LoadSnapshotWith(fsys, p, cfg.CheckpointSchemes)
 	}
-	if cfg.ResumeLatest && j.store != nil {
-		rec, rerr := j.store.Recover()
-		if len(rec.Retained) > 0 {
-			snap, err := j.pickLatest(rec, nil)
-			if err != nil {
-				return nil, err
+	acts, err := j.life.Start(time.Now(), f)
+	var plan *startPlan
+	for _, a := range acts {
+		switch a := a.(type) {
+		case lifecycle.Run:
+			plan = &startPlan{owned: a.Owned, adopt: a.Adopt}
+			if a.Restore != nil {
+				plan.restore = newRestoreSnapshot(a.Restore, a.RestoreOwned)
 			}
-			if res != nil {
-				j.logger.Info("job had ended; resuming from its retained checkpoint", "job_id", j.id, "result", res.String(),
-					"checkpoint", snap.Metadata.CheckpointID)
+		case lifecycle.NothingToRun:
+			plan = &startPlan{finished: &a.Result}
+		case lifecycle.ClearResult:
+			if cerr := j.store.ClearJobResult(); cerr != nil {
+				return nil, fmt.Errorf("job %s: %w", j.id, cerr)
 			}
-			j.logger.Info("restoring from checkpoint", "checkpoint", snap.Metadata.CheckpointID, "dir", snap.Dir)
-			sp := &startPlan{restore: newRestoreSnapshot(snap, true)}
-			for _, s := range rec.Retained {
-				sp.owned = append(sp.owned, s.Metadata.CheckpointID)
-			}
-			return sp, j.clearResult(res)
-		}
-		if rerr != nil && !errors.Is(rerr, storage.ErrNoCheckpoint) {
-			return nil, fmt.Errorf("%w: %w", ErrRestore, rerr)
+		default:
+			j.carryOut(a)
 		}
 	}
-	if res != nil && !cfg.FreshStart {
-		hint := "start it anew from no state with FreshStart (sluice.WithFreshStart), or restore a checkpoint or savepoint (WithRestoreFrom)"
-		if res.LastCheckpoint > 0 && res.Retained {
-			hint += fmt.Sprintf("; its last checkpoint %d was retained: %s", res.LastCheckpoint, j.store.CheckpointDir(res.LastCheckpoint))
-		}
-		return nil, fmt.Errorf("%w: job %s ended %s (recorded in %s): %s",
-			ErrJobTerminated, j.id, res.String(), j.store.JobResultPath(), hint)
-	}
-	if res != nil {
-		j.logger.Info("job had ended; starting it anew from no state as asked", "job_id", j.id, "result", res.String())
-	}
-	return &startPlan{}, j.clearResult(res)
-}
-
-func (j *Job) clearResult(res *storage.JobResult) error {
-	if res == nil {
-		return nil
-	}
-	if err := j.store.ClearJobResult(); err != nil {
-		return fmt.Errorf("job %s: %w", j.id, err)
-	}
-	return nil
-}
-
-// planRestoreFrom loads the snapshot at path and decides, by the claim
-// mode, whether the run owns it.
-func (j *Job) planRestoreFrom(path string) (*startPlan, error) {
-	fsys := j.cfg.CheckpointFS
-	if fsys == nil {
-		fsys = storage.OSFS{}
-	}
-	snap, err := storage.LoadSnapshotWith(fsys, path, j.cfg.CheckpointSchemes)
 	if err != nil {
-		return nil, fmt.Errorf("%w from %s: %w", ErrRestore, path, err)
+		return nil, err
 	}
-	md := snap.Metadata
-	j.logger.Info("restoring from snapshot", "checkpoint", md.CheckpointID, "kind", md.Kind, "dir", snap.Dir, "claim_mode", j.cfg.ClaimMode.String())
-	if j.cfg.ClaimMode != Claim {
-		return &startPlan{restore: newRestoreSnapshot(snap, false)}, nil
+	if plan == nil {
+		return nil, fmt.Errorf("job %s: the lifecycle machine decided no start (actions %v)", j.id, acts)
 	}
-	own := j.store != nil && md.Kind != storage.KindSavepoint &&
-		filepath.Clean(snap.Dir) == filepath.Clean(j.store.CheckpointDir(md.CheckpointID))
-	if own {
-		return &startPlan{restore: newRestoreSnapshot(snap, true), owned: []int64{md.CheckpointID}}, nil
-	}
-	// A snapshot elsewhere: its files are not the run's to reference (they
-	// live beside another job's shared directory); the run deletes it once
-	// its own first checkpoint completes.
-	return &startPlan{restore: newRestoreSnapshot(snap, false), adopt: snap.Dir}, nil
+	return plan, nil
 }
 
-// pickLatest returns the newest usable completed checkpoint of rec among
-// those allowed (nil allows all). Skipping a newer unusable one whose
-// transactions may have been committed is refused unless
-// AllowFallbackPastCommitted; allowed, it is logged and counted.
-func (j *Job) pickLatest(rec *storage.Recovery, allowed func(int64) bool) (*storage.Snapshot, error) {
-	ok := func(id int64) bool { return allowed == nil || allowed(id) }
-	var latest *storage.Snapshot
-	for _, s := range rec.Retained {
-		if ok(s.Metadata.CheckpointID) {
-			latest = s
-			break
-		}
-	}
-	if latest == nil {
-		return nil, nil
-	}
-	for _, u := range rec.Unusable {
-		if u.ID < latest.Metadata.CheckpointID || !ok(u.ID) {
-			continue
-		}
-		committed := len(latest.Metadata.Committables()) > 0
-		if u.Metadata != nil {
-			committed = len(u.Metadata.Committables()) > 0
-		}
-		if !committed {
-			continue
-		}
-		file := ""
-		var fe *storage.FileError
-		if errors.As(u.Err, &fe) {
-			file = fe.Path
-		}
-		if !j.cfg.AllowFallbackPastCommitted {
-			return nil, &fatalError{fmt.Errorf("%w: checkpoint %d is corrupt (%s: %v) and its transactions may have been committed; restoring checkpoint %d would write their output again. Repair or remove %s, or allow the fallback (sluice.WithAllowFallbackPastCommitted)",
-				ErrFallbackPastCommitted, u.ID, file, u.Err, latest.Metadata.CheckpointID, j.store.CheckpointDir(u.ID))}
-		}
+// carryOut does what the lifecycle machine asks that needs no answer.
+func (j *Job) carryOut(a lifecycle.Action) {
+	switch a := a.(type) {
+	case lifecycle.Log:
+		j.logger.Log(context.Background(), a.Level, a.Msg, a.Attrs...)
+	case lifecycle.CountFallback:
 		j.fallbacks.Add(1)
-		j.logger.Error("restoring an older checkpoint past a corrupt one whose transactions may have been committed: their output is written again",
-			"corrupt", u.ID, "file", file, "restoring", latest.Metadata.CheckpointID, "err", u.Err)
+	case lifecycle.DiscardCheckpoints:
+		for _, id := range a.IDs {
+			if err := j.store.DiscardCheckpoint(id, nil); err != nil {
+				j.logger.Warn("finish the cleanup of an ended run", "checkpoint", id, "err", err)
+			}
+		}
+	case lifecycle.CollectGarbage:
+		j.collectGarbage()
+	case lifecycle.WriteResult:
+		if err := j.store.WriteJobResult(&a.Result); err != nil {
+			j.logger.Warn("mark the job result clean", "err", err)
+		}
+	default:
+		panic(fmt.Sprintf("runtime: lifecycle action %s out of place", a))
 	}
-	return latest, nil
 }
 
-// failoverRestore picks what a restarted attempt restores: the newest
-// usable checkpoint the run owns (its own, or those it claimed), else
+// failoverRestore picks what a restarted attempt restores (the lifecycle
+// machine's Failover): the newest usable checkpoint the run owns, else
 // what the run started from.
 func (j *Job) failoverRestore(owned []int64, initial *restoreSnapshot) (*restoreSnapshot, error) {
 	if j.store == nil || len(owned) == 0 {
 		return initial, nil
 	}
-	rec, _ := j.store.Recover()
-	snap, err := j.pickLatest(rec, func(id int64) bool { return slices.Contains(owned, id) })
+	rec, lerr := j.listCheckpoints()
+	acts, err := j.life.Failover(time.Now(), owned, rec, lerr)
 	if err != nil {
 		return nil, err
 	}
-	if snap == nil {
-		// Every checkpoint the run owns is unusable: going back to what the
-		// run started from repeats whatever they committed.
-		for _, u := range rec.Unusable {
-			if !slices.Contains(owned, u.ID) || (u.Metadata != nil && len(u.Metadata.Committables()) == 0) {
-				continue
+	restore := initial
+	for _, a := range acts {
+		if at, ok := a.(lifecycle.Attempt); ok {
+			if !at.Initial {
+				restore = newRestoreSnapshot(at.Restore, true)
 			}
-			if !j.cfg.AllowFallbackPastCommitted {
-				return nil, &fatalError{fmt.Errorf("%w: checkpoint %d is corrupt (%v) and its transactions may have been committed, and the run has no older usable checkpoint; restoring what it started from would write their output again. Repair or remove %s, or allow the fallback (sluice.WithAllowFallbackPastCommitted)",
-					ErrFallbackPastCommitted, u.ID, u.Err, j.store.CheckpointDir(u.ID))}
-			}
-			j.fallbacks.Add(1)
-			j.logger.Error("restoring what the run started from, past a corrupt checkpoint whose transactions may have been committed: their output is written again",
-				"corrupt", u.ID, "err", u.Err)
-			break
+			continue
 		}
-		return initial, nil
+		j.carryOut(a)
 	}
-	if initial != nil && snap.Metadata.CheckpointID == initial.id() && filepath.Clean(snap.Dir) == filepath.Clean(initial.snap.Dir) {
-		return initial, nil
-	}
-	j.logger.Info("restoring from checkpoint", "checkpoint", snap.Metadata.CheckpointID, "dir", snap.Dir)
-	return newRestoreSnapshot(snap, true), nil
+	return restore, nil
 }
 
 // collectGarbage deletes, at start-up, the shared files no _metadata on
@@ -352,78 +304,49 @@ func (j *Job) collectGarbage() {
 	}
 }
 
-// recordResult writes the job's result before the retention policy
-// deletes anything, applies the policy, and marks the result clean.
+// recordResult records the job's end through the lifecycle machine: the
+// result published (HA) and written before the retention policy deletes
+// anything, then marked clean.
 func (j *Job) recordResult(status JobStatus, runErr error, savepoint string) {
 	if j.store == nil {
 		return
 	}
-	res := &storage.JobResult{JobID: j.id, RunID: j.run, EndTimestamp: time.Now().UnixMilli(), Savepoint: savepoint}
-	term := checkpoint.JobFinished
+	e := lifecycle.End{Err: runErr, Savepoint: savepoint, Publish: j.cfg.PublishResult != nil}
 	switch status {
 	case JobFinished:
-		res.Status = storage.ResultFinished
+		e.Status = storage.ResultFinished
 	case JobCanceled:
-		res.Status, term = storage.ResultCanceled, checkpoint.JobCanceled
+		e.Status = storage.ResultCanceled
 	default:
-		res.Status, term = storage.ResultFailed, checkpoint.JobFailed
-		if runErr != nil {
-			res.Error = runErr.Error()
-		}
+		e.Status = storage.ResultFailed
 	}
 	var d *checkpointDriver
 	if a := j.att.Load(); a != nil {
 		d = a.driver
 	}
-	discard := j.cfg.Checkpoint.Retention.Discards(term)
 	if d != nil {
-		if r := d.coord.Retained(); len(r) > 0 {
-			res.LastCheckpoint, res.Retained = r[len(r)-1], !discard
-		}
+		e.Owned = d.coord.Retained()
 	}
-	if guard := j.cfg.PublishResult; guard != nil {
-		if err := guard(res); err != nil {
-			// HA: another coordinator leads the job now; this one records
-			// nothing and deletes nothing.
-			j.logger.Error("the job's result is not recorded here: this coordinator may not (it lost the leadership); its checkpoints are kept", "status", res.Status, "err", err)
-			return
-		}
-	}
-	if err := j.store.WriteJobResult(res); err != nil {
-		// Without a durable result nothing may be deleted: the next start
-		// must still find the checkpoints.
-		j.logger.Error("write the job result; its checkpoints are kept", "status", res.Status, "err", err)
-		j.ended.Store(res)
-		return
-	}
-	if d != nil && discard {
-		d.exec(d.coord.Shutdown(time.Now(), term))
-	}
-	res.Clean = true
-	if err := j.store.WriteJobResult(res); err != nil {
-		j.logger.Warn("mark the job result clean", "err", err)
-	}
-	j.ended.Store(res)
-}
-
-// finishCleanup completes the retention cleanup of a result written by a
-// run that stopped before it was done: the checkpoints of that run are
-// deleted unless the result says they were retained, then the shared
-// files no checkpoint references.
-func (j *Job) finishCleanup(res *storage.JobResult) {
-	if !res.Retained {
-		rec, _ := j.store.Recover()
-		for _, s := range rec.Retained {
-			if s.Metadata.RunID == res.RunID {
-				if err := j.store.DiscardCheckpoint(s.Metadata.CheckpointID, nil); err != nil {
-					j.logger.Warn("finish the cleanup of an ended run", "checkpoint", s.Metadata.CheckpointID, "err", err)
-				}
+	acts := j.life.End(time.Now(), e)
+	for len(acts) > 0 {
+		a := acts[0]
+		acts = acts[1:]
+		switch a := a.(type) {
+		case lifecycle.PublishResult:
+			res := a.Result
+			acts = append(j.life.ResultPublished(time.Now(), j.cfg.PublishResult(&res)), acts...)
+		case lifecycle.WriteResult:
+			res := a.Result
+			acts = append(j.life.ResultWritten(time.Now(), j.store.WriteJobResult(&res)), acts...)
+		case lifecycle.ApplyRetention:
+			if d != nil {
+				d.exec(d.coord.Shutdown(time.Now(), a.Term))
 			}
+		case lifecycle.Ended:
+			res := a.Result
+			j.ended.Store(&res)
+		default:
+			j.carryOut(a)
 		}
-		j.collectGarbage()
-	}
-	res.Clean = true
-	if err := j.store.WriteJobResult(res); err != nil {
-		j.logger.Warn("mark the job result clean", "err", err)
 	}
 }

@@ -163,12 +163,10 @@ type Config struct {
 	// applies (exponential-delay with checkpointing, none without).
 	RestartSet bool
 	// RestoreFrom is a checkpoint or savepoint directory (the one holding
-	// _metadata) to start from; empty for a fresh start (or the latest
-	// checkpoint of the job's checkpoint directory when ResumeLatest).
+	// _metadata) to start from; empty to resume from the latest usable
+	// completed checkpoint of the job's directory when there is one (the
+	// default), or to start from no state when there is none.
 	RestoreFrom string
-	// ResumeLatest restores the job from the latest usable completed
-	// checkpoint in its checkpoint directory when there is one.
-	ResumeLatest bool
 	// StateBackend makes the keyed state backend of one keyed operator
 	// subtask; nil means the heap backend.
 	StateBackend StateBackendFactory
@@ -196,6 +194,12 @@ type Config struct {
 	// to it, fenced by the leader's epoch. An error fails the checkpoint;
 	// one that suppresses restarts (a lost leadership) ends the job here.
 	PublishCheckpoint func(id int64, dir string) error
+	// PublishedCheckpoint, when set, reads the job's latest checkpoint as
+	// the HA store has it (the etcd pointer), at the start of a run: a
+	// coordinator taking over a job with no recorded result resumes from
+	// it, checked against storage (package lifecycle). ok is false when
+	// no checkpoint was published.
+	PublishedCheckpoint func() (id int64, path string, ok bool, err error)
 	// PublishResult, when set, is called with the job's result before it
 	// is recorded and the retention policy applies: HA writes it to etcd,
 	// fenced. An error records nothing and deletes nothing (the job ends
@@ -214,9 +218,11 @@ type Config struct {
 	// its result; stable across restarts of one deployment. Empty: derived
 	// from JobName (see JobIDOf).
 	JobID string
-	// FreshStart lets a run start from no state although the job's
-	// directory records that an earlier run ended (finished, cancelled,
-	// failed); without it such a start is refused with ErrJobTerminated.
+	// FreshStart starts the run from no state (or from RestoreFrom, when
+	// given) whatever the job's directory holds: its completed checkpoints (which it would resume
+	// from), a recorded result (finished, cancelled, failed), the HA
+	// store's pointer. They stay where they are, never restored by this
+	// run; a log line says so.
 	FreshStart bool
 	// ClaimMode says who owns the snapshot RestoreFrom points to
 	// (execution.state-recovery.claim-mode, default NO_CLAIM).

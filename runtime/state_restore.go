@@ -2,20 +2,20 @@ package runtime
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/operators"
+	"github.com/sluicehq/sluice/runtime/lifecycle"
 	"github.com/sluicehq/sluice/state"
 )
 
 // ErrRestore is returned (wrapped) when a job cannot restore its state
 // from a checkpoint or savepoint; the message names the operator, the
 // subtask and the file.
-var ErrRestore = errors.New("cannot restore")
+var ErrRestore = lifecycle.ErrRestore
 
 // Names of the state streams a subtask writes per operator.
 const (

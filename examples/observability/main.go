@@ -174,7 +174,7 @@ func run(ctx context.Context, logger *slog.Logger, stdout io.Writer, c config) e
 		}
 	}
 
-	env := sluice.NewEnvironment(sluice.WithConfiguration(conf), sluice.WithResumeFromLatestCheckpoint())
+	env := sluice.NewEnvironment(sluice.WithConfiguration(conf))
 	var gopts []source.DatagenOption
 	if c.rate > 0 {
 		gopts = append(gopts, source.DatagenRate(c.rate))

@@ -138,7 +138,7 @@ func run(cutAfter int, w interface{ Write([]byte) (int, error) }) error {
 	var restoredOnce sync.Once
 	env2 := environment(dir, outDir, log, nil, func(r sluice.RestoreInfo) {
 		restoredOnce.Do(func() { restored = r })
-	}, sluice.WithResumeFromLatestCheckpoint())
+	})
 	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel2()
 	if err := env2.Execute(ctx2); err != nil {

@@ -161,7 +161,6 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		sluice.WithJobName("wordcountd"),
 		sluice.WithParallelism(o.parallelism),
 		sluice.WithCheckpointing(o.interval, o.checkpoints),
-		sluice.WithResumeFromLatestCheckpoint(),
 		sluice.WithStateBackend(rocksdb.Factory(o.stateDir, rocksdb.Options{})),
 		sluice.WithCluster(*o.cluster),
 		sluice.WithConfiguration(conf),

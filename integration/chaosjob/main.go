@@ -4,8 +4,8 @@
 // offsets that were latest when it first started), keeps a running count
 // per key in keyed state (RocksDB by default), and writes (key, count) to
 // an output topic exactly once, with checkpoints into a directory shared
-// by every run, from whose latest checkpoint each run resumes (unless
-// -resume=false).
+// by every run, from whose latest checkpoint each run resumes, as every
+// job does by default (-fresh starts from no state instead).
 //
 //	chaosjob -brokers 127.0.0.1:9092 -in in -out out -checkpoints /tmp/chk \
 //	    -prefix chaos -mode aligned -state-dir /tmp/state
@@ -119,7 +119,7 @@ type options struct {
 	parallelism      int
 	rate             float64
 	restarts         int
-	resume           bool
+	fresh            bool
 	exitBeforeCommit int64
 	killInInterval   int64
 	failOnceAfter    int64
@@ -149,7 +149,7 @@ func main() {
 	flag.IntVar(&o.parallelism, "parallelism", 2, "parallelism of every operator")
 	flag.Float64Var(&o.rate, "rate", 0, "records per second the job reads and counts, over all subtasks of this process (0: no limit)")
 	flag.IntVar(&o.restarts, "restarts", 0, "in-process restarts (fixed delay 500 ms) before the job fails")
-	flag.BoolVar(&o.resume, "resume", true, "resume from the latest checkpoint of the job (false: a fresh run)")
+	flag.BoolVar(&o.fresh, "fresh", false, "start from no state (sluice.WithFreshStart) although the job has checkpoints; by default a run resumes from the latest")
 	flag.Int64Var(&o.exitBeforeCommit, "exit-before-commit", 0, "exit with status 3 before committing checkpoint N or later (0: never)")
 	flag.Int64Var(&o.killInInterval, "kill-in-interval", 0, "SIGKILL the process in the first interval after checkpoint N's barrier, once subtask 0's sink has written a record into it (0: never)")
 	flag.Int64Var(&o.failOnceAfter, "fail-once-after", 0, "fail the counting operator once, at its N-th record in this process (0: never)")
@@ -231,8 +231,8 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 	if o.jobID != "" {
 		opts = append(opts, sluice.WithJobID(o.jobID))
 	}
-	if o.resume {
-		opts = append(opts, sluice.WithResumeFromLatestCheckpoint())
+	if o.fresh {
+		opts = append(opts, sluice.WithFreshStart())
 	}
 	if o.restarts > 0 {
 		opts = append(opts, sluice.WithRestartStrategy(sluice.FixedDelayRestart(o.restarts, 500*time.Millisecond)))

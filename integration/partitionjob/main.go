@@ -141,7 +141,6 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		sluice.WithLogger(log),
 		sluice.WithBufferTimeout(5*time.Millisecond),
 		sluice.WithCheckpointing(o.interval, o.checkpoints),
-		sluice.WithResumeFromLatestCheckpoint(),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(o.restarts, 200*time.Millisecond)),
 		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
 			if s.Status == checkpoint.StatusCompleted {

@@ -1,6 +1,8 @@
-// Package datadriven runs scenario tests written as text files, in the
-// style of cockroachdb/datadriven (used by pebble and etcd raft), with only
-// the standard library. A file holds a sequence of cases:
+// Package datadriven runs the scenario tests of the deterministic state
+// machines (the checkpoint coordinator, the barrier handlers, the job's
+// life) written as text files, in the style of cockroachdb/datadriven
+// (used by pebble and etcd raft), with only the standard library. A file
+// holds a sequence of cases:
 //
 //	# comment
 //	command key=value key=(a,b) flag
