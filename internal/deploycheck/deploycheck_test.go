@@ -683,14 +683,18 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("runtime stage: FROM %s, want debian:bookworm-slim (the Debian release of the build's RocksDB)", run.Base)
 	}
 
-	// The Go of the image is the one go.mod asks for.
+	// The Go of the image is the toolchain go.mod names (its toolchain
+	// line, else its go line).
 	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	goVer := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(gomod)
+	goVer := regexp.MustCompile(`(?m)^toolchain go(\d+\.\d+(?:\.\d+)?)`).FindSubmatch(gomod)
+	if goVer == nil {
+		goVer = regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(gomod)
+	}
 	if v, ok := df.GlobalArgs["GO_VERSION"]; ok && goVer != nil && v != string(goVer[1]) {
-		t.Errorf("ARG GO_VERSION=%s, go.mod says go %s", v, goVer[1])
+		t.Errorf("ARG GO_VERSION=%s, go.mod's toolchain is go%s", v, goVer[1])
 	}
 	// grocksdb v1.7.x is written for RocksDB 7.x: bookworm's 7.8.3,
 	// librocksdb-dev in the build, librocksdb7.8 at run time. A newer
