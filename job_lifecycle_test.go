@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime"
+	"github.com/sluicehq/sluice/runtime/lifecycle"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/sink/filesink"
 	"github.com/sluicehq/sluice/source"
@@ -805,4 +806,60 @@ func TestFailedJobKeepsItsLatestCheckpoint(t *testing.T) {
 		t.Fatalf("the next start restored checkpoint %d, want the failed run's last, %d", got, res.LastCheckpoint)
 	}
 	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
+}
+
+// A process restarted with the restore path it was first started with (a
+// Kubernetes pod after a savepoint upgrade, a service unit's arguments)
+// resumes the job's own checkpoints that descend from that snapshot, not
+// the snapshot again: the output committed since is not written twice.
+// Started from a savepoint, suspended twice midway and started again each
+// time with the same WithRestoreFrom, the job's committed counts are
+// exact.
+func TestRestorePathGivenAgainResumesTheLineage(t *testing.T) {
+	const records, keys = 6000, 7
+	out := t.TempDir()
+	first, seen := countJob(out, records, keys, 8000, sluice.WithCheckpointing(15*time.Millisecond, t.TempDir()), sluice.WithJobName("lineage"))
+	job := mustStart(t, first)
+	await(t, "records before the savepoint", func() bool { return seen.Load() > 500 })
+	sp := stopWithSavepoint(t, job)
+
+	cpDir := t.TempDir()
+	opts := []sluice.Option{sluice.WithCheckpointing(15*time.Millisecond, cpDir), sluice.WithJobName("lineage"), sluice.WithRestoreFrom(sp)}
+	var restored []string // what each run restored
+	for i := 0; ; i++ {
+		env, seen := countJob(out, records, keys, 8000, opts...)
+		ctx, suspend := context.WithCancel(context.Background())
+		job, err := env.ExecuteAsync(ctx)
+		if err != nil {
+			suspend()
+			t.Fatal(err)
+		}
+		if i < 2 {
+			await(t, "records", func() bool { return seen.Load() > int64(800+400*i) || job.Status() != runtime.JobRunning })
+			suspend()
+		}
+		err = job.Wait()
+		suspend()
+		if info, ok := job.LastRestore(); ok {
+			restored = append(restored, info.Path)
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, sluice.ErrJobSuspended) {
+			t.Fatalf("run %d: %v", i+2, err)
+		}
+	}
+	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
+	// The first run from the savepoint restored it; every later one a
+	// checkpoint of its own directory (of the savepoint's lineage: the
+	// runtime/lifecycle scenarios pin that rule).
+	if len(restored) != 3 || filepath.Clean(restored[0]) != lifecycle.Origin(sp) {
+		t.Fatalf("the runs restored %q: want the savepoint %s, then two of the job's own checkpoints", restored, sp)
+	}
+	for _, dir := range restored[1:] {
+		if !strings.HasPrefix(dir, filepath.Join(cpDir, "lineage")+string(filepath.Separator)) {
+			t.Fatalf("a later run restored %s: want a checkpoint of the job's directory in %s", dir, cpDir)
+		}
+	}
 }

@@ -43,6 +43,7 @@ var (
 type Coordinator struct {
 	job     string
 	run     string // recorded in every _metadata
+	origin  string // the lineage's restore path, likewise
 	cfg     Config
 	tasks   []TaskInfo // by ID
 	byID    map[TaskID]*TaskInfo
@@ -181,6 +182,10 @@ func (c *Coordinator) Restore(now time.Time, retained []*snapshot.Metadata, from
 // SetRunID sets the run id recorded in the metadata of every checkpoint
 // and savepoint this coordinator completes.
 func (c *Coordinator) SetRunID(run string) { c.run = run }
+
+// SetOrigin sets the lineage recorded in the metadata of every checkpoint
+// and savepoint this coordinator completes (snapshot.Metadata.Origin).
+func (c *Coordinator) SetOrigin(origin string) { c.origin = origin }
 
 // Pin registers, before Start, the shared files of completed checkpoints
 // on disk that this run does not own (another run's, a NO_CLAIM restore
@@ -353,6 +358,7 @@ func (c *Coordinator) Ack(now time.Time, task TaskID, id int64, states []snapsho
 		Version:             snapshot.MetadataVersion,
 		Job:                 c.job,
 		RunID:               c.run,
+		Origin:              c.origin,
 		CheckpointID:        id,
 		Kind:                storageKind(p.barrier.Options.Kind),
 		TriggerTimestamp:    p.barrier.Timestamp,

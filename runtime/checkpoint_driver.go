@@ -71,6 +71,7 @@ func newCheckpointDriver(a *attempt, owned []int64) (*checkpointDriver, error) {
 		return nil, err
 	}
 	coord.SetRunID(j.run)
+	coord.SetOrigin(j.origin)
 	if prev := j.att.Load(); prev != nil && prev.driver != nil {
 		coord.InheritStats(prev.driver.coord) // the previous attempt has stopped
 	}

@@ -51,6 +51,7 @@ type Job struct {
 	unlock func() error     // releases the job directory's lock
 	id     string           // the job id: its directory under the checkpoint directory
 	run    string           // this execution's run id, recorded in every _metadata
+	origin string           // the run's lineage (lifecycle.Run.Origin), likewise; set by planStart
 
 	// life is the job's life as a deterministic state machine: what the
 	// run starts from, what a failover restores, how the end is recorded.

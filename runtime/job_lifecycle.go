@@ -214,6 +214,7 @@ func (j *Job) planStart() (*startPlan, error) {
 		switch a := a.(type) {
 		case lifecycle.Run:
 			plan = &startPlan{owned: a.Owned, adopt: a.Adopt}
+			j.origin = a.Origin
 			if a.Restore != nil {
 				plan.restore = newRestoreSnapshot(a.Restore, a.RestoreOwned)
 			}

@@ -25,7 +25,14 @@ type Metadata struct {
 	Job     string `json:"job"`
 	// RunID is the execution of the job that took the checkpoint: a run
 	// restores only checkpoints it, or its restore source, produced.
-	RunID        string `json:"run_id,omitempty"`
+	RunID string `json:"run_id,omitempty"`
+	// Origin is the snapshot the job's lineage was restored from by an
+	// explicit restore path (execution.state-recovery.path, as given,
+	// cleaned), carried by every checkpoint of the runs that resumed from
+	// it; empty for a lineage that began from no state. A start given the
+	// same path again resumes the lineage's latest checkpoint instead of
+	// restoring the snapshot a second time.
+	Origin       string `json:"origin,omitempty"`
 	CheckpointID int64  `json:"checkpoint_id"`
 	// Kind is KindCheckpoint, KindSavepoint or KindFullCheckpoint.
 	Kind string `json:"kind"`

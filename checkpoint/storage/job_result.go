@@ -46,6 +46,9 @@ type JobResult struct {
 	Retained       bool  `json:"retained,omitempty"`
 	// Savepoint is the savepoint a stop-with-savepoint ended with.
 	Savepoint string `json:"savepoint,omitempty"`
+	// Origin is the ended run's lineage (Metadata.Origin): a FINISHED job
+	// started again with the same restore path does nothing.
+	Origin string `json:"origin,omitempty"`
 	// Clean is set once the checkpoints the retention policy discards are
 	// deleted; a result that is not clean has its cleanup finished by the
 	// next start (Flink's dirty entries).

@@ -70,6 +70,10 @@ type Run struct {
 	// Adopt is a claimed snapshot outside the job's directory, deleted
 	// once the run completes a checkpoint.
 	Adopt string
+	// Origin is the run's lineage, recorded in each of its checkpoints
+	// (snapshot.Metadata.Origin): the restore path it started from, or the
+	// lineage of the checkpoint it resumes.
+	Origin string
 }
 
 // Attempt is what a restarted attempt restores.
@@ -132,6 +136,9 @@ func (a Run) String() string {
 	if a.Adopt != "" {
 		s += " adopt=" + a.Adopt
 	}
+	if a.Origin != "" {
+		s += " origin=" + a.Origin
+	}
 	return s
 }
 
@@ -156,6 +163,9 @@ func describeResult(r storage.JobResult) string {
 	}
 	if r.Savepoint != "" {
 		s += " savepoint=" + r.Savepoint
+	}
+	if r.Origin != "" {
+		s += " origin=" + r.Origin
 	}
 	if r.Error != "" {
 		s += fmt.Sprintf(" error=%q", r.Error)

@@ -22,9 +22,14 @@
 //     are neither restored nor owned. A pointer whose checkpoint is
 //     missing or corrupt is a refusal (its transactions may have been
 //     committed), unless a fallback past committed output is allowed.
-//  3. A result FINISHED: nothing runs, unless a snapshot or a fresh start
-//     is asked for.
-//  4. A snapshot given (RestoreFrom), by its claim mode.
+//  3. A result FINISHED: nothing runs, unless a fresh start is asked for
+//     or a snapshot is given that the finished run did not descend from.
+//  4. A snapshot given (RestoreFrom): when the job's own checkpoints
+//     descend from it (Metadata.Origin; a process restarted after a
+//     crash, a suspension or a failure with the arguments it first ran
+//     with), the newest usable of them, not the snapshot a second time;
+//     otherwise the snapshot, by its claim mode. With FreshStart, the
+//     snapshot whatever the directory holds.
 //  5. FreshStart: from no state, said in a log line; the job's
 //     checkpoints stay where they are, pinned.
 //  6. The newest usable completed checkpoint of the job's directory, the

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
@@ -111,8 +112,10 @@ func (p phase) String() string { return phaseNames[p] }
 type Machine struct {
 	cfg   Config
 	phase phase
-	// initial is what the run started from (nil: no state).
+	// initial is what the run started from (nil: no state), origin its
+	// lineage (Run.Origin).
 	initial *storage.Snapshot
+	origin  string
 	// result is the result being recorded, term its termination.
 	result  storage.JobResult
 	term    checkpoint.Termination
@@ -163,11 +166,24 @@ func (m *Machine) decide(f Facts, rec *storage.Recovery, res *storage.JobResult,
 	switch {
 	case res == nil && f.Pointer != nil && rec != nil && !m.cfg.FreshStart:
 		return m.fromPointer(f, rec, acts)
-	case res != nil && res.Status == storage.ResultFinished && m.cfg.RestoreFrom == "" && !m.cfg.FreshStart:
-		acts = append(acts, Log{slog.LevelInfo, "job already finished; nothing to do",
-			[]any{"job_id", m.cfg.JobID, "result", res.String(), "file", m.cfg.Layout.JobResultPath()}})
+	case res != nil && res.Status == storage.ResultFinished && !m.cfg.FreshStart &&
+		(m.cfg.RestoreFrom == "" || res.Origin == Origin(m.cfg.RestoreFrom)):
+		attrs := []any{"job_id", m.cfg.JobID, "result", res.String(), "file", m.cfg.Layout.JobResultPath()}
+		if m.cfg.RestoreFrom != "" {
+			attrs = append(attrs, "restore_path", m.cfg.RestoreFrom, "hint", "the finished run descended from this snapshot; to run from it again, add sluice.WithFreshStart()")
+		}
+		acts = append(acts, Log{slog.LevelInfo, "job already finished; nothing to do", attrs})
 		m.phase = phaseNothing
 		return append(acts, NothingToRun{*res}), nil
+	case m.cfg.RestoreFrom != "" && !m.cfg.FreshStart && (res == nil || res.Status == storage.ResultFailed):
+		if f.ListErr != nil {
+			return nil, fmt.Errorf("%w: job %s: list its checkpoints in %s (to tell whether they descend from %s): %w",
+				ErrRestore, m.cfg.JobID, m.cfg.Layout.JobDir(), m.cfg.RestoreFrom, f.ListErr)
+		}
+		if acts, ok, err := m.resumeLineage(rec, res, acts); ok || err != nil {
+			return acts, err
+		}
+		return m.fromSnapshot(f, res, acts)
 	case m.cfg.RestoreFrom != "":
 		return m.fromSnapshot(f, res, acts)
 	case m.cfg.FreshStart:
@@ -229,7 +245,10 @@ func allowedOrAll(f func(int64) bool) func(int64) bool {
 
 // run records what the run starts from and ends the start's actions.
 func (m *Machine) run(acts []Action, r Run) []Action {
-	m.phase, m.initial = phaseRunning, r.Restore
+	if r.Restore != nil && r.Origin == "" && r.RestoreOwned {
+		r.Origin = r.Restore.Metadata.Origin // the lineage goes on
+	}
+	m.phase, m.initial, m.origin = phaseRunning, r.Restore, r.Origin
 	return append(acts, r)
 }
 
@@ -260,6 +279,54 @@ func (m *Machine) finishCleanup(res storage.JobResult, rec *storage.Recovery, ac
 	return res, rec, append(acts, WriteResult{res})
 }
 
+// Origin is the lineage a restore path starts (Metadata.Origin): the
+// snapshot's directory (a path to its _metadata names the same snapshot),
+// cleaned, a URL's trailing slashes dropped.
+func Origin(path string) string {
+	if strings.Contains(path, "://") {
+		return strings.TrimSuffix(strings.TrimRight(path, "/"), "/_metadata")
+	}
+	path = filepath.Clean(path)
+	if filepath.Base(path) == "_metadata" {
+		path = filepath.Dir(path)
+	}
+	return path
+}
+
+// resumeLineage resumes, when the snapshot given (RestoreFrom) is where
+// the job's own checkpoints descend from, the newest usable of them: the
+// process was restarted with the arguments it first ran with (after a
+// crash, a suspension, a failure), and restoring the snapshot again
+// would write the output committed since a second time. ok is false when
+// no checkpoint of that lineage is there.
+func (m *Machine) resumeLineage(rec *storage.Recovery, res *storage.JobResult, acts []Action) ([]Action, bool, error) {
+	if rec == nil {
+		return acts, false, nil
+	}
+	origin := Origin(m.cfg.RestoreFrom)
+	lineage := map[int64]bool{}
+	for _, s := range rec.Retained {
+		lineage[s.Metadata.CheckpointID] = s.Metadata.Origin == origin
+	}
+	for _, u := range rec.Unusable {
+		lineage[u.ID] = u.Metadata != nil && u.Metadata.Origin == origin
+	}
+	allowed := func(id int64) bool {
+		return lineage[id] && (res == nil || (res.Retained && id <= res.LastCheckpoint))
+	}
+	snap, acts, err := m.pickLatest(rec, allowed, acts)
+	if err != nil || snap == nil {
+		return acts, false, err
+	}
+	if res != nil {
+		acts = append(acts, Log{slog.LevelInfo, "job had ended; resuming from its retained checkpoint",
+			[]any{"job_id", m.cfg.JobID, "result", res.String(), "checkpoint", snap.Metadata.CheckpointID}}, ClearResult{})
+	}
+	acts = append(acts, Log{slog.LevelInfo, "the job's checkpoints descend from the snapshot given: resuming from their latest rather than restoring the snapshot again, which would write the output committed since a second time (to restore it anyway, add sluice.WithFreshStart())",
+		[]any{"restore_path", m.cfg.RestoreFrom, "checkpoint", snap.Metadata.CheckpointID, "dir", snap.Dir}})
+	return m.run(acts, Run{Restore: snap, RestoreOwned: true, Owned: ids(rec.Retained, nil), Origin: origin}), true, nil
+}
+
 // fromSnapshot starts from the snapshot given, by the claim mode.
 func (m *Machine) fromSnapshot(f Facts, res *storage.JobResult, acts []Action) ([]Action, error) {
 	path := m.cfg.RestoreFrom
@@ -278,7 +345,7 @@ func (m *Machine) fromSnapshot(f Facts, res *storage.JobResult, acts []Action) (
 		acts = append(acts, Log{slog.LevelInfo, "job had ended; starting from the snapshot given",
 			[]any{"job_id", m.cfg.JobID, "result", res.String(), "from", path}}, ClearResult{})
 	}
-	r := Run{Restore: snap}
+	r := Run{Restore: snap, Origin: Origin(m.cfg.RestoreFrom)}
 	switch {
 	case !m.cfg.Claim:
 	case m.cfg.Layout != nil && md.Kind != storage.KindSavepoint &&
@@ -465,7 +532,7 @@ func (m *Machine) Failover(now time.Time, owned []int64, rec *storage.Recovery, 
 // ResultWritten.
 func (m *Machine) End(now time.Time, e End) []Action {
 	m.expect(phaseRunning, "end")
-	res := storage.JobResult{JobID: m.cfg.JobID, RunID: m.cfg.RunID, Status: e.Status, EndTimestamp: now.UnixMilli(), Savepoint: e.Savepoint}
+	res := storage.JobResult{JobID: m.cfg.JobID, RunID: m.cfg.RunID, Status: e.Status, EndTimestamp: now.UnixMilli(), Savepoint: e.Savepoint, Origin: m.origin}
 	switch e.Status {
 	case storage.ResultFinished:
 		m.term = checkpoint.JobFinished

@@ -27,9 +27,9 @@ func (layout) CheckpointDir(id int64) string { return fmt.Sprintf("/ck/job/chk-%
 //	new [restore-from=] [claim] [fresh-start] [allow-fallback] [retention=] [no-storage]
 //	----
 //	start       input lines: the facts
-//	    result status= run= [last=] [retained] [clean] [savepoint=]
-//	    chk <id> [run=] [committed] [dir=]          a usable completed checkpoint
-//	    corrupt <id> [run=] [committed] [no-metadata] [err=]
+//	    result status= run= [last=] [retained] [clean] [savepoint=] [origin=]
+//	    chk <id> [run=] [committed] [dir=] [origin=] a usable completed checkpoint
+//	    corrupt <id> [run=] [committed] [no-metadata] [err=] [origin=]
 //	    pointer <id> [path=]                         the HA store's pointer
 //	    snapshot <id> dir= [kind=] [run=]           RestoreFrom, loaded
 //	    snapshot-error <text> | list-error <text>
@@ -151,7 +151,7 @@ func scenarioFacts(t *testing.T, d *datadriven.TestData, withStorage bool) Facts
 			return parseID(t, d, pos[0])
 		}
 		md := func(id int64) *storage.Metadata {
-			m := &storage.Metadata{CheckpointID: id, RunID: args["run"], Kind: storage.KindCheckpoint}
+			m := &storage.Metadata{CheckpointID: id, RunID: args["run"], Kind: storage.KindCheckpoint, Origin: args["origin"]}
 			if k := args["kind"]; k != "" {
 				m.Kind = k
 			}
@@ -162,7 +162,7 @@ func scenarioFacts(t *testing.T, d *datadriven.TestData, withStorage bool) Facts
 		}
 		switch kind {
 		case "result":
-			r := &storage.JobResult{JobID: "job", Status: args["status"], RunID: args["run"], Savepoint: args["savepoint"],
+			r := &storage.JobResult{JobID: "job", Status: args["status"], RunID: args["run"], Savepoint: args["savepoint"], Origin: args["origin"],
 				Retained: args["retained"] != "", Clean: args["clean"] != "", EndTimestamp: 1000}
 			if s := args["last"]; s != "" {
 				r.LastCheckpoint = parseID(t, d, s)
