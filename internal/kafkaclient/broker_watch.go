@@ -122,6 +122,7 @@ type downBrokers struct {
 type downBroker struct {
 	since time.Time
 	cause string
+	name  string // as the lost line named it
 }
 
 func (d *downBrokers) lost(log *slog.Logger, meta kgo.BrokerMetadata, cause string) {
@@ -129,7 +130,7 @@ func (d *downBrokers) lost(log *slog.Logger, meta kgo.BrokerMetadata, cause stri
 	d.mu.Lock()
 	_, already := d.m[addr]
 	if !already {
-		d.m[addr] = downBroker{since: time.Now(), cause: cause}
+		d.m[addr] = downBroker{since: time.Now(), cause: cause, name: describeBroker(meta)}
 	}
 	d.mu.Unlock()
 	if !already && log != nil {
@@ -144,7 +145,11 @@ func (d *downBrokers) back(log *slog.Logger, meta kgo.BrokerMetadata) {
 	delete(d.m, addr)
 	d.mu.Unlock()
 	if was && log != nil {
-		log.Info("kafka: "+describeBroker(meta)+" reachable again", "broker", addr,
+		name := describeBroker(meta)
+		if meta.NodeID < 0 {
+			name = b.name // a seed connection: the lost line may know its id
+		}
+		log.Info("kafka: "+name+" reachable again", "broker", addr,
 			"down_for", time.Since(b.since).Round(100*time.Millisecond), "cause", b.cause)
 	}
 }

@@ -57,6 +57,7 @@ func Retriable(err error) bool {
 		"the broker connection has died",     // errChosenBrokerDead
 		"broker replied that the controller", // errUnknownController
 		"has broker coordinator",             // errUnknownCoordinator
+		"unknown broker",                     // errUnknownBroker: gone from the metadata
 	} {
 		if strings.Contains(msg, s) {
 			return true

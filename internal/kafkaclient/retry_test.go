@@ -45,6 +45,7 @@ func TestRetriable(t *testing.T) {
 		{io.EOF, true, "connection closed by the broker"},
 		{io.ErrUnexpectedEOF, true, "connection closed by the broker"},
 		{errors.New("the broker connection has died and the request will be retried on a new connection"), true, "connection closed by the broker"},
+		{fmt.Errorf("write a record: %w", errors.New("unknown broker")), true, "write a record: unknown broker"},
 		{noHost, false, "dial: lookup kafka-0: no such host"},
 		{context.Canceled, false, "cancelled"},
 		{fmt.Errorf("flush: %w", context.DeadlineExceeded), false, "deadline exceeded"},

@@ -330,8 +330,8 @@ func (w *transactionalWriter[T]) retry(call string, cl *kgo.Client, key int16) k
 // transaction). It fails with the first error of an earlier record.
 func (w *transactionalWriter[T]) Write(v T, ts int64) error {
 	if w.cur != nil {
-		if err := w.res.err(); err != nil {
-			return fmt.Errorf("transactional id %s: %w", w.cur.id, err)
+		if err := w.recordsFailed(); err != nil {
+			return err
 		}
 	}
 	// Serialize first: a skipped record must not begin a transaction.
@@ -543,10 +543,28 @@ func (w *transactionalWriter[T]) Flush(endOfInput bool) error {
 	if err := w.cur.cl.Flush(w.ctx); err != nil {
 		return fmt.Errorf("kafka sink subtask %d: flush transaction %s: %w", w.subtask, w.cur.id, err)
 	}
-	if err := w.res.err(); err != nil {
-		return fmt.Errorf("kafka sink subtask %d, transactional id %s: %w", w.subtask, w.cur.id, err)
+	return w.recordsFailed()
+}
+
+// recordsFailed returns the failure of the open transaction's records,
+// if any, naming its transaction coordinator: franz-go produces and adds
+// partitions to the transaction (AddPartitionsToTxn, version 1) by
+// itself, retrying what it can; a record fails only when it could not,
+// which aborts the transaction and fails the job over to its last
+// checkpoint.
+func (w *transactionalWriter[T]) recordsFailed() error {
+	err := w.res.err()
+	if err == nil {
+		return nil
 	}
-	return nil
+	coordinator := kafkaclient.BrokerOf(w.cur.cl, int16(kmsg.AddPartitionsToTxn), err)
+	if coordinator == "" {
+		coordinator = kafkaclient.BrokerOf(w.cur.cl, int16(kmsg.InitProducerID), err)
+	}
+	if coordinator != "" {
+		coordinator = ", transaction coordinator " + coordinator
+	}
+	return fmt.Errorf("kafka sink subtask %d, transactional id %s%s: %w", w.subtask, w.cur.id, coordinator, err)
 }
 
 // PrepareCommit closes the interval at barrier checkpointID: it flushes
@@ -559,13 +577,13 @@ func (w *transactionalWriter[T]) PrepareCommit(checkpointID int64) ([][]byte, er
 		return nil, nil
 	}
 	if err := w.Flush(false); err != nil {
-		return nil, fmt.Errorf("pre-commit for checkpoint %d: %w", checkpointID, err)
+		return nil, err // the operator names the checkpoint
 	}
 	w.afterFinal = w.endOfInput
 	sl := w.cur
 	pid, epoch, err := sl.cl.ProducerID(w.ctx)
 	if err != nil {
-		return nil, fmt.Errorf("kafka sink subtask %d: pre-commit for checkpoint %d: producer id of %s: %w", w.subtask, checkpointID, sl.id, err)
+		return nil, fmt.Errorf("kafka sink subtask %d: producer id of %s: %w", w.subtask, sl.id, err)
 	}
 	c := Committable{
 		TransactionalID:    sl.id,
