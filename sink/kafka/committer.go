@@ -154,8 +154,12 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 			// committable below (a commit that went through succeeds
 			// again).
 			c.closeLater(c.pool.commitFailed(sl))
-			c.log.Info("kafka sink: commit through the writer's client failed, resuming from the committable",
-				"transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID, "err", err)
+			level := slog.LevelInfo
+			if kafkaclient.Retriable(err) {
+				level = slog.LevelDebug // a failover: the raw EndTxn's retries report it
+			}
+			c.log.Log(ctx, level, "kafka sink: commit through the writer's client failed, resuming from the committable",
+				"transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID, "cause", kafkaclient.Cause(err), "err", err)
 		}
 		if err := c.commitOne(ctx, cm); err != nil {
 			var lost *TransactionLostError
