@@ -51,6 +51,23 @@ func failingCluster(t *testing.T, key kmsg.Key, code *kerr.Error, times int) ([]
 	return c.ListenAddrs(), &failed
 }
 
+// writerAndCommitter makes the writer and the committer of subtask 0 of
+// 1, closed when the test ends.
+func writerAndCommitter(t *testing.T, s *Sink[string]) (sink.Writer[string], sink.Committer) {
+	t.Helper()
+	w, err := s.NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	cm, err := s.NewCommitter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cm.Close() })
+	return w, cm
+}
+
 // noClientRetries has franz-go give up on the first failure of a request,
 // so that what the connector retries shows.
 var noClientRetries = ClientOptions(kgo.RequestRetries(0))
@@ -79,13 +96,7 @@ func TestExactlyOnceRetriesInitProducerID(t *testing.T) {
 			seeds, failed := failingCluster(t, kmsg.InitProducerID, kerr.CoordinatorNotAvailable, fails)
 			logs := testutil.NewLogRecorder(slog.LevelInfo)
 			s := eosSink(t, seeds, "retry", append(c.opts, noClientRetries, Logger(slog.New(logs)))...)
-			w, err := s.NewWriter(wctx(0, 1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
-			cm, _ := s.NewCommitter(wctx(0, 1))
-			defer cm.Close()
+			w, cm := writerAndCommitter(t, s)
 			ctx := testCtx(t)
 			for cp := int64(1); cp <= 2; cp++ {
 				writeAll(t, w, fmt.Sprint("v", cp))
@@ -141,13 +152,7 @@ func TestExactlyOnceInitProducerIDGivesUpWithTheStory(t *testing.T) {
 func TestExactlyOnceCommitRetriesEndTxn(t *testing.T) {
 	seeds, failed := failingCluster(t, kmsg.EndTxn, kerr.CoordinatorLoadInProgress, 3)
 	s := eosSink(t, seeds, "commit", tv1(), noClientRetries, Logger(slog.New(slog.DiscardHandler)), CommitRetryBackoff(time.Millisecond, 10*time.Millisecond))
-	w, err := s.NewWriter(wctx(0, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	cm, _ := s.NewCommitter(wctx(0, 1))
-	defer cm.Close()
+	w, cm := writerAndCommitter(t, s)
 	writeAll(t, w, "v1")
 	if err := cm.Commit(testCtx(t), 1, [][]byte{prepare(t, w, 1)}); err != nil {
 		t.Fatalf("commit through %d failures: %v", failed.Load(), err)
@@ -158,17 +163,11 @@ func TestExactlyOnceCommitRetriesEndTxn(t *testing.T) {
 
 	seeds, _ = failingCluster(t, kmsg.EndTxn, kerr.CoordinatorLoadInProgress, -1)
 	s = eosSink(t, seeds, "commit", tv1(), noClientRetries, Logger(slog.New(slog.DiscardHandler)), CommitRetryBackoff(time.Millisecond, 10*time.Millisecond))
-	w, err = s.NewWriter(wctx(0, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	cm, _ = s.NewCommitter(wctx(0, 1))
-	defer cm.Close()
+	w, cm = writerAndCommitter(t, s)
 	writeAll(t, w, "v1")
 	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
 	defer cancel()
-	err = cm.Commit(ctx, 1, [][]byte{prepare(t, w, 1)})
+	err := cm.Commit(ctx, 1, [][]byte{prepare(t, w, 1)})
 	if !errors.Is(err, ErrCommitFailed) || !errors.Is(err, kerr.CoordinatorLoadInProgress) {
 		t.Fatalf("commit with a coordinator loading for ever: %v, want ErrCommitFailed wrapping COORDINATOR_LOAD_IN_PROGRESS", err)
 	}
