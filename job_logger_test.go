@@ -54,12 +54,12 @@ func TestJobLoggerReceivesRocksDBAndKafkaClients(t *testing.T) {
 	db.Close()
 	opts.Destroy()
 
-	defaults := testutil.NewLogRecorder(slog.LevelDebug)
+	defaults := &testutil.LogRecorder{}
 	old := slog.Default()
 	slog.SetDefault(slog.New(defaults))
 	defer slog.SetDefault(old)
 
-	logs := testutil.NewLogRecorder(slog.LevelDebug)
+	logs := &testutil.LogRecorder{}
 	env := sluice.NewEnvironment(
 		sluice.WithJobName("logs"),
 		sluice.WithLogger(slog.New(logs)),

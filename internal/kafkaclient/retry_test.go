@@ -65,7 +65,7 @@ func TestRetriable(t *testing.T) {
 // Retry goes on through retriable failures, logging the first one once
 // at INFO, and returns at once on one that is not.
 func TestRetryRetriesWhatKafkaCallsRetriable(t *testing.T) {
-	logs := testutil.NewLogRecorder(slog.LevelDebug)
+	logs := &testutil.LogRecorder{}
 	r := Retry{Call: "InitProducerId for transactional id p-0-0", Key: -1, Log: slog.New(logs), Backoff: time.Millisecond}
 	fails := []error{kerr.CoordinatorNotAvailable, kerr.NotCoordinator, kerr.NotCoordinator}
 	n := 0
@@ -183,7 +183,7 @@ func TestBrokerWatchReportsLostAndBackOnce(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close() // nothing listens: connections are refused
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	logs := testutil.NewLogRecorder(slog.LevelInfo)
+	logs := &testutil.LogRecorder{}
 	cfg := &Config{Seeds: []string{addr}, Logger: slog.New(logs)}
 	ctx := testutil.Context(t, 0)
 	for range 2 {
@@ -224,7 +224,7 @@ func TestBrokerWatchReportsLostAndBackOnce(t *testing.T) {
 // retriable errors too (the connectors report the failover), the others
 // keep their level.
 func TestClientLoggerLevels(t *testing.T) {
-	logs := testutil.NewLogRecorder(slog.LevelDebug)
+	logs := &testutil.LogRecorder{}
 	l := newClientLogger(slog.New(logs), "sink-committer")
 	if l.Level() != kgo.LogLevelDebug {
 		t.Fatalf("Level with a DEBUG handler: %v", l.Level())
@@ -245,7 +245,7 @@ func TestClientLoggerLevels(t *testing.T) {
 			t.Errorf("record %d: %v, want level %v with component=kafka-client client=sink-committer", i, r, want[i])
 		}
 	}
-	if got := newClientLogger(slog.New(testutil.NewLogRecorder(slog.LevelInfo)), "x").Level(); got != kgo.LogLevelWarn {
+	if got := newClientLogger(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})), "x").Level(); got != kgo.LogLevelWarn {
 		t.Errorf("Level with an INFO handler: %v, want WARN (franz-go's INFO lines would be DEBUG)", got)
 	}
 }

@@ -94,7 +94,7 @@ func TestExactlyOnceRetriesInitProducerID(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			const fails = 4
 			seeds, failed := failingCluster(t, kmsg.InitProducerID, kerr.CoordinatorNotAvailable, fails)
-			logs := testutil.NewLogRecorder(slog.LevelInfo)
+			logs := &testutil.LogRecorder{}
 			s := eosSink(t, seeds, "retry", append(c.opts, noClientRetries, Logger(slog.New(logs)))...)
 			w, cm := writerAndCommitter(t, s)
 			ctx := testCtx(t)
@@ -183,7 +183,7 @@ func TestExactlyOnceCommitRetriesEndTxn(t *testing.T) {
 // failover is no reason for a warning per writer.
 func TestExactlyOnceCloseAfterCancelIsQuiet(t *testing.T) {
 	seeds := cluster(t, 1, "out")
-	logs := testutil.NewLogRecorder(slog.LevelDebug)
+	logs := &testutil.LogRecorder{}
 	s := eosSink(t, seeds, "quiet")
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := s.NewWriter(sink.WriterContext{Context: ctx, Subtask: 0, Parallelism: 1, Logger: slog.New(logs)})
