@@ -118,7 +118,9 @@ func testBrokerFailover(t *testing.T, c *kafkaCluster, version int16, restartLas
 	}
 	run.signal(t, syscall.SIGUSR1) // lift the pace
 	lifted := time.Now()
-	defer func() { t.Logf("the job finished %v after the pace was lifted", time.Since(lifted).Round(100*time.Millisecond)) }()
+	defer func() {
+		t.Logf("the job finished %v after the pace was lifted", time.Since(lifted).Round(100*time.Millisecond))
+	}()
 	if code := run.wait(ctx, t); code != 0 || !run.said("job finished") {
 		t.Fatalf("the job ended with %v (%q), want \"job finished\"\nstderr (last lines):\n%s", run.cmd.ProcessState, lastLine(run.stdout.String()), tail(run.stderr.String(), 40))
 	}
