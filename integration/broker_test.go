@@ -58,7 +58,14 @@ func uniqueName(t *testing.T, prefix string) string {
 // newClient returns a franz-go client for the test broker, closed at cleanup.
 func newClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers(t)...)}, opts...)...)
+	return newClientAt(t, brokers(t), opts...)
+}
+
+// newClientAt returns a franz-go client for the brokers at seeds, closed
+// at cleanup.
+func newClientAt(t *testing.T, seeds []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
 	if err != nil {
 		t.Fatalf("new kafka client: %v", err)
 	}

@@ -117,8 +117,11 @@ type chaosJob struct {
 	// backend is the state backend when set; otherwise
 	// $SLUICE_IT_STATE_BACKEND or chaosjob's default (rocksdb).
 	backend string
-	extra   []string
-	runs    []*chaosRun
+	// seeds are the brokers the job reads and writes; nil: the test
+	// broker (KAFKA_BROKERS).
+	seeds []string
+	extra []string
+	runs  []*chaosRun
 }
 
 func newChaosJob(t *testing.T, in, out, mode string, rate int) *chaosJob {
@@ -132,8 +135,12 @@ func newChaosJob(t *testing.T, in, out, mode string, rate int) *chaosJob {
 // start starts a run with the job's flags plus args.
 func (j *chaosJob) start(t *testing.T, args ...string) *chaosRun {
 	t.Helper()
+	seeds := j.seeds
+	if seeds == nil {
+		seeds = brokers(t)
+	}
 	all := append([]string{
-		"-brokers", strings.Join(brokers(t), ","), "-in", j.in, "-out", j.out,
+		"-brokers", strings.Join(seeds, ","), "-in", j.in, "-out", j.out,
 		"-checkpoints", j.checkpoints, "-state-dir", j.stateDir, "-prefix", j.prefix,
 		"-mode", j.mode, "-rate", strconv.Itoa(j.rate),
 	}, j.extra...)
@@ -463,7 +470,13 @@ func keyName(k int) string { return fmt.Sprintf("k%03d", k) }
 // interleaved, and waits until all are acknowledged.
 func produceKeyed(ctx context.Context, t *testing.T, topic string, keys, perKey int) {
 	t.Helper()
-	p := newClient(t, kgo.DefaultProduceTopic(topic))
+	produceKeyedAt(ctx, t, brokers(t), topic, keys, perKey)
+}
+
+// produceKeyedAt is produceKeyed to the brokers at seeds.
+func produceKeyedAt(ctx context.Context, t *testing.T, seeds []string, topic string, keys, perKey int) {
+	t.Helper()
+	p := newClientAt(t, seeds, kgo.DefaultProduceTopic(topic))
 	recs := make([]*kgo.Record, 0, keys*perKey)
 	for i := range perKey {
 		for k := range keys {
@@ -488,7 +501,13 @@ type outRecord struct {
 // called, in offset order per partition.
 func readCommitted(ctx context.Context, t *testing.T, topic string) []outRecord {
 	t.Helper()
-	adm := kadm.NewClient(newClient(t))
+	return readCommittedAt(ctx, t, brokers(t), topic)
+}
+
+// readCommittedAt is readCommitted from the brokers at seeds.
+func readCommittedAt(ctx context.Context, t *testing.T, seeds []string, topic string) []outRecord {
+	t.Helper()
+	adm := kadm.NewClient(newClientAt(t, seeds))
 	lso, err := adm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		t.Fatalf("last stable offsets of %s: %v", topic, err)
@@ -499,7 +518,7 @@ func readCommitted(ctx context.Context, t *testing.T, topic string) []outRecord 
 			want[o.Partition] = o.Offset
 		}
 	})
-	cl := newClient(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl := newClientAt(t, seeds, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	var out []outRecord
 	for len(want) > 0 {

@@ -3,5 +3,7 @@
 // (host:port, comma separated for several); `make test` starts a local
 // broker with scripts/kafka and sets it. With KAFKA_BROKERS unset they skip,
 // except under CI=true, where they fail: integration tests are never skipped
-// in CI.
+// in CI. The broker failover test (broker_failover_test.go) starts a
+// three-node cluster of its own with scripts/kafka (KAFKA_NODES=3) and
+// kills its nodes; it skips only when Java is missing.
 package integration

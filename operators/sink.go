@@ -40,6 +40,7 @@ func (s *Sink[T]) Open(ctx *Context) error {
 		Subtask: ctx.Subtask, Parallelism: ctx.Parallelism,
 		Restored: ctx.Restored, RestoredCheckpointID: ctx.RestoredCheckpointID,
 		RestoredParallelisms: ctx.RestoredParallelisms,
+		Logger:               ctx.Logger,
 	}
 	if ctx.OperatorState != nil {
 		st, err := state.GetUnionListState(ctx.OperatorState, state.ListStateDescriptor[[]byte]{Name: writerStateName, Codec: codec.Bytes{}})

@@ -67,7 +67,7 @@ type Source[T any] struct {
 // it, writing to out.
 func NewSource[T any](src source.Source[T], ws WatermarkStrategy[T], sc *SourceContext, out Output[T]) (*Source[T], error) {
 	rctx := source.ReaderContext{Subtask: sc.Op.Subtask, Parallelism: sc.Op.Parallelism,
-		Restored: sc.Op.Restored, RestoredCheckpointID: sc.Op.RestoredCheckpointID}
+		Restored: sc.Op.Restored, RestoredCheckpointID: sc.Op.RestoredCheckpointID, Logger: sc.Op.Logger}
 	st, err := state.GetUnionListState(sc.Op.OperatorState, state.ListStateDescriptor[[]byte]{Name: ReaderStateName, Codec: codec.Bytes{}})
 	if err != nil {
 		return nil, fmt.Errorf("source reader state: %w", err)

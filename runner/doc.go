@@ -78,11 +78,11 @@
 //
 // The job's metrics (package metrics), Go's and the process's, and
 // franz-go's client metrics (kprom, metrics.RegisterKafkaClients) of
-// every Kafka client the connectors make, all on one registry. The Kafka
-// clients log through kslog to the connector's Logger, else the job's
-// logger. The logger made from log.level and log.format also becomes
-// slog's default (connectors without a Logger use it); WithLogger or a
-// logger given to the environment (sluice.WithLogger) is used instead.
+// every Kafka client the connectors make, all on one registry. The
+// connectors, their Kafka clients and the RocksDB backend log through the
+// job's logger (a connector's own Logger wins): the logger made from
+// log.level and log.format, which also becomes slog's default, or the one
+// given with WithLogger or to the environment (sluice.WithLogger).
 //
 // # Kafka client properties
 //

@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api"
@@ -155,7 +154,8 @@ func Run(ctx context.Context, env *sluice.Environment, opts ...Option) error {
 		env.Configure(sluice.WithLogger(logger))
 	}
 
-	// Metrics, and the Kafka clients' metrics and logs.
+	// Metrics, and the Kafka clients' metrics. (The clients log through
+	// the connector's Logger, else the job's: see internal/kafkaclient.)
 	reg := o.registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -167,13 +167,6 @@ func Run(ctx context.Context, env *sluice.Environment, opts ...Option) error {
 	}
 	collector := metrics.NewCollector(copts...)
 	defer metrics.RegisterKafkaClients(reg)()
-	defer kafkaclient.AddClientHook(func(info kafkaclient.ClientInfo) []kgo.Opt {
-		l := info.Logger
-		if l == nil {
-			l = logger
-		}
-		return []kgo.Opt{kgo.WithLogger(kslog.New(l.With("component", "kafka-client", "client", info.Kind)))}
-	})()
 	// The configuration's Kafka client properties (kafka.properties.*:
 	// security.protocol, sasl.*, ssl.*, client.id) reach every client the
 	// connectors make; options a connector is given in code win.

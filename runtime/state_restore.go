@@ -76,6 +76,7 @@ func (t *Task) initState(n *Node, oc *operators.Context) error {
 			Job: t.job.cfg.JobName, OperatorUID: n.UID, Subtask: t.subtask,
 			Parallelism: t.vertex.Parallelism, MaxParallelism: t.vertex.MaxParallelism,
 			KeyGroups: state.RangeFor(t.vertex.MaxParallelism, t.vertex.Parallelism, t.subtask),
+			Logger:    oc.Logger,
 		})
 		if err != nil {
 			return fmt.Errorf("create keyed state backend: %w", err)

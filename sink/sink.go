@@ -3,7 +3,10 @@
 // print and discard.
 package sink
 
-import "context"
+import (
+	"context"
+	"log/slog"
+)
 
 // WriterContext tells a Writer which subtask it runs in and, on restore,
 // what the writers had stored.
@@ -32,6 +35,10 @@ type WriterContext struct {
 	// RestoredState is, on restore, the union of what every writer
 	// returned from SnapshotState (StatefulWriter) for that checkpoint.
 	RestoredState [][]byte
+	// Logger is the job's logger with the operator's attributes: where a
+	// writer or committer (and the clients it makes) logs unless it was
+	// given a logger of its own. Nil outside a job: slog.Default().
+	Logger *slog.Logger
 }
 
 // Sink is a parallel sink of records of type T.

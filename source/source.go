@@ -3,7 +3,10 @@
 // the sources for tests and demos: datagen and a slice source.
 package source
 
-import "math"
+import (
+	"log/slog"
+	"math"
+)
 
 // NoTimestamp marks a record that carries no event timestamp.
 const NoTimestamp int64 = math.MinInt64
@@ -66,6 +69,10 @@ type ReaderContext struct {
 	RestoredState [][]byte
 	// RestoredCheckpointID is the id of the checkpoint restored from.
 	RestoredCheckpointID int64
+	// Logger is the job's logger with the operator's attributes: where a
+	// reader (and the clients it makes) logs unless it was given a logger
+	// of its own. Nil outside a job: slog.Default().
+	Logger *slog.Logger
 }
 
 // Source is a parallel source of records of type T.

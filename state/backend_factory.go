@@ -1,6 +1,9 @@
 package state
 
-import "io"
+import (
+	"io"
+	"log/slog"
+)
 
 // BackendOptions say which subtask of which keyed operator a keyed backend
 // serves.
@@ -11,6 +14,9 @@ type BackendOptions struct {
 	Parallelism    int
 	MaxParallelism int
 	KeyGroups      KeyGroupRange
+	// Logger is the job's logger with the operator's attributes, where
+	// the backend logs; nil outside a job (slog.Default()).
+	Logger *slog.Logger
 }
 
 // BackendFactory makes the keyed state backend of one subtask of a keyed

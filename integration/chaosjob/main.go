@@ -33,7 +33,10 @@
 // before its transactions are committed: the injection point of a crash
 // between a completed checkpoint and its commit. With -fail-once-after N
 // the counting operator fails once, at its N-th record in this process
-// (the restart strategy, -restarts, decides what follows).
+// (the restart strategy, -restarts, decides what follows). SIGUSR1 lifts
+// -rate for the rest of the process's life: a test that needs the job
+// running while it does something slow (broker kills) paces it until
+// then, and lets it finish at full speed after.
 //
 // With -job operators it runs the operators job instead (operators_job.go):
 // every DataStream operator on event-time input from the topics -in-left,
@@ -129,6 +132,9 @@ type options struct {
 	job           string
 	ruleRate      float64
 	asyncCapacity int
+	// kafkaRetryTimeout, when set, is franz-go's RetryTimeout for the
+	// count job's Kafka clients.
+	kafkaRetryTimeout time.Duration
 }
 
 func main() {
@@ -156,11 +162,13 @@ func main() {
 	flag.StringVar(&o.job, "job", "count", "the job graph: count (a running count per key) or operators (every DataStream operator, see operators_job.go)")
 	flag.Float64Var(&o.ruleRate, "rule-rate", 0, "operators job: rules per second the broadcast side reads (0: no limit)")
 	flag.IntVar(&o.asyncCapacity, "async-capacity", 4, "operators job: capacity of the async I/O operator")
+	flag.DurationVar(&o.kafkaRetryTimeout, "kafka-retry-timeout", 0, "count job: how long franz-go retries one request before the connectors see its error (kgo.RetryTimeout; 0: franz-go's 30 s)")
 	cc := sluice.ClusterFlags(flag.CommandLine)
 	flag.Parse()
 	o.cluster = *cc
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	liftRateOnSignal(log)
 	var alreadyFinished atomic.Bool
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, o, log, &alreadyFinished)
@@ -287,9 +295,13 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 // countJob builds the count job: the running count of every key of -in,
 // written to -out.
 func countJob(env *sluice.Environment, o options, seeds []string, log *slog.Logger, final *finalTracker) error {
+	var clientOpts []kgo.Opt
+	if o.kafkaRetryTimeout > 0 {
+		clientOpts = append(clientOpts, kgo.RetryTimeout(o.kafkaRetryTimeout))
+	}
 	src, err := kafkasource.NewSource(seeds, kafkasource.Topics(o.in),
 		func(r *kgo.Record) (string, error) { return string(r.Key), nil },
-		kafkasource.Bounded(), kafkasource.Logger(log))
+		kafkasource.Bounded(), kafkasource.Logger(log), kafkasource.ClientOptions(clientOpts...))
 	if err != nil {
 		return err
 	}
@@ -304,7 +316,8 @@ func countJob(env *sluice.Environment, o options, seeds []string, log *slog.Logg
 		&runningCount{limit: newLimiter(o.rate), fail: &failOnce{at: o.failOnceAfter}}, sluice.Name("count"), sluice.UID("count"))
 	out, err := kafkasink.NewSink(seeds, func(kc keyCount) (*kgo.Record, error) {
 		return &kgo.Record{Topic: o.out, Key: []byte(kc.Key), Value: strconv.AppendInt(nil, kc.Count, 10)}, nil
-	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(o.prefix), kafkasink.Logger(log))
+	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(o.prefix), kafkasink.Logger(log),
+		kafkasink.ClientOptions(clientOpts...))
 	if err != nil {
 		return err
 	}
@@ -460,6 +473,20 @@ func (r *runningCount) ProcessElement(ctx *sluice.KeyedContext[string], _ string
 	return nil
 }
 
+// rateLifted is set by SIGUSR1: every limiter lets calls through at once.
+var rateLifted atomic.Bool
+
+// liftRateOnSignal lifts every limiter at the first SIGUSR1.
+func liftRateOnSignal(log *slog.Logger) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	go func() {
+		<-ch
+		rateLifted.Store(true)
+		log.Info("chaosjob: SIGUSR1, -rate lifted")
+	}()
+}
+
 // limiter spaces calls to wait at least 1/rate apart over every subtask,
 // so that a run lasts long enough to be killed in the middle; the waiting
 // operator backpressures its inputs, which gives unaligned checkpoints
@@ -478,7 +505,7 @@ func newLimiter(rate float64) *limiter {
 }
 
 func (l *limiter) wait() {
-	if l == nil {
+	if l == nil || rateLifted.Load() {
 		return
 	}
 	l.mu.Lock()
@@ -500,7 +527,8 @@ func rocksDBBackend(root string, incremental bool) runtime.StateBackendFactory {
 	return func(o runtime.StateBackendOptions) (state.KeyedBackend, error) {
 		kgr := o.KeyGroups
 		dir := filepath.Join(root, fmt.Sprintf("%s-%d-%d-%d", o.OperatorUID, o.Subtask, os.Getpid(), n.Add(1)))
-		return rocksdb.New(rocksdb.Options{Dir: dir, MaxParallelism: o.MaxParallelism, KeyGroups: &kgr, DisableIncremental: !incremental})
+		return rocksdb.New(rocksdb.Options{Dir: dir, MaxParallelism: o.MaxParallelism, KeyGroups: &kgr, DisableIncremental: !incremental,
+			Logger: o.Logger})
 	}
 }
 

@@ -34,8 +34,8 @@ var (
 
 // AddClientHook has every client Sluice's Kafka connectors make from now
 // on built with h's options, in this process, until remove is called: the
-// job runner installs franz-go's client metrics (kprom) and logs (kslog)
-// with it, so no connector needs naming.
+// job runner installs franz-go's client metrics (kprom) with it, so no
+// connector needs naming.
 func AddClientHook(h ClientHook) (remove func()) {
 	hooksMu.Lock()
 	defer hooksMu.Unlock()
@@ -75,11 +75,17 @@ func (c *Config) NewClient(kind string, extra ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(c.OptsFor(kind, extra...)...)
 }
 
-// OptsFor returns the options NewClient makes a client of that kind from.
+// OptsFor returns the options NewClient makes a client of that kind from:
+// the client logs through the connector's logger (see clientLogger) and
+// carries the broker watch (see BrokerOf), then come the hooks' options
+// and the user's, which may replace the logger.
 func (c *Config) OptsFor(kind string, extra ...kgo.Opt) []kgo.Opt {
 	info := ClientInfo{Kind: kind, Logger: c.Logger}
 	if info.Logger != nil && isDefault(info.Logger) {
 		info.Logger = nil
 	}
-	return append(hookOpts(info), c.Opts(extra...)...)
+	log := c.Log()
+	opts := []kgo.Opt{kgo.WithLogger(newClientLogger(log, kind)), kgo.WithHooks(newBrokerWatch(log))}
+	opts = append(opts, hookOpts(info)...)
+	return append(opts, c.Opts(extra...)...)
 }

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -15,12 +16,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/sink"
 )
 
-// DefaultCommitTimeout bounds one Commit call: retriable errors are retried
-// with backoff until then, and the job then fails (its restore commits
-// again).
+// DefaultCommitTimeout bounds one Commit call of a committer that does
+// not know the transaction timeout (NewCommitter without
+// TransactionTimeout); a sink's committer retries for up to the sink's
+// transaction timeout, past which the broker aborts the transaction
+// anyway. The job then fails (its restore commits again).
 const DefaultCommitTimeout = time.Minute
 
 // markerScanTimeout bounds the search for a transaction's control marker.
@@ -37,6 +41,7 @@ const markerScanTimeout = 30 * time.Second
 // goroutines.
 type Committer struct {
 	cfg  *config
+	kcfg *kafkaclient.Config // cfg.client with the job's logger
 	pool *slotPool
 	log  *slog.Logger
 	bg   sync.WaitGroup // clients of closed writers being closed
@@ -55,8 +60,11 @@ type Committer struct {
 
 var _ sink.Committer = (*Committer)(nil)
 
-func newCommitter(cfg *config, pool *slotPool) *Committer {
-	return &Committer{cfg: cfg, pool: pool, log: cfg.client.Log().With("sink", "kafka", "role", "committer"), txnTimeout: cfg.txnTimeout}
+// newCommitter makes a committer of cfg's sink logging to jobLog unless
+// the sink has a Logger of its own.
+func newCommitter(cfg *config, pool *slotPool, jobLog *slog.Logger) *Committer {
+	client := cfg.client.WithJobLogger(jobLog)
+	return &Committer{cfg: cfg, kcfg: client, pool: pool, log: client.Log().With("sink", "kafka", "role", "committer"), txnTimeout: cfg.txnTimeout}
 }
 
 // NewCommitter returns a committer of exactly-once transactions on the
@@ -71,7 +79,7 @@ func NewCommitter(seeds []string, opts ...Option) (*Committer, error) {
 	}
 	cfg := newConfig(seeds, opts)
 	cfg.guarantee = ExactlyOnce
-	c := newCommitter(&cfg, newSlotPool())
+	c := newCommitter(&cfg, newSlotPool(), nil)
 	if !cfg.txnTimeoutSet {
 		c.txnTimeout = 0
 	}
@@ -89,10 +97,13 @@ func (c *Committer) Stats() (verified, unverifiable int) {
 }
 
 // Commit commits the transactions the committables name, in order. A
-// committable already committed succeeds again. It retries retriable
-// errors with backoff for up to DefaultCommitTimeout (or ctx's deadline,
-// or until ctx is done: the task's context, cancelled at a cancellation
-// or failover), then fails with ErrCommitFailed. A transaction the broker
+// committable already committed succeeds again. It retries what Kafka
+// calls retriable (the transaction coordinator moving or loading, a
+// broker restarting, CONCURRENT_TRANSACTIONS) with backoff for up to the
+// sink's transaction timeout (DefaultCommitTimeout when not known; or
+// ctx's deadline, or until ctx is done: the task's context, cancelled at
+// a cancellation or failover), then fails with ErrCommitFailed, naming
+// the broker, the attempts and what was retried. A transaction the broker
 // aborted because its timeout expired fails with a *TransactionLostError
 // (terminal: SuppressRestarts), or, under
 // IgnoreFailuresAfterTransactionTimeout, is logged, counted and passed
@@ -106,7 +117,7 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultCommitTimeout)
+		ctx, cancel = context.WithTimeout(ctx, cmp.Or(c.txnTimeout, DefaultCommitTimeout))
 		defer cancel()
 	}
 	for _, b := range committables {
@@ -143,8 +154,12 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 			// committable below (a commit that went through succeeds
 			// again).
 			c.closeLater(c.pool.commitFailed(sl))
-			c.log.Info("kafka sink: commit through the writer's client failed, resuming from the committable",
-				"transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID, "err", err)
+			level := slog.LevelInfo
+			if kafkaclient.Retriable(err) {
+				level = slog.LevelDebug // a failover: the raw EndTxn's retries report it
+			}
+			c.log.Log(ctx, level, "kafka sink: commit through the writer's client failed, resuming from the committable",
+				"transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID, "cause", kafkaclient.Cause(err), "err", err)
 		}
 		if err := c.commitOne(ctx, cm); err != nil {
 			var lost *TransactionLostError
@@ -177,60 +192,36 @@ func (c *Committer) closeLater(cl *kgo.Client) {
 	}
 }
 
-// commitOne sends EndTxn(commit) until the broker answers.
+// commitOne sends EndTxn(commit) until the broker answers, retrying
+// what Kafka calls retriable (the coordinator moving or loading, a broker
+// restarting, CONCURRENT_TRANSACTIONS) until ctx ends.
 func (c *Committer) commitOne(ctx context.Context, cm Committable) error {
-	backoff := c.cfg.commitBackoff
-	for attempt := 1; ; attempt++ {
-		err := c.endTxn(ctx, cm)
-		switch {
-		case err == nil:
-			c.log.Debug("kafka sink: committed", "transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID,
-				"producer_id", cm.ProducerID, "epoch", cm.ProducerEpoch)
-			return nil
-		case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch),
-			errors.Is(err, kerr.InvalidProducerIDMapping), errors.Is(err, kerr.InvalidTxnState),
-			errors.Is(err, kerr.TransactionalIDNotFound):
-			return c.resolve(ctx, cm, err)
-		case retriable(err) && ctx.Err() == nil:
-			c.log.Info("kafka sink: commit failed, retrying", "transactional_id", cm.TransactionalID,
-				"checkpoint", cm.CheckpointID, "attempt", attempt, "backoff", backoff, "err", err)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return fmt.Errorf("kafka sink: commit %v: gave up after %d attempts: %w: %w: %w", cm, attempt, ctx.Err(), err, ErrCommitFailed)
-			}
-			backoff = min(2*backoff, c.cfg.commitBackoffMx)
-		default:
-			if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-				return fmt.Errorf("kafka sink: commit %v: gave up after %d attempts: %w: %w: %w", cm, attempt, cerr, err, ErrCommitFailed)
-			}
-			return fmt.Errorf("kafka sink: commit %v (attempt %d): %w: %w", cm, attempt, err, ErrCommitFailed)
-		}
-	}
-}
-
-// retriable reports whether a commit that failed with err may succeed if
-// sent again: Kafka's retriable errors, a transaction still completing,
-// and transport errors.
-func retriable(err error) bool {
-	if errors.Is(err, kerr.ConcurrentTransactions) || kerr.IsRetriable(err) {
-		return true
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return false
-	}
-	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
-		!errors.Is(err, kgo.ErrClientClosed)
-}
-
-func (c *Committer) endTxn(ctx context.Context, cm Committable) error {
 	cl, err := c.client(cm.TransactionVersion)
 	if err != nil {
-		return err
+		return fmt.Errorf("kafka sink: commit %v: %w: %w", cm, err, ErrCommitFailed)
 	}
+	err = kafkaclient.Retry{
+		Call:   "EndTxn(commit) of transactional id " + cm.TransactionalID,
+		Client: cl, Key: int16(kmsg.EndTxn), Log: c.log,
+		Backoff: c.cfg.commitBackoff, MaxBackoff: c.cfg.commitBackoffMx,
+	}.Do(ctx, func(ctx context.Context) error { return c.endTxn(ctx, cl, cm) })
+	switch {
+	case err == nil:
+		c.log.Debug("kafka sink: committed", "transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID,
+			"producer_id", cm.ProducerID, "epoch", cm.ProducerEpoch)
+		return nil
+	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch),
+		errors.Is(err, kerr.InvalidProducerIDMapping), errors.Is(err, kerr.InvalidTxnState),
+		errors.Is(err, kerr.TransactionalIDNotFound):
+		var ke *kerr.Error
+		errors.As(err, &ke)
+		return c.resolve(ctx, cm, ke)
+	}
+	return fmt.Errorf("kafka sink: commit %v: %w: %w", cm, err, ErrCommitFailed)
+}
+
+// endTxn sends one EndTxn(commit) of cm through cl.
+func (c *Committer) endTxn(ctx context.Context, cl *kgo.Client, cm Committable) error {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID = cm.TransactionalID
 	req.ProducerID = cm.ProducerID
@@ -261,7 +252,7 @@ func (c *Committer) client(tv int8) (*kgo.Client, error) {
 		extra = append(extra, kgo.MaxVersions(v))
 	}
 	if *p == nil {
-		cl, err := c.cfg.client.NewClient("sink-committer", extra...)
+		cl, err := c.kcfg.NewClient("sink-committer", extra...)
 		if err != nil {
 			return nil, fmt.Errorf("kafka sink committer: new client: %w", err)
 		}
@@ -397,7 +388,7 @@ func (c *Committer) scanPartition(ctx context.Context, adm *kadm.Client, pid int
 	if end.Offset <= from {
 		return markerUnknown, "", nil
 	}
-	cl, err := c.cfg.client.NewClient("sink-marker-reader",
+	cl, err := c.kcfg.NewClient("sink-marker-reader",
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{po.Topic: {po.Partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		kgo.KeepControlRecords(),

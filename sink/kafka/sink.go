@@ -265,7 +265,9 @@ func ClientOptions(opts ...kgo.Opt) Option {
 	return func(c *config) { c.client.Options = append(c.client.Options, opts...) }
 }
 
-// Logger sets the logger (default slog.Default()).
+// Logger sets the logger of the sink and of the franz-go clients it makes
+// (default: the job's logger, sluice.WithLogger; slog.Default() outside
+// a job).
 func Logger(l *slog.Logger) Option { return func(c *config) { c.client.Logger = l } }
 
 // ErrInvalidConfig is returned (wrapped) by NewSink for a configuration it
@@ -385,5 +387,5 @@ func (s *Sink[T]) NewWriter(ctx sink.WriterContext) (sink.Writer[T], error) {
 // NewCommitter makes the committer of one subtask. It commits nothing
 // unless the sink is exactly-once.
 func (s *Sink[T]) NewCommitter(ctx sink.WriterContext) (sink.Committer, error) {
-	return newCommitter(&s.cfg, s.pool), nil
+	return newCommitter(&s.cfg, s.pool, ctx.Logger), nil
 }

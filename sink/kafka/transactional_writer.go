@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluicehq/sluice/internal/binread"
+	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/sink"
 )
 
@@ -57,6 +58,7 @@ func TransactionalID(prefix string, subtask, slot int) string {
 // so that a restore aborts every one of them.
 type transactionalWriter[T any] struct {
 	s           *Sink[T]
+	client      *kafkaclient.Config // s.cfg.client with the job's logger
 	subtask     int
 	parallelism int
 	log         *slog.Logger
@@ -100,9 +102,10 @@ func newTransactionalWriter[T any](s *Sink[T], wc sink.WriterContext) (*transact
 	// when the task's context does: a broker that is down must not hold a
 	// cancellation or a failover.
 	ctx, cancel := context.WithCancel(wc.Ctx())
+	client := s.cfg.client.WithJobLogger(wc.Logger)
 	w := &transactionalWriter[T]{
-		s: s, subtask: wc.Subtask, parallelism: wc.Parallelism,
-		log:    s.cfg.client.Log().With("sink", "kafka", "subtask", wc.Subtask, "transactional_id_prefix", s.cfg.prefix),
+		s: s, client: client, subtask: wc.Subtask, parallelism: wc.Parallelism,
+		log:    client.Log().With("sink", "kafka", "subtask", wc.Subtask, "transactional_id_prefix", s.cfg.prefix),
 		ctx:    ctx,
 		cancel: cancel,
 	}
@@ -195,7 +198,7 @@ func (w *transactionalWriter[T]) abortLingering(wc sink.WriterContext) error {
 		}
 	}
 	w.checked = ids
-	adminCl, err := w.s.cfg.client.NewClient("sink-admin")
+	adminCl, err := w.client.NewClient("sink-admin")
 	if err != nil {
 		return fmt.Errorf("new admin client: %w", err)
 	}
@@ -283,26 +286,42 @@ func (w *transactionalWriter[T]) fence(ctx context.Context, id string) (*kgo.Cli
 }
 
 // newProducer makes a transactional client under id and initialises its
-// producer (InitProducerId).
+// producer (InitProducerId), retrying what Kafka calls retriable (the
+// transaction coordinator moving or loading, a broker restarting,
+// CONCURRENT_TRANSACTIONS while the id's last transaction completes) for
+// up to the transaction timeout.
 func (w *transactionalWriter[T]) newProducer(ctx context.Context, id string) (*kgo.Client, error) {
 	// Sized by the memory budget: a share for each of the clients the
 	// sink's subtasks keep alive (the pool), before the user's options.
 	opts := append(producerBuffers(w.parallelism*w.s.cfg.poolSize),
-		w.s.cfg.client.OptsFor("sink-transactional-producer", kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.txnTimeout))...)
+		w.client.OptsFor("sink-transactional-producer", kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.txnTimeout))...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("new client for transactional id %s: %w", id, err)
 	}
-	if _, _, err := cl.ProducerID(ctx); err != nil {
+	// A failed InitProducerId that franz-go may retry leaves the client
+	// without a producer id, so that the next ProducerID asks again.
+	err = w.retry("InitProducerId for transactional id "+id, cl, int16(kmsg.InitProducerID)).Do(ctx, func(ctx context.Context) error {
+		_, _, err := cl.ProducerID(ctx)
+		return err
+	})
+	if err != nil {
 		cl.Close()
 		if errors.Is(err, kerr.InvalidTransactionTimeout) {
 			return nil, fmt.Errorf("init producer for transactional id %s: the broker refuses transaction.timeout.ms %d "+
 				"(it exceeds the broker's transaction.max.timeout.ms, 15 min by default): lower the sink's TransactionTimeout or raise the broker's limit: %w",
 				id, w.s.cfg.txnTimeout.Milliseconds(), err)
 		}
-		return nil, fmt.Errorf("init producer for transactional id %s: %w", id, err)
+		return nil, err // the call, the broker, the attempts
 	}
 	return cl, nil
+}
+
+// retry is the Retry of one of the writer's Kafka calls through cl: for up
+// to the transaction timeout (a transaction cannot outlive it anyway).
+func (w *transactionalWriter[T]) retry(call string, cl *kgo.Client, key int16) kafkaclient.Retry {
+	return kafkaclient.Retry{Call: call, Client: cl, Key: key, Budget: w.s.cfg.txnTimeout,
+		BudgetName: "the sink's transaction timeout", Log: w.log}
 }
 
 // Write writes v into the interval's transaction, beginning it on the
@@ -311,8 +330,8 @@ func (w *transactionalWriter[T]) newProducer(ctx context.Context, id string) (*k
 // transaction). It fails with the first error of an earlier record.
 func (w *transactionalWriter[T]) Write(v T, ts int64) error {
 	if w.cur != nil {
-		if err := w.res.err(); err != nil {
-			return fmt.Errorf("transactional id %s: %w", w.cur.id, err)
+		if err := w.recordsFailed(); err != nil {
+			return err
 		}
 	}
 	// Serialize first: a skipped record must not begin a transaction.
@@ -360,7 +379,11 @@ func (w *transactionalWriter[T]) begin() error {
 		}
 	}
 	if w.tv == 0 {
-		if w.tv, err = transactionVersion(w.ctx, sl.cl); err != nil {
+		err := w.retry("ApiVersions (the transaction version)", sl.cl, int16(kmsg.ApiVersions)).Do(w.ctx, func(ctx context.Context) (err error) {
+			w.tv, err = transactionVersion(ctx, sl.cl)
+			return err
+		})
+		if err != nil {
 			w.s.pool.release(sl)
 			return fmt.Errorf("kafka sink subtask %d: %w", w.subtask, err)
 		}
@@ -480,10 +503,10 @@ func describeID(ctx context.Context, adm *kadm.Client, id string) (DescribedID, 
 func transactionVersion(ctx context.Context, cl *kgo.Client) (int8, error) {
 	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
 	if err != nil {
-		return 0, fmt.Errorf("learn the transaction version (ApiVersions): %w", err)
+		return 0, err
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return 0, fmt.Errorf("learn the transaction version (ApiVersions): %w", err)
+		return 0, err
 	}
 	var level int16
 	if resp.FinalizedFeaturesEpoch != -1 {
@@ -520,10 +543,28 @@ func (w *transactionalWriter[T]) Flush(endOfInput bool) error {
 	if err := w.cur.cl.Flush(w.ctx); err != nil {
 		return fmt.Errorf("kafka sink subtask %d: flush transaction %s: %w", w.subtask, w.cur.id, err)
 	}
-	if err := w.res.err(); err != nil {
-		return fmt.Errorf("kafka sink subtask %d, transactional id %s: %w", w.subtask, w.cur.id, err)
+	return w.recordsFailed()
+}
+
+// recordsFailed returns the failure of the open transaction's records,
+// if any, naming its transaction coordinator: franz-go produces and adds
+// partitions to the transaction (AddPartitionsToTxn, version 1) by
+// itself, retrying what it can; a record fails only when it could not,
+// which aborts the transaction and fails the job over to its last
+// checkpoint.
+func (w *transactionalWriter[T]) recordsFailed() error {
+	err := w.res.err()
+	if err == nil {
+		return nil
 	}
-	return nil
+	coordinator := kafkaclient.BrokerOf(w.cur.cl, int16(kmsg.AddPartitionsToTxn), err)
+	if coordinator == "" {
+		coordinator = kafkaclient.BrokerOf(w.cur.cl, int16(kmsg.InitProducerID), err)
+	}
+	if coordinator != "" {
+		coordinator = ", transaction coordinator " + coordinator
+	}
+	return fmt.Errorf("kafka sink subtask %d, transactional id %s%s: %w", w.subtask, w.cur.id, coordinator, err)
 }
 
 // PrepareCommit closes the interval at barrier checkpointID: it flushes
@@ -536,13 +577,13 @@ func (w *transactionalWriter[T]) PrepareCommit(checkpointID int64) ([][]byte, er
 		return nil, nil
 	}
 	if err := w.Flush(false); err != nil {
-		return nil, fmt.Errorf("pre-commit for checkpoint %d: %w", checkpointID, err)
+		return nil, err // the operator names the checkpoint
 	}
 	w.afterFinal = w.endOfInput
 	sl := w.cur
 	pid, epoch, err := sl.cl.ProducerID(w.ctx)
 	if err != nil {
-		return nil, fmt.Errorf("kafka sink subtask %d: pre-commit for checkpoint %d: producer id of %s: %w", w.subtask, checkpointID, sl.id, err)
+		return nil, fmt.Errorf("kafka sink subtask %d: producer id of %s: %w", w.subtask, sl.id, err)
 	}
 	c := Committable{
 		TransactionalID:    sl.id,
@@ -571,17 +612,25 @@ func (w *transactionalWriter[T]) Close() error {
 	w.closed = true
 	if sl := w.cur; sl != nil {
 		w.cur = nil
-		// After a cancellation (w.ctx done) this gives up at once: the
-		// next start aborts the transaction.
-		ctx, cancel := context.WithTimeout(w.ctx, closeAbortTimeout)
-		err := sl.cl.AbortBufferedRecords(ctx)
-		if err == nil {
-			err = sl.cl.EndTransaction(ctx, kgo.TryAbort)
+		// After a cancellation (w.ctx done: a failover or a
+		// cancellation, where nothing waits for the abort) it is not
+		// tried: the next start aborts the transaction.
+		var err error
+		if w.ctx.Err() == nil {
+			ctx, cancel := context.WithTimeout(w.ctx, closeAbortTimeout)
+			err = sl.cl.AbortBufferedRecords(ctx)
+			if err == nil {
+				err = sl.cl.EndTransaction(ctx, kgo.TryAbort)
+			}
+			cancel()
 		}
-		cancel()
-		if err != nil {
+		switch {
+		case w.ctx.Err() != nil:
+			w.log.Debug("kafka sink: left the open transaction at a cancelled close; the next start aborts it",
+				"transactional_id", sl.id)
+		case err != nil:
 			w.log.Warn("kafka sink: could not abort the open transaction at close; the next start aborts it",
-				"transactional_id", sl.id, "err", err)
+				"transactional_id", sl.id, "cause", kafkaclient.Cause(err), "err", err)
 		}
 		w.s.pool.release(sl)
 	}

@@ -93,13 +93,14 @@ type writer[T any] struct {
 var _ sink.PrecommittingWriter[int] = (*writer[int])(nil)
 
 func newWriter[T any](s *Sink[T], wc sink.WriterContext) (*writer[T], error) {
-	cl, err := kgo.NewClient(append(producerBuffers(wc.Parallelism), s.cfg.client.OptsFor("sink-producer")...)...)
+	client := s.cfg.client.WithJobLogger(wc.Logger)
+	cl, err := kgo.NewClient(append(producerBuffers(wc.Parallelism), client.OptsFor("sink-producer")...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink subtask %d: new client: %w", wc.Subtask, err)
 	}
 	ctx, cancel := context.WithCancel(wc.Ctx())
 	return &writer[T]{s: s, subtask: wc.Subtask, cl: cl, res: newResults(), ctx: ctx, cancel: cancel,
-		log: s.cfg.client.Log().With("sink", "kafka", "subtask", wc.Subtask)}, nil
+		log: client.Log().With("sink", "kafka", "subtask", wc.Subtask)}, nil
 }
 
 // Write hands the record to the producer (or, for a record the

@@ -22,7 +22,7 @@ const (
 // checkpoint covers its record. An acknowledged copy is counted.
 func (r *Reader[T]) deadLetter(p *partition, rec *kgo.Record, cause error) error {
 	if r.dlq == nil {
-		cl, err := r.cfg.client.NewClient("dead-letter")
+		cl, err := r.client.NewClient("dead-letter")
 		if err != nil {
 			return fmt.Errorf("kafka source subtask %d: dead-letter producer: %w", r.subtask, err)
 		}

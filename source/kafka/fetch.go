@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/memory"
 )
 
@@ -33,6 +34,10 @@ func (r *Reader[T]) fetch() {
 			case errors.As(err, &loss):
 				r.log.Warn("kafka source: offsets lost (retention or truncation), resuming at the new offset",
 					"topic", t, "partition", p, "err", err)
+			case kafkaclient.Retriable(err):
+				// A leader moving, a broker restarting: franz-go
+				// fetches again by itself.
+				r.log.Debug("kafka source: fetch failed, franz-go retries", "topic", t, "partition", p, "err", err)
 			default:
 				errs = append(errs, fmt.Errorf("fetch topic %s partition %d: %w", t, p, err))
 			}

@@ -12,10 +12,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/internal/kafkaclient"
 )
 
-// listOwned lists the subscribed partitions that this subtask reads.
-func (r *Reader[T]) listOwned(ctx context.Context) ([]topicPartition, error) {
+// retry is the Retry of one of the reader's Kafka calls through its admin
+// client: until ctx ends (the set-up timeout).
+func (r *Reader[T]) retry(call string) kafkaclient.Retry {
+	return kafkaclient.Retry{Call: call, Client: r.admCl, Key: -1, Log: r.log}
+}
+
+// listOwned lists the subscribed partitions that this subtask reads,
+// retrying what Kafka calls retriable (leaders moving, a broker
+// restarting) until ctx ends.
+func (r *Reader[T]) listOwned(ctx context.Context) (out []topicPartition, err error) {
+	err = r.retry("Metadata of "+r.cfg.sub.String()).Do(ctx, func(ctx context.Context) (err error) {
+		out, err = r.listOwnedOnce(ctx)
+		return err
+	})
+	return out, err
+}
+
+func (r *Reader[T]) listOwnedOnce(ctx context.Context) ([]topicPartition, error) {
 	var (
 		tds kadm.TopicDetails
 		err error
@@ -33,6 +51,11 @@ func (r *Reader[T]) listOwned(ctx context.Context) ([]topicPartition, error) {
 		if !r.cfg.sub.matches(td.Topic) {
 			continue
 		}
+		if errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+			// Retriable to Kafka (metadata spreading), but a topic
+			// that is not there is most likely misnamed: fail now.
+			return nil, kafkaclient.Permanent(fmt.Errorf("topic %s: %w", td.Topic, td.Err))
+		}
 		if td.Err != nil {
 			return nil, fmt.Errorf("topic %s: %w", td.Topic, td.Err)
 		}
@@ -46,11 +69,21 @@ func (r *Reader[T]) listOwned(ctx context.Context) ([]topicPartition, error) {
 }
 
 // resolve finds the starting offset of each partition under start, and
-// its stopping offset when bounded.
-func (r *Reader[T]) resolve(ctx context.Context, tps []topicPartition, start StartingOffsets, bounded bool) ([]SplitState, error) {
+// its stopping offset when bounded, retrying what Kafka calls retriable
+// (a partition without a leader for a moment, a coordinator loading, a
+// broker restarting) until ctx ends.
+func (r *Reader[T]) resolve(ctx context.Context, tps []topicPartition, start StartingOffsets, bounded bool) (out []SplitState, err error) {
 	if len(tps) == 0 {
 		return nil, nil
 	}
+	err = r.retry(fmt.Sprintf("ListOffsets of %d partitions", len(tps))).Do(ctx, func(ctx context.Context) (err error) {
+		out, err = r.resolveOnce(ctx, tps, start, bounded)
+		return err
+	})
+	return out, err
+}
+
+func (r *Reader[T]) resolveOnce(ctx context.Context, tps []topicPartition, start StartingOffsets, bounded bool) ([]SplitState, error) {
 	var topics []string
 	for _, tp := range tps {
 		if !slices.Contains(topics, tp.topic) {
@@ -194,7 +227,7 @@ func (r *Reader[T]) addPartitions(splits []SplitState) {
 	if r.cfg.readUncomm {
 		isolation = kgo.ReadUncommitted()
 	}
-	cl, err := kgo.NewClient(append(slices.Clip(r.buf.client), r.cfg.client.OptsFor("source-consumer",
+	cl, err := kgo.NewClient(append(slices.Clip(r.buf.client), r.client.OptsFor("source-consumer",
 		kgo.ConsumePartitions(consume),
 		kgo.FetchIsolationLevel(isolation),
 		kgo.KeepControlRecords(),
@@ -297,10 +330,13 @@ func (r *Reader[T]) NotifyCheckpointComplete(id int64) error {
 		defer r.committing.Store(false)
 		ctx, cancel := context.WithTimeout(r.ctx, setupTimeout)
 		defer cancel()
-		resp, err := r.adm.CommitOffsets(ctx, r.cfg.group, offsets)
-		if err == nil {
-			err = resp.Error()
-		}
+		err := r.retry("OffsetCommit of group "+r.cfg.group).Do(ctx, func(ctx context.Context) error {
+			resp, err := r.adm.CommitOffsets(ctx, r.cfg.group, offsets)
+			if err == nil {
+				err = resp.Error()
+			}
+			return err
+		})
 		if err != nil {
 			if r.ctx.Err() == nil {
 				r.log.Warn("kafka source: committing offsets to the group failed (lag monitoring only)",

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/source"
 )
 
@@ -104,6 +105,7 @@ type fetched struct {
 // new ones, the snapshot of next offsets and their commit to the group.
 type Reader[T any] struct {
 	cfg         *config
+	client      *kafkaclient.Config // cfg.client with the job's logger
 	decode      Decoder[T]
 	subtask     int
 	parallelism int
@@ -167,7 +169,7 @@ func newReader[T any](s *Source[T], rc source.ReaderContext) (*Reader[T], error)
 		cfg: &s.cfg, decode: s.decode, subtask: rc.Subtask, parallelism: rc.Parallelism,
 		buf:       s.cfg.bufferLimits(rc.Parallelism),
 		room:      make(chan struct{}, 1),
-		log:       s.cfg.client.Log().With("source", "kafka", "subtask", rc.Subtask),
+		client:    s.cfg.client.WithJobLogger(rc.Logger),
 		parts:     map[topicPartition]*partition{},
 		items:     make(chan item, s.cfg.maxBatches),
 		slots:     make(chan struct{}, s.cfg.maxBatches),
@@ -177,6 +179,7 @@ func newReader[T any](s *Source[T], rc source.ReaderContext) (*Reader[T], error)
 		snapshots: map[int64][]SplitState{},
 		lastWm:    math.MinInt64,
 	}
+	r.log = r.client.Log().With("source", "kafka", "subtask", rc.Subtask)
 	if err := r.start(rc); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("kafka source subtask %d (%v): %w", rc.Subtask, s.cfg.sub, err)
@@ -188,7 +191,7 @@ func newReader[T any](s *Source[T], rc source.ReaderContext) (*Reader[T], error)
 // background goroutines.
 func (r *Reader[T]) start(rc source.ReaderContext) error {
 	var err error
-	if r.admCl, err = r.cfg.client.NewClient("source-admin"); err != nil {
+	if r.admCl, err = r.client.NewClient("source-admin"); err != nil {
 		return fmt.Errorf("new client: %w", err)
 	}
 	r.adm = kadm.NewClient(r.admCl)

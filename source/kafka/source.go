@@ -229,7 +229,9 @@ func ClientOptions(opts ...kgo.Opt) Option {
 	return func(c *config) { c.client.Options = append(c.client.Options, opts...) }
 }
 
-// Logger sets the logger (default slog.Default()).
+// Logger sets the logger of the source and of the franz-go clients it
+// makes (default: the job's logger, sluice.WithLogger; slog.Default()
+// outside a job).
 func Logger(l *slog.Logger) Option { return func(c *config) { c.client.Logger = l } }
 
 // PartitionWatermarks makes the reader generate event-time watermarks per

@@ -26,6 +26,9 @@ func Factory(baseDir string, opts Options) state.BackendFactory {
 		op.Dir = filepath.Join(baseDir, unsafeName.ReplaceAllString(o.Job, "-"),
 			unsafeName.ReplaceAllString(o.OperatorUID, "-"), strconv.Itoa(o.Subtask))
 		op.MaxParallelism = o.MaxParallelism
+		if op.Logger == nil {
+			op.Logger = o.Logger // the job's
+		}
 		kgr := o.KeyGroups
 		op.KeyGroups = &kgr
 		if !op.UnmanagedMemory {
