@@ -13,17 +13,23 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/sink"
+	kafkasink "github.com/sluicehq/sluice/sink/kafka"
+	"github.com/sluicehq/sluice/source"
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
 )
 
@@ -237,6 +243,185 @@ func TestFlinkHabitPartitionWatermarksRefused(t *testing.T) {
 	for _, want := range []string{"remove PartitionWatermarks", "sluice.ForBoundedOutOfOrderness[T](5s)", "FromSource", "per partition"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+// logLines collects the job's log records.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(p))
+	return len(p), nil
+}
+
+func (l *logLines) matching(s string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// readCommitted returns how often each value was committed to topic.
+// The job has ended, so no transaction is open: an end marker written to
+// every partition after it bounds what there is to read.
+func readCommitted(t *testing.T, seeds []string, topic string) map[string]int {
+	t.Helper()
+	ctx := testutil.Context(t, 0)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "\x00end"
+	open := map[int32]bool{}
+	ends.Each(func(o kadm.ListedOffset) {
+		open[o.Partition] = true
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: o.Partition, Value: []byte(marker)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	seen := map[string]int{}
+	for len(open) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: %v (the end marker of partitions %v not seen)", topic, ctx.Err(), open)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) == marker {
+				delete(open, r.Partition)
+			} else {
+				seen[string(r.Value)]++
+			}
+		})
+	}
+	return seen
+}
+
+// Item 4: a Kafka sink given no guarantee in a job with exactly-once
+// checkpoints is exactly-once (Flink users expect the promise of their
+// checkpointing mode), with a transactional id prefix derived from the job
+// id and the sink's uid, so two such sinks need nothing more. A failure
+// after a checkpoint: every record is committed exactly once to both
+// topics, and the job logged the guarantee once per sink.
+func TestFlinkHabitKafkaSinkFollowsCheckpointing(t *testing.T) {
+	const records = 3000
+	seeds := testutil.KafkaCluster(t, 2, "out-a", "out-b")
+	logs := &logLines{}
+	var completed atomic.Int64
+	env := sluice.NewEnvironment(sluice.WithParallelism(2), sluice.WithJobName("habit-sink"),
+		sluice.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
+		sluice.WithCheckpointing(20*time.Millisecond, t.TempDir()),
+		sluice.WithRestartStrategy(sluice.FixedDelayRestart(1, 10*time.Millisecond)),
+		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+			if s.Status == checkpoint.StatusCompleted {
+				completed.Add(1)
+			}
+		}))
+	gen := source.NewDatagen(func(i int64) string { return fmt.Sprint("r", i) }, source.DatagenCount(records), source.DatagenRate(4*records))
+	// The first attempt fails once a checkpoint completed and records
+	// were written after it.
+	var seen atomic.Int64
+	var failed atomic.Bool
+	in := sluice.Map(sluice.FromSource(env, gen, sluice.NoWatermarks[string](), "gen", sluice.UID("gen")), func(v string) (string, error) {
+		if seen.Add(1) > records/2 && completed.Load() > 0 && failed.CompareAndSwap(false, true) {
+			return "", errors.New("injected failure")
+		}
+		return v, nil
+	}, sluice.UID("fail-once"))
+	for _, topic := range []string{"out-a", "out-b"} {
+		snk, err := kafkasink.NewSink(seeds, kafkasink.ValueSerializer(topic, codec.String{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sluice.SinkTo(in, snk, sluice.Name("to "+topic), sluice.UID(topic))
+	}
+	if err := env.Execute(testutil.Context(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if !failed.Load() {
+		t.Fatal("the injected failure did not happen")
+	}
+	for _, topic := range []string{"out-a", "out-b"} {
+		got := readCommitted(t, seeds, topic)
+		var dup, lost []string
+		for i := range records {
+			switch k := fmt.Sprint("r", i); got[k] {
+			case 1:
+			case 0:
+				lost = append(lost, k)
+			default:
+				dup = append(dup, k)
+			}
+		}
+		if len(dup)+len(lost) > 0 || len(got) != records {
+			t.Errorf("%s: %d records committed more than once (e.g. %v), %d never, %d distinct; want each of %d once",
+				topic, len(dup), first(dup), len(lost), len(got), records)
+		}
+		lines := logs.matching("kafka sink: delivery guarantee")
+		lines = slices.DeleteFunc(lines, func(l string) bool { return !strings.Contains(l, "uid="+topic) })
+		if len(lines) != 1 || !strings.Contains(lines[0], "guarantee=exactly-once") || !strings.Contains(lines[0], "habit-sink-"+topic) {
+			t.Errorf("log lines of sink %s's guarantee %q; want one saying exactly-once with the prefix habit-sink-%s", topic, lines, topic)
+		}
+	}
+}
+
+// Item 4: two exactly-once sinks of one job with one transactional id
+// prefix would abort each other's transactions at run time; they are
+// refused before the job starts, naming both. An explicit exactly-once
+// sink in a job that cannot back it is refused with what to change.
+func TestFlinkHabitKafkaSinkRefusals(t *testing.T) {
+	seeds := testutil.KafkaCluster(t, 1, "out")
+	quiet := slog.New(slog.DiscardHandler)
+	job := func(ckpt bool, sinks ...[]kafkasink.Option) error {
+		opts := []sluice.Option{sluice.WithLogger(quiet)}
+		if ckpt {
+			opts = append(opts, sluice.WithCheckpointing(time.Second, t.TempDir()))
+		}
+		env := sluice.NewEnvironment(opts...)
+		in := sluice.FromSource(env, source.NewDatagen(func(i int64) string { return fmt.Sprint(i) }, source.DatagenCount(10)),
+			sluice.NoWatermarks[string](), "gen")
+		for i, so := range sinks {
+			snk, err := kafkasink.NewSink(seeds, kafkasink.ValueSerializer("out", codec.String{}), append(so, kafkasink.Logger(quiet))...)
+			if err != nil {
+				return err
+			}
+			sluice.SinkTo(in, snk, sluice.Name(fmt.Sprint("clicks out ", i+1)), sluice.UID(fmt.Sprint("out-", i+1)))
+		}
+		return env.Execute(testutil.Context(t, 0))
+	}
+	same := []kafkasink.Option{kafkasink.TransactionalIDPrefix("clicks")}
+	err := job(true, same, same)
+	if !errors.Is(err, sluice.ErrInvalidOption) {
+		t.Fatalf("two exactly-once sinks with prefix clicks: %v, want ErrInvalidOption before the job starts", err)
+	}
+	for _, want := range []string{`"clicks out 1"`, `"clicks out 2"`, `prefix "clicks"`, "TransactionalIDPrefix"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	err = job(false, []kafkasink.Option{kafkasink.Guarantee(kafkasink.ExactlyOnce)})
+	if !errors.Is(err, sluice.ErrInvalidOption) || !errors.Is(err, kafkasink.ErrGuaranteeConflict) {
+		t.Fatalf("exactly-once sink without checkpointing: %v, want ErrInvalidOption and ErrGuaranteeConflict", err)
+	}
+	for _, want := range []string{`"clicks out 1"`, "Guarantee(ExactlyOnce)", "execution.checkpointing.interval"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
 		}
 	}
 }
