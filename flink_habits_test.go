@@ -235,8 +235,9 @@ func first[T any](s []T) any {
 // PartitionWatermarks (with a strategy on FromSource or not), is refused
 // before the job starts, with the strategy to give FromSource instead.
 func TestFlinkHabitPartitionWatermarksRefused(t *testing.T) {
-	_, err := kafkasource.NewSource([]string{"127.0.0.1:9092"}, kafkasource.Topics("clicks"), kafkasource.ValueDecoder(codec.JSON[habitClick]{}),
-		kafkasource.PartitionWatermarks(5*time.Second, 0))
+	//lint:ignore SA1019 the deprecated option is what the test gives
+	pw := kafkasource.PartitionWatermarks(5*time.Second, 0)
+	_, err := kafkasource.NewSource([]string{"127.0.0.1:9092"}, kafkasource.Topics("clicks"), kafkasource.ValueDecoder(codec.JSON[habitClick]{}), pw)
 	if !errors.Is(err, kafkasource.ErrInvalidConfig) {
 		t.Fatalf("NewSource with PartitionWatermarks: %v, want ErrInvalidConfig", err)
 	}
