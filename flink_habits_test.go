@@ -8,20 +8,16 @@ package sluice_test
 // cmd/sluice/flink_habits_test.go.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
@@ -33,109 +29,10 @@ import (
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
 )
 
-// habitClick is a click with its event time in the payload.
-type habitClick struct {
-	ID   int    `json:"id"`
-	User string `json:"user"`
-	TS   int64  `json:"ts"`
-}
-
-// habitWindow is one tumbling window's count of a user's clicks.
-type habitWindow struct {
-	User  string
-	Start int64
-	N     int
-}
-
 const (
-	habitOutOfOrder = 500 * time.Millisecond
+	habitOutOfOrder = testutil.ClickDisorder
 	habitWindowSize = time.Second
 )
-
-// habitClicks makes the clicks of parts partitions: each partition's
-// event times advance 20 ms a click with up to 400 ms of disorder (within
-// the strategy's bound of 500 ms), and the partitions are a minute apart
-// in event time, so a reader that hands out its partitions in turn mixes
-// timestamps a minute apart. Every perStraggler-th click of a partition
-// is a straggler, 10 s behind its partition: Flink may call it late.
-func habitClicks(parts, perPart, perStraggler int) [][]habitClick {
-	rng := rand.New(rand.NewSource(24))
-	const base = int64(1_700_000_000_000)
-	out := make([][]habitClick, parts)
-	id := 0
-	for p := range parts {
-		for i := range perPart {
-			ts := base + int64(p)*60_000 + int64(i)*20 - rng.Int63n(400)
-			if perStraggler > 0 && i > 0 && i%perStraggler == 0 {
-				ts -= 10_000
-			}
-			out[p] = append(out[p], habitClick{ID: id, User: fmt.Sprint("u", rng.Intn(8)), TS: ts})
-			id++
-		}
-	}
-	return out
-}
-
-// produceHabitClicks writes each partition's clicks to it, in order, with
-// the producer's default record timestamps (the time of writing, nothing
-// like the clicks' event times).
-func produceHabitClicks(t *testing.T, seeds []string, topic string, clicks [][]habitClick) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var rs []*kgo.Record
-	for p, cs := range clicks {
-		for _, c := range cs {
-			b, _ := json.Marshal(c)
-			rs = append(rs, &kgo.Record{Topic: topic, Partition: int32(p), Value: b})
-		}
-	}
-	if err := cl.ProduceSync(testutil.Context(t, 0), rs...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
-}
-
-// flinkMayCallLate is the plain per-partition evaluation of Flink's
-// lateness: with the strategy per partition, the watermark when a click
-// is read is at most its partition's largest earlier timestamp - bound -
-// 1 ms, so only a click whose window ends at or before that may be late.
-func flinkMayCallLate(clicks [][]habitClick) map[int]bool {
-	may := map[int]bool{}
-	size := habitWindowSize.Milliseconds()
-	for _, cs := range clicks {
-		maxBefore := int64(-1 << 63)
-		for _, c := range cs {
-			end := c.TS - c.TS%size + size
-			if maxBefore != -1<<63 && end-1 <= maxBefore-habitOutOfOrder.Milliseconds()-1 {
-				may[c.ID] = true
-			}
-			maxBefore = max(maxBefore, c.TS)
-		}
-	}
-	return may
-}
-
-// habitCounts is the plain evaluation of the window job: clicks per user
-// and tumbling window, leaving out those in skip.
-func habitCounts(clicks [][]habitClick, skip map[int]bool) map[habitWindow]bool {
-	n := map[[2]any]int{}
-	size := habitWindowSize.Milliseconds()
-	for _, cs := range clicks {
-		for _, c := range cs {
-			if !skip[c.ID] {
-				n[[2]any{c.User, c.TS - c.TS%size}]++
-			}
-		}
-	}
-	out := map[habitWindow]bool{}
-	for k, v := range n {
-		out[habitWindow{User: k[0].(string), Start: k[1].(int64), N: v}] = true
-	}
-	return out
-}
 
 // Item 1 and 2: FromSource(kafkaSource, ForBoundedOutOfOrderness(...).
 // WithTimestampAssigner(...)) as a Flink user writes it: 4 partitions
@@ -146,48 +43,49 @@ func habitCounts(clicks [][]habitClick, skip map[int]bool) map[habitWindow]bool 
 func TestFlinkHabitWatermarksPerPartition(t *testing.T) {
 	const parts, perPart = 4, 1000
 	seeds := testutil.KafkaCluster(t, parts, "clicks")
-	clicks := habitClicks(parts, perPart, 250)
-	produceHabitClicks(t, seeds, "clicks", clicks)
+	clicks := testutil.Clickstream(parts, perPart, 250, 8)
+	testutil.ProduceClicks(t, seeds, "clicks", clicks)
 
 	quiet := slog.New(slog.DiscardHandler)
 	env := sluice.NewEnvironment(sluice.WithParallelism(2), sluice.WithLogger(quiet),
 		// Frequent watermarks: many of them while the readers hand out
 		// their partitions in turn.
 		sluice.WithAutoWatermarkInterval(time.Millisecond))
-	src, err := kafkasource.NewSource(seeds, kafkasource.Topics("clicks"), kafkasource.ValueDecoder(codec.JSON[habitClick]{}),
+	src, err := kafkasource.NewSource(seeds, kafkasource.Topics("clicks"), kafkasource.ValueDecoder(codec.JSON[testutil.Click]{}),
 		kafkasource.Bounded(), kafkasource.Logger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := sluice.FromSource(env, src, sluice.ForBoundedOutOfOrderness[habitClick](habitOutOfOrder).
-		WithTimestampAssigner(func(c habitClick, _ int64) int64 { return c.TS }), "clicks", sluice.UID("clicks"))
+	in := sluice.FromSource(env, src, sluice.ForBoundedOutOfOrderness[testutil.Click](habitOutOfOrder).
+		WithTimestampAssigner(func(c testutil.Click, _ int64) int64 { return c.TS }), "clicks", sluice.UID("clicks"))
 	// A pause every 20 clicks lets the periodic watermarks come between
 	// the partitions' turns.
 	var n atomic.Int64
-	in = sluice.Map(in, func(c habitClick) (habitClick, error) {
+	in = sluice.Map(in, func(c testutil.Click) (testutil.Click, error) {
 		if n.Add(1)%20 == 0 {
 			time.Sleep(time.Millisecond)
 		}
 		return c, nil
 	}, sluice.Name("pace"))
-	late := sluice.NewOutputTag[habitClick]("late-clicks")
+	late := sluice.NewOutputTag[testutil.Click]("late-clicks")
 	windows := sluice.ProcessWindow(
-		sluice.Window(sluice.KeyBy(in, func(c habitClick) string { return c.User }), sluice.TumblingEventTimeWindows(habitWindowSize)).
+		sluice.Window(sluice.KeyBy(in, func(c testutil.Click) string { return c.User }), sluice.TumblingEventTimeWindows(habitWindowSize)).
 			SideOutputLateData(late),
-		sluice.ProcessWindowFunc[string, habitClick, habitWindow](func(ctx *sluice.WindowContext[string], cs []habitClick, out sluice.Collector[habitWindow]) error {
-			out.Collect(habitWindow{User: ctx.Key(), Start: ctx.Window().Start, N: len(cs)})
+		sluice.ProcessWindowFunc[string, testutil.Click, testutil.Window](func(ctx *sluice.WindowContext[string], cs []testutil.Click, out sluice.Collector[testutil.Window]) error {
+			out.Collect(testutil.Window{User: ctx.Key(), Start: ctx.Window().Start, End: ctx.Window().End, N: len(cs)})
 			return nil
 		}), sluice.UID("windows"))
-	got, lateOut := sink.NewCollect[habitWindow](), sink.NewCollect[habitClick]()
+	got, lateOut := sink.NewCollect[testutil.Window](), sink.NewCollect[testutil.Click]()
 	sluice.SinkTo(windows, got)
 	sluice.SinkTo(sluice.SideOutput(windows, late), lateOut)
 	if err := env.Execute(testutil.Context(t, 0)); err != nil {
 		t.Fatal(err)
 	}
 
-	may := flinkMayCallLate(clicks)
+	size := habitWindowSize.Milliseconds()
+	may := testutil.MayCallLate(clicks, habitOutOfOrder, func(ts int64) int64 { return ts - ts%size + size - 1 })
 	lateIDs := map[int]bool{}
-	var wrong []habitClick
+	var wrong []testutil.Click
 	for _, c := range lateOut.Values() {
 		lateIDs[c.ID] = true
 		if !may[c.ID] {
@@ -198,37 +96,10 @@ func TestFlinkHabitWatermarksPerPartition(t *testing.T) {
 		t.Fatalf("%d of %d clicks went to the late output that Flink would not call late (within their partition's bound of %v), e.g. %+v",
 			len(wrong), len(lateIDs), habitOutOfOrder, wrong[0])
 	}
-	want := habitCounts(clicks, lateIDs)
-	have := map[habitWindow]bool{}
-	for _, w := range got.Values() {
-		if have[w] {
-			t.Errorf("window %+v fired twice", w)
-		}
-		have[w] = true
+	if diff := testutil.DiffWindows(got.Values(), testutil.TumblingCounts(clicks, habitWindowSize, lateIDs)); diff != "" {
+		t.Fatalf("window counts differ from the plain evaluation: %s", diff)
 	}
-	var missing, unexpected []habitWindow
-	for w := range want {
-		if !have[w] {
-			missing = append(missing, w)
-		}
-	}
-	for w := range have {
-		if !want[w] {
-			unexpected = append(unexpected, w)
-		}
-	}
-	if len(missing)+len(unexpected) > 0 {
-		t.Fatalf("window counts differ from the plain evaluation: %d missing (e.g. %v), %d unexpected (e.g. %v)",
-			len(missing), first(missing), len(unexpected), first(unexpected))
-	}
-	t.Logf("%d clicks, %d windows, %d late of %d Flink may call late", parts*perPart, len(have), len(lateIDs), len(may))
-}
-
-func first[T any](s []T) any {
-	if len(s) == 0 {
-		return nil
-	}
-	return s[0]
+	t.Logf("%d clicks, %d windows, %d late of %d Flink may call late", parts*perPart, got.Len(), len(lateIDs), len(may))
 }
 
 // Item 1: the deprecated way to ask for watermarks per partition,
@@ -237,7 +108,7 @@ func first[T any](s []T) any {
 func TestFlinkHabitPartitionWatermarksRefused(t *testing.T) {
 	//lint:ignore SA1019 the deprecated option is what the test gives
 	pw := kafkasource.PartitionWatermarks(5*time.Second, 0)
-	_, err := kafkasource.NewSource([]string{"127.0.0.1:9092"}, kafkasource.Topics("clicks"), kafkasource.ValueDecoder(codec.JSON[habitClick]{}), pw)
+	_, err := kafkasource.NewSource([]string{"127.0.0.1:9092"}, kafkasource.Topics("clicks"), kafkasource.ValueDecoder(codec.JSON[testutil.Click]{}), pw)
 	if !errors.Is(err, kafkasource.ErrInvalidConfig) {
 		t.Fatalf("NewSource with PartitionWatermarks: %v, want ErrInvalidConfig", err)
 	}
@@ -271,47 +142,6 @@ func (l *logLines) matching(s string) []string {
 		}
 	}
 	return out
-}
-
-// readCommitted returns how often each value was committed to topic.
-// The job has ended, so no transaction is open: an end marker written to
-// every partition after it bounds what there is to read.
-func readCommitted(t *testing.T, seeds []string, topic string) map[string]int {
-	t.Helper()
-	ctx := testutil.Context(t, 0)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const marker = "\x00end"
-	open := map[int32]bool{}
-	ends.Each(func(o kadm.ListedOffset) {
-		open[o.Partition] = true
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: o.Partition, Value: []byte(marker)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	})
-	seen := map[string]int{}
-	for len(open) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: %v (the end marker of partitions %v not seen)", topic, ctx.Err(), open)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Value) == marker {
-				delete(open, r.Partition)
-			} else {
-				seen[string(r.Value)]++
-			}
-		})
-	}
-	return seen
 }
 
 // Item 4: a Kafka sink given no guarantee in a job with exactly-once
@@ -359,8 +189,14 @@ func TestFlinkHabitKafkaSinkFollowsCheckpointing(t *testing.T) {
 		t.Fatal("the injected failure did not happen")
 	}
 	for _, topic := range []string{"out-a", "out-b"} {
-		got := readCommitted(t, seeds, topic)
+		got := testutil.ReadCommitted(t, seeds, topic)
 		var dup, lost []string
+		first := func(s []string) string {
+			if len(s) == 0 {
+				return "-"
+			}
+			return s[0]
+		}
 		for i := range records {
 			switch k := fmt.Sprint("r", i); got[k] {
 			case 1:
@@ -424,5 +260,38 @@ func TestFlinkHabitKafkaSinkRefusals(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
+	}
+}
+
+// Item 5: a job with a checkpoint directory and no savepoint directory
+// stops with a savepoint (as `sluice stop`, or a runner's
+// STOP_WITH_SAVEPOINT signal, asks with no directory): it goes to
+// <checkpoint dir>/savepoints.
+func TestFlinkHabitSavepointBesideCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	var completed atomic.Int64
+	env := sluice.NewEnvironment(sluice.WithLogger(slog.New(slog.DiscardHandler)), sluice.WithCheckpointing(20*time.Millisecond, dir),
+		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+			if s.Status == checkpoint.StatusCompleted {
+				completed.Add(1)
+			}
+		}))
+	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenRate(1000))
+	sluice.SinkTo(sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen"), sink.NewDiscard[int64]())
+	ctx := testutil.Context(t, 0)
+	job, err := env.ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Await(t, "a completed checkpoint", func() bool { return completed.Load() > 0 })
+	path, err := job.StopWithSavepoint(ctx, "", false)
+	if err != nil {
+		t.Fatalf("stop with a savepoint, no directory given: %v", err)
+	}
+	if want := filepath.Join(dir, checkpoint.DefaultSavepointSubdir, "savepoint-"); !strings.HasPrefix(path, want) {
+		t.Fatalf("savepoint at %s, want it in %s*", path, want)
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatalf("job stopped with a savepoint: %v", err)
 	}
 }
