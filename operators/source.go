@@ -88,7 +88,8 @@ type splitOutput[T any] struct {
 	// output from its creation until released; main once used).
 	joined   bool
 	released bool
-	// live is joined && !idle: a record on it changes nothing but maxTs.
+	// live: joined, not idle, and the subtask active since: a record on
+	// it changes nothing but maxTs.
 	live      bool
 	emitted   bool  // a record since the last periodic check
 	quietFrom int64 // when it was last seen emitting, at a periodic check
@@ -245,7 +246,9 @@ func (o *splitOutput[T]) CreateOutputForSplit(id string) source.Output[T] {
 		return so
 	}
 	so := s.newOutput(id)
-	so.joined, so.live = true, true
+	// Not live: its first record marks the subtask active before it goes
+	// out, should the subtask be idle.
+	so.joined = true
 	s.byID[id] = so
 	s.splits = append(s.splits, so)
 	s.recombine = true

@@ -187,6 +187,16 @@ func TestSourceIdlenessPerSplit(t *testing.T) {
 	if got := r.since(mark); got != "[active r500]" {
 		t.Fatalf("events after a record on the idle split b: %s, want [active r500]", got)
 	}
+	// Idle again; a split assigned now and its first record: the subtask
+	// is active before the record goes out.
+	for range 4 {
+		r.tick()
+	}
+	mark = len(r.events)
+	r.poll(func(out source.ReaderOutput[int64]) error { return collect(out.CreateOutputForSplit("c"), 600) })
+	if got := r.since(mark); got != "[active r600]" {
+		t.Fatalf("events of a new split's first record while the subtask was idle: %s, want [active r600]", got)
+	}
 	_ = a
 }
 
