@@ -3,7 +3,9 @@
 // of partitions (splits) to subtasks and the discovery of new ones, the
 // starting and stopping offsets, the reader that consumes its partitions
 // directly (no consumer-group rebalancing) and hands out their records in
-// turn, a bounded batch per partition, its snapshot (next offset per
+// turn, a bounded batch per partition, each to its partition's split
+// output (so that the job's watermark strategy runs per partition, see
+// source.ReaderOutput), its snapshot (next offset per
 // partition) and restore, the commit of offsets back to a group for lag
 // monitoring, and the policies for records that cannot be decoded (the
 // decoder refuses them or panics). Its reader reports its figures to the
