@@ -117,6 +117,13 @@ func TestFlinkHabitPartitionWatermarksRefused(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
+	// A strategy that cannot hold: a negative bound or idleness.
+	env := sluice.NewEnvironment(sluice.WithLogger(slog.New(slog.DiscardHandler)))
+	in := sluice.FromSource(env, source.FromSlice([]int{1}), sluice.ForBoundedOutOfOrderness[int](-time.Second), "neg")
+	sluice.SinkTo(in, sink.NewDiscard[int]())
+	if err := env.Execute(testutil.Context(t, 0)); !errors.Is(err, sluice.ErrInvalidOption) || !strings.Contains(err.Error(), "out-of-orderness -1s") {
+		t.Errorf("negative out-of-orderness: %v, want ErrInvalidOption naming it", err)
+	}
 }
 
 // logLines collects the job's log records.
