@@ -77,7 +77,8 @@ func WithUnalignedCheckpoints(alignedTimeout time.Duration) Option {
 }
 
 // WithSavepointDir sets where savepoints go by default
-// (execution.checkpointing.savepoint-dir).
+// (execution.checkpointing.savepoint-dir). Unset, they go to
+// <checkpoint dir>/savepoints, beside the job directories.
 func WithSavepointDir(dir string) Option {
 	return func(e *Environment) { e.cfg.Checkpoint.SavepointDirectory = dir }
 }

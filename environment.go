@@ -32,6 +32,8 @@ type Environment struct {
 	uids map[string]string // uid -> operator name
 	// validators check sources and sinks against the checkpoint settings.
 	validators []checkpointValidator
+	// jobAware are the sinks told the job's facts before it starts.
+	jobAware []jobAwareSink
 	// jobObservers are given the job once it started.
 	jobObservers []JobObserver
 	// cluster is the role configuration of WithCluster (nil: SLUICE_*).
@@ -216,6 +218,9 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 	if err := e.cfg.Network.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: network: %w", ErrInvalidOption, err)
 	}
+	if err := e.bindSinks(); err != nil {
+		return nil, err
+	}
 	if err := e.validateCheckpointing(); err != nil {
 		return nil, err
 	}
@@ -252,6 +257,9 @@ func (e *Environment) Execute(ctx context.Context) error {
 	if cc, err := e.clusterConfig(); err == nil && cc.Role == RoleWorker {
 		if len(e.errs) > 0 {
 			return errors.Join(e.errs...)
+		}
+		if err := e.bindSinks(); err != nil {
+			return err
 		}
 		if err := e.installMemory(); err != nil {
 			return err

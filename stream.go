@@ -184,6 +184,9 @@ func SinkTo[T any](s *Stream[T], snk sink.Sink[T], opts ...OpOption) {
 	if v, ok := snk.(checkpointValidator); ok {
 		s.env.validators = append(s.env.validators, v)
 	}
+	if b, ok := snk.(sink.JobAware); ok {
+		s.env.jobAware = append(s.env.jobAware, jobAwareSink{node: n, sink: b})
+	}
 	n.Build = func(any) (operators.Operator, []any, error) {
 		op := operators.NewSink(snk)
 		return op, []any{op}, nil

@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/operators"
@@ -9,7 +10,11 @@ import (
 )
 
 // WatermarkStrategy says how a source assigns event timestamps and
-// generates watermarks, as Flink's WatermarkStrategy.
+// generates watermarks, as Flink's WatermarkStrategy. FromSource applies
+// it per split of a source whose reader has splits (the partitions of a
+// Kafka source), as Flink's sources do: each split gets its own
+// timestamps, watermark and idleness, and a subtask's watermark is the
+// smallest over its splits that are not idle.
 type WatermarkStrategy[T any] struct {
 	periodic       bool
 	outOfOrderness time.Duration
@@ -37,17 +42,26 @@ func (w WatermarkStrategy[T]) WithTimestampAssigner(fn func(v T, sourceTs int64)
 	return w
 }
 
-// WithIdleness marks the source subtask idle when it has emitted nothing
-// for d, so downstream watermarks do not wait for it.
+// WithIdleness marks a split (the source subtask, for a source without
+// splits) idle when it has emitted nothing for d, so that watermarks do
+// not wait for it; a subtask whose splits are all idle is idle
+// downstream.
 func (w WatermarkStrategy[T]) WithIdleness(d time.Duration) WatermarkStrategy[T] {
 	w.idleness = d
 	return w
 }
 
-// FromSource adds a parallel source to the job.
+// FromSource adds a parallel source to the job, with the watermark
+// strategy ws applied per split (Flink's fromSource): for a Kafka source,
+// per partition, with the timestamps of ws's assigner, or the Kafka
+// record timestamps when it has none.
 func FromSource[T any](env *Environment, src source.Source[T], ws WatermarkStrategy[T], name string, opts ...OpOption) *Stream[T] {
 	opts = append([]OpOption{Name(name)}, opts...)
 	n, _ := newNode[T](env, "Source", opts, true)
+	if ws.outOfOrderness < 0 || ws.idleness < 0 {
+		env.addErr(fmt.Errorf("%w: source %q: watermark strategy with out-of-orderness %v and idleness %v: neither may be negative",
+			ErrInvalidOption, name, ws.outOfOrderness, ws.idleness))
+	}
 	strategy := operators.WatermarkStrategy[T]{
 		Periodic: ws.periodic, OutOfOrderness: ws.outOfOrderness, Timestamps: ws.timestamps,
 		Idleness: ws.idleness, Interval: env.cfg.AutoWatermarkInterval,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -113,4 +114,20 @@ func (c *Client) Exceptions(ctx context.Context, jobID string) (JobExceptionsInf
 	var out JobExceptionsInfoWithHistory
 	err := c.get(ctx, "/jobs/"+url.PathEscape(jobID)+"/exceptions", &out)
 	return out, err
+}
+
+// IsNoSavepointDirectory says whether err is the server's answer to a
+// savepoint or stop request that named no directory for a job that has
+// none (a client such as the CLI then names its own way to give one).
+func IsNoSavepointDirectory(err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest {
+		return false
+	}
+	for _, e := range ae.Errors {
+		if strings.HasPrefix(e, "Config key [execution.checkpointing.savepoint-dir] is not set") {
+			return true
+		}
+	}
+	return false
 }

@@ -188,6 +188,22 @@ func decodeBody(r *http.Request, v any) error {
 	return nil
 }
 
+// hasSavepointTarget says whether the job has a directory for savepoints
+// whose request names none: execution.checkpointing.savepoint-dir, else
+// <execution.checkpointing.dir>/savepoints.
+func hasSavepointTarget(e *jobEntry) bool {
+	dir, _ := e.job.Config().Checkpoint.SavepointTarget()
+	return dir != ""
+}
+
+// noSavepointDirectory is the answer to a savepoint request that names no
+// directory for a job that has none: Flink's words, naming the request's
+// property, and the key whose default is beside the checkpoints.
+func noSavepointDirectory(property string) string {
+	return "Config key [execution.checkpointing.savepoint-dir] is not set, nor [execution.checkpointing.dir] " +
+		"(savepoints then go to its savepoints directory). Property [" + property + "] must be provided."
+}
+
 // handleTriggerSavepoint is POST /jobs/:jobid/savepoints: a savepoint into
 // target-directory (or the configured savepoint directory); with
 // cancel-job the job stops once it completed.
@@ -197,8 +213,8 @@ func (s *Server) handleTriggerSavepoint(w http.ResponseWriter, r *http.Request, 
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if req.TargetDirectory == "" && e.job.Config().Checkpoint.SavepointDirectory == "" {
-		writeError(w, http.StatusBadRequest, "Config key [execution.checkpointing.savepoint-dir] is not set. Property [target-directory] must be provided.")
+	if req.TargetDirectory == "" && !hasSavepointTarget(e) {
+		writeError(w, http.StatusBadRequest, "%s", noSavepointDirectory("target-directory"))
 		return
 	}
 	trigger, err := s.start(e, req.TriggerID, req.CancelJob, func() (string, error) {
@@ -222,8 +238,8 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, e *jobEntry)
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if req.TargetDirectory == "" && e.job.Config().Checkpoint.SavepointDirectory == "" {
-		writeError(w, http.StatusBadRequest, "Config key [execution.checkpointing.savepoint-dir] is not set. Property [targetDirectory] must be provided.")
+	if req.TargetDirectory == "" && !hasSavepointTarget(e) {
+		writeError(w, http.StatusBadRequest, "%s", noSavepointDirectory("targetDirectory"))
 		return
 	}
 	trigger, err := s.start(e, req.TriggerID, true, func() (string, error) {

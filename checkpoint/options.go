@@ -190,8 +190,32 @@ type Config struct {
 	// is on).
 	Directory string
 	// SavepointDirectory is the default target of savepoints
-	// (execution.checkpointing.savepoint-dir, no default).
+	// (execution.checkpointing.savepoint-dir); unset, savepoints go to
+	// <Directory>/savepoints (see SavepointTarget).
 	SavepointDirectory string
+}
+
+// DefaultSavepointSubdir is the directory under the checkpoint directory
+// (execution.checkpointing.dir) where savepoints go when
+// execution.checkpointing.savepoint-dir is not set: beside the job
+// directories, as Flink users set state.savepoints.dir beside
+// state.checkpoints.dir. A savepoint belongs to its user, not to the job:
+// nothing that cleans a job directory ever touches it.
+const DefaultSavepointSubdir = "savepoints"
+
+// SavepointTarget returns the directory a savepoint goes to when its
+// request names none, and the configuration key it comes from:
+// SavepointDirectory (execution.checkpointing.savepoint-dir), else
+// <Directory>/savepoints (execution.checkpointing.dir); "" when neither
+// is set. Directory may be a path or a URL (s3://bucket/checkpoints).
+func (c Config) SavepointTarget() (dir, key string) {
+	switch {
+	case c.SavepointDirectory != "":
+		return c.SavepointDirectory, "execution.checkpointing.savepoint-dir"
+	case c.Directory != "":
+		return strings.TrimRight(c.Directory, "/") + "/" + DefaultSavepointSubdir, "execution.checkpointing.dir"
+	}
+	return "", ""
 }
 
 // DefaultConfig returns Flink's defaults with checkpointing off.

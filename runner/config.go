@@ -46,7 +46,8 @@ const (
 	// execution.checkpointing.dir).
 	Suspend SignalAction = "SUSPEND"
 	// StopWithSavepoint (STOP_WITH_SAVEPOINT): the job takes a savepoint
-	// into execution.checkpointing.savepoint-dir and finishes, as
+	// into execution.checkpointing.savepoint-dir (default
+	// <execution.checkpointing.dir>/savepoints) and finishes, as
 	// `flink stop`; a second signal suspends it at once.
 	StopWithSavepoint SignalAction = "STOP_WITH_SAVEPOINT"
 	// StopWithSavepointDrain (STOP_WITH_SAVEPOINT_DRAIN): as

@@ -56,7 +56,8 @@
 // checkpoint is kept, so the next start with
 // execution.checkpointing.dir resumes from it; Run returns nil.
 // STOP_WITH_SAVEPOINT: the job takes a savepoint into
-// execution.checkpointing.savepoint-dir and finishes, as `flink stop`;
+// execution.checkpointing.savepoint-dir (default
+// <execution.checkpointing.dir>/savepoints) and finishes, as `flink stop`;
 // STOP_WITH_SAVEPOINT_DRAIN first has the sources emit the maximum
 // watermark, as `flink stop --drain`. A second signal, or a failed
 // savepoint, suspends the job at once. Cancelling ctx suspends the job

@@ -404,7 +404,7 @@ func (d *checkpointDriver) resolveSavepoint(id int64, r savepointResult) {
 // completed, drain first lets event time run to its end.
 func (d *checkpointDriver) triggerSavepoint(ctx context.Context, parent string, stop, drain bool) (string, error) {
 	if parent == "" {
-		parent = d.a.job.cfg.Checkpoint.SavepointDirectory
+		parent, _ = d.a.job.cfg.Checkpoint.SavepointTarget()
 	}
 	dir, err := d.store.NewSavepointDir(parent)
 	if err != nil {
@@ -463,8 +463,9 @@ func (d *checkpointDriver) stats() (checkpoint.CheckpointingStats, bool) {
 }
 
 // TriggerSavepoint takes a savepoint (always aligned) into a new directory
-// under parent, or under the configured savepoint directory when parent
-// is empty, and returns its path.
+// under parent, or when parent is empty under the configured savepoint
+// directory (checkpoint.Config.SavepointTarget: the savepoint-dir, else
+// <checkpoint dir>/savepoints), and returns its path.
 func (j *Job) TriggerSavepoint(ctx context.Context, parent string) (string, error) {
 	a := j.att.Load()
 	if a == nil || a.driver == nil {

@@ -51,6 +51,35 @@ type Output[T any] interface {
 	MarkIdle() error
 }
 
+// ReaderOutput is the Output the runtime passes to PollNext (Flink's
+// ReaderOutput). A reader of several splits (a Kafka reader's partitions)
+// emits each split's records to that split's own output, so that the
+// job's watermark strategy runs per split, as in Flink: each split gets
+// its timestamps from the strategy's assigner, its own watermark and its
+// own idleness, and the subtask's watermark is the smallest over the
+// splits that are not idle. A split output holds the subtask's watermark
+// back from its creation on (a split without records yet is at the
+// minimum watermark until the strategy's idleness marks it idle), so a
+// reader creates it when the split is assigned. A reader of no splits
+// uses the ReaderOutput's own methods, as a plain Output.
+//
+// The runtime passes the same ReaderOutput to every PollNext of a
+// reader; a reader may keep it, and the split outputs it made, between
+// calls, and carry a split's output with the split's own state instead
+// of looking it up per record.
+type ReaderOutput[T any] interface {
+	Output[T]
+	// CreateOutputForSplit returns the output of the split with id
+	// splitID, made on the first call for that id (Flink's
+	// createOutputForSplit). Its EmitWatermark and MarkIdle concern the
+	// split alone; a record or watermark on it makes the split active
+	// again.
+	CreateOutputForSplit(splitID string) Output[T]
+	// ReleaseOutputForSplit forgets the output of a split that has
+	// finished: it no longer holds the subtask's watermark back.
+	ReleaseOutputForSplit(splitID string)
+}
+
 // ReaderContext tells a Reader which subtask it runs in and, on restore,
 // where the readers were.
 type ReaderContext struct {
@@ -88,7 +117,8 @@ type Source[T any] interface {
 type Reader[T any] interface {
 	// PollNext emits a few records (typically one) to out and says whether
 	// more are available now. It must not block for long: the task checks
-	// its mailbox between calls.
+	// its mailbox between calls. In a running job out is a ReaderOutput:
+	// a reader of several splits emits to their outputs.
 	PollNext(out Output[T]) (Status, error)
 	// Available returns a channel that receives (or is closed) when the
 	// reader may have data again after NothingAvailable.

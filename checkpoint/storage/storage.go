@@ -135,7 +135,8 @@ func (s *Storage) Checkpoint(id int64) (*Location, error) {
 // does not create it; SavepointAt does.
 func (s *Storage) NewSavepointDir(parent string) (string, error) {
 	if parent == "" {
-		return "", errors.New("checkpoint storage: no savepoint directory given and execution.checkpointing.savepoint-dir is not set")
+		return "", errors.New("checkpoint storage: no savepoint directory given, and neither execution.checkpointing.savepoint-dir " +
+			"nor execution.checkpointing.dir (savepoints then go to <dir>/savepoints) is set")
 	}
 	job := s.job
 	if len(job) > 12 {

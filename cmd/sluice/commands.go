@@ -295,7 +295,7 @@ func savepoint(ctx context.Context, c *api.Client, ref string, o options, out io
 	}
 	trig, err := c.TriggerSavepoint(ctx, job.JID, o.dir)
 	if err != nil {
-		return err
+		return savepointDirError(o.dir, err)
 	}
 	if o.noWait {
 		fmt.Fprintf(out, "savepoint of job %s triggered: %s\n", job.Name, trig)
@@ -303,7 +303,7 @@ func savepoint(ctx context.Context, c *api.Client, ref string, o options, out io
 	}
 	loc, err := c.WaitSavepoint(ctx, job.JID, trig, pollEvery)
 	if err != nil {
-		return err
+		return savepointDirError(o.dir, err)
 	}
 	if o.output == outputJSON {
 		return printJSON(out, struct {
@@ -322,7 +322,7 @@ func stopJob(ctx context.Context, c *api.Client, ref string, o options, out io.W
 	}
 	trig, err := c.Stop(ctx, job.JID, o.dir, o.drain)
 	if err != nil {
-		return err
+		return savepointDirError(o.dir, err)
 	}
 	loc, err := c.WaitSavepoint(ctx, job.JID, trig, pollEvery)
 	if err != nil && ctx.Err() == nil {
@@ -337,7 +337,7 @@ func stopJob(ctx context.Context, c *api.Client, ref string, o options, out io.W
 		}
 	}
 	if err != nil {
-		return err
+		return savepointDirError(o.dir, err)
 	}
 	if o.output == outputJSON {
 		return printJSON(out, struct {
@@ -347,6 +347,25 @@ func stopJob(ctx context.Context, c *api.Client, ref string, o options, out io.W
 	}
 	fmt.Fprintf(out, "job %s stopped; savepoint stored in %s\n", job.Name, loc)
 	return nil
+}
+
+// savepointDirError names the ways to give the savepoint directory, the
+// --dir flag and the job's configuration keys, in an error of the
+// savepoint or stop command about it: the job has none, or it could not
+// be written.
+func savepointDirError(dir string, err error) error {
+	switch {
+	case api.IsNoSavepointDirectory(err):
+		return fmt.Errorf("the job has no savepoint directory: give one with --dir DIR, or set execution.checkpointing.savepoint-dir "+
+			"(or execution.checkpointing.dir: savepoints then go to <dir>/savepoints) in the job's configuration (the server said: %w)", err)
+	case strings.Contains(err.Error(), "savepoint directory"):
+		from := "--dir " + dir
+		if dir == "" {
+			from = "the job's execution.checkpointing.savepoint-dir, else <execution.checkpointing.dir>/savepoints; --dir DIR gives another"
+		}
+		return fmt.Errorf("%w\n(the savepoint directory is %s)", err, from)
+	}
+	return err
 }
 
 // stoppedWithSavepoint returns the savepoint a job's recorded result

@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the server and for savepoints")
 	fs.Int64Var(&o.checkpoint, "checkpoint", 0, "checkpoints: the checkpoint to show (default: the latest completed)")
 	fs.StringVar(&o.chkDir, "checkpoint-dir", "", "jobs: list the job directories of this checkpoint directory (execution.checkpointing.dir) offline")
-	fs.StringVar(&o.dir, "dir", "", "savepoint, stop: the directory to put the savepoint in (default: the job's savepoint directory)")
+	fs.StringVar(&o.dir, "dir", "", "savepoint, stop: the directory to put the savepoint in (default: the job's execution.checkpointing.savepoint-dir, else <execution.checkpointing.dir>/savepoints)")
 	fs.BoolVar(&o.drain, "drain", false, "stop: end event time first, so that every timer and window fires")
 	fs.BoolVar(&o.noWait, "no-wait", false, "savepoint: print the trigger id and return without waiting")
 	fs.BoolVar(&o.full, "full", false, "checkpoint: a full checkpoint, not an incremental one (Flink's checkpointType FULL)")

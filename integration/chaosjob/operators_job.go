@@ -107,11 +107,8 @@ func operatorsJob(env *sluice.Environment, o options, seeds []string, log *slog.
 		e.TS = r.Timestamp.UnixMilli()
 		return e, nil
 	}
-	// Watermarks per partition: each partition's disorder is bounded, the
-	// interleaving of a reader's partitions is not.
 	eventSource := func(topic string) (*kafkasource.Source[opEvent], error) {
-		return kafkasource.NewSource(seeds, kafkasource.Topics(topic), decodeEvent, kafkasource.Bounded(),
-			kafkasource.PartitionWatermarks(opOutOfOrderness, 0), kafkasource.Logger(log))
+		return kafkasource.NewSource(seeds, kafkasource.Topics(topic), decodeEvent, kafkasource.Bounded(), kafkasource.Logger(log))
 	}
 	leftSrc, err := eventSource(o.in + "-left")
 	if err != nil {
@@ -138,8 +135,13 @@ func operatorsJob(env *sluice.Environment, o options, seeds []string, log *slog.
 	paced := func(s *sluice.Stream[opEvent], name string) *sluice.Stream[opEvent] {
 		return sluice.Map(s, func(e opEvent) (opEvent, error) { pace.wait(); return e, nil }, sluice.Name(name), sluice.UID(name))
 	}
-	left := paced(sluice.FromSource(env, leftSrc, sluice.NoWatermarks[opEvent](), "left-in", sluice.UID("left-in")), "left-pace")
-	right := paced(sluice.FromSource(env, rightSrc, sluice.NoWatermarks[opEvent](), "right-in", sluice.UID("right-in")), "right-pace")
+	// Watermarks per partition (FromSource applies the strategy per
+	// split): each partition's disorder is bounded, the interleaving of a
+	// reader's partitions is not. The timestamps are the records'.
+	events := sluice.ForBoundedOutOfOrderness[opEvent](opOutOfOrderness).
+		WithTimestampAssigner(func(e opEvent, _ int64) int64 { return e.TS })
+	left := paced(sluice.FromSource(env, leftSrc, events, "left-in", sluice.UID("left-in")), "left-pace")
+	right := paced(sluice.FromSource(env, rightSrc, events, "right-in", sluice.UID("right-in")), "right-pace")
 	// One rules subtask: its pace's sleeps are what a barrier waits behind
 	// on the rules side, one gap at most.
 	rules := sluice.Map(sluice.FromSource(env, rulesSrc, sluice.NoWatermarks[opRule](), "rules-in", sluice.UID("rules-in"), sluice.Parallelism(1)),

@@ -1,6 +1,8 @@
 // Package testutil owns the helpers the module's tests share: waiting for
-// a condition under a safety net, a context bounded for a test, and an
-// in-process Kafka cluster (franz-go's kfake) for fast unit tests. Tests
+// a condition under a safety net, a context bounded for a test, an
+// in-process Kafka cluster (franz-go's kfake) for fast unit tests, what a
+// read_committed consumer sees of a topic, and the clickstream of the
+// "Flink habits" tests with its plain evaluations (clickstream.go). Tests
 // only; no production code imports it.
 package testutil
 

@@ -5,6 +5,14 @@
 // transactional ids per subtask, and the abort of lingering transactions
 // at startup.
 //
+// The sink settles its defaults from the job it is part of (BindJob, see
+// sink.JobAware): without Guarantee its delivery guarantee follows the
+// job's checkpointing (exactly-once checkpoints: ExactlyOnce;
+// at-least-once: AtLeastOnce; none: DeliveryNone), without
+// TransactionalIDPrefix an exactly-once sink's prefix is <job id>-<uid>,
+// and it claims that prefix, so that two sinks of one job sharing one are
+// refused before the job starts.
+//
 // Exactly-once is two-phase commit. Between two checkpoint barriers a
 // writer produces into one Kafka transaction under a transactional id of
 // its pool, `<prefix>-<subtask>-<slot>`. At barrier n (PrepareCommit) it

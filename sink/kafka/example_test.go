@@ -20,9 +20,11 @@ import (
 // The Kafka sink writes a job's output to Kafka. With ExactlyOnce each
 // subtask writes the records of a checkpoint interval in one transaction,
 // committed once the checkpoint completes, so a read_committed consumer
-// sees every record once whatever failures the job recovers from. It
-// needs checkpointing, and a transactional id prefix unique to the job.
-// Here on an embedded broker (franz-go's kfake).
+// sees every record once whatever failures the job recovers from. Given
+// no Guarantee, the sink follows the job's checkpointing: exactly-once
+// checkpoints make it exactly-once, with a transactional id prefix derived
+// from the job id and the sink's uid. Here on an embedded broker
+// (franz-go's kfake).
 func ExampleNewSink() {
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "greetings"))
 	if err != nil {
@@ -39,7 +41,6 @@ func ExampleNewSink() {
 	defer os.RemoveAll(dir)
 
 	snk, err := kafka.NewSink(seeds, kafka.ValueSerializer[string]("greetings", codec.String{}),
-		kafka.Guarantee(kafka.ExactlyOnce), kafka.TransactionalIDPrefix("greeter"),
 		kafka.Logger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		fmt.Println(err)
@@ -49,7 +50,7 @@ func ExampleNewSink() {
 		sluice.WithCheckpointing(100*time.Millisecond, dir))
 	names := sluice.FromSource(env, source.FromSlice([]string{"ann", "bob", "cy"}), sluice.NoWatermarks[string](), "names")
 	greetings := sluice.Map(names, func(n string) (string, error) { return "hello " + n, nil })
-	sluice.SinkTo(greetings, snk)
+	sluice.SinkTo(greetings, snk, sluice.UID("greetings-out"))
 	// A bounded job ends with a final checkpoint: its transactions commit.
 	if err := env.Execute(context.Background()); err != nil {
 		fmt.Println(err)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -120,12 +121,14 @@ type config struct {
 	// the security settings, shared with the Kafka source.
 	client          kafkaclient.Config
 	guarantee       DeliveryGuarantee
+	guaranteeSet    bool // Guarantee was given
 	prefix          string
 	maxConcurrent   int
 	poolSize        int
 	poolLimit       int
 	txnTimeout      time.Duration
 	txnTimeoutSet   bool // TransactionTimeout was given
+	prefixDerived   bool // prefix is DefaultTransactionalIDPrefix's
 	ignoreLost      bool // IgnoreFailuresAfterTransactionTimeout
 	serPolicy       SerializerErrorPolicy
 	commitBackoff   time.Duration
@@ -156,14 +159,34 @@ func newConfig(seeds []string, opts []Option) config {
 // Option configures a Sink.
 type Option func(*config)
 
-// Guarantee sets the delivery guarantee (default DeliveryNone, as Flink's
-// KafkaSink).
-func Guarantee(g DeliveryGuarantee) Option { return func(c *config) { c.guarantee = g } }
+// Guarantee sets the delivery guarantee. Without it the guarantee follows
+// the job's checkpointing (sink.JobAware): ExactlyOnce with exactly-once
+// checkpoints, AtLeastOnce with at-least-once checkpoints, DeliveryNone
+// without checkpointing (and for a sink used outside a job). Given, it
+// must fit the job: ExactlyOnce needs exactly-once checkpoints.
+func Guarantee(g DeliveryGuarantee) Option {
+	return func(c *config) { c.guarantee, c.guaranteeSet = g, true }
+}
 
 // TransactionalIDPrefix sets the prefix of the transactional ids of an
-// exactly-once sink; required for ExactlyOnce. Two jobs must never share a
-// prefix: each aborts the other's transactions.
+// exactly-once sink. Without it the prefix is derived from the job id
+// and the sink's uid (DefaultTransactionalIDPrefix), stable across the
+// job's runs and unique within the job. Two exactly-once sinks writing
+// with one prefix abort each other's transactions: two sinks of a job
+// with the same prefix are refused before it starts, and two jobs must
+// never share one.
 func TransactionalIDPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// DefaultTransactionalIDPrefix is the prefix of an exactly-once sink
+// given none: <job id>-<sink uid>, white space replaced by '_'.
+func DefaultTransactionalIDPrefix(jobID, uid string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) {
+			return '_'
+		}
+		return r
+	}, jobID+"-"+uid)
+}
 
 // MaxConcurrentCheckpoints sizes the pool of transactional ids per
 // subtask to n+1 (default 1, so 2 ids). Set it to the job's
@@ -288,9 +311,14 @@ type Sink[T any] struct {
 	cfg  config
 	ser  Serializer[T]
 	pool *slotPool
+	// boundUID is the uid of the sink operator BindJob was called for.
+	boundUID *string
 }
 
-var _ sink.TwoPhaseCommitSink[int] = (*Sink[int])(nil)
+var (
+	_ sink.TwoPhaseCommitSink[int] = (*Sink[int])(nil)
+	_ sink.JobAware                = (*Sink[int])(nil)
+)
 
 // NewSink returns a Kafka sink writing to the cluster at seeds the records
 // ser makes.
@@ -305,26 +333,8 @@ func NewSink[T any](seeds []string, ser Serializer[T], opts ...Option) (*Sink[T]
 	switch cfg.guarantee {
 	case DeliveryNone, AtLeastOnce:
 	case ExactlyOnce:
-		if cfg.prefix == "" {
-			return nil, fmt.Errorf("exactly-once needs a transactional id prefix (TransactionalIDPrefix): %w", ErrInvalidConfig)
-		}
-		if strings.ContainsAny(cfg.prefix, " \t\n") {
-			return nil, fmt.Errorf("transactional id prefix %q contains white space: %w", cfg.prefix, ErrInvalidConfig)
-		}
-		if cfg.maxConcurrent < 1 {
-			return nil, fmt.Errorf("max concurrent checkpoints %d, want >= 1: %w", cfg.maxConcurrent, ErrInvalidConfig)
-		}
-		if cfg.poolSize == 0 {
-			cfg.poolSize = cfg.maxConcurrent + 1
-		}
-		if cfg.poolSize < 2 {
-			return nil, fmt.Errorf("transactional id pool size %d, want >= 2: %w", cfg.poolSize, ErrInvalidConfig)
-		}
-		if cfg.poolLimit < cfg.poolSize {
-			return nil, fmt.Errorf("transactional id pool limit %d is below the pool size %d: %w", cfg.poolLimit, cfg.poolSize, ErrInvalidConfig)
-		}
-		if cfg.txnTimeout <= 0 || cfg.txnTimeout%time.Millisecond != 0 {
-			return nil, fmt.Errorf("transaction timeout %v, want a positive whole number of milliseconds: %w", cfg.txnTimeout, ErrInvalidConfig)
+		if err := cfg.checkExactlyOnce(); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("unknown delivery guarantee %v: %w", cfg.guarantee, ErrInvalidConfig)
@@ -335,8 +345,112 @@ func NewSink[T any](seeds []string, ser Serializer[T], opts ...Option) (*Sink[T]
 	return &Sink[T]{cfg: cfg, ser: ser, pool: newSlotPool()}, nil
 }
 
-// Guarantee returns the sink's delivery guarantee.
+// checkExactlyOnce refuses the settings an exactly-once sink cannot work
+// with and sizes the pool. The prefix may still be empty: BindJob
+// derives it.
+func (c *config) checkExactlyOnce() error {
+	if strings.IndexFunc(c.prefix, unicode.IsSpace) >= 0 {
+		return fmt.Errorf("transactional id prefix %q contains white space: %w", c.prefix, ErrInvalidConfig)
+	}
+	if c.maxConcurrent < 1 {
+		return fmt.Errorf("max concurrent checkpoints %d, want >= 1: %w", c.maxConcurrent, ErrInvalidConfig)
+	}
+	if c.poolSize == 0 {
+		c.poolSize = c.maxConcurrent + 1
+	}
+	if c.poolSize < 2 {
+		return fmt.Errorf("transactional id pool size %d, want >= 2: %w", c.poolSize, ErrInvalidConfig)
+	}
+	if c.poolLimit < c.poolSize {
+		return fmt.Errorf("transactional id pool limit %d is below the pool size %d: %w", c.poolLimit, c.poolSize, ErrInvalidConfig)
+	}
+	if c.txnTimeout <= 0 || c.txnTimeout%time.Millisecond != 0 {
+		return fmt.Errorf("transaction timeout %v, want a positive whole number of milliseconds: %w", c.txnTimeout, ErrInvalidConfig)
+	}
+	return nil
+}
+
+// ErrGuaranteeConflict is returned (wrapped) by BindJob when an explicit
+// Guarantee contradicts the job's checkpointing.
+var ErrGuaranteeConflict = errors.New("kafka sink: delivery guarantee does not fit the job's checkpointing")
+
+// BindJob settles the sink's defaults from the job it is part of (the
+// job calls it before it starts, see sink.JobAware): without Guarantee,
+// the guarantee follows the job's checkpointing; an exactly-once sink
+// without TransactionalIDPrefix gets DefaultTransactionalIDPrefix(job
+// id, uid). An explicit ExactlyOnce without exactly-once checkpoints is
+// refused (ErrGuaranteeConflict): without checkpoints nothing would
+// commit, and with at-least-once checkpoints records replayed after a
+// restore would be written twice. What it settled is logged once, at
+// Info. An exactly-once sink claims its prefix: two such sinks of one
+// job with the same prefix are refused before the job starts.
+func (s *Sink[T]) BindJob(job sink.JobInfo) ([]sink.Exclusive, error) {
+	c := &s.cfg
+	if s.boundUID != nil && *s.boundUID != job.UID {
+		return nil, fmt.Errorf("one kafka sink is given to two SinkTo calls (uids %q and %q): make one NewSink per SinkTo: %w",
+			*s.boundUID, job.UID, ErrInvalidConfig)
+	}
+	uid := job.UID
+	s.boundUID = &uid
+	origin := "Guarantee option"
+	if !c.guaranteeSet {
+		origin = "the job's " + job.Checkpointing.String()
+		switch job.Checkpointing {
+		case sink.ExactlyOnceCheckpoints:
+			c.guarantee = ExactlyOnce
+		case sink.AtLeastOnceCheckpoints:
+			c.guarantee = AtLeastOnce
+		default:
+			c.guarantee = DeliveryNone
+		}
+	} else if c.guarantee == ExactlyOnce && job.Checkpointing != sink.ExactlyOnceCheckpoints {
+		how := "turn checkpointing on (sluice.WithCheckpointing, execution.checkpointing.interval)"
+		if job.Checkpointing == sink.AtLeastOnceCheckpoints {
+			how = "set the checkpointing mode to exactly-once (sluice.WithCheckpointingMode(sluice.ExactlyOnce), execution.checkpointing.mode: EXACTLY_ONCE)"
+		}
+		return nil, fmt.Errorf("the Guarantee(ExactlyOnce) option with %s cannot keep its promise: %s, or leave Guarantee out (it then follows the job's checkpointing): %w",
+			job.Checkpointing, how, ErrGuaranteeConflict)
+	}
+	attrs := []any{"sink", job.Name, "uid", job.UID, "guarantee", c.guarantee.String(), "from", origin}
+	if c.guarantee == ExactlyOnce {
+		prefixFrom := "TransactionalIDPrefix option"
+		if c.prefix == "" || c.prefixDerived {
+			c.prefix, c.prefixDerived = DefaultTransactionalIDPrefix(job.JobID, job.UID), true
+			prefixFrom = "job id and sink uid"
+		}
+		if err := c.checkExactlyOnce(); err != nil {
+			return nil, err
+		}
+		attrs = append(attrs, "transactional_id_prefix", c.prefix, "prefix_from", prefixFrom)
+	}
+	log := job.Logger
+	if log == nil {
+		log = c.client.Log()
+	}
+	log.Info("kafka sink: delivery guarantee", attrs...)
+	if c.guarantee != ExactlyOnce {
+		return nil, nil
+	}
+	return []sink.Exclusive{{
+		What: fmt.Sprintf("Kafka transactional id prefix %q", c.prefix),
+		Why: "exactly-once sinks that share a prefix abort each other's transactions (PRODUCER_FENCED); give each its own " +
+			"TransactionalIDPrefix, or none: the default is derived from the job id and the sink's uid",
+	}}, nil
+}
+
+// Guarantee returns the sink's delivery guarantee: the one given, or
+// once the job bound it (BindJob) the one of the job's checkpointing.
 func (s *Sink[T]) Guarantee() DeliveryGuarantee { return s.cfg.guarantee }
+
+// TransactionalIDPrefix returns the prefix of the sink's transactional
+// ids: the one given, or once the job bound it the derived one ("" for a
+// sink that is not exactly-once).
+func (s *Sink[T]) TransactionalIDPrefix() string {
+	if s.cfg.guarantee != ExactlyOnce {
+		return ""
+	}
+	return s.cfg.prefix
+}
 
 // PoolSize returns the number of transactional ids per subtask (0 unless
 // exactly-once).
@@ -379,6 +493,10 @@ func (s *Sink[T]) NewWriter(ctx sink.WriterContext) (sink.Writer[T], error) {
 		return nil, fmt.Errorf("kafka sink: subtask %d of parallelism %d: %w", ctx.Subtask, ctx.Parallelism, sink.ErrInvalidWriterContext)
 	}
 	if s.cfg.guarantee == ExactlyOnce {
+		if s.cfg.prefix == "" {
+			return nil, fmt.Errorf("kafka sink subtask %d: exactly-once without a transactional id prefix: give TransactionalIDPrefix, "+
+				"or run the sink in a job (sluice.SinkTo), which derives one from the job id and the sink's uid: %w", ctx.Subtask, ErrInvalidConfig)
+		}
 		return newTransactionalWriter(s, ctx)
 	}
 	return newWriter(s, ctx)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -139,10 +140,76 @@ func TestCommittableRoundTrip(t *testing.T) {
 	}
 }
 
+// BindJob: without Guarantee the guarantee follows the job's
+// checkpointing; without a prefix an exactly-once sink's is derived from
+// the job id and its uid; explicit options win, and are refused when
+// they contradict the job.
+func TestBindJob(t *testing.T) {
+	ser := ValueSerializer[string]("t", codec.String{})
+	quiet := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		name    string
+		opts    []Option
+		ckpt    sink.Checkpointing
+		want    DeliveryGuarantee
+		prefix  string
+		refused string
+	}{
+		{name: "default, exactly-once checkpoints", ckpt: sink.ExactlyOnceCheckpoints, want: ExactlyOnce, prefix: "job_1-kafka_out"},
+		{name: "default, at-least-once checkpoints", ckpt: sink.AtLeastOnceCheckpoints, want: AtLeastOnce},
+		{name: "default, no checkpoints", ckpt: sink.NoCheckpoints, want: DeliveryNone},
+		{name: "explicit prefix", opts: []Option{TransactionalIDPrefix("mine")}, ckpt: sink.ExactlyOnceCheckpoints, want: ExactlyOnce, prefix: "mine"},
+		{name: "explicit none", opts: []Option{Guarantee(DeliveryNone)}, ckpt: sink.ExactlyOnceCheckpoints, want: DeliveryNone},
+		{name: "explicit at-least-once", opts: []Option{Guarantee(AtLeastOnce)}, ckpt: sink.NoCheckpoints, want: AtLeastOnce},
+		{name: "explicit exactly-once", opts: []Option{Guarantee(ExactlyOnce)}, ckpt: sink.ExactlyOnceCheckpoints, want: ExactlyOnce, prefix: "job_1-kafka_out"},
+		{name: "exactly-once without checkpoints", opts: []Option{Guarantee(ExactlyOnce), TransactionalIDPrefix("p")}, ckpt: sink.NoCheckpoints,
+			refused: "execution.checkpointing.interval"},
+		{name: "exactly-once with at-least-once checkpoints", opts: []Option{Guarantee(ExactlyOnce)}, ckpt: sink.AtLeastOnceCheckpoints,
+			refused: "execution.checkpointing.mode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := NewSink([]string{"x:1"}, ser, append(tc.opts, Logger(quiet))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex, err := s.BindJob(sink.JobInfo{JobID: "job 1", UID: "kafka out", Name: "Kafka", Checkpointing: tc.ckpt, Logger: quiet})
+			if tc.refused != "" {
+				if !errors.Is(err, ErrGuaranteeConflict) || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("BindJob: %v, want ErrGuaranteeConflict naming %s", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Guarantee() != tc.want || s.TransactionalIDPrefix() != tc.prefix {
+				t.Fatalf("guarantee %v prefix %q, want %v %q", s.Guarantee(), s.TransactionalIDPrefix(), tc.want, tc.prefix)
+			}
+			if (len(ex) == 1) != (tc.want == ExactlyOnce) || len(ex) == 1 && !strings.Contains(ex[0].What, strconv.Quote(tc.prefix)) {
+				t.Fatalf("claims %+v; want the prefix claimed by an exactly-once sink only", ex)
+			}
+		})
+	}
+	// One sink value bound for two operators is refused.
+	s, _ := NewSink([]string{"x:1"}, ser, Logger(quiet))
+	if _, err := s.BindJob(sink.JobInfo{JobID: "j", UID: "a", Checkpointing: sink.ExactlyOnceCheckpoints}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BindJob(sink.JobInfo{JobID: "j", UID: "b", Checkpointing: sink.ExactlyOnceCheckpoints}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("second operator of one sink value: %v, want ErrInvalidConfig", err)
+	}
+}
+
 func TestConfigValidation(t *testing.T) {
 	ser := ValueSerializer[string]("t", codec.String{})
-	if _, err := NewSink([]string{"x:1"}, ser, Guarantee(ExactlyOnce)); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "prefix") {
-		t.Fatalf("exactly-once without prefix: err %v, want ErrInvalidConfig naming the prefix", err)
+	// Exactly-once without a prefix: the job derives one (BindJob); a
+	// sink used by hand is refused a writer.
+	eo, err := NewSink([]string{"x:1"}, ser, Guarantee(ExactlyOnce))
+	if err != nil {
+		t.Fatalf("exactly-once without prefix: %v", err)
+	}
+	if _, err := eo.NewWriter(sink.WriterContext{Parallelism: 1}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "TransactionalIDPrefix") {
+		t.Fatalf("writer of an exactly-once sink without prefix outside a job: err %v, want ErrInvalidConfig naming TransactionalIDPrefix", err)
 	}
 	if _, err := NewSink[string](nil, ser); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("no seeds: err %v", err)

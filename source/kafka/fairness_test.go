@@ -79,9 +79,10 @@ func handOutReader(t testing.TB, perPartition ...int) *Reader[int] {
 	it := item{slot: true}
 	for i, n := range perPartition {
 		tp := topicPartition{"t", int32(i)}
-		p := &partition{tp: tp, stop: NoStoppingOffset}
+		p := &partition{tp: tp, stop: NoStoppingOffset, index: i}
 		r.parts[tp] = p
 		r.order = append(r.order, p)
+		r.outputs = append(r.outputs, nil)
 		recs := make([]*kgo.Record, n)
 		for o := range recs {
 			recs[o] = &kgo.Record{Topic: "t", Partition: int32(i), Offset: int64(o)}

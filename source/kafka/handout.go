@@ -3,9 +3,7 @@ package kafka
 import (
 	"errors"
 	"fmt"
-	"math"
 	"runtime/debug"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -15,12 +13,37 @@ import (
 // PollNext emits up to a few dozen records from the buffered fetches. It
 // never waits for the network: with nothing buffered it returns
 // NothingAvailable, and Available fires when a fetch arrives.
+//
+// Each partition's records go to the partition's own output when out is a
+// source.ReaderOutput (in a running job it is): the job's watermark
+// strategy then runs per partition, as in Flink's Kafka source.
 func (r *Reader[T]) PollNext(out source.Output[T]) (source.Status, error) {
-	st, err := r.pollNext(out)
-	if err == nil && r.cfg.wmOn && st != source.EndOfInput {
-		err = r.watermark(out)
+	if out != r.out {
+		r.bind(out)
 	}
-	return st, err
+	return r.pollNext(out)
+}
+
+// bind makes out the reader's output and gives every partition not
+// finished its split output.
+func (r *Reader[T]) bind(out source.Output[T]) {
+	r.out = out
+	r.outs, _ = out.(source.ReaderOutput[T])
+	for _, p := range r.order {
+		if !p.finished {
+			r.outputs[p.index] = r.splitOutput(p)
+		}
+	}
+}
+
+// splitOutput is p's output: its own split output from the reader's
+// output when that is a ReaderOutput, else the reader's output; nil
+// before the first PollNext.
+func (r *Reader[T]) splitOutput(p *partition) source.Output[T] {
+	if r.outs == nil {
+		return r.out
+	}
+	return r.outs.CreateOutputForSplit(p.tp.splitID())
 }
 
 func (r *Reader[T]) pollNext(out source.Output[T]) (source.Status, error) {
@@ -64,7 +87,7 @@ func (r *Reader[T]) pollNext(out source.Output[T]) (source.Status, error) {
 			}
 			return source.NothingAvailable, nil
 		}
-		ok, err := r.emit(p, r.pop(p), out)
+		ok, err := r.emit(p, r.pop(p))
 		if err != nil {
 			return source.NothingAvailable, err
 		}
@@ -101,7 +124,7 @@ func (r *Reader[T]) nextTurn() *partition {
 // emit handles one fetched record of p: it advances the partition's
 // position and emits the decoded value; it reports whether a value was
 // emitted.
-func (r *Reader[T]) emit(p *partition, rec *kgo.Record, out source.Output[T]) (bool, error) {
+func (r *Reader[T]) emit(p *partition, rec *kgo.Record) (bool, error) {
 	if p.finished || rec.Offset < p.next.Load() {
 		return false, nil
 	}
@@ -123,15 +146,9 @@ func (r *Reader[T]) emit(p *partition, rec *kgo.Record, out source.Output[T]) (b
 		}
 		return false, r.badRecord(p, rec, err)
 	}
-	ts := rec.Timestamp.UnixMilli()
-	if err := out.Collect(v, ts); err != nil {
+	if err := r.outputs[p.index].Collect(v, rec.Timestamp.UnixMilli()); err != nil {
 		return false, err
 	}
-	if r.cfg.wmOn {
-		p.maxTs = max(p.maxTs, ts)
-		p.lastActive = time.Now()
-	}
-	r.idle = false
 	p.next.Store(rec.Offset + 1)
 	r.maybeFinish(p)
 	return true, nil
@@ -195,60 +212,6 @@ func (r *Reader[T]) badRecord(p *partition, rec *kgo.Record, cause error) error 
 	return nil
 }
 
-// watermark emits the smallest partition watermark over the partitions
-// that are neither finished nor idle, or marks the reader idle when all
-// its unfinished partitions are idle.
-func (r *Reader[T]) watermark(out source.Output[T]) error {
-	now := time.Now()
-	wm, active, open := int64(math.MaxInt64), 0, 0
-	for _, p := range r.order {
-		if p.finished {
-			continue
-		}
-		open++
-		if r.cfg.wmIdle > 0 && now.Sub(p.lastActive) >= r.cfg.wmIdle {
-			continue
-		}
-		active++
-		pw := int64(math.MinInt64)
-		if p.maxTs != math.MinInt64 {
-			pw = p.maxTs - r.cfg.wmDelay.Milliseconds() - 1
-		}
-		wm = min(wm, pw)
-	}
-	if active == 0 {
-		if open > 0 && !r.idle {
-			r.idle = true
-			return out.MarkIdle()
-		}
-		return nil
-	}
-	r.idle = false
-	if wm > r.lastWm {
-		r.lastWm = wm
-		return out.EmitWatermark(wm)
-	}
-	return nil
-}
-
-// tickIdleness wakes the task goroutine now and then, so that a partition
-// going quiet is noticed while no fetch arrives.
-func (r *Reader[T]) tickIdleness() {
-	t := time.NewTicker(min(r.cfg.wmIdle/2, 200*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-t.C:
-			select {
-			case r.avail <- struct{}{}:
-			default:
-			}
-		}
-	}
-}
-
 // maybeFinish ends a bounded partition that reached its stopping offset.
 func (r *Reader[T]) maybeFinish(p *partition) {
 	if p.finished || p.stop < 0 || p.next.Load() < p.stop {
@@ -256,6 +219,9 @@ func (r *Reader[T]) maybeFinish(p *partition) {
 	}
 	p.finished = true
 	p.done.Store(true)
+	if r.outs != nil {
+		r.outs.ReleaseOutputForSplit(p.tp.splitID())
+	}
 	r.dropBuffered(p)
 	if r.consumer != nil {
 		r.consumer.RemoveConsumePartitions(map[string][]int32{p.tp.topic: {p.tp.partition}})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -195,11 +194,15 @@ func (r *Reader[T]) addPartitions(splits []SplitState) {
 		p.hwm.Store(-1)
 		p.lso.Store(-1)
 		p.committed.Store(-1)
-		p.maxTs, p.lastActive = math.MinInt64, time.Now()
 		p.finished = p.stop >= 0 && st.Offset >= p.stop
 		p.done.Store(p.finished)
 		r.parts[tp] = p
 		r.order = append(r.order, p)
+		p.index = len(r.outputs)
+		r.outputs = append(r.outputs, nil)
+		if !p.finished {
+			r.outputs[p.index] = r.splitOutput(p)
+		}
 		if !p.finished {
 			if consume[tp.topic] == nil {
 				consume[tp.topic] = map[int32]kgo.Offset{}

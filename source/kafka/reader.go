@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +33,10 @@ type topicPartition struct {
 	partition int32
 }
 
+// splitID names the partition as a split, as Flink's KafkaPartitionSplit
+// does: topic-partition.
+func (tp topicPartition) splitID() string { return tp.topic + "-" + strconv.Itoa(int(tp.partition)) }
+
 // partition is the reader's state of one assigned partition. next is
 // written on the task goroutine only; the atomics are read by Metrics.
 type partition struct {
@@ -44,9 +48,9 @@ type partition struct {
 	hwm       atomic.Int64
 	lso       atomic.Int64
 	committed atomic.Int64
-	// Watermarks (task goroutine only).
-	maxTs      int64
-	lastActive time.Time
+	// index is the partition's place in the reader's outputs (task
+	// goroutine only).
+	index int
 	// The fetched records not yet handed out (task goroutine only): a
 	// queue of segments from segHead on, one per fetch, nbuf records in
 	// all.
@@ -145,12 +149,18 @@ type Reader[T any] struct {
 	turnLeft int
 	rr       int
 
+	// out is the output PollNext was given, outs the same when it makes
+	// split outputs; outputs[p.index] is where partition p's records go
+	// (task goroutine only).
+	out     source.Output[T]
+	outs    source.ReaderOutput[T]
+	outputs []source.Output[T]
+
 	skipped      atomic.Int64
 	deadLettered atomic.Int64
 	snapshots    map[int64][]SplitState
 	committing   atomic.Bool
 	idle         bool
-	lastWm       int64
 	ended        bool
 	closed       bool
 }
@@ -177,7 +187,6 @@ func newReader[T any](s *Source[T], rc source.ReaderContext) (*Reader[T], error)
 		ctx:       ctx,
 		cancel:    cancel,
 		snapshots: map[int64][]SplitState{},
-		lastWm:    math.MinInt64,
 	}
 	r.log = r.client.Log().With("source", "kafka", "subtask", rc.Subtask)
 	if err := r.start(rc); err != nil {
@@ -248,9 +257,6 @@ func (r *Reader[T]) start(rc source.ReaderContext) error {
 	}
 	if r.cfg.bounded {
 		r.wg.Go(r.checkBounded)
-	}
-	if r.cfg.wmOn && r.cfg.wmIdle > 0 {
-		r.wg.Go(r.tickIdleness)
 	}
 	return nil
 }

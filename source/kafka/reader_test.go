@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/testutil"
-	"math"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/source"
 )
 
@@ -24,19 +24,47 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// fakeOutput records what a reader emits.
+// fakeOutput records what a reader emits. It is a source.ReaderOutput,
+// as the runtime's: a split output records its own records and the
+// reader's output all of them, with the split each came from.
 type fakeOutput[T any] struct {
 	values []T
 	ts     []int64
 	wms    []int64
 	idle   int
+
+	parent   *fakeOutput[T] // of a split output
+	split    string         // the split of a split output
+	froms    []string       // per value, its split ("" for none)
+	splits   map[string]*fakeOutput[T]
+	released []string
 }
 
 func (o *fakeOutput[T]) Collect(v T, ts int64) error {
 	o.values = append(o.values, v)
 	o.ts = append(o.ts, ts)
+	o.froms = append(o.froms, o.split)
+	if o.parent != nil {
+		o.parent.values = append(o.parent.values, v)
+		o.parent.ts = append(o.parent.ts, ts)
+		o.parent.froms = append(o.parent.froms, o.split)
+	}
 	return nil
 }
+
+func (o *fakeOutput[T]) CreateOutputForSplit(id string) source.Output[T] {
+	if o.splits == nil {
+		o.splits = map[string]*fakeOutput[T]{}
+	}
+	if so := o.splits[id]; so != nil {
+		return so
+	}
+	so := &fakeOutput[T]{parent: o, split: id}
+	o.splits[id] = so
+	return so
+}
+
+func (o *fakeOutput[T]) ReleaseOutputForSplit(id string) { o.released = append(o.released, id) }
 func (o *fakeOutput[T]) EmitWatermark(wm int64) error {
 	o.wms = append(o.wms, wm)
 	return nil
@@ -583,46 +611,56 @@ func TestReaderWithoutPartitionsIsIdle(t *testing.T) {
 	}
 }
 
-// Per-partition watermarks: the reader's watermark is the smallest
-// partition watermark; a quiet partition stops holding it back after the
-// idle timeout, and when every partition is quiet the reader is idle.
-func TestPartitionWatermarks(t *testing.T) {
-	e := newEnv(t, 2, "in")
-	e.produce("in", 0, "a", "b", "c", "d", "e", "f") // timestamps 1000..1005
-	e.produce("in", 1, "x")                          // timestamp 1000
-	s := e.source(Topics("in"), PartitionWatermarks(10*time.Millisecond, 300*time.Millisecond))
-	r := newTestReader(t, s, source.ReaderContext{Subtask: 0, Parallelism: 1})
+// The reader emits each partition's records to the partition's split
+// output, made when the partition is assigned (so that a partition
+// without records holds the watermark back, as in Flink) and released
+// when a bounded partition reached its end.
+func TestReaderEmitsPerPartition(t *testing.T) {
+	e := newEnv(t, 3, "in")
+	e.produce("in", 0, "a", "b", "c")
+	e.produce("in", 1, "x")
+	r := newTestReader(t, e.source(Topics("in")), source.ReaderContext{Subtask: 0, Parallelism: 1})
 	out := &fakeOutput[string]{}
-	if _, err := pollUntil(t, r, out, count(7)(out)); err != nil {
+	if _, err := pollUntil(t, r, out, count(4)(out)); err != nil {
 		t.Fatal(err)
 	}
-	last := func() int64 {
-		if len(out.wms) == 0 {
-			return math.MinInt64
-		}
-		return out.wms[len(out.wms)-1]
+	if len(out.splits) != 3 {
+		t.Fatalf("split outputs %v, want one per partition: in-0, in-1, in-2", slices.Collect(maps.Keys(out.splits)))
 	}
-	// Partition 1 holds the watermark at 1000 - 10 - 1.
-	if _, err := pollUntil(t, r, out, func() bool { return last() >= 989 }); err != nil {
-		t.Fatal(err)
-	}
-	if got := last(); got != 989 {
-		t.Fatalf("watermark %d with both partitions active, want 989", got)
-	}
-	// Both go quiet: partition 1 stops holding back at the same moment as
-	// partition 0, so the reader turns idle rather than jumping ahead.
-	if _, err := pollUntil(t, r, out, func() bool { return out.idle > 0 }); err != nil {
-		t.Fatal(err)
-	}
-	for _, wm := range out.wms {
-		if wm > 989 {
-			t.Fatalf("watermarks %v went past 989 while partition 1 was at 1000", out.wms)
+	for id, want := range map[string]string{"in-0": "[a b c]", "in-1": "[x]", "in-2": "[]"} {
+		if got := fmt.Sprint(out.splits[id].values); got != want {
+			t.Errorf("split %s got %s, want %s", id, got, want)
 		}
 	}
-	// New records on partition 0 only: partition 1 stays idle, so the
-	// watermark follows partition 0: 1005 - 11.
-	e.produce("in", 0, "g")
-	if _, err := pollUntil(t, r, out, func() bool { return last() == 994 }); err != nil {
-		t.Fatal(err)
+	if slices.Contains(out.froms, "") || len(out.released) > 0 {
+		t.Errorf("records by split %q (\"\": the reader's own output), released %v: want every record on its split's output and nothing released",
+			out.froms, out.released)
+	}
+
+	// Bounded: each partition's output is released at its end (the empty
+	// partition 2 is finished from the start and gets none).
+	r = newTestReader(t, e.source(Topics("in"), Bounded()), source.ReaderContext{Subtask: 0, Parallelism: 1})
+	out = &fakeOutput[string]{}
+	if st, err := pollUntil(t, r, out, func() bool { return false }); err != nil || st != source.EndOfInput {
+		t.Fatalf("status %v, err %v", st, err)
+	}
+	slices.Sort(out.released)
+	if fmt.Sprint(out.released) != "[in-0 in-1]" {
+		t.Errorf("released split outputs %v, want those of partitions 0 and 1 once they ended", out.released)
+	}
+}
+
+// PartitionWatermarks, deprecated, is refused with the strategy to give
+// FromSource instead.
+func TestPartitionWatermarksRefused(t *testing.T) {
+	_, err := NewSource([]string{"localhost:9092"}, Topics("in"), ValueDecoder[string](codec.String{}),
+		PartitionWatermarks(5*time.Second, time.Minute))
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("NewSource with PartitionWatermarks: %v, want ErrInvalidConfig", err)
+	}
+	for _, want := range []string{"PartitionWatermarks", "FromSource", "ForBoundedOutOfOrderness[T](5s).WithIdleness(1m0s)", "applied per partition"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }

@@ -3,7 +3,9 @@
 // of partitions (splits) to subtasks and the discovery of new ones, the
 // starting and stopping offsets, the reader that consumes its partitions
 // directly (no consumer-group rebalancing) and hands out their records in
-// turn, a bounded batch per partition, its snapshot (next offset per
+// turn, a bounded batch per partition, each to its partition's split
+// output (so that the job's watermark strategy runs per partition, see
+// source.ReaderOutput), its snapshot (next offset per
 // partition) and restore, the commit of offsets back to a group for lag
 // monitoring, and the policies for records that cannot be decoded (the
 // decoder refuses them or panics). Its reader reports its figures to the
@@ -186,9 +188,9 @@ type config struct {
 	// partitionBatch is how many records a partition hands out in its
 	// turn before the reader's next partition with buffered records.
 	partitionBatch int
-	wmOn           bool
-	wmDelay        time.Duration
-	wmIdle         time.Duration
+	// partitionWatermarks is the deprecated PartitionWatermarks' settings,
+	// refused by NewSource.
+	partitionWatermarks *[2]time.Duration
 }
 
 // Option configures a Source.
@@ -234,15 +236,17 @@ func ClientOptions(opts ...kgo.Opt) Option {
 // outside a job).
 func Logger(l *slog.Logger) Option { return func(c *config) { c.client.Logger = l } }
 
-// PartitionWatermarks makes the reader generate event-time watermarks per
-// partition, as Flink's Kafka source does: each partition's watermark is
-// its largest record timestamp minus outOfOrderness minus 1 ms, the
-// reader emits the smallest over its partitions, and a partition without
-// records for idleTimeout (when > 0) stops holding it back; when all are
-// idle the reader marks itself idle. Use it with a job-level strategy that
-// emits no watermarks of its own.
+// PartitionWatermarks was the way to ask for watermarks per partition.
+//
+// Deprecated: the watermark strategy given to sluice.FromSource is
+// applied per partition, as Flink's Kafka source does (timestamps from
+// its assigner, else the Kafka record timestamp; a watermark and idleness
+// per partition; the subtask's watermark the smallest of its active
+// partitions). NewSource refuses this option with an error that gives
+// the strategy to pass instead:
+// sluice.ForBoundedOutOfOrderness[T](outOfOrderness).WithIdleness(idleTimeout).
 func PartitionWatermarks(outOfOrderness, idleTimeout time.Duration) Option {
-	return func(c *config) { c.wmOn, c.wmDelay, c.wmIdle = true, outOfOrderness, idleTimeout }
+	return func(c *config) { c.partitionWatermarks = &[2]time.Duration{outOfOrderness, idleTimeout} }
 }
 
 // MaxBufferedFetches bounds the fetches with records a reader holds ahead
@@ -354,6 +358,15 @@ func NewSource[T any](seeds []string, sub Subscription, decode Decoder[T], opts 
 		return nil, fmt.Errorf("starting from committed offsets needs a GroupID: %w", ErrInvalidConfig)
 	case cfg.maxBatches < 1:
 		return nil, fmt.Errorf("max buffered fetches %d, want >= 1: %w", cfg.maxBatches, ErrInvalidConfig)
+	case cfg.partitionWatermarks != nil:
+		pw := cfg.partitionWatermarks
+		strategy := fmt.Sprintf("sluice.ForBoundedOutOfOrderness[T](%v)", pw[0])
+		if pw[1] > 0 {
+			strategy += fmt.Sprintf(".WithIdleness(%v)", pw[1])
+		}
+		return nil, fmt.Errorf("PartitionWatermarks is no longer supported: the watermark strategy given to sluice.FromSource "+
+			"is applied per partition (with its timestamp assigner, else the Kafka record timestamps); remove PartitionWatermarks "+
+			"and pass %s (and WithTimestampAssigner for timestamps from the records) to FromSource: %w", strategy, ErrInvalidConfig)
 	}
 	for _, t := range sub.topics {
 		if t == "" {
