@@ -20,12 +20,20 @@ type S3Config = s3.Config
 //
 //	sluice.WithCheckpointing(10*time.Second, "s3://bucket/checkpoints"),
 //	sluice.WithS3(sluice.S3Config{Endpoint: "http://127.0.0.1:7070"}),
-func WithS3(c S3Config) Option {
+func WithS3(c S3Config) Option { return WithCheckpointSchemes(s3.SchemeOpeners(c)) }
+
+// WithCheckpointSchemes sets how locations of the given URL schemes
+// (checkpoint and savepoint directories, restore paths) are opened for
+// this job, over the backends the storage packages the program imports
+// registered for them (storage.RegisterScheme):
+//
+//	sluice.WithCheckpointSchemes(s3.SchemeOpeners(s3.Config{Endpoint: "http://127.0.0.1:7070"}))
+func WithCheckpointSchemes(openers map[string]storage.OpenFunc) Option {
 	return func(e *Environment) {
 		if e.cfg.CheckpointSchemes == nil {
 			e.cfg.CheckpointSchemes = map[string]storage.OpenFunc{}
 		}
-		for k, v := range s3.SchemeOpeners(c) {
+		for k, v := range openers {
 			e.cfg.CheckpointSchemes[k] = v
 		}
 	}

@@ -9,13 +9,14 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/runtime"
 )
 
 // ErrInvalidOption is returned (wrapped) by Execute for an option with a
 // value that cannot work; the message names the option.
-var ErrInvalidOption = errors.New("invalid option")
+var ErrInvalidOption = config.ErrInvalidOption
 
 // ErrJobCanceled is returned by Execute and Job.Wait when the job was
 // cancelled; it also matches context.Canceled.
@@ -71,7 +72,12 @@ func (e *Environment) Configure(opts ...Option) {
 	}
 }
 
-func (e *Environment) addErr(err error) { e.errs = append(e.errs, err) }
+// addErr records an error Execute returns; nil is none.
+func (e *Environment) addErr(err error) {
+	if err != nil {
+		e.errs = append(e.errs, err)
+	}
+}
 
 func positive(e *Environment, name string, v int) bool {
 	if v < 1 {

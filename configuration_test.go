@@ -23,7 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/sluicehq/sluice/checkpoint"
-	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/checkpoint/storage/s3"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/sink"
@@ -93,7 +93,7 @@ func TestFlinkStyleFile(t *testing.T) {
 		}
 	}
 	e := NewEnvironment()
-	a := applyConfiguration(e, c)
+	applyConfiguration(e, c)
 	if len(e.errs) > 0 {
 		t.Fatalf("WithConfiguration: %v", errors.Join(e.errs...))
 	}
@@ -133,15 +133,15 @@ func TestFlinkStyleFile(t *testing.T) {
 		t.Errorf("restart %+v (set %v), want fixed-delay 5 × 10 s", cfg.Restart, cfg.RestartSet)
 	}
 
-	// RocksDB, through rocksdb.Options.Set.
+	// RocksDB, as the backend reads its keys.
 	wantRocks := rocksdb.Options{Dir: localdir, BlockCacheSize: 128 << 20, WriteBufferSize: 32 << 20, WriteBufferCount: 3,
 		Compression:     []rocksdb.Compression{rocksdb.NoCompression, rocksdb.SnappyCompression, rocksdb.ZSTDCompression},
 		CompactionStyle: rocksdb.LevelCompaction, Threads: 4, LocalRecovery: true}
-	rocks, ok := a.rocks.(interface{ Options() rocksdb.Options })
-	if !ok {
-		t.Fatalf("the rocksdb backend type's configuration is %T", a.rocks)
+	var rocks rocksdb.Options
+	if err := rocks.Configure(c); err != nil {
+		t.Fatal(err)
 	}
-	if got := rocks.Options(); !reflect.DeepEqual(got, wantRocks) {
+	if got := rocks; !reflect.DeepEqual(got, wantRocks) {
 		t.Errorf("rocksdb options\n %+v, want\n %+v", got, wantRocks)
 	}
 	if cfg.StateBackend == nil {
@@ -158,11 +158,11 @@ func TestFlinkStyleFile(t *testing.T) {
 		t.Errorf("state backend %T in %v, want an incremental RocksDB backend under %s", kb, rb.Dir(), localdir)
 	}
 
-	// S3, through S3Config.Set.
+	// S3, as the backend reads its keys.
 	pathStyle := true
-	wantS3 := S3Config{Endpoint: "http://minio:9000", PathStyle: &pathStyle, PartSize: 16 << 20, RequestTimeout: time.Minute}
-	if !reflect.DeepEqual(a.s3, wantS3) || cfg.CheckpointSchemes["s3"] == nil {
-		t.Errorf("s3 %+v (schemes %v), want %+v", a.s3, cfg.CheckpointSchemes, wantS3)
+	wantS3 := s3.Config{Endpoint: "http://minio:9000", PathStyle: &pathStyle, PartSize: 16 << 20, RequestTimeout: time.Minute}
+	if got, set, err := s3.ConfigFrom(c); err != nil || !set || !reflect.DeepEqual(got, wantS3) || cfg.CheckpointSchemes["s3"] == nil {
+		t.Errorf("s3 %+v (set %v, %v; schemes %v), want %+v", got, set, err, cfg.CheckpointSchemes, wantS3)
 	}
 
 	// The cluster, through ClusterConfig.Set.
@@ -368,6 +368,10 @@ func TestConfigurationErrors(t *testing.T) {
 			t.Errorf("a YAML duplicate: %v", err)
 		}
 	})
+	t.Run("a size too large for its option", func(t *testing.T) {
+		err := NewConfiguration().Set("taskmanager.memory.segment-size", "8gb")
+		configErr(t, err, "taskmanager.memory.segment-size", "8gb", "Set", nil, "too large")
+	})
 	t.Run("a list for one value", func(t *testing.T) {
 		p := writeConfig(t, "pipeline.name: [a, b]\n")
 		_, err := LoadConfiguration(p)
@@ -454,97 +458,11 @@ func TestConfigurationErrors(t *testing.T) {
 	})
 	t.Run("Execute", func(t *testing.T) {
 		c := NewConfiguration()
-		c.layers[layerFile]["parallelism.default"] = confEntry{key: "parallelism.default", value: "-3", source: "x.yaml:7"} // as if read before a check
+		c.SetUnchecked("parallelism.default", "-3", "x.yaml:7") // as if read before a check
 		env := NewEnvironment(WithConfiguration(c))
 		err := env.Execute(context.Background())
 		configErr(t, err, "parallelism.default", "-3", "x.yaml:7", nil, "parallelism must be at least 1")
 	})
-}
-
-func TestDurationsAndSizes(t *testing.T) {
-	for in, want := range map[string]time.Duration{
-		"500": 500 * time.Millisecond, "10 s": 10 * time.Second, "10s": 10 * time.Second, "1 min": time.Minute, "2m": 2 * time.Minute,
-		"3 h": 3 * time.Hour, "1d": 24 * time.Hour, "250 ms": 250 * time.Millisecond, "7 seconds": 7 * time.Second, "5 MINUTES": 5 * time.Minute,
-		"100 us": 100 * time.Microsecond, "100µs": 100 * time.Microsecond, "9ns": 9, "1m30s": 90 * time.Second, "1.5s": 1500 * time.Millisecond, "0": 0,
-	} {
-		if got, err := parseDuration(in); err != nil || got != want {
-			t.Errorf("parseDuration(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "ten", "-1", "-5s", "5 fortnights", "1 s 2", "99999999999999999 d"} {
-		if d, err := parseDuration(in); err == nil {
-			t.Errorf("parseDuration(%q) = %v, want an error", in, d)
-		}
-	}
-	for in, want := range map[string]int{"32kb": 32 << 10, "64 mb": 64 << 20, "4096": 4096, "1k": 1 << 10, "2 mebibytes": 2 << 20} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "big", "-1kb", "8gb"} {
-		if n, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) = %v, want an error", in, n)
-		}
-	}
-	if got := listItems("[a, 'b', \"c\"]"); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
-		t.Errorf("listItems = %q", got)
-	}
-	if got := listItems("a;b,c"); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
-		t.Errorf("listItems = %q", got)
-	}
-}
-
-// Every key has its own SLUICE_CONF_ variable, every key handed to a
-// package's Set is one it knows, and the doc comment lists every key.
-func TestConfigKeyTable(t *testing.T) {
-	suffixes := map[string]string{}
-	for _, o := range options() {
-		for _, k := range append([]string{o.key}, o.aliases...) {
-			s := envSuffix(k)
-			if prev, dup := suffixes[s]; dup && optionByKey[prev] != o {
-				t.Errorf("%s and %s share the variable %s%s", prev, k, EnvPrefix, s)
-			}
-			suffixes[s] = k
-			if got := envKeys()[s]; got != o.key {
-				t.Errorf("%s%s maps to %q, want %q", EnvPrefix, s, got, o.key)
-			}
-		}
-		switch {
-		case strings.HasPrefix(o.key, rocksdbPrefix) || (len(o.aliases) > 0 && strings.HasPrefix(o.aliases[0], "state.backend.") && o.cluster == "" && !strings.HasPrefix(o.key, "state.")):
-			var r rocksdb.Options
-			if err := r.Set(rocksKeyOf(o), ""); errors.Is(err, rocksdb.ErrUnknownOption) {
-				t.Errorf("%s: rocksdb.Options.Set does not know %s", o.key, rocksKeyOf(o))
-			}
-		case strings.HasPrefix(o.key, "s3."):
-			var s S3Config
-			if err := s.Set(o.key, ""); err != nil && strings.Contains(err.Error(), "unknown option") {
-				t.Errorf("S3Config.Set does not know %s", o.key)
-			}
-		case o.cluster != "":
-			var cc cluster.Config
-			if err := cc.Set(o.cluster, ""); err != nil && strings.Contains(err.Error(), "unknown option") {
-				t.Errorf("cluster.Config.Set does not know %s", o.cluster)
-			}
-		}
-	}
-	src, err := os.ReadFile("config_file.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(src[:strings.Index(string(src), "type Configuration struct")])
-	for _, o := range options() {
-		name := o.key
-		if p, ok := strings.CutPrefix(name, kafkaPrefix); ok {
-			name = p
-			if i := strings.LastIndexByte(name, '.'); strings.HasPrefix(name, "ssl.") && i > 4 {
-				name = name[i+1:] // ssl.truststore.{type,...}
-			}
-		}
-		name = strings.TrimPrefix(name, rocksdbPrefix)
-		if !strings.Contains(doc, name) {
-			t.Errorf("the Configuration doc does not list %s", o.key)
-		}
-	}
 }
 
 // A key the RocksDB or S3 options learn later is taken without a change
@@ -561,13 +479,16 @@ func TestDelegatedPrefixes(t *testing.T) {
 			t.Errorf("Set(%s): %v, want an unknown key", k, err)
 		}
 	}
-	a := applyConfiguration(NewEnvironment(), c)
-	rocks, ok := a.rocks.(interface{ Options() rocksdb.Options })
-	if !ok {
-		t.Fatalf("the rocksdb backend type's configuration is %T", a.rocks)
+	var rocks rocksdb.Options
+	if err := rocks.Configure(c); err != nil {
+		t.Fatal(err)
 	}
-	if a.s3.AccessKeyID != "AK" || rocks.Options().Threads != 3 {
-		t.Errorf("s3 %+v, rocks threads %d", a.s3, rocks.Options().Threads)
+	s3c, _, err := s3.ConfigFrom(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s3c.AccessKeyID != "AK" || rocks.Threads != 3 {
+		t.Errorf("s3 %+v, rocks threads %d", s3c, rocks.Threads)
 	}
 }
 
@@ -745,14 +666,6 @@ func TestConfigFlags(t *testing.T) {
 	c = ConfigFlags(flag.NewFlagSet("job", flag.ContinueOnError))
 	if err := errors.Join(NewEnvironment(WithConfiguration(c)).errs...); err == nil || !strings.Contains(err.Error(), "$SLUICE_CONF_PARALLELISM_DEFAULT") {
 		t.Errorf("bad variable: %v", err)
-	}
-}
-
-func TestYAMLKeyLines(t *testing.T) {
-	got := yamlKeyLines([]byte("# comment\na:\n  b: 1\n  'c.d': |\n    e: not a key\n    f: nor this\n  g: 2\n\"h\": [1, 2]\ni.j: {k: 3}\n- item\nl:\n  - m: 4\n"))
-	want := map[string][]int{"a": {2}, "a.b": {3}, "a.c.d": {4}, "a.g": {7}, "h": {8}, "i.j": {9}, "l": {11}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("yamlKeyLines = %v, want %v", got, want)
 	}
 }
 
