@@ -46,11 +46,11 @@ var (
 		"How long a stopping job waits for its tasks to exit; 0: for ever.").Default(keyDefaults.CancellationTimeout)
 	keySegmentSize = config.MemorySize("taskmanager.memory.segment-size", "The size of a network buffer.").
 			Default(int64(keyDefaults.Network.BufferSize)).Check(func(n int64) error {
-			if n > math.MaxInt32 {
-				return errors.New("too large")
-			}
-			return checkedBy(WithBufferSize)(int(n))
-		})
+		if n > math.MaxInt32 {
+			return errors.New("too large")
+		}
+		return checkedBy(WithBufferSize)(int(n))
+	})
 	keyBuffersPerChannel = config.Int("taskmanager.network.memory.buffers-per-channel", "Exclusive network buffers per input channel.").
 				Default(keyDefaults.Network.ExclusiveBuffersPerChannel).Check(checkedBy(WithExclusiveBuffers))
 	keyFloatingBuffers = config.Int("taskmanager.network.memory.floating-buffers-per-gate", "Floating network buffers per input gate.").

@@ -7,13 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
-	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/state"
@@ -130,11 +126,7 @@ func applyConfiguration(e *Environment, c *Configuration) {
 	if len(schemes) > 0 {
 		WithCheckpointSchemes(schemes)(e)
 	}
-	cc, ok, err := cluster.FromConfiguration(c, e.cluster)
-	e.addErr(err)
-	if ok && err == nil {
-		WithCluster(cc)(e)
-	}
+	e.configureLauncher(c)
 	e.addErr(c.Validate())
 }
 
@@ -184,15 +176,3 @@ func configureBackend(e *Environment, c *Configuration) {
 // defaultRocksDBDir is state.backend.rocksdb.localdir's default: Flink's
 // io.tmp.dirs, the system's temporary directory.
 func defaultRocksDBDir() string { return filepath.Join(os.TempDir(), "sluice-rocksdb") }
-
-// KafkaClientOptions returns the franz-go options of the configuration's
-// kafka.properties.* keys (Kafka's client properties: security.protocol,
-// sasl.*, ssl.*, client.id), for the Kafka source's and sink's
-// ClientOptions:
-//
-//	kopts, err := sluice.KafkaClientOptions(conf)
-//	src := kafka.NewSource(brokers, topics, kafka.ClientOptions(kopts...))
-//
-// It reads the trust and key stores. Nil without such keys; an error
-// names the key and where it came from.
-func KafkaClientOptions(c *Configuration) ([]kgo.Opt, error) { return kafkaclient.ConfiguredOptions(c) }

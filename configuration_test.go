@@ -1,4 +1,4 @@
-package sluice
+package sluice_test
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -22,37 +21,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage/s3"
-	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/source"
+	kafkasource "github.com/sluicehq/sluice/source/kafka"
 	"github.com/sluicehq/sluice/state"
 	"github.com/sluicehq/sluice/state/rocksdb"
 )
-
-// clearSluiceEnv unsets the SLUICE_* variables for the test, so that the
-// machine's environment cannot change what it sees.
-func clearSluiceEnv(t *testing.T) {
-	t.Helper()
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "SLUICE_") {
-			t.Setenv(name, "") // restored after the test
-			os.Unsetenv(name)
-		}
-	}
-}
-
-func writeConfig(t *testing.T, text string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // caFile writes a CA certificate in PEM and returns its path.
 func caFile(t *testing.T) string {
@@ -77,8 +57,8 @@ func caFile(t *testing.T) string {
 // The example file sets an option of every kind, nested and flat; each
 // lands where the environment's typed options put it.
 func TestFlinkStyleFile(t *testing.T) {
-	clearSluiceEnv(t)
-	c, err := LoadConfiguration("testdata/config/flink-style.yaml")
+	testutil.ClearSluiceEnv(t)
+	c, err := sluice.LoadConfiguration("testdata/config/flink-style.yaml")
 	if err != nil {
 		t.Fatalf("LoadConfiguration: %v", err)
 	}
@@ -92,12 +72,11 @@ func TestFlinkStyleFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := NewEnvironment()
-	applyConfiguration(e, c)
-	if len(e.errs) > 0 {
-		t.Fatalf("WithConfiguration: %v", errors.Join(e.errs...))
+	e := sluice.NewEnvironment(sluice.WithConfiguration(c))
+	if err := e.Err(); err != nil {
+		t.Fatalf("WithConfiguration: %v", err)
 	}
-	cfg := e.cfg
+	cfg := e.Config()
 
 	// The job, the network.
 	if cfg.JobName != "orders-enrichment" || cfg.Parallelism != 4 || cfg.MaxParallelism != 256 || cfg.Chaining ||
@@ -165,11 +144,11 @@ func TestFlinkStyleFile(t *testing.T) {
 		t.Errorf("s3 %+v (set %v, %v; schemes %v), want %+v", got, set, err, cfg.CheckpointSchemes, wantS3)
 	}
 
-	// The cluster, through ClusterConfig.Set.
-	if e.cluster == nil {
-		t.Fatal("no cluster configuration")
+	// The cluster, as package cluster reads its keys.
+	cc, err := cluster.ConfigOf(e)
+	if err != nil {
+		t.Fatal(err)
 	}
-	cc := *e.cluster
 	if cc.Slots != 4 || cc.Coordinator != "coordinator.sluice.svc:6123" || cc.HeartbeatInterval != 5*time.Second ||
 		cc.HeartbeatTimeout != 30*time.Second || !reflect.DeepEqual(cc.EtcdEndpoints, []string{"http://etcd-0:2379", "http://etcd-1:2379"}) ||
 		cc.EtcdPrefix != "/sluice/orders" || cc.LeaseDuration != 15*time.Second {
@@ -177,9 +156,9 @@ func TestFlinkStyleFile(t *testing.T) {
 	}
 
 	// Kafka.
-	opts, err := KafkaClientOptions(c)
+	opts, err := kafkasource.ClientOptionsFrom(c)
 	if err != nil {
-		t.Fatalf("KafkaClientOptions: %v", err)
+		t.Fatalf("ClientOptionsFrom: %v", err)
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -195,12 +174,12 @@ func TestFlinkStyleFile(t *testing.T) {
 
 // Nested and flat keys are the same keys.
 func TestNestedAndFlatKeys(t *testing.T) {
-	clearSluiceEnv(t)
-	nested, err := LoadConfiguration(writeConfig(t, "execution:\n  checkpointing:\n    interval: 10 s\n    dir: /tmp/ck\nrestart-strategy:\n  type: none\nhigh-availability.etcd:\n  endpoints: [a:1, b:2]\n"))
+	testutil.ClearSluiceEnv(t)
+	nested, err := sluice.LoadConfiguration(testutil.WriteConfig(t, "execution:\n  checkpointing:\n    interval: 10 s\n    dir: /tmp/ck\nrestart-strategy:\n  type: none\nhigh-availability.etcd:\n  endpoints: [a:1, b:2]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	flat, err := LoadConfiguration(writeConfig(t, "execution.checkpointing.interval: 10 s\nexecution.checkpointing.dir: /tmp/ck\nrestart-strategy.type: none\nhigh-availability.etcd.endpoints: \"[a:1, b:2]\"\n"))
+	flat, err := sluice.LoadConfiguration(testutil.WriteConfig(t, "execution.checkpointing.interval: 10 s\nexecution.checkpointing.dir: /tmp/ck\nrestart-strategy.type: none\nhigh-availability.etcd.endpoints: \"[a:1, b:2]\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,15 +198,15 @@ func TestNestedAndFlatKeys(t *testing.T) {
 // Flink's precedence: the file, then the environment ($SLUICE_PROPERTIES,
 // then SLUICE_CONF_*), then -D.
 func TestConfigurationPrecedence(t *testing.T) {
-	clearSluiceEnv(t)
-	path := writeConfig(t, "parallelism.default: 2\npipeline:\n  name: from-file\n  max-parallelism: 64\nexecution.checkpointing.timeout: 1 min\n")
-	load := func(env map[string]string, args ...string) *Configuration {
+	testutil.ClearSluiceEnv(t)
+	path := testutil.WriteConfig(t, "parallelism.default: 2\npipeline:\n  name: from-file\n  max-parallelism: 64\nexecution.checkpointing.timeout: 1 min\n")
+	load := func(env map[string]string, args ...string) *sluice.Configuration {
 		t.Helper()
-		clearSluiceEnv(t)
+		testutil.ClearSluiceEnv(t)
 		for k, v := range env {
 			t.Setenv(k, v)
 		}
-		c, err := LoadConfiguration(path)
+		c, err := sluice.LoadConfiguration(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +222,7 @@ func TestConfigurationPrecedence(t *testing.T) {
 		}
 		return c
 	}
-	check := func(c *Configuration, key, value, source string) {
+	check := func(c *sluice.Configuration, key, value, source string) {
 		t.Helper()
 		if v, _ := c.Get(key); v != value || c.Source(key) != source {
 			t.Errorf("%s = %q from %q, want %q from %q", key, v, c.Source(key), value, source)
@@ -270,7 +249,7 @@ func TestConfigurationPrecedence(t *testing.T) {
 	check(c, "pipeline.max-parallelism", "32", "$SLUICE_CONF_PIPELINE_MAX_PARALLELISM")
 
 	// The order of reading does not matter: the layers do.
-	c = NewConfiguration()
+	c = sluice.NewConfiguration()
 	if _, err := c.ParseDynamicProperties([]string{"-D", "parallelism.default=7"}); err != nil {
 		t.Fatal(err)
 	}
@@ -281,19 +260,19 @@ func TestConfigurationPrecedence(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(c, "parallelism.default", "7", "-D")
-	e := NewEnvironment(WithConfiguration(c))
-	if e.cfg.Parallelism != 7 || e.cfg.JobName != "from-env" || e.cfg.MaxParallelism != 32 || e.cfg.Checkpoint.Timeout != time.Minute {
-		t.Errorf("environment: parallelism %d, name %q, max %d, timeout %v", e.cfg.Parallelism, e.cfg.JobName, e.cfg.MaxParallelism, e.cfg.Checkpoint.Timeout)
+	e := sluice.NewEnvironment(sluice.WithConfiguration(c))
+	if e.Config().Parallelism != 7 || e.Config().JobName != "from-env" || e.Config().MaxParallelism != 32 || e.Config().Checkpoint.Timeout != time.Minute {
+		t.Errorf("environment: parallelism %d, name %q, max %d, timeout %v", e.Config().Parallelism, e.Config().JobName, e.Config().MaxParallelism, e.Config().Checkpoint.Timeout)
 	}
 	// Options after WithConfiguration override it, as any later option.
-	e = NewEnvironment(WithConfiguration(c), WithParallelism(9))
-	if e.cfg.Parallelism != 9 {
-		t.Errorf("parallelism %d after WithParallelism(9)", e.cfg.Parallelism)
+	e = sluice.NewEnvironment(sluice.WithConfiguration(c), sluice.WithParallelism(9))
+	if e.Config().Parallelism != 9 {
+		t.Errorf("parallelism %d after sluice.WithParallelism(9)", e.Config().Parallelism)
 	}
 }
 
 func TestParseDynamicPropertiesRest(t *testing.T) {
-	c := NewConfiguration()
+	c := sluice.NewConfiguration()
 	rest, err := c.ParseDynamicProperties([]string{"run", "-Dparallelism.default=2", "-v", "-D", "pipeline.name=a=b", "--", "-Dx=y"})
 	if err != nil {
 		t.Fatal(err)
@@ -305,21 +284,21 @@ func TestParseDynamicPropertiesRest(t *testing.T) {
 		t.Errorf("pipeline.name %q, want a=b (split at the first '=')", v)
 	}
 	for _, args := range [][]string{{"-D"}, {"-Dparallelism.default"}, {"-D", "nope=1"}} {
-		if _, err := NewConfiguration().ParseDynamicProperties(args); err == nil || !errors.Is(err, ErrInvalidOption) {
+		if _, err := sluice.NewConfiguration().ParseDynamicProperties(args); err == nil || !errors.Is(err, sluice.ErrInvalidOption) {
 			t.Errorf("ParseDynamicProperties(%q): %v, want an invalid option", args, err)
 		}
 	}
 }
 
 func TestConfigurationErrors(t *testing.T) {
-	clearSluiceEnv(t)
+	testutil.ClearSluiceEnv(t)
 	configErr := func(t *testing.T, err error, key, value, source string, is error, text string) {
 		t.Helper()
-		var ce *ConfigError
+		var ce *sluice.ConfigError
 		if !errors.As(err, &ce) {
 			t.Fatalf("error %v (%T), want a *ConfigError", err, err)
 		}
-		if ce.Key != key || ce.Value != value || ce.Source != source || !errors.Is(err, ErrInvalidOption) || (is != nil && !errors.Is(err, is)) ||
+		if ce.Key != key || ce.Value != value || ce.Source != source || !errors.Is(err, sluice.ErrInvalidOption) || (is != nil && !errors.Is(err, is)) ||
 			!strings.Contains(err.Error(), text) {
 			t.Errorf("error %q: key %q, value %q, source %q; want %q, %q, %q, about %q", err, ce.Key, ce.Value, ce.Source, key, value, source, text)
 		}
@@ -330,18 +309,18 @@ func TestConfigurationErrors(t *testing.T) {
 		}
 	}
 	t.Run("unknown key in a file", func(t *testing.T) {
-		p := writeConfig(t, "parallelism.default: 2\nexecution:\n  checkpointing:\n    intervall: 10 s\n")
-		_, err := LoadConfiguration(p)
-		configErr(t, err, "execution.checkpointing.intervall", "10 s", p+":4", ErrUnknownConfigKey, "did you mean execution.checkpointing.interval?")
+		p := testutil.WriteConfig(t, "parallelism.default: 2\nexecution:\n  checkpointing:\n    intervall: 10 s\n")
+		_, err := sluice.LoadConfiguration(p)
+		configErr(t, err, "execution.checkpointing.intervall", "10 s", p+":4", sluice.ErrUnknownConfigKey, "did you mean execution.checkpointing.interval?")
 	})
 	t.Run("bad value in a file", func(t *testing.T) {
-		p := writeConfig(t, "pipeline.name: x\nexecution.checkpointing.timeout: ten minutes\n")
-		_, err := LoadConfiguration(p)
+		p := testutil.WriteConfig(t, "pipeline.name: x\nexecution.checkpointing.timeout: ten minutes\n")
+		_, err := sluice.LoadConfiguration(p)
 		configErr(t, err, "execution.checkpointing.timeout", "ten minutes", p+":2", nil, "want a duration")
 	})
 	t.Run("every error at once", func(t *testing.T) {
-		p := writeConfig(t, "parallelism.default: 0\nrestart-strategy.type: failure-rate\nnope: 1\n")
-		_, err := LoadConfiguration(p)
+		p := testutil.WriteConfig(t, "parallelism.default: 0\nrestart-strategy.type: failure-rate\nnope: 1\n")
+		_, err := sluice.LoadConfiguration(p)
 		for _, part := range []string{p + ":1: parallelism.default = \"0\"", "must be at least 1", p + ":2: restart-strategy.type", "failure-rate is not supported", p + ":3: nope"} {
 			if err == nil || !strings.Contains(err.Error(), part) {
 				t.Errorf("error %v does not say %q", err, part)
@@ -349,80 +328,80 @@ func TestConfigurationErrors(t *testing.T) {
 		}
 	})
 	t.Run("a value an option refuses", func(t *testing.T) {
-		p := writeConfig(t, "pipeline.max-parallelism: 40000\n")
-		_, err := LoadConfiguration(p)
+		p := testutil.WriteConfig(t, "pipeline.max-parallelism: 40000\n")
+		_, err := sluice.LoadConfiguration(p)
 		configErr(t, err, "pipeline.max-parallelism", "40000", p+":1", nil, "exceeds 32768")
 	})
 	t.Run("duplicate keys", func(t *testing.T) {
-		p := writeConfig(t, "execution:\n  checkpointing:\n    dir: /a\nexecution.checkpointing.dir: /b\n")
-		_, err := LoadConfiguration(p)
+		p := testutil.WriteConfig(t, "execution:\n  checkpointing:\n    dir: /a\nexecution.checkpointing.dir: /b\n")
+		_, err := sluice.LoadConfiguration(p)
 		if err == nil || !strings.Contains(err.Error(), "set twice") || !strings.Contains(err.Error(), p+":3") || !strings.Contains(err.Error(), p+":4") {
 			t.Errorf("error %v, want one naming both lines", err)
 		}
-		p = writeConfig(t, "state.checkpoints.dir: /a\nexecution.checkpointing.dir: /b\n")
-		if _, err := LoadConfiguration(p); err == nil || !strings.Contains(err.Error(), "two names") {
+		p = testutil.WriteConfig(t, "state.checkpoints.dir: /a\nexecution.checkpointing.dir: /b\n")
+		if _, err := sluice.LoadConfiguration(p); err == nil || !strings.Contains(err.Error(), "two names") {
 			t.Errorf("a key and its deprecated name: %v", err)
 		}
-		p = writeConfig(t, "a: 1\na: 2\n")
-		if _, err := LoadConfiguration(p); err == nil || !strings.Contains(err.Error(), "line 2") {
+		p = testutil.WriteConfig(t, "a: 1\na: 2\n")
+		if _, err := sluice.LoadConfiguration(p); err == nil || !strings.Contains(err.Error(), "line 2") {
 			t.Errorf("a YAML duplicate: %v", err)
 		}
 	})
 	t.Run("a size too large for its option", func(t *testing.T) {
-		err := NewConfiguration().Set("taskmanager.memory.segment-size", "8gb")
+		err := sluice.NewConfiguration().Set("taskmanager.memory.segment-size", "8gb")
 		configErr(t, err, "taskmanager.memory.segment-size", "8gb", "Set", nil, "too large")
 	})
 	t.Run("a list for one value", func(t *testing.T) {
-		p := writeConfig(t, "pipeline.name: [a, b]\n")
-		_, err := LoadConfiguration(p)
+		p := testutil.WriteConfig(t, "pipeline.name: [a, b]\n")
+		_, err := sluice.LoadConfiguration(p)
 		configErr(t, err, "pipeline.name", "[a, b]", p+":1", nil, "not a list")
 	})
 	t.Run("yaml syntax", func(t *testing.T) {
-		p := writeConfig(t, "pipeline:\n  name: [x\n")
-		if _, err := LoadConfiguration(p); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "line") {
+		p := testutil.WriteConfig(t, "pipeline:\n  name: [x\n")
+		if _, err := sluice.LoadConfiguration(p); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "line") {
 			t.Errorf("error %v, want one naming the file and line", err)
 		}
-		p = writeConfig(t, "- a\n- b\n")
-		if _, err := LoadConfiguration(p); err == nil || !strings.Contains(err.Error(), "mapping") {
+		p = testutil.WriteConfig(t, "- a\n- b\n")
+		if _, err := sluice.LoadConfiguration(p); err == nil || !strings.Contains(err.Error(), "mapping") {
 			t.Errorf("a list file: %v", err)
 		}
 	})
 	t.Run("unknown key with a null value", func(t *testing.T) {
-		p := writeConfig(t, "pipeline.nmae:\npipeline.name: ~\n")
-		_, err := LoadConfiguration(p)
-		configErr(t, err, "pipeline.nmae", "", p+":1", ErrUnknownConfigKey, "did you mean pipeline.name?")
+		p := testutil.WriteConfig(t, "pipeline.nmae:\npipeline.name: ~\n")
+		_, err := sluice.LoadConfiguration(p)
+		configErr(t, err, "pipeline.nmae", "", p+":1", sluice.ErrUnknownConfigKey, "did you mean pipeline.name?")
 	})
 	t.Run("environment", func(t *testing.T) {
 		t.Setenv("SLUICE_CONF_EXECUTION_CHECKPOINTING_MODE", "twice")
-		err := NewConfiguration().FromEnv()
+		err := sluice.NewConfiguration().FromEnv()
 		configErr(t, err, "execution.checkpointing.mode", "twice", "$SLUICE_CONF_EXECUTION_CHECKPOINTING_MODE", nil, "EXACTLY_ONCE or AT_LEAST_ONCE")
-		clearSluiceEnv(t)
+		testutil.ClearSluiceEnv(t)
 		t.Setenv("SLUICE_CONF_EXECUTION_CHECKPOINTING_INTERVALL", "1")
-		err = NewConfiguration().FromEnv()
-		if !errors.Is(err, ErrUnknownConfigKey) || !strings.Contains(err.Error(), "$SLUICE_CONF_EXECUTION_CHECKPOINTING_INTERVALL") ||
+		err = sluice.NewConfiguration().FromEnv()
+		if !errors.Is(err, sluice.ErrUnknownConfigKey) || !strings.Contains(err.Error(), "$SLUICE_CONF_EXECUTION_CHECKPOINTING_INTERVALL") ||
 			!strings.Contains(err.Error(), "did you mean SLUICE_CONF_EXECUTION_CHECKPOINTING_INTERVAL?") {
 			t.Errorf("unknown variable: %v", err)
 		}
-		clearSluiceEnv(t)
+		testutil.ClearSluiceEnv(t)
 		t.Setenv("SLUICE_PROPERTIES", "pipeline.name: x\nheartbeat.interval: soon\n")
-		err = NewConfiguration().FromEnv()
+		err = sluice.NewConfiguration().FromEnv()
 		configErr(t, err, "heartbeat.interval", "soon", "$SLUICE_PROPERTIES line 2", nil, "want a duration")
 	})
 	t.Run("-D", func(t *testing.T) {
-		_, err := NewConfiguration().ParseDynamicProperties([]string{"-Dtaskmanager.numberOfTaskSlots=many"})
+		_, err := sluice.NewConfiguration().ParseDynamicProperties([]string{"-Dtaskmanager.numberOfTaskSlots=many"})
 		configErr(t, err, "taskmanager.numberOfTaskSlots", "many", "-D", nil, "taskmanager.numberOfTaskSlots")
-		_, err = NewConfiguration().ParseDynamicProperties([]string{"-D", "taskmanager.numberOfTaskSlots=0"})
+		_, err = sluice.NewConfiguration().ParseDynamicProperties([]string{"-D", "taskmanager.numberOfTaskSlots=0"})
 		configErr(t, err, "taskmanager.numberOfTaskSlots", "0", "-D", nil, "must be at least 1")
-		_, err = NewConfiguration().ParseDynamicProperties([]string{"-D", "jobmanager.rpc.port=70000"})
+		_, err = sluice.NewConfiguration().ParseDynamicProperties([]string{"-D", "jobmanager.rpc.port=70000"})
 		configErr(t, err, "jobmanager.rpc.port", "70000", "-D", nil, "at most 65535")
 	})
 	t.Run("secrets are masked", func(t *testing.T) {
-		p := writeConfig(t, "kafka.properties.sasl.jaas.config: 'PlainLoginModule required password=\"hunter2\"'\ns3.secret-key: [hunter2]\n")
-		_, err := LoadConfiguration(p)
+		p := testutil.WriteConfig(t, "kafka.properties.sasl.jaas.config: 'PlainLoginModule required password=\"hunter2\"'\ns3.secret-key: [hunter2]\n")
+		_, err := sluice.LoadConfiguration(p)
 		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "******") {
 			t.Errorf("error %v shows a secret or hides nothing", err)
 		}
-		c := NewConfiguration()
+		c := sluice.NewConfiguration()
 		if err := c.Set("s3.secret-key", "hunter2"); err != nil {
 			t.Fatal(err)
 		}
@@ -431,35 +410,35 @@ func TestConfigurationErrors(t *testing.T) {
 		}
 	})
 	t.Run("kafka", func(t *testing.T) {
-		p := writeConfig(t, "kafka.properties:\n  security.protocol: SASL_SSL\n  sasl.mechanism: PLAIN\n  ssl.truststore.location: /nowhere/ca.pem\n"+
+		p := testutil.WriteConfig(t, "kafka.properties:\n  security.protocol: SASL_SSL\n  sasl.mechanism: PLAIN\n  ssl.truststore.location: /nowhere/ca.pem\n"+
 			"  sasl.jaas.config: org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";\n")
-		c, err := LoadConfiguration(p)
+		c, err := sluice.LoadConfiguration(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = KafkaClientOptions(c)
+		_, err = kafkasource.ClientOptionsFrom(c)
 		configErr(t, err, "kafka.properties.ssl.truststore.location", "/nowhere/ca.pem", p+":4", nil, "no such file")
 		// WithConfiguration checks them too.
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "kafka.properties.ssl.truststore.location") {
 			t.Errorf("Validate: %v", err)
 		}
-		p = writeConfig(t, "kafka.properties.ssl.truststore.type: JKS\n")
-		_, err = LoadConfiguration(p)
+		p = testutil.WriteConfig(t, "kafka.properties.ssl.truststore.type: JKS\n")
+		_, err = sluice.LoadConfiguration(p)
 		configErr(t, err, "kafka.properties.ssl.truststore.type", "JKS", p+":1", nil, "only PEM")
-		p = writeConfig(t, "kafka.properties.security.protocol: SASL_PLAINTEXT\n")
-		c, _ = LoadConfiguration(p)
-		_, err = KafkaClientOptions(c)
+		p = testutil.WriteConfig(t, "kafka.properties.security.protocol: SASL_PLAINTEXT\n")
+		c, _ = sluice.LoadConfiguration(p)
+		_, err = kafkasource.ClientOptionsFrom(c)
 		if err == nil || !strings.Contains(err.Error(), "kafka.properties.sasl.mechanism") || !strings.Contains(err.Error(), "GSSAPI") {
 			t.Errorf("a missing mechanism: %v", err)
 		}
-		p = writeConfig(t, "kafka.properties.sasl.kerberos.service.name: kafka\n")
-		_, err = LoadConfiguration(p)
-		configErr(t, err, "kafka.properties.sasl.kerberos.service.name", "kafka", p+":1", ErrUnknownConfigKey, "")
+		p = testutil.WriteConfig(t, "kafka.properties.sasl.kerberos.service.name: kafka\n")
+		_, err = sluice.LoadConfiguration(p)
+		configErr(t, err, "kafka.properties.sasl.kerberos.service.name", "kafka", p+":1", sluice.ErrUnknownConfigKey, "")
 	})
 	t.Run("Execute", func(t *testing.T) {
-		c := NewConfiguration()
+		c := sluice.NewConfiguration()
 		c.SetUnchecked("parallelism.default", "-3", "x.yaml:7") // as if read before a check
-		env := NewEnvironment(WithConfiguration(c))
+		env := sluice.NewEnvironment(sluice.WithConfiguration(c))
 		err := env.Execute(context.Background())
 		configErr(t, err, "parallelism.default", "-3", "x.yaml:7", nil, "parallelism must be at least 1")
 	})
@@ -468,14 +447,14 @@ func TestConfigurationErrors(t *testing.T) {
 // A key the RocksDB or S3 options learn later is taken without a change
 // here, and an unknown one under their prefixes is refused.
 func TestDelegatedPrefixes(t *testing.T) {
-	c := NewConfiguration()
+	c := sluice.NewConfiguration()
 	for k, v := range map[string]string{"state.backend.rocksdb.thread.num": "3", "s3.access.key": "AK"} {
 		if err := c.Set(k, v); err != nil {
 			t.Errorf("Set(%s): %v", k, err)
 		}
 	}
 	for _, k := range []string{"state.backend.rocksdb.nope", "s3.nope"} {
-		if err := c.Set(k, "1"); !errors.Is(err, ErrUnknownConfigKey) {
+		if err := c.Set(k, "1"); !errors.Is(err, sluice.ErrUnknownConfigKey) {
 			t.Errorf("Set(%s): %v, want an unknown key", k, err)
 		}
 	}
@@ -493,52 +472,55 @@ func TestDelegatedPrefixes(t *testing.T) {
 }
 
 func TestRestartStrategyKeys(t *testing.T) {
-	clearSluiceEnv(t)
-	env := func(t *testing.T, yaml string, opts ...Option) *Environment {
+	testutil.ClearSluiceEnv(t)
+	env := func(t *testing.T, yaml string, opts ...sluice.Option) *sluice.Environment {
 		t.Helper()
-		c, err := LoadConfiguration(writeConfig(t, yaml))
+		c, err := sluice.LoadConfiguration(testutil.WriteConfig(t, yaml))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return NewEnvironment(append(opts, WithConfiguration(c))...)
+		return sluice.NewEnvironment(append(opts, sluice.WithConfiguration(c))...)
 	}
 	e := env(t, "restart-strategy:\n  type: exponential-delay\n  exponential-delay:\n    initial-backoff: 2 s\n    max-backoff: 1 min\n    backoff-multiplier: 2\n    jitter-factor: 0.2\n    reset-backoff-threshold: 10 min\n    attempts-before-reset-backoff: 7\n")
-	want := RestartStrategy{Kind: checkpoint.ExponentialDelay, InitialBackoff: 2 * time.Second, MaxBackoff: time.Minute, BackoffMultiplier: 2,
+	want := sluice.RestartStrategy{Kind: checkpoint.ExponentialDelay, InitialBackoff: 2 * time.Second, MaxBackoff: time.Minute, BackoffMultiplier: 2,
 		JitterFactor: 0.2, ResetBackoffThreshold: 10 * time.Minute, AttemptsBeforeResetBackoff: 7}
-	if len(e.errs) > 0 || !e.cfg.RestartSet || e.cfg.Restart != want {
-		t.Errorf("exponential-delay: %+v (%v), want %+v", e.cfg.Restart, e.errs, want)
+	if e.Err() != nil || !e.Config().RestartSet || e.Config().Restart != want {
+		t.Errorf("exponential-delay: %+v (%v), want %+v", e.Config().Restart, e.Err(), want)
 	}
 	// Without a type, with checkpointing: Flink's default strategy
 	// (exponential-delay) takes its options.
 	e = env(t, "execution.checkpointing.interval: 1 s\nexecution.checkpointing.dir: /tmp/x\nrestart-strategy.exponential-delay.max-backoff: 5 s\n")
-	if !e.cfg.RestartSet || e.cfg.Restart.Kind != checkpoint.ExponentialDelay || e.cfg.Restart.MaxBackoff != 5*time.Second {
-		t.Errorf("default strategy with its option: %+v (set %v)", e.cfg.Restart, e.cfg.RestartSet)
+	if !e.Config().RestartSet || e.Config().Restart.Kind != checkpoint.ExponentialDelay || e.Config().Restart.MaxBackoff != 5*time.Second {
+		t.Errorf("default strategy with its option: %+v (set %v)", e.Config().Restart, e.Config().RestartSet)
 	}
 	// ... and without checkpointing, none: the options are ignored.
 	e = env(t, "restart-strategy.exponential-delay.max-backoff: 5 s\nrestart-strategy.fixed-delay.attempts: 3\n")
-	if e.cfg.RestartSet || len(e.errs) > 0 {
-		t.Errorf("options of a strategy not chosen: %+v (set %v, %v)", e.cfg.Restart, e.cfg.RestartSet, e.errs)
+	if e.Config().RestartSet || e.Err() != nil {
+		t.Errorf("options of a strategy not chosen: %+v (set %v, %v)", e.Config().Restart, e.Config().RestartSet, e.Err())
 	}
 	// Options of the strategy an earlier WithRestartStrategy chose.
-	e = env(t, "restart-strategy.fixed-delay.attempts: 3\n", WithRestartStrategy(FixedDelayRestart(1, time.Second)))
-	if e.cfg.Restart != FixedDelayRestart(3, time.Second) {
-		t.Errorf("onto WithRestartStrategy: %+v", e.cfg.Restart)
+	e = env(t, "restart-strategy.fixed-delay.attempts: 3\n", sluice.WithRestartStrategy(sluice.FixedDelayRestart(1, time.Second)))
+	if e.Config().Restart != sluice.FixedDelayRestart(3, time.Second) {
+		t.Errorf("onto WithRestartStrategy: %+v", e.Config().Restart)
 	}
 	// Validation across keys, blamed on the key it names.
 	e = env(t, "restart-strategy.type: exponential-delay\nrestart-strategy.exponential-delay.initial-backoff: 1 min\nrestart-strategy.exponential-delay.max-backoff: 1 s\n")
-	var ce *ConfigError
-	if err := errors.Join(e.errs...); !errors.As(err, &ce) || ce.Key != "restart-strategy.exponential-delay.max-backoff" || !strings.HasSuffix(ce.Source, ":3") {
+	var ce *sluice.ConfigError
+	if err := e.Err(); !errors.As(err, &ce) || ce.Key != "restart-strategy.exponential-delay.max-backoff" || !strings.HasSuffix(ce.Source, ":3") {
 		t.Errorf("max below initial: %v", err)
 	}
 	e = env(t, "restart-strategy.type: none\n")
-	if e.cfg.Restart.Kind != checkpoint.NoRestart || !e.cfg.RestartSet {
-		t.Errorf("none: %+v", e.cfg.Restart)
+	if e.Config().Restart.Kind != checkpoint.NoRestart || !e.Config().RestartSet {
+		t.Errorf("none: %+v", e.Config().Restart)
 	}
 }
 
+// defaultRocksDBDir is state.backend.rocksdb.localdir's default.
+var defaultRocksDBDir = filepath.Join(os.TempDir(), "sluice-rocksdb")
+
 func TestStateBackendKeys(t *testing.T) {
-	clearSluiceEnv(t)
-	c := NewConfiguration()
+	testutil.ClearSluiceEnv(t)
+	c := sluice.NewConfiguration()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -547,8 +529,8 @@ func TestStateBackendKeys(t *testing.T) {
 	}
 	must(c.Set("state.backend.type", "hashmap"))
 	must(c.Set("state.backend.rocksdb.thread.num", "2")) // checked, no effect
-	e := NewEnvironment(WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{})), WithConfiguration(c))
-	kb, err := e.cfg.StateBackend(state.BackendOptions{Job: "j", OperatorUID: "o", MaxParallelism: 8, KeyGroups: state.KeyGroupRange{Start: 0, End: 7}})
+	e := sluice.NewEnvironment(sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{})), sluice.WithConfiguration(c))
+	kb, err := e.Config().StateBackend(state.BackendOptions{Job: "j", OperatorUID: "o", MaxParallelism: 8, KeyGroups: state.KeyGroupRange{Start: 0, End: 7}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,134 +539,44 @@ func TestStateBackendKeys(t *testing.T) {
 	}
 	kb.Close()
 	// Unset, the environment's backend stays.
-	c = NewConfiguration()
+	c = sluice.NewConfiguration()
 	must(c.Set("state.backend.rocksdb.thread.num", "2"))
-	if e := NewEnvironment(WithConfiguration(c)); e.cfg.StateBackend != nil {
+	if e := sluice.NewEnvironment(sluice.WithConfiguration(c)); e.Config().StateBackend != nil {
 		t.Error("RocksDB options without state.backend.type chose a backend")
 	}
 	// Flink 1's key, and the default working directory.
-	c = NewConfiguration()
+	c = sluice.NewConfiguration()
 	must(c.Set("state.backend", "ROCKSDB"))
 	must(c.Set("execution.checkpointing.incremental", "false"))
-	e = NewEnvironment(WithConfiguration(c))
-	kb, err = e.cfg.StateBackend(state.BackendOptions{Job: "config-test-" + t.Name(), OperatorUID: "o", MaxParallelism: 8, KeyGroups: state.KeyGroupRange{Start: 0, End: 7}})
+	e = sluice.NewEnvironment(sluice.WithConfiguration(c))
+	kb, err = e.Config().StateBackend(state.BackendOptions{Job: "config-test-" + t.Name(), OperatorUID: "o", MaxParallelism: 8, KeyGroups: state.KeyGroupRange{Start: 0, End: 7}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rb := kb.(*rocksdb.Backend)
-	defer os.RemoveAll(filepath.Join(defaultRocksDBDir(), "config-test-"+t.Name()))
+	defer os.RemoveAll(filepath.Join(defaultRocksDBDir, "config-test-"+t.Name()))
 	defer rb.Close()
-	if !strings.HasPrefix(rb.Dir(), defaultRocksDBDir()) || rb.Incremental() {
-		t.Errorf("backend in %s (incremental %v), want a full-snapshot backend under %s", rb.Dir(), rb.Incremental(), defaultRocksDBDir())
-	}
-}
-
-func TestClusterKeys(t *testing.T) {
-	clearSluiceEnv(t)
-	p := writeConfig(t, "cluster.role: worker\ntaskmanager.numberOfTaskSlots: 2\njobmanager.rpc.address: coord:7000\n")
-	c, err := LoadConfiguration(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The cluster's own variables rank over the file ...
-	t.Setenv("SLUICE_SLOTS", "3")
-	t.Setenv("SLUICE_WORKER_ID", "w-7")
-	e := NewEnvironment(WithConfiguration(c))
-	if cc := e.cluster; cc == nil || cc.Role != RoleWorker || cc.Slots != 3 || cc.WorkerID != "w-7" || cc.Coordinator != "coord:7000" {
-		t.Fatalf("cluster %+v", e.cluster)
-	}
-	// ... and under the environment's keys and -D.
-	if _, err := c.ParseDynamicProperties([]string{"-Dtaskmanager.numberOfTaskSlots=5", "-Dheartbeat.timeout=1 min"}); err != nil {
-		t.Fatal(err)
-	}
-	e = NewEnvironment(WithConfiguration(c))
-	if cc := e.cluster; cc.Slots != 5 || cc.HeartbeatTimeout != time.Minute {
-		t.Errorf("cluster after -D: %+v", cc)
-	}
-	// Over an earlier WithCluster: the file fills what it leaves unset,
-	// -D overrides it.
-	e = NewEnvironment(WithCluster(ClusterConfig{Role: RoleCoordinator, Listen: ":9999", Slots: 1}), WithConfiguration(c))
-	if cc := e.cluster; cc.Role != RoleCoordinator || cc.Listen != ":9999" || cc.Coordinator != "coord:7000" || cc.Slots != 5 || cc.WorkerID != "" {
-		t.Errorf("cluster over WithCluster: %+v", cc)
-	}
-	// high-availability.type.
-	c = NewConfiguration()
-	if err := c.Set("high-availability.type", "etcd"); err != nil {
-		t.Fatal(err)
-	}
-	e = NewEnvironment(WithConfiguration(c))
-	if err := errors.Join(e.errs...); err == nil || !strings.Contains(err.Error(), "high-availability.etcd.endpoints") {
-		t.Errorf("etcd without endpoints: %v", err)
-	}
-	if err := c.Set("high-availability.type", "zookeeper"); err == nil {
-		t.Error("zookeeper accepted")
-	}
-	// No cluster key: the environment's role as before.
-	if e := NewEnvironment(WithConfiguration(NewConfiguration())); e.cluster != nil {
-		t.Errorf("an empty configuration set the cluster: %+v", e.cluster)
-	}
-}
-
-func TestConfigFlags(t *testing.T) {
-	clearSluiceEnv(t)
-	file := writeConfig(t, "parallelism.default: 2\ntaskmanager.numberOfTaskSlots: 2\n")
-	t.Setenv("SLUICE_CONFIG_FILE", writeConfig(t, "parallelism.default: 8\npipeline.name: env-file\n"))
-	t.Setenv("SLUICE_CONF_PIPELINE_MAX_PARALLELISM", "64")
-
-	fs := flag.NewFlagSet("job", flag.ContinueOnError)
-	cc := ClusterFlags(fs) // registers -D first
-	c := ConfigFlags(fs)
-	if err := fs.Parse([]string{"-config", file, "-D", "taskmanager.numberOfTaskSlots=6", "-D", "pipeline.name=flagged", "-role", "worker", "-coordinator", "c:1"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := c.Get("parallelism.default"); v != "2" {
-		t.Errorf("parallelism %q: -config replaces $SLUICE_CONFIG_FILE", v)
-	}
-	if _, ok := c.Get("pipeline.max-parallelism"); !ok {
-		t.Error("the environment was not read")
-	}
-	// The cluster key reached ClusterFlags' configuration too.
-	if cc.Slots != 6 || cc.Role != RoleWorker {
-		t.Errorf("ClusterFlags' config %+v, want 6 slots from -D", cc)
-	}
-	e := NewEnvironment(WithCluster(*cc), WithConfiguration(c))
-	if e.cfg.Parallelism != 2 || e.cfg.JobName != "flagged" || e.cfg.MaxParallelism != 64 || e.cluster.Slots != 6 || e.cluster.Coordinator != "c:1" {
-		t.Errorf("environment: parallelism %d, name %q, max %d, cluster %+v", e.cfg.Parallelism, e.cfg.JobName, e.cfg.MaxParallelism, e.cluster)
-	}
-	// A bad -D fails the parse.
-	fs = flag.NewFlagSet("job", flag.ContinueOnError)
-	fs.SetOutput(new(strings.Builder))
-	ConfigFlags(fs)
-	if err := fs.Parse([]string{"-D", "parallelism.default=none"}); err == nil || !strings.Contains(err.Error(), "parallelism.default") {
-		t.Errorf("bad -D: %v", err)
-	}
-	// A bad environment is reported by WithConfiguration.
-	t.Setenv("SLUICE_CONF_PARALLELISM_DEFAULT", "x")
-	c = ConfigFlags(flag.NewFlagSet("job", flag.ContinueOnError))
-	if err := errors.Join(NewEnvironment(WithConfiguration(c)).errs...); err == nil || !strings.Contains(err.Error(), "$SLUICE_CONF_PARALLELISM_DEFAULT") {
-		t.Errorf("bad variable: %v", err)
+	if !strings.HasPrefix(rb.Dir(), defaultRocksDBDir) || rb.Incremental() {
+		t.Errorf("backend in %s (incremental %v), want a full-snapshot backend under %s", rb.Dir(), rb.Incremental(), defaultRocksDBDir)
 	}
 }
 
 // A job runs with the options a configuration gives it.
 func TestJobFromConfiguration(t *testing.T) {
-	clearSluiceEnv(t)
+	testutil.ClearSluiceEnv(t)
 	dir := t.TempDir()
-	c, err := LoadConfiguration(writeConfig(t, "pipeline.name: configured\nparallelism.default: 2\nexecution.checkpointing:\n  interval: 50 ms\n  dir: "+dir+"\n"))
+	c, err := sluice.LoadConfiguration(testutil.WriteConfig(t, "pipeline.name: configured\nparallelism.default: 2\nexecution.checkpointing:\n  interval: 50 ms\n  dir: "+dir+"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := NewEnvironment(WithConfiguration(c))
+	env := sluice.NewEnvironment(sluice.WithConfiguration(c))
 	out := sink.NewCollect[int]()
 	in := make([]int, 100)
 	for i := range in {
 		in[i] = i
 	}
-	doubled := Map(FromSource(env, source.FromSlice(in), NoWatermarks[int](), "numbers"), func(v int) (int, error) { return 2 * v, nil }, Name("double"))
-	SinkTo(doubled, out, Name("out"))
+	doubled := sluice.Map(sluice.FromSource(env, source.FromSlice(in), sluice.NoWatermarks[int](), "numbers"), func(v int) (int, error) { return 2 * v, nil }, sluice.Name("double"))
+	sluice.SinkTo(doubled, out, sluice.Name("out"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	j, err := env.ExecuteAsync(ctx)
@@ -702,32 +594,5 @@ func TestJobFromConfiguration(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "configured")); err != nil {
 		t.Errorf("the job's checkpoint directory: %v", err)
-	}
-}
-
-func TestDefaultCodecKey(t *testing.T) {
-	for v, want := range map[string]codec.Format{"json": codec.FormatJSON, "BINARY": codec.FormatBinary} {
-		c := NewConfiguration()
-		if err := c.Set("pipeline.default-codec", v); err != nil {
-			t.Fatal(err)
-		}
-		e := NewEnvironment(WithDefaultCodec(codec.FormatJSON - want)) // the other one first
-		applyConfiguration(e, c)
-		if len(e.errs) > 0 || e.codecFormat != want {
-			t.Errorf("%s: format %v (errors %v), want %v", v, e.codecFormat, e.errs, want)
-		}
-	}
-	c := NewConfiguration()
-	err := c.Set("pipeline.default-codec", "avro")
-	if err == nil {
-		e := NewEnvironment()
-		applyConfiguration(e, c)
-		err = errors.Join(e.errs...)
-	}
-	if !errors.Is(err, codec.ErrUnknownFormatName) || !strings.Contains(err.Error(), "pipeline.default-codec") {
-		t.Errorf("avro: %v, want an error naming the key", err)
-	}
-	if e := NewEnvironment(WithDefaultCodec(codec.Format(9))); !errors.Is(errors.Join(e.errs...), ErrInvalidOption) {
-		t.Errorf("format 9: %v", e.errs)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/memory"
@@ -35,8 +34,11 @@ type Environment struct {
 	validators []checkpointValidator
 	// jobObservers are given the job once it started.
 	jobObservers []JobObserver
-	// cluster is the role configuration of WithCluster (nil: SLUICE_*).
-	cluster *ClusterConfig
+	// launch runs the job other than wholly in this process, when
+	// launchSet (WithLauncher, the configuration); else the environment
+	// says (Launcher).
+	launch    Launcher
+	launchSet bool
 	// memory is the taskmanager.memory.* configuration.
 	memory memory.Config
 	// codecFormat is the format of the codecs the environment picks
@@ -71,6 +73,11 @@ func (e *Environment) Configure(opts ...Option) {
 		o(e)
 	}
 }
+
+// Err returns what the options given so far refuse, which Execute
+// returns: bad values, and keys of WithConfiguration, each naming the
+// option or key.
+func (e *Environment) Err() error { return errors.Join(e.errs...) }
 
 // addErr records an error Execute returns; nil is none.
 func (e *Environment) addErr(err error) {
@@ -225,19 +232,19 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 	if err := e.validateCheckpointing(); err != nil {
 		return nil, err
 	}
-	cc, err := e.clusterConfig()
+	l, err := e.Launcher()
 	if err != nil {
 		return nil, err
 	}
-	if cc.Role == RoleWorker {
+	if l != nil && l.Worker() {
 		return nil, ErrWorkerRole
 	}
 	if err := e.installMemory(); err != nil {
 		return nil, err
 	}
 	var j *Job
-	if cc.Role == RoleCoordinator {
-		j, err = cluster.StartCoordinator(ctx, &e.plan, e.cfg, cc)
+	if l != nil {
+		j, err = l.Start(ctx, &e.plan, e.cfg)
 	} else {
 		j, err = runtime.Execute(ctx, &e.plan, e.cfg)
 	}
@@ -255,14 +262,14 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 // kept) or the job fails (the error names the operator, the subtask and
 // the cause).
 func (e *Environment) Execute(ctx context.Context) error {
-	if cc, err := e.clusterConfig(); err == nil && cc.Role == RoleWorker {
+	if l, err := e.Launcher(); err == nil && l != nil && l.Worker() {
 		if len(e.errs) > 0 {
 			return errors.Join(e.errs...)
 		}
 		if err := e.installMemory(); err != nil {
 			return err
 		}
-		return cluster.RunWorker(ctx, &e.plan, e.cfg, cc)
+		return l.Run(ctx, &e.plan, e.cfg, e.workerStarted)
 	}
 	j, err := e.ExecuteAsync(ctx)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/checkpoint"
-	"github.com/sluicehq/sluice/cluster"
 )
 
 // CheckpointObserver is told about every checkpoint and savepoint of a job
@@ -31,9 +30,9 @@ type JobObserver interface {
 
 // WorkerObserver is given the worker's view (its tasks' figures, for its
 // own /metrics) when the environment runs as a worker of a job on several
-// hosts (RoleWorker): the job runner's metrics are one.
+// hosts (cluster.RoleWorker): the job runner's metrics are one.
 type WorkerObserver interface {
-	ObserveWorker(w *cluster.WorkerView)
+	ObserveWorker(w WorkerView)
 }
 
 // WithObservers hands the job's checkpoints to each observer that is a

@@ -17,24 +17,24 @@ var (
 	keyTimeout = config.Duration("execution.checkpointing.timeout",
 		"A pending checkpoint older than this is aborted.").Default(DefaultTimeout)
 	keyMinPause = config.Duration("execution.checkpointing.min-pause",
-		"The least pause between the end of a checkpoint and the trigger of the next.")
+		"The least pause between the end of a checkpoint and the trigger of the next.").Default(0)
 	keyMaxConcurrent = config.Int("execution.checkpointing.max-concurrent-checkpoints",
 		"How many checkpoints may be pending at once.").Default(DefaultMaxConcurrent).Check(config.AtLeast(1))
 	keyTolerableFailed = config.Int("execution.checkpointing.tolerable-failed-checkpoints",
-		"How many consecutive checkpoint failures the job survives; one more fails it.").Check(config.AtLeast(0))
+		"How many consecutive checkpoint failures the job survives; one more fails it.").Default(0).Check(config.AtLeast(0))
 	keyUnaligned = config.Bool("execution.checkpointing.unaligned.enabled",
 		"Unaligned checkpoints: barriers overtake in-flight data, which is stored with the checkpoint.").
-		DeprecatedKeys("execution.checkpointing.unaligned")
+		Default(false).DeprecatedKeys("execution.checkpointing.unaligned")
 	keyAlignedTimeout = config.Duration("execution.checkpointing.aligned-checkpoint-timeout",
 		"With unaligned checkpoints, a checkpoint starts aligned and switches to unaligned when older than this; 0 starts them unaligned.").
-		DeprecatedKeys("execution.checkpointing.alignment-timeout")
+		Default(0).DeprecatedKeys("execution.checkpointing.alignment-timeout")
 	keyRetained = config.Int("execution.checkpointing.num-retained", "Completed checkpoints kept.").
 			Default(DefaultRetainedCheckpoints).Check(config.AtLeast(1)).DeprecatedKeys("state.checkpoints.num-retained")
 	keyRetention = config.Enum("execution.checkpointing.externalized-checkpoint-retention",
 		"What happens to the completed checkpoints when the job ends.", trimmed(ParseRetention),
 		"NO_EXTERNALIZED_CHECKPOINTS", "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION").Default(NoExternalizedCheckpoints)
 	keyDir = config.String("execution.checkpointing.dir",
-		"Where checkpoints are written (<dir>/<job id>/chk-<n>): a path, or a URL of a linked storage scheme (s3://).").
+		"Where checkpoints are written, `<dir>/<job id>/chk-<n>`: a path, or a URL of a storage scheme the program links (s3://).").
 		DeprecatedKeys("state.checkpoints.dir")
 	keySavepointDir = config.String("execution.checkpointing.savepoint-dir",
 		"The default directory of savepoints.").DeprecatedKeys("state.savepoints.dir")

@@ -72,3 +72,5 @@
 // runs internal/configdoc); Declared describes the keys of the running
 // program.
 package config
+
+//go:generate go run ../internal/configdoc -o ../docs/configuration.md

@@ -53,6 +53,10 @@ func Sensitive(key string) bool {
 	if k := lookup(key); k != nil && k.sensitive {
 		return true
 	}
+	return sensitiveName(key)
+}
+
+func sensitiveName(key string) bool {
 	k := strings.ToLower(key)
 	for _, s := range []string{"password", "secret", "fs.azure.account.key", "apikey", "api-key", "auth-params",
 		"service-key", "token", "basic-auth", "jaas.config", "http-headers", "ssl.keystore.key"} {

@@ -40,6 +40,7 @@ type keyInfo struct {
 	doc        string
 	kind       string
 	def        string // the default as the reference shows it
+	defProse   bool   // def is prose (DefaultText), not a value
 	list       bool   // takes a list
 	sensitive  bool
 	pkg        string             // the declaring package's import path
@@ -64,7 +65,7 @@ func (k *Key[T]) DeprecatedKeys(names ...string) *Key[T] {
 // reference shows (in the kind's syntax).
 func (k *Key[T]) Default(v T) *Key[T] {
 	k.def = v
-	k.info.def = k.format(v)
+	k.info.def, k.info.defProse = k.format(v), false
 	return k
 }
 
@@ -72,7 +73,7 @@ func (k *Key[T]) Default(v T) *Key[T] {
 // package computes ("the system's temporary directory", "unbounded");
 // Get returns the zero value when the key is not set.
 func (k *Key[T]) DefaultText(text string) *Key[T] {
-	k.info.def = text
+	k.info.def, k.info.defProse = text, true
 	return k
 }
 
@@ -337,9 +338,12 @@ type Description struct {
 	// Kind is "duration", "memory size", "boolean", "integer",
 	// "number", "string", "list", the values of an enumeration, or a
 	// package's own kind.
-	Kind    string
-	Default string
-	Doc     string
+	Kind string
+	// Default is the default in the kind's syntax, or prose
+	// (DefaultProse) for one a package computes.
+	Default      string
+	DefaultProse bool
+	Doc          string
 	// Package is the import path of the package that declares the key.
 	Package   string
 	Sensitive bool
@@ -357,7 +361,7 @@ func Declared() []Description {
 		}
 		seen[k] = true
 		out = append(out, Description{Key: k.name, Deprecated: slices.Clone(k.deprecated), Kind: k.kind, Default: k.def,
-			Doc: k.doc, Package: k.pkg, Sensitive: k.sensitive})
+			DefaultProse: k.defProse, Doc: k.doc, Package: k.pkg, Sensitive: k.sensitive || sensitiveName(k.name)})
 	}
 	registry.RUnlock()
 	slices.SortFunc(out, func(a, b Description) int {

@@ -47,7 +47,7 @@
 //
 // The API server (package api) with /metrics, /healthz and /readyz
 // (the API's probes), on rest.bind-address:rest.port. A worker
-// (RoleWorker) has no API: it serves /metrics (labelled worker),
+// (cluster.RoleWorker) has no API: it serves /metrics (labelled worker),
 // /healthz and /readyz (200 once it registered with the coordinator) on
 // metrics.reporter.prom.port, 9249 by default.
 //

@@ -122,7 +122,12 @@ func Open(ctx context.Context, fsys FS, location string, overrides map[string]Op
 		schemes.RUnlock()
 	}
 	if open == nil {
-		return nil, fmt.Errorf("checkpoint storage %s: %w %q (registered: file paths, %s)", location, ErrUnknownScheme, scheme, strings.Join(Schemes(), ", "))
+		hint := ""
+		if scheme == "s3" || scheme == "s3a" || scheme == "s3p" {
+			hint = "; the S3 backend serves it once the program imports github.com/sluicehq/sluice/checkpoint/storage/s3"
+		}
+		return nil, fmt.Errorf("checkpoint storage %s: %w %q (registered: file paths, %s%s)", location, ErrUnknownScheme, scheme,
+			strings.Join(Schemes(), ", "), hint)
 	}
 	b, err := open(ctx, location)
 	if err != nil {

@@ -16,7 +16,7 @@
 // acknowledgement, _metadata write and fsync, notification), and for the
 // last one a table of every subtask's figures.
 //
-// With the cluster flags (sluice.ClusterFlags: --role, --listen,
+// With the cluster flags (cluster.Flags: --role, --listen,
 // --coordinator, --slots, -D key=value, ...) the same job runs on several
 // processes, its checkpoints in -checkpoints, a directory every process
 // shares. The coordinator prints what one process prints and cancels the
@@ -48,6 +48,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
@@ -98,10 +99,10 @@ func main() {
 	interval := flag.Duration("interval", 5*time.Second, "checkpoint interval")
 	asJSON := flag.Bool("json", false, "print one JSON object per completed checkpoint and nothing else")
 	cpDir := flag.String("checkpoints", "", "checkpoint directory, the same for every process of a job on several (default: a new temporary directory)")
-	cc := sluice.ClusterFlags(flag.CommandLine)
+	cc := cluster.Flags(flag.CommandLine)
 	flag.Parse()
 
-	worker := cc.Role == sluice.RoleWorker
+	worker := cc.Role == cluster.RoleWorker
 	var logOut io.Writer = os.Stderr
 	level := slog.LevelWarn
 	if worker {
@@ -110,7 +111,7 @@ func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})))
 	dir := *cpDir
 	if dir == "" {
-		if cc.Role != sluice.RoleSingle {
+		if cc.Role != cluster.RoleSingle {
 			fail(fmt.Errorf("--role %s needs -checkpoints, a directory every process of the job shares", cc.Role))
 		}
 		var err error
@@ -148,7 +149,7 @@ func main() {
 		sluice.WithCheckpointing(*interval, dir),
 		sluice.WithCheckpointListener(listener),
 		sluice.WithLogger(slog.Default()),
-		sluice.WithCluster(*cc),
+		cluster.With(*cc),
 	}
 	switch *mode {
 	case "aligned":
@@ -177,7 +178,7 @@ func main() {
 		}
 		return
 	}
-	if cc.Role == sluice.RoleSingle {
+	if cc.Role == cluster.RoleSingle {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
@@ -190,7 +191,7 @@ func main() {
 		fail(err)
 	}
 	var elapsed atomic.Bool
-	if cc.Role == sluice.RoleCoordinator {
+	if cc.Role == cluster.RoleCoordinator {
 		// A coordinator cancels the job at the end rather than suspend it:
 		// its result, recorded in the shared directory, tells the workers
 		// to exit.

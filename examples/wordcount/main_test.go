@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/importcheck"
 )
 
 // The example runs to its end on the embedded broker and its own check of
@@ -14,4 +16,11 @@ func TestWordCountOnEmbeddedBroker(t *testing.T) {
 	if err := run(100*time.Millisecond, 10*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A job of the root package, a Kafka source and sink and the heap backend
+// links no AWS SDK, etcd client, gRPC or zap: S3 and the cluster plug in
+// only when a program imports them.
+func TestLinksNeitherS3NorTheCluster(t *testing.T) {
+	importcheck.NoneOf(t, ".", importcheck.Heavy...)
 }
