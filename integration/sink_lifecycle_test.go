@@ -27,8 +27,8 @@ import (
 	"github.com/sluicehq/sluice/source"
 )
 
-// The Kafka sink over the life of a job against the real broker (issue
-// 11): a transaction the broker aborted at its timeout, a broker that
+// The Kafka sink over the life of a job against the real broker: a
+// transaction the broker aborted at its timeout, a broker that
 // goes away under a cancellation, and poison pills on the way out.
 
 // awaitBrokerAbort waits until the broker has aborted the open
