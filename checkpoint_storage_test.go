@@ -214,7 +214,7 @@ func TestFailedDiscardsAreRetried(t *testing.T) {
 		sluice.WithCheckpointStorageFS(ffs),
 		sluice.WithStateMemoryThreshold(0),
 		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.TolerableFailed = 1000 }),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusFailed {
 				mu.Lock()
 				failed[s.ID] = true

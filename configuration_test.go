@@ -482,7 +482,7 @@ func TestRestartStrategyKeys(t *testing.T) {
 		return sluice.NewEnvironment(append(opts, sluice.WithConfiguration(c))...)
 	}
 	e := env(t, "restart-strategy:\n  type: exponential-delay\n  exponential-delay:\n    initial-backoff: 2 s\n    max-backoff: 1 min\n    backoff-multiplier: 2\n    jitter-factor: 0.2\n    reset-backoff-threshold: 10 min\n    attempts-before-reset-backoff: 7\n")
-	want := sluice.RestartStrategy{Kind: checkpoint.ExponentialDelay, InitialBackoff: 2 * time.Second, MaxBackoff: time.Minute, BackoffMultiplier: 2,
+	want := sluice.RestartConfig{Kind: checkpoint.ExponentialDelay, InitialBackoff: 2 * time.Second, MaxBackoff: time.Minute, BackoffMultiplier: 2,
 		JitterFactor: 0.2, ResetBackoffThreshold: 10 * time.Minute, AttemptsBeforeResetBackoff: 7}
 	if e.Err() != nil || !e.Config().RestartSet || e.Config().Restart != want {
 		t.Errorf("exponential-delay: %+v (%v), want %+v", e.Config().Restart, e.Err(), want)

@@ -39,7 +39,7 @@ type WorkerView interface {
 	Status() runtime.JobStatus
 	Restarts() int64
 	Metrics() []runtime.TaskMetrics
-	CheckpointStats() (checkpoint.CheckpointingStats, bool)
+	CheckpointStats() (checkpoint.JobStats, bool)
 	LastRestore() (runtime.RestoreInfo, bool)
 }
 

@@ -12,7 +12,7 @@ import (
 // checkpoint) are ones. It runs on the checkpoint coordinator's goroutine
 // and must return quickly.
 type CheckpointObserver interface {
-	ObserveCheckpoint(job string, cs checkpoint.CheckpointStats)
+	ObserveCheckpoint(job string, cs checkpoint.Stats)
 }
 
 // RestoreObserver is told about every job attempt that restored state,
@@ -61,7 +61,7 @@ func WithObservers(observers ...any) Option {
 			// The name is read when the listener runs, after every option
 			// has been applied.
 			if isCO {
-				e.cfg.CheckpointListeners = append(e.cfg.CheckpointListeners, func(cs checkpoint.CheckpointStats) {
+				e.cfg.CheckpointListeners = append(e.cfg.CheckpointListeners, func(cs checkpoint.Stats) {
 					co.ObserveCheckpoint(e.cfg.JobName, cs)
 				})
 			}

@@ -191,7 +191,7 @@ func TestJobOnThreeWorkers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancel()
 	var completed atomic.Int64
-	jb, err := j.env(coordCfg, sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+	jb, err := j.env(coordCfg, sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 		if s.Status == checkpoint.StatusCompleted {
 			completed.Add(1)
 		}
@@ -354,7 +354,7 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 	ctxA, suspendA := context.WithCancel(context.Background())
 	defer suspendA()
 	var completedA atomic.Int64
-	leader, err := j.env(coordinator(freeAddr(t)), resume, sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+	leader, err := j.env(coordinator(freeAddr(t)), resume, sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 		if s.Status == checkpoint.StatusCompleted {
 			completedA.Add(1)
 		}
@@ -431,7 +431,7 @@ func TestStopWithSavepointAndRescaleOnWorkers(t *testing.T) {
 			opts = append(opts, sluice.WithRestoreFrom(restore))
 		}
 		var completed atomic.Int64
-		opts = append(opts, sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		opts = append(opts, sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				completed.Add(1)
 			}

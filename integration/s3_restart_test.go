@@ -341,10 +341,10 @@ func (o countingOutput) Collect(v int64, ts int64) error {
 // checkpointRecord is what the checkpoint listener reported, in order.
 type checkpointRecord struct {
 	mu     sync.Mutex
-	events []checkpoint.CheckpointStats
+	events []checkpoint.Stats
 }
 
-func (r *checkpointRecord) add(s checkpoint.CheckpointStats) {
+func (r *checkpointRecord) add(s checkpoint.Stats) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, s)
@@ -385,7 +385,7 @@ func (r *checkpointRecord) firstCompletedSince(from int, id int64) int64 {
 }
 
 // status is how checkpoint id ended, StatusInProgress until it did.
-func (r *checkpointRecord) status(id int64) checkpoint.CheckpointStatus {
+func (r *checkpointRecord) status(id int64) checkpoint.Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range r.events {

@@ -172,7 +172,7 @@ func TestJobTransactionLostFailsWithoutRestarts(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 
 	var held sync.Once
-	listen := func(cs checkpoint.CheckpointStats) {
+	listen := func(cs checkpoint.Stats) {
 		if cs.Status != checkpoint.StatusCompleted {
 			return
 		}
@@ -294,7 +294,7 @@ func TestJobCancelWithBrokerDown(t *testing.T) {
 		sluice.WithLogger(quiet),
 		sluice.WithParallelism(2),
 		sluice.WithCheckpointing(200*time.Millisecond, t.TempDir()),
-		sluice.WithCheckpointListener(func(cs checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(cs checkpoint.Stats) {
 			if cs.Status == checkpoint.StatusCompleted {
 				select {
 				case completed <- struct{}{}:

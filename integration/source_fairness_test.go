@@ -65,7 +65,7 @@ func TestKafkaSourceFairnessAcrossPartitions(t *testing.T) {
 		problems []string
 		released atomic.Bool
 	)
-	listener := func(cs checkpoint.CheckpointStats) {
+	listener := func(cs checkpoint.Stats) {
 		if cs.Status != checkpoint.StatusCompleted || cs.Kind == checkpoint.KindSavepoint {
 			return
 		}

@@ -166,7 +166,7 @@ func runChild(cc cluster.Config, j jobFlags) error {
 	var mu sync.Mutex
 	var durations []time.Duration
 	failed := 0
-	listener := sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+	listener := sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 		mu.Lock()
 		defer mu.Unlock()
 		if s.Status == checkpoint.StatusCompleted {

@@ -118,7 +118,7 @@ func newJob(j jobFlags, cc cluster.Config, log *slog.Logger, completed *atomic.I
 		sluice.WithCheckpointing(j.interval, j.checkpoints),
 		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Timeout = 30 * time.Second }),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(5, 500*time.Millisecond)),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				completed.Add(1)
 				log.Info(msgCheckpoint, "checkpoint", s.ID, "duration_ms", s.EndToEndDuration.Milliseconds(), "state_bytes", s.StateSize)

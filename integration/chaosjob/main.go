@@ -218,7 +218,7 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 		sluice.WithBufferTimeout(5 * time.Millisecond),
 		sluice.WithCheckpointing(o.interval, o.checkpoints),
 		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Timeout = o.timeout }),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				fmt.Printf("checkpoint %d completed: unaligned=%t persisted=%d path=%s\n", s.ID, s.Unaligned, s.PersistedData, s.Path)
 				if final.covers(s.ID) {

@@ -144,7 +144,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		sluice.WithCheckpointing(o.interval, o.checkpoints),
 		sluice.WithResumeFromLatestCheckpoint(),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(o.restarts, 200*time.Millisecond)),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				fmt.Printf("checkpoint %d completed: path=%s\n", s.ID, s.Path)
 			}
