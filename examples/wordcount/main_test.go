@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/importcheck"
 )
 
@@ -23,4 +26,38 @@ func TestWordCountOnEmbeddedBroker(t *testing.T) {
 // only when a program imports them.
 func TestLinksNeitherS3NorTheCluster(t *testing.T) {
 	importcheck.NoneOf(t, ".", importcheck.Heavy...)
+}
+
+// Without package cluster a process given a cluster role refuses to run,
+// rather than run the whole job beside the coordinator's workers.
+func TestClusterRoleNeedsTheCluster(t *testing.T) {
+	t.Setenv("SLUICE_ROLE", "worker")
+	_, err := sluice.NewEnvironment().Launcher()
+	if !errors.Is(err, sluice.ErrClusterNotLinked) {
+		t.Fatalf("SLUICE_ROLE=worker without package cluster: %v, want ErrClusterNotLinked", err)
+	}
+	t.Setenv("SLUICE_ROLE", "single")
+	if l, err := sluice.NewEnvironment().Launcher(); l != nil || err != nil {
+		t.Fatalf("SLUICE_ROLE=single: %v, %v", l, err)
+	}
+}
+
+// A key of a package the program does not import is unknown, and its
+// error names the package to import.
+func TestKeysOfPackagesNotImported(t *testing.T) {
+	for key, pkg := range map[string]string{
+		"taskmanager.numberOfTaskSlots":    "github.com/sluicehq/sluice/cluster",
+		"s3.endpoint":                      "github.com/sluicehq/sluice/checkpoint/storage/s3",
+		"state.backend.rocksdb.thread.num": "github.com/sluicehq/sluice/state/rocksdb",
+		"rest.port":                        "github.com/sluicehq/sluice/runner",
+	} {
+		err := sluice.NewConfiguration().Set(key, "1")
+		if !errors.Is(err, sluice.ErrUnknownConfigKey) || !strings.Contains(err.Error(), pkg) {
+			t.Errorf("%s: %v, want an unknown key naming %s", key, err, pkg)
+		}
+	}
+	// The Kafka connectors', which this program imports, are known.
+	if err := sluice.NewConfiguration().Set("kafka.properties.client.id", "wc"); err != nil {
+		t.Error(err)
+	}
 }
