@@ -171,7 +171,7 @@ func (d dynamicFlag) Set(s string) error {
 }
 
 // Takes reports whether a key is one of the cluster's.
-func (d dynamicFlag) Takes(key string) bool { return takes(key) }
+func (d dynamicFlag) Takes(key string) bool { return configKeys.Takes(key) }
 
 // withDefaults fills the unset fields and checks the others.
 func (c Config) withDefaults() (Config, error) {

@@ -36,34 +36,10 @@ var (
 				Default(DefaultSlotTimeout)
 )
 
-// configKey is one key of Config and how it sets it.
-type configKey struct {
-	names []string
-	get   func(conf *config.Configuration) (apply func(*Config), set bool, err error)
-	set   func(c *Config, value string) error
-}
-
-func field[T any](k *config.Key[T], apply func(c *Config, v T)) configKey {
-	return configKey{
-		names: k.Names(),
-		get: func(conf *config.Configuration) (func(*Config), bool, error) {
-			v, ok, err := k.Get(conf)
-			return func(c *Config) { apply(c, v) }, ok, err
-		},
-		set: func(c *Config, value string) error {
-			v, err := k.Parse(value)
-			if err == nil {
-				apply(c, v)
-			}
-			return err
-		},
-	}
-}
-
 // configKeys in the order they apply: the address before the port.
-var configKeys = []configKey{
-	field(keyRole, func(c *Config, r Role) { c.Role = r }),
-	field(keyRPCAddress, func(c *Config, v string) {
+var configKeys = config.Fields[Config]{
+	config.Field(keyRole, func(c *Config, r Role) { c.Role = r }),
+	config.Field(keyRPCAddress, func(c *Config, v string) {
 		_, port, _ := strings.Cut(c.Coordinator, ":")
 		c.Coordinator = v
 		if port != "" {
@@ -72,21 +48,21 @@ var configKeys = []configKey{
 			c.Coordinator += ":" + strconv.Itoa(DefaultRPCPort)
 		}
 	}),
-	field(keyRPCPort, func(c *Config, p int) {
+	config.Field(keyRPCPort, func(c *Config, p int) {
 		host, _, _ := strings.Cut(c.Coordinator, ":")
 		c.Coordinator = host + ":" + strconv.Itoa(p)
 		c.Listen = ":" + strconv.Itoa(p)
 	}),
-	field(keyHost, func(c *Config, v string) { c.Host = v }),
-	field(keyResourceID, func(c *Config, v string) { c.WorkerID = v }),
-	field(keySlots, func(c *Config, n int) { c.Slots = n }),
-	field(keyDataPort, func(c *Config, p int) { c.DataListen = ":" + strconv.Itoa(p) }),
-	field(keyHeartbeatInterval, func(c *Config, d time.Duration) { c.HeartbeatInterval = d }),
-	field(keyHeartbeatTimeout, func(c *Config, d time.Duration) { c.HeartbeatTimeout = d }),
-	field(keySlotTimeout, func(c *Config, d time.Duration) { c.SlotTimeout = d }),
-	field(ha.KeyEndpoints, func(c *Config, eps []string) { c.EtcdEndpoints = eps }),
-	field(ha.KeyPathRoot, func(c *Config, v string) { c.EtcdPrefix = v }),
-	field(ha.KeyLeaseDuration, func(c *Config, d time.Duration) { c.LeaseDuration = d }),
+	config.Field(keyHost, func(c *Config, v string) { c.Host = v }),
+	config.Field(keyResourceID, func(c *Config, v string) { c.WorkerID = v }),
+	config.Field(keySlots, func(c *Config, n int) { c.Slots = n }),
+	config.Field(keyDataPort, func(c *Config, p int) { c.DataListen = ":" + strconv.Itoa(p) }),
+	config.Field(keyHeartbeatInterval, func(c *Config, d time.Duration) { c.HeartbeatInterval = d }),
+	config.Field(keyHeartbeatTimeout, func(c *Config, d time.Duration) { c.HeartbeatTimeout = d }),
+	config.Field(keySlotTimeout, func(c *Config, d time.Duration) { c.SlotTimeout = d }),
+	config.Field(ha.KeyEndpoints, func(c *Config, eps []string) { c.EtcdEndpoints = eps }),
+	config.Field(ha.KeyPathRoot, func(c *Config, v string) { c.EtcdPrefix = v }),
+	config.Field(ha.KeyLeaseDuration, func(c *Config, d time.Duration) { c.LeaseDuration = d }),
 }
 
 // Set applies a Flink-named option: cluster.role (coordinator, worker),
@@ -101,30 +77,10 @@ func (c *Config) Set(key, value string) error {
 		c.EtcdEndpoints, _ = config.ParseList(value) // empty: HA off, as --etcd ""
 		return nil
 	}
-	for _, k := range configKeys {
-		for _, n := range k.names {
-			if n != key {
-				continue
-			}
-			if err := k.set(c, value); err != nil {
-				return fmt.Errorf("%w: %s=%q: %w", ErrInvalidConfig, key, value, err)
-			}
-			return nil
-		}
+	if err := configKeys.Set(c, key, value); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return fmt.Errorf("%w: unknown option %q", ErrInvalidConfig, key)
-}
-
-// takes reports whether key is one Set takes.
-func takes(key string) bool {
-	for _, k := range configKeys {
-		for _, n := range k.names {
-			if n == key {
-				return true
-			}
-		}
-	}
-	return false
+	return nil
 }
 
 // FromConfiguration returns the Config of conf's keys, and whether it
@@ -140,27 +96,16 @@ func FromConfiguration(conf *config.Configuration, earlier *Config) (Config, boo
 		return Config{}, false, err
 	}
 	set := haSet
-	for _, k := range configKeys {
-		for _, n := range k.names {
-			if _, ok := conf.Get(n); ok {
-				set = true
-			}
-		}
+	for _, k := range conf.Keys() {
+		set = set || configKeys.Takes(k)
 	}
 	if !set {
 		return Config{}, false, nil
 	}
 	var errs []error
 	apply := func(c *Config, conf *config.Configuration) {
-		for _, k := range configKeys {
-			f, ok, err := k.get(conf)
-			switch {
-			case err != nil:
-				errs = append(errs, err)
-			case ok:
-				f(c)
-			}
-		}
+		_, err := configKeys.Configure(c, conf)
+		errs = append(errs, err)
 	}
 	var cc Config
 	if earlier == nil {

@@ -315,3 +315,38 @@ func TestBlame(t *testing.T) {
 		t.Errorf("Blame's fallback: %v", err)
 	}
 }
+
+// Fields serve a package's Set method and its reading of a
+// configuration with the same keys and parsers.
+func TestFields(t *testing.T) {
+	type settings struct {
+		count int
+		every time.Duration
+	}
+	fields := Fields[settings]{
+		Field(testCount, func(s *settings, n int) { s.count = n }),
+		Field(testInterval, func(s *settings, d time.Duration) { s.every = d }),
+	}
+	var s settings
+	if err := fields.Set(&s, "test.old-count", "3"); err != nil || s.count != 3 {
+		t.Errorf("Set by the deprecated name: %v, %+v", err, s)
+	}
+	if err := fields.Set(&s, "test.count", "0"); err == nil || errors.Is(err, ErrUnknownKey) ||
+		!strings.Contains(err.Error(), `test.count="0": must be at least 1`) {
+		t.Errorf("Set of a value the key's check refuses: %v", err)
+	}
+	if err := fields.Set(&s, "test.on", "true"); !errors.Is(err, ErrUnknownKey) || fields.Takes("test.on") || !fields.Takes("test.old-count") {
+		t.Errorf("a key not among the fields: %v", err)
+	}
+	c := New()
+	if set, err := fields.Configure(&s, c); set || err != nil {
+		t.Errorf("an empty configuration: %v, %v", set, err)
+	}
+	if err := c.Set("test.interval", "1 min"); err != nil {
+		t.Fatal(err)
+	}
+	s = settings{}
+	if set, err := fields.Configure(&s, c); !set || err != nil || s != (settings{every: time.Minute}) {
+		t.Errorf("Configure: %v, %v, %+v", set, err, s)
+	}
+}
