@@ -166,6 +166,8 @@ func (c *Configuration) Err() error {
 // declares (stored unchecked, or before a package that declared them was
 // left out of the program), and what the checks of whole configurations
 // refuse (RegisterCheck: keys that go together, files that values name).
+// What an Environment refuses of it besides (options that refuse a
+// combination of values) is sluice.NewEnvironment(sluice.WithConfiguration(c)).Err().
 func (c *Configuration) Validate() error {
 	errs := []error{c.Err()}
 	for _, k := range c.Keys() {

@@ -131,20 +131,22 @@ func (k *Key[T]) Get(c *Configuration) (v T, set bool, err error) {
 // from the caller of its kind's constructor.
 func declare[T any](name, doc, kind string, parse func(string) (T, error), format func(T) string) *Key[T] {
 	k := &Key[T]{parse: parse, format: format}
-	k.info = &keyInfo{name: name, doc: doc, kind: kind, pkg: callerPackage(3)}
+	k.info = &keyInfo{name: name, doc: doc, kind: kind, pkg: callerPackage(2)}
 	k.info.check = func(v string) error { _, err := k.Parse(v); return err }
 	register(k.info, name)
 	return k
 }
 
 // callerPackage is the import path of the package of the function skip
-// frames up.
+// frames up (0: callerPackage's caller), inlined calls counted as frames.
 func callerPackage(skip int) string {
-	pc, _, _, ok := runtime.Caller(skip)
-	if !ok {
-		return ""
+	pcs := make([]uintptr, skip+2)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	var f runtime.Frame
+	for more := true; more && skip >= 0; skip-- {
+		f, more = frames.Next()
 	}
-	fn := runtime.FuncForPC(pc).Name() // path/to/pkg.init.func1
+	fn := f.Function // path/to/pkg.init.func1
 	slash := strings.LastIndexByte(fn, '/')
 	if dot := strings.IndexByte(fn[slash+1:], '.'); dot >= 0 {
 		return fn[:slash+1+dot]

@@ -63,7 +63,7 @@ var (
 		"Flink's advertised address: the listen address without rest.bind-address.", "host", parseHost)
 	keyRestBindAddress = config.Custom(KeyRestBindAddress, "The address the REST API listens on; rest.address when unset.",
 		"host", parseHost).DefaultText("127.0.0.1")
-	keyRestPort     = config.Custom(KeyRestPort, "The REST API's port; 0: any free port.", "port", parsePort).DefaultText("8081")
+	keyRestPort     = config.Custom(KeyRestPort, "The REST API's port; 0: any free port.", "port", parsePort).Default(8081)
 	keyRestBindPort = config.Custom(KeyRestBindPort,
 		"Flink's port list, the first free one: 8081, 50100-50200, 50100,50101; rest.port when unset.", "ports", parsePorts)
 	keyRestToken = config.String(KeyRestToken,
@@ -83,7 +83,7 @@ var (
 			"flink_taskmanager_job_task_operator_numRecordsIn{job_name,task_name,subtask_index,operator_name,...}).",
 		"sluice", "flink").Default("sluice")
 	keyLogLevel = config.Enum(KeyLogLevel, "The log level (log4j's TRACE and FATAL too).", parseLevel,
-		"DEBUG", "INFO", "WARN", "ERROR", "OFF").DefaultText("INFO")
+		"DEBUG", "INFO", "WARN", "ERROR", "OFF").Default(slog.LevelInfo)
 	keyLogFormat    = config.Choice(KeyLogFormat, "The log format, on standard error.", "text", "json").Default("text")
 	keySignalAction = config.Enum(KeySignalAction, "What SIGTERM and SIGINT do to the job (see package runner).", parseAction,
 		string(Suspend), string(StopWithSavepoint), string(StopWithSavepointDrain)).Default(Suspend)
