@@ -4,28 +4,24 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/checkpoint/storage"
-	"github.com/sluicehq/sluice/checkpoint/storage/s3"
 )
 
-// S3Config configures checkpoint storage on S3 (s3.endpoint,
-// s3.path.style.access, s3.upload.part.size, s3.entropy.key, ...).
-type S3Config = s3.Config
-
-// WithS3 sets how s3://, s3a:// and s3p:// checkpoint directories,
-// savepoint directories and restore paths are reached. Without it they
-// are reached with the environment's settings: credentials and region
-// from the standard AWS chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-// AWS_REGION, profiles), the endpoint from AWS_ENDPOINT_URL_S3 or
-// AWS_ENDPOINT_URL, path-style access when the endpoint is overridden.
+// WithCheckpointSchemes sets how locations of the given URL schemes
+// (checkpoint and savepoint directories, restore paths) are opened for
+// this job, over the backends the storage packages the program imports
+// registered for them (storage.RegisterScheme). Package
+// checkpoint/storage/s3 serves s3://, s3a:// and s3p:// with the
+// environment's settings (the AWS chain, AWS_ENDPOINT_URL_S3, ...) once
+// imported, with the s3.* keys of a configuration, or with this job's own:
 //
 //	sluice.WithCheckpointing(10*time.Second, "s3://bucket/checkpoints"),
-//	sluice.WithS3(sluice.S3Config{Endpoint: "http://127.0.0.1:7070"}),
-func WithS3(c S3Config) Option {
+//	sluice.WithCheckpointSchemes(s3.SchemeOpeners(s3.Config{Endpoint: "http://127.0.0.1:7070"})),
+func WithCheckpointSchemes(openers map[string]storage.OpenFunc) Option {
 	return func(e *Environment) {
 		if e.cfg.CheckpointSchemes == nil {
 			e.cfg.CheckpointSchemes = map[string]storage.OpenFunc{}
 		}
-		for k, v := range s3.SchemeOpeners(c) {
+		for k, v := range openers {
 			e.cfg.CheckpointSchemes[k] = v
 		}
 	}

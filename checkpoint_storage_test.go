@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/checkpoint/storage/faultfs"
+	"github.com/sluicehq/sluice/checkpoint/storage/s3"
 	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/state/rocksdb"
@@ -149,7 +150,7 @@ func TestS3OutageDeclinesCheckpointsJobGoesOn(t *testing.T) {
 	out := t.TempDir()
 	env, seen := countJob(out, records, keys, 4000,
 		sluice.WithCheckpointing(30*time.Millisecond, loc),
-		sluice.WithS3(sluice.S3Config{Endpoint: p.URL(), MaxAttempts: 2, MaxBackoff: 20 * time.Millisecond}),
+		sluice.WithCheckpointSchemes(s3.SchemeOpeners(s3.Config{Endpoint: p.URL(), MaxAttempts: 2, MaxBackoff: 20 * time.Millisecond})),
 		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.TolerableFailed = 1000 }),
 		sluice.WithStateMemoryThreshold(0), // every state stream an upload
 	)
@@ -213,7 +214,7 @@ func TestFailedDiscardsAreRetried(t *testing.T) {
 		sluice.WithCheckpointStorageFS(ffs),
 		sluice.WithStateMemoryThreshold(0),
 		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.TolerableFailed = 1000 }),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusFailed {
 				mu.Lock()
 				failed[s.ID] = true

@@ -23,23 +23,31 @@ const (
 	AtLeastOnce = checkpoint.AtLeastOnce
 )
 
-// RestartStrategy says whether and when a failed job restarts from its
-// latest checkpoint (restart-strategy.type and its options).
-type RestartStrategy = checkpoint.RestartConfig
+// RestartConfig says whether and when a failed job restarts from its
+// latest checkpoint (restart-strategy.type and its options):
+// WithRestartStrategy takes it.
+type RestartConfig = checkpoint.RestartConfig
+
+// RestartStrategy is RestartConfig, by the name earlier versions gave it
+// (checkpoint.RestartStrategy is the strategy's state machine, another
+// type).
+//
+// Deprecated: use RestartConfig.
+type RestartStrategy = RestartConfig
 
 // NoRestart fails the job at its first failure.
-func NoRestart() RestartStrategy { return checkpoint.RestartConfig{Kind: checkpoint.NoRestart} }
+func NoRestart() RestartConfig { return checkpoint.RestartConfig{Kind: checkpoint.NoRestart} }
 
 // FixedDelayRestart restarts up to attempts times, delay apart
 // (restart-strategy.fixed-delay.attempts / .delay).
-func FixedDelayRestart(attempts int, delay time.Duration) RestartStrategy {
+func FixedDelayRestart(attempts int, delay time.Duration) RestartConfig {
 	return checkpoint.FixedDelayRestart(attempts, delay)
 }
 
 // ExponentialDelayRestart restarts with Flink's exponential-delay defaults
 // (1 s initial backoff, 1 min max, multiplier 1.5, jitter 0.1); it is the
 // default when checkpointing is on.
-func ExponentialDelayRestart() RestartStrategy { return checkpoint.ExponentialDelayRestart() }
+func ExponentialDelayRestart() RestartConfig { return checkpoint.ExponentialDelayRestart() }
 
 // WithCheckpointing turns on periodic checkpoints every interval
 // (execution.checkpointing.interval) into dir (execution.checkpointing.dir).
@@ -84,7 +92,7 @@ func WithSavepointDir(dir string) Option {
 }
 
 // WithRestartStrategy sets the restart strategy.
-func WithRestartStrategy(r RestartStrategy) Option {
+func WithRestartStrategy(r RestartConfig) Option {
 	return func(e *Environment) { e.cfg.Restart, e.cfg.RestartSet = r, true }
 }
 
@@ -161,7 +169,7 @@ func (e *Environment) validateCheckpointing() error {
 // and savepoint that completes or fails (id, end-to-end duration, sizes,
 // persisted in-flight data, and every subtask's figures). It runs on the
 // checkpoint coordinator's goroutine and must return quickly.
-func WithCheckpointListener(fn func(checkpoint.CheckpointStats)) Option {
+func WithCheckpointListener(fn func(checkpoint.Stats)) Option {
 	return func(e *Environment) { e.cfg.CheckpointListeners = append(e.cfg.CheckpointListeners, fn) }
 }
 

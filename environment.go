@@ -7,15 +7,15 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/runtime"
 )
 
 // ErrInvalidOption is returned (wrapped) by Execute for an option with a
 // value that cannot work; the message names the option.
-var ErrInvalidOption = errors.New("invalid option")
+var ErrInvalidOption = config.ErrInvalidOption
 
 // ErrJobCanceled is returned by Execute and Job.Wait when the job was
 // cancelled; it also matches context.Canceled.
@@ -36,8 +36,11 @@ type Environment struct {
 	jobAware []jobAwareSink
 	// jobObservers are given the job once it started.
 	jobObservers []JobObserver
-	// cluster is the role configuration of WithCluster (nil: SLUICE_*).
-	cluster *ClusterConfig
+	// launch runs the job other than wholly in this process, when
+	// launchSet (WithLauncher, the configuration); else the environment
+	// says (Launcher).
+	launch    Launcher
+	launchSet bool
 	// memory is the taskmanager.memory.* configuration.
 	memory memory.Config
 	// codecFormat is the format of the codecs the environment picks
@@ -73,7 +76,17 @@ func (e *Environment) Configure(opts ...Option) {
 	}
 }
 
-func (e *Environment) addErr(err error) { e.errs = append(e.errs, err) }
+// Err returns what the options given so far refuse, which Execute
+// returns: bad values, and keys of WithConfiguration, each naming the
+// option or key.
+func (e *Environment) Err() error { return errors.Join(e.errs...) }
+
+// addErr records an error Execute returns; nil is none.
+func (e *Environment) addErr(err error) {
+	if err != nil {
+		e.errs = append(e.errs, err)
+	}
+}
 
 func positive(e *Environment, name string, v int) bool {
 	if v < 1 {
@@ -224,19 +237,19 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 	if err := e.validateCheckpointing(); err != nil {
 		return nil, err
 	}
-	cc, err := e.clusterConfig()
+	l, err := e.Launcher()
 	if err != nil {
 		return nil, err
 	}
-	if cc.Role == RoleWorker {
+	if l != nil && l.Worker() {
 		return nil, ErrWorkerRole
 	}
 	if err := e.installMemory(); err != nil {
 		return nil, err
 	}
 	var j *Job
-	if cc.Role == RoleCoordinator {
-		j, err = cluster.StartCoordinator(ctx, &e.plan, e.cfg, cc)
+	if l != nil {
+		j, err = l.Start(ctx, &e.plan, e.cfg)
 	} else {
 		j, err = runtime.Execute(ctx, &e.plan, e.cfg)
 	}
@@ -254,7 +267,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 // kept) or the job fails (the error names the operator, the subtask and
 // the cause).
 func (e *Environment) Execute(ctx context.Context) error {
-	if cc, err := e.clusterConfig(); err == nil && cc.Role == RoleWorker {
+	if l, err := e.Launcher(); err == nil && l != nil && l.Worker() {
 		if len(e.errs) > 0 {
 			return errors.Join(e.errs...)
 		}
@@ -264,7 +277,7 @@ func (e *Environment) Execute(ctx context.Context) error {
 		if err := e.installMemory(); err != nil {
 			return err
 		}
-		return cluster.RunWorker(ctx, &e.plan, e.cfg, cc)
+		return l.Run(ctx, &e.plan, e.cfg, e.workerStarted)
 	}
 	j, err := e.ExecuteAsync(ctx)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/memory"
 )
 
@@ -11,7 +12,7 @@ import (
 // Flink's units; Execute's installMemory makes their budget the
 // process's.
 func TestMemoryKeys(t *testing.T) {
-	clearSluiceEnv(t)
+	testutil.ClearSluiceEnv(t)
 	c := NewConfiguration()
 	for k, v := range map[string]string{
 		"taskmanager.memory.process.size":          "1g",

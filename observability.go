@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/checkpoint"
-	"github.com/sluicehq/sluice/cluster"
 )
 
 // CheckpointObserver is told about every checkpoint and savepoint of a job
@@ -13,7 +12,7 @@ import (
 // checkpoint) are ones. It runs on the checkpoint coordinator's goroutine
 // and must return quickly.
 type CheckpointObserver interface {
-	ObserveCheckpoint(job string, cs checkpoint.CheckpointStats)
+	ObserveCheckpoint(job string, cs checkpoint.Stats)
 }
 
 // RestoreObserver is told about every job attempt that restored state,
@@ -31,9 +30,9 @@ type JobObserver interface {
 
 // WorkerObserver is given the worker's view (its tasks' figures, for its
 // own /metrics) when the environment runs as a worker of a job on several
-// hosts (RoleWorker): the job runner's metrics are one.
+// hosts (cluster.RoleWorker): the job runner's metrics are one.
 type WorkerObserver interface {
-	ObserveWorker(w *cluster.WorkerView)
+	ObserveWorker(w WorkerView)
 }
 
 // WithObservers hands the job's checkpoints to each observer that is a
@@ -62,7 +61,7 @@ func WithObservers(observers ...any) Option {
 			// The name is read when the listener runs, after every option
 			// has been applied.
 			if isCO {
-				e.cfg.CheckpointListeners = append(e.cfg.CheckpointListeners, func(cs checkpoint.CheckpointStats) {
+				e.cfg.CheckpointListeners = append(e.cfg.CheckpointListeners, func(cs checkpoint.Stats) {
 					co.ObserveCheckpoint(e.cfg.JobName, cs)
 				})
 			}

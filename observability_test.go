@@ -19,7 +19,7 @@ type recordingObserver struct {
 	restores []string
 }
 
-func (o *recordingObserver) ObserveCheckpoint(job string, cs checkpoint.CheckpointStats) {
+func (o *recordingObserver) ObserveCheckpoint(job string, cs checkpoint.Stats) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if cs.Status == checkpoint.StatusCompleted {

@@ -87,7 +87,7 @@ func TestUnalignedCheckpointCompletesWhileTaskIsInARecord(t *testing.T) {
 		sluice.WithBufferTimeout(time.Millisecond),
 		sluice.WithCheckpointing(time.Hour, t.TempDir()), // triggered by the test only
 		sluice.WithUnalignedCheckpoints(0),
-		sluice.WithCheckpointListener(func(cs checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(cs checkpoint.Stats) {
 			if cs.Status == checkpoint.StatusCompleted {
 				completed <- cs.ID
 			}
@@ -192,7 +192,7 @@ func TestUnalignedEarlyInputExactlyOnce(t *testing.T) {
 		outDir:        t.TempDir(),
 		checkpointDir: t.TempDir(),
 		slowEvery:     10,
-		extra: []sluice.Option{sluice.WithCheckpointListener(func(cs checkpoint.CheckpointStats) {
+		extra: []sluice.Option{sluice.WithCheckpointListener(func(cs checkpoint.Stats) {
 			if cs.Status != checkpoint.StatusCompleted {
 				return
 			}

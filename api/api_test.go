@@ -322,7 +322,7 @@ func TestCheckpointShapesAndFigures(t *testing.T) {
 		ss := checkKeys(t, "subtask summary", sub["summary"], subtaskSummaryKeys)
 		checkKeys(t, "checkpoint_duration", ss["checkpoint_duration"], []string{"sync", "async"})
 		checkKeys(t, "alignment summary", ss["alignment"], []string{"buffered", "processed", "persisted", "duration"})
-		var want []checkpoint.TaskCheckpointStats
+		var want []checkpoint.TaskStats
 		for _, ts := range cs.Tasks {
 			if ts.Vertex == v.Name {
 				want = append(want, ts)

@@ -23,18 +23,18 @@ type history struct {
 	mu    sync.Mutex
 	size  int
 	order []int64 // ascending
-	byID  map[int64]checkpoint.CheckpointStats
+	byID  map[int64]checkpoint.Stats
 }
 
 func newHistory(size int) *history {
-	return &history{size: size, byID: map[int64]checkpoint.CheckpointStats{}}
+	return &history{size: size, byID: map[int64]checkpoint.Stats{}}
 }
 
 // merge takes in the finished checkpoints of st.
-func (h *history) merge(st checkpoint.CheckpointingStats) {
+func (h *history) merge(st checkpoint.JobStats) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	put := func(cs *checkpoint.CheckpointStats) {
+	put := func(cs *checkpoint.Stats) {
 		if cs == nil || cs.Status == checkpoint.StatusInProgress {
 			return
 		}
@@ -56,7 +56,7 @@ func (h *history) merge(st checkpoint.CheckpointingStats) {
 	}
 }
 
-func (h *history) get(id int64) (checkpoint.CheckpointStats, bool) {
+func (h *history) get(id int64) (checkpoint.Stats, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cs, ok := h.byID[id]
@@ -64,10 +64,10 @@ func (h *history) get(id int64) (checkpoint.CheckpointStats, bool) {
 }
 
 // all returns the kept checkpoints, oldest first.
-func (h *history) all() []checkpoint.CheckpointStats {
+func (h *history) all() []checkpoint.Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]checkpoint.CheckpointStats, 0, len(h.order))
+	out := make([]checkpoint.Stats, 0, len(h.order))
 	for _, id := range h.order {
 		out = append(out, h.byID[id])
 	}
@@ -76,7 +76,7 @@ func (h *history) all() []checkpoint.CheckpointStats {
 
 // CheckpointType returns Flink's REST checkpoint type: CHECKPOINT,
 // UNALIGNED_CHECKPOINT or SAVEPOINT.
-func CheckpointType(cs checkpoint.CheckpointStats) string {
+func CheckpointType(cs checkpoint.Stats) string {
 	switch {
 	case cs.Kind == checkpoint.KindSavepoint:
 		return "SAVEPOINT"
@@ -86,7 +86,7 @@ func CheckpointType(cs checkpoint.CheckpointStats) string {
 	return "CHECKPOINT"
 }
 
-func className(s checkpoint.CheckpointStatus) string {
+func className(s checkpoint.Status) string {
 	switch s {
 	case checkpoint.StatusCompleted:
 		return "completed"
@@ -99,7 +99,7 @@ func className(s checkpoint.CheckpointStatus) string {
 // vertexOf returns the index of the vertex a task of a checkpoint belongs
 // to: tasks are numbered vertex by vertex, subtask by subtask; the name
 // confirms it.
-func (e *jobEntry) vertexOf(ts checkpoint.TaskCheckpointStats) int {
+func (e *jobEntry) vertexOf(ts checkpoint.TaskStats) int {
 	vs := e.job.Graph().Vertices
 	id := int(ts.Task)
 	for i, v := range vs {
@@ -127,7 +127,7 @@ func externalPath(p string) string {
 }
 
 // statistics converts one checkpoint.
-func (e *jobEntry) statistics(cs checkpoint.CheckpointStats) CheckpointStatistics {
+func (e *jobEntry) statistics(cs checkpoint.Stats) CheckpointStatistics {
 	out := CheckpointStatistics{
 		ClassName: className(cs.Status), ID: cs.ID, Status: cs.Status.String(),
 		IsSavepoint: cs.Kind == checkpoint.KindSavepoint, TriggerTimestamp: millis(cs.TriggerTime),
@@ -167,7 +167,7 @@ func (e *jobEntry) statistics(cs checkpoint.CheckpointStats) CheckpointStatistic
 }
 
 // phases converts the phases of a completed checkpoint.
-func phases(cs checkpoint.CheckpointStats) *CheckpointPhases {
+func phases(cs checkpoint.Stats) *CheckpointPhases {
 	p := cs.Phases
 	out := &CheckpointPhases{
 		TriggerToSource: p.TriggerToSource.Microseconds(), BarrierToLast: p.BarrierToLast.Microseconds(),
@@ -185,8 +185,8 @@ func phases(cs checkpoint.CheckpointStats) *CheckpointPhases {
 
 // tasksOf returns the tasks of the checkpoint that belong to vertex i,
 // ordered by subtask.
-func (e *jobEntry) tasksOf(cs checkpoint.CheckpointStats, i int) []checkpoint.TaskCheckpointStats {
-	var out []checkpoint.TaskCheckpointStats
+func (e *jobEntry) tasksOf(cs checkpoint.Stats, i int) []checkpoint.TaskStats {
+	var out []checkpoint.TaskStats
 	for _, ts := range cs.Tasks {
 		if e.vertexOf(ts) == i {
 			out = append(out, ts)
@@ -196,7 +196,7 @@ func (e *jobEntry) tasksOf(cs checkpoint.CheckpointStats, i int) []checkpoint.Ta
 	return out
 }
 
-func taskStatistics(cs checkpoint.CheckpointStats, parallelism int, tasks []checkpoint.TaskCheckpointStats) TaskCheckpointStatistics {
+func taskStatistics(cs checkpoint.Stats, parallelism int, tasks []checkpoint.TaskStats) TaskCheckpointStatistics {
 	out := TaskCheckpointStatistics{ID: cs.ID, Status: cs.Status.String(), NumSubtasks: len(tasks), EndToEndDuration: -1, LatestAckTimestamp: -1}
 	var last time.Time
 	for _, ts := range tasks {
@@ -271,7 +271,7 @@ func (s *Server) handleCheckpoints(w http.ResponseWriter, r *http.Request, e *jo
 			Completed: st.Completed, Failed: st.Failed},
 		Summary: e.summary(), History: []CheckpointStatistics{},
 	}
-	latest := func(cs *checkpoint.CheckpointStats) *CheckpointStatistics {
+	latest := func(cs *checkpoint.Stats) *CheckpointStatistics {
 		if cs == nil {
 			return nil
 		}
@@ -296,27 +296,27 @@ func (s *Server) handleCheckpoints(w http.ResponseWriter, r *http.Request, e *jo
 
 // checkpoint finds a checkpoint by its id (or "latest", with
 // ?status=COMPLETED or FAILED, as Flink 2.1's details/latest).
-func (e *jobEntry) checkpoint(r *http.Request) (checkpoint.CheckpointStats, error) {
+func (e *jobEntry) checkpoint(r *http.Request) (checkpoint.Stats, error) {
 	st, _ := e.poll()
 	ref := r.PathValue("checkpointid")
 	if ref == "latest" {
-		var cs *checkpoint.CheckpointStats
+		var cs *checkpoint.Stats
 		switch strings.ToUpper(r.URL.Query().Get("status")) {
 		case "", "COMPLETED":
 			cs = st.LatestCompleted
 		case "FAILED":
 			cs = st.LatestFailed
 		default:
-			return checkpoint.CheckpointStats{}, fmt.Errorf("status %q: want COMPLETED or FAILED", r.URL.Query().Get("status"))
+			return checkpoint.Stats{}, fmt.Errorf("status %q: want COMPLETED or FAILED", r.URL.Query().Get("status"))
 		}
 		if cs == nil {
-			return checkpoint.CheckpointStats{}, fmt.Errorf("Could not find latest checkpointing statistics.")
+			return checkpoint.Stats{}, fmt.Errorf("Could not find latest checkpointing statistics.")
 		}
 		return *cs, nil
 	}
 	id, err := strconv.ParseInt(ref, 10, 64)
 	if err != nil {
-		return checkpoint.CheckpointStats{}, fmt.Errorf("checkpoint id %q is not a number", ref)
+		return checkpoint.Stats{}, fmt.Errorf("checkpoint id %q is not a number", ref)
 	}
 	for _, cs := range st.History {
 		if cs.ID == id {
@@ -326,7 +326,7 @@ func (e *jobEntry) checkpoint(r *http.Request) (checkpoint.CheckpointStats, erro
 	if cs, ok := e.history.get(id); ok {
 		return cs, nil
 	}
-	return checkpoint.CheckpointStats{}, fmt.Errorf("Could not find checkpointing statistics for checkpoint %d.", id)
+	return checkpoint.Stats{}, fmt.Errorf("Could not find checkpointing statistics for checkpoint %d.", id)
 }
 
 func (s *Server) handleCheckpointDetails(w http.ResponseWriter, r *http.Request, e *jobEntry) {
@@ -357,7 +357,7 @@ func (s *Server) handleSubtaskDetails(w http.ResponseWriter, r *http.Request, e 
 	writeJSON(w, http.StatusOK, subtaskDetails(cs, e.job.Graph().Vertices[vi].Parallelism, tasks))
 }
 
-func subtaskDetails(cs checkpoint.CheckpointStats, parallelism int, tasks []checkpoint.TaskCheckpointStats) TaskCheckpointStatisticsWithSubtaskDetails {
+func subtaskDetails(cs checkpoint.Stats, parallelism int, tasks []checkpoint.TaskStats) TaskCheckpointStatisticsWithSubtaskDetails {
 	out := TaskCheckpointStatisticsWithSubtaskDetails{
 		TaskCheckpointStatistics: taskStatistics(cs, parallelism, tasks),
 		Subtasks:                 []SubtaskCheckpointStatistics{},

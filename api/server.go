@@ -32,7 +32,7 @@ type Job interface {
 	Status() runtime.JobStatus
 	Graph() *runtime.JobGraph
 	Metrics() []runtime.TaskMetrics
-	CheckpointStats() (checkpoint.CheckpointingStats, bool)
+	CheckpointStats() (checkpoint.JobStats, bool)
 	LastRestore() (runtime.RestoreInfo, bool)
 	Restarts() int64
 	TriggerSavepoint(ctx context.Context, parent string) (string, error)
@@ -200,7 +200,7 @@ func (s *Server) follow(e *jobEntry) {
 
 // poll merges the job's current statistics into the history and returns
 // them.
-func (e *jobEntry) poll() (checkpoint.CheckpointingStats, bool) {
+func (e *jobEntry) poll() (checkpoint.JobStats, bool) {
 	st, ok := e.job.CheckpointStats()
 	if ok {
 		e.history.merge(st)

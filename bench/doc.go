@@ -1,5 +1,5 @@
 // Package bench holds the end-to-end benchmarks of the runtime: the keyed
-// count of issue 2 (datagen -> keyBy -> count in a Go map -> discard), the
+// count (datagen -> keyBy -> count in a Go map -> discard), the
 // same with struct records encoded by the default codec
 // (BenchmarkKeyedCountStruct), a chain of maps and filters, and the
 // exchange path. Run them with

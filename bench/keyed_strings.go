@@ -63,7 +63,7 @@ func StringRecords() func(int64) string {
 	}
 }
 
-// KeyedCountStrings adds issue 18's throughput job to env: datagen of
+// KeyedCountStrings adds the throughput job measured against Flink to env: datagen of
 // records 1 KiB strings (StringRecords) -> keyBy(the 8-byte prefix) ->
 // StringCount -> discard. It returns the discard sink, whose Count is the
 // number of counts emitted (one per record). bench/flinkref is the same

@@ -7,7 +7,7 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// BenchmarkKeyedCountStrings is issue 18's throughput job, the one
+// BenchmarkKeyedCountStrings is the throughput job, the one
 // measured against Flink: datagen of 1 KiB strings -> keyBy(the 8-byte
 // prefix) -> running count in keyed value state (heap backend) ->
 // discard, parallelism 2, without and with 1 s checkpoints.

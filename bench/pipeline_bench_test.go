@@ -43,7 +43,7 @@ func run(b *testing.B, env *sluice.Environment, want int64, discard *sink.Discar
 	b.ReportMetric(float64(want)/el.Seconds(), "records/s")
 }
 
-// BenchmarkKeyedCount is issue 2's runtime benchmark: datagen of 100-byte
+// BenchmarkKeyedCount is the runtime's first benchmark: datagen of 100-byte
 // records over 10,000 keys -> keyBy -> running count in a Go map ->
 // discard, parallelism 2. The checkpointed variant takes an aligned
 // checkpoint every second: compare the two records/s figures.

@@ -120,7 +120,7 @@ func TestCheckpointPhases(t *testing.T) {
 			source = lf.StartDelay
 		}
 		source = min(source, lf.StartDelay)
-		want := CheckpointPhases{
+		want := Phases{
 			LastTask: last, TriggerToSource: source, BarrierToLast: lf.StartDelay - source,
 			Alignment: lf.Alignment, Sync: lf.Sync, Async: lf.Async,
 			Ack:      e2e - lf.StartDelay - lf.Alignment - lf.Sync - lf.Async,

@@ -11,16 +11,16 @@ import (
 // in detail (Flink's web.checkpoints.history).
 const DefaultStatsHistory = 10
 
-// CheckpointStatus is the state of a checkpoint in the statistics.
-type CheckpointStatus uint8
+// Status is the state of a checkpoint in the statistics.
+type Status uint8
 
 const (
-	StatusInProgress CheckpointStatus = iota
+	StatusInProgress Status = iota
 	StatusCompleted
 	StatusFailed
 )
 
-func (s CheckpointStatus) String() string {
+func (s Status) String() string {
 	switch s {
 	case StatusInProgress:
 		return "IN_PROGRESS"
@@ -30,12 +30,12 @@ func (s CheckpointStatus) String() string {
 	return "FAILED"
 }
 
-// CheckpointStats are the figures of one checkpoint, with a line per task:
+// Stats are the figures of one checkpoint, with a line per task:
 // what Flink's REST API reports under /jobs/:id/checkpoints/details/:cid.
-type CheckpointStats struct {
+type Stats struct {
 	ID     int64
 	Kind   Kind
-	Status CheckpointStatus
+	Status Status
 	// Unaligned is set when any task took it unaligned.
 	Unaligned   bool
 	TriggerTime time.Time
@@ -59,11 +59,11 @@ type CheckpointStats struct {
 	// Discarded: its files were deleted (subsumed, or at shutdown).
 	Discarded bool
 	// Phases break its time down, once it completed.
-	Phases CheckpointPhases
-	Tasks  []TaskCheckpointStats
+	Phases Phases
+	Tasks  []TaskStats
 }
 
-// CheckpointPhases break a completed checkpoint's time down along its
+// Phases break a completed checkpoint's time down along its
 // critical path: the task whose acknowledgement came last. Up to the last
 // acknowledgement the parts are consecutive and sum to EndToEndDuration
 // (TriggerToSource + BarrierToLast + Alignment + Sync + Async + Ack); the
@@ -71,7 +71,7 @@ type CheckpointStats struct {
 // is the whole. The task figures are Flink's (checkpoint_start_delay,
 // alignment_duration, sync_duration, async_duration); the other parts are
 // Sluice's.
-type CheckpointPhases struct {
+type Phases struct {
 	// LastTask is the task whose acknowledgement came last.
 	LastTask TaskID
 	// TriggerToSource: from the trigger to the latest of the source tasks
@@ -97,7 +97,7 @@ type CheckpointPhases struct {
 
 // Parts returns the consecutive parts of the phases, named, in order:
 // they sum to Completion.
-func (p CheckpointPhases) Parts() []PhasePart {
+func (p Phases) Parts() []PhasePart {
 	return []PhasePart{
 		{"trigger_to_source", p.TriggerToSource}, {"barrier_to_last", p.BarrierToLast},
 		{"alignment", p.Alignment}, {"sync", p.Sync}, {"async", p.Async}, {"ack", p.Ack},
@@ -111,8 +111,8 @@ type PhasePart struct {
 	Duration time.Duration
 }
 
-// TaskCheckpointStats are one task's figures for a checkpoint.
-type TaskCheckpointStats struct {
+// TaskStats are one task's figures for a checkpoint.
+type TaskStats struct {
 	Task    TaskID
 	Vertex  string
 	Subtask int
@@ -133,36 +133,50 @@ type RestoreStats struct {
 	RestoreTime time.Time
 }
 
-// CheckpointingStats is the checkpoint history of the job: counts, the
+// JobStats is the checkpoint history of the job: counts, the
 // latest of each outcome and the recent checkpoints, newest first (Flink's
 // /jobs/:id/checkpoints).
-type CheckpointingStats struct {
+type JobStats struct {
 	Restored, Total, InProgress, Completed, Failed int
-	LatestCompleted                                *CheckpointStats
-	LatestSavepoint                                *CheckpointStats
-	LatestFailed                                   *CheckpointStats
+	LatestCompleted                                *Stats
+	LatestSavepoint                                *Stats
+	LatestFailed                                   *Stats
 	LatestRestored                                 *RestoreStats
-	History                                        []CheckpointStats
+	History                                        []Stats
 }
+
+// The names of earlier versions.
+type (
+	// Deprecated: use Stats.
+	CheckpointStats = Stats
+	// Deprecated: use JobStats.
+	CheckpointingStats = JobStats
+	// Deprecated: use TaskStats.
+	TaskCheckpointStats = TaskStats
+	// Deprecated: use Phases.
+	CheckpointPhases = Phases
+	// Deprecated: use Status.
+	CheckpointStatus = Status
+)
 
 type statsTracker struct {
 	size    int
-	history []*CheckpointStats // oldest first
-	byID    map[int64]*CheckpointStats
-	counts  CheckpointingStats // counts and latest pointers only
+	history []*Stats // oldest first
+	byID    map[int64]*Stats
+	counts  JobStats // counts and latest pointers only
 }
 
 func newStatsTracker(size int) statsTracker {
-	return statsTracker{size: size, byID: map[int64]*CheckpointStats{}}
+	return statsTracker{size: size, byID: map[int64]*Stats{}}
 }
 
 func (s *statsTracker) triggered(p *pendingCheckpoint, tasks []TaskInfo, finished map[TaskID]bool, sources []TaskID) {
-	cs := &CheckpointStats{ID: p.id(), Kind: p.barrier.Options.Kind, TriggerTime: p.trigger}
+	cs := &Stats{ID: p.id(), Kind: p.barrier.Options.Kind, TriggerTime: p.trigger}
 	for _, t := range tasks {
 		if finished[t.ID] {
 			continue
 		}
-		cs.Tasks = append(cs.Tasks, TaskCheckpointStats{Task: t.ID, Vertex: t.Vertex, Subtask: t.Subtask, Source: slices.Contains(sources, t.ID)})
+		cs.Tasks = append(cs.Tasks, TaskStats{Task: t.ID, Vertex: t.Vertex, Subtask: t.Subtask, Source: slices.Contains(sources, t.ID)})
 	}
 	cs.NumTasks = len(cs.Tasks)
 	s.counts.Total++
@@ -174,7 +188,7 @@ func (s *statsTracker) triggered(p *pendingCheckpoint, tasks []TaskInfo, finishe
 
 func (s *statsTracker) trim() {
 	for len(s.history) > s.size {
-		i := slices.IndexFunc(s.history, func(cs *CheckpointStats) bool { return cs.Status != StatusInProgress })
+		i := slices.IndexFunc(s.history, func(cs *Stats) bool { return cs.Status != StatusInProgress })
 		if i < 0 {
 			return
 		}
@@ -210,9 +224,9 @@ func (s *statsTracker) acked(id int64, task TaskID, now time.Time, fig TaskFigur
 
 // phases computes the parts of cs up to its last acknowledgement, and
 // Metadata with the checkpoint completing at now.
-func (cs *CheckpointStats) phases(now time.Time) {
+func (cs *Stats) phases(now time.Time) {
 	ph := &cs.Phases
-	var last *TaskCheckpointStats
+	var last *TaskStats
 	var source time.Duration
 	for i := range cs.Tasks {
 		ts := &cs.Tasks[i]
@@ -305,7 +319,7 @@ func (s *statsTracker) restored(md *snapshot.Metadata, now time.Time) {
 }
 
 // Stats returns a copy of the checkpoint statistics.
-func (c *Coordinator) Stats() CheckpointingStats {
+func (c *Coordinator) Stats() JobStats {
 	s := &c.stats
 	out := s.counts
 	out.LatestCompleted = copyStats(s.counts.LatestCompleted)
@@ -323,15 +337,15 @@ func (c *Coordinator) Stats() CheckpointingStats {
 }
 
 // CheckpointStats returns the figures of a recent checkpoint.
-func (c *Coordinator) CheckpointStats(id int64) (CheckpointStats, bool) {
+func (c *Coordinator) CheckpointStats(id int64) (Stats, bool) {
 	cs := c.stats.byID[id]
 	if cs == nil {
-		return CheckpointStats{}, false
+		return Stats{}, false
 	}
 	return *copyStats(cs), true
 }
 
-func copyStats(cs *CheckpointStats) *CheckpointStats {
+func copyStats(cs *Stats) *Stats {
 	if cs == nil {
 		return nil
 	}
@@ -348,9 +362,9 @@ func (c *Coordinator) InheritStats(prev *Coordinator) {
 		return
 	}
 	c.stats = prev.stats
-	c.stats.byID = make(map[int64]*CheckpointStats, len(prev.stats.byID))
+	c.stats.byID = make(map[int64]*Stats, len(prev.stats.byID))
 	for id, cs := range prev.stats.byID {
 		c.stats.byID[id] = cs
 	}
-	c.stats.history = append([]*CheckpointStats(nil), prev.stats.history...)
+	c.stats.history = append([]*Stats(nil), prev.stats.history...)
 }

@@ -265,7 +265,7 @@ func formatStats(t *testing.T, c *Coordinator, d *datadriven.TestData) string {
 	fmt.Fprintf(&b, "restored=%d total=%d in-progress=%d completed=%d failed=%d", s.Restored, s.Total, s.InProgress, s.Completed, s.Failed)
 	for _, l := range []struct {
 		name string
-		cs   *CheckpointStats
+		cs   *Stats
 	}{{"completed", s.LatestCompleted}, {"savepoint", s.LatestSavepoint}, {"failed", s.LatestFailed}} {
 		if l.cs != nil {
 			fmt.Fprintf(&b, "\nlatest %s: %d", l.name, l.cs.ID)

@@ -89,7 +89,7 @@ type job struct {
 	failAt  *atomic.Int64
 }
 
-func (j job) env(c sluice.ClusterConfig, opts ...sluice.Option) *sluice.Environment {
+func (j job) env(c cluster.Config, opts ...sluice.Option) *sluice.Environment {
 	if j.backend != nil {
 		opts = append(opts, j.backend(c.WorkerID))
 	}
@@ -98,7 +98,7 @@ func (j job) env(c sluice.ClusterConfig, opts ...sluice.Option) *sluice.Environm
 		sluice.WithJobName("clustered-count"),
 		sluice.WithCheckpointing(50*time.Millisecond, j.cpDir),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(5, 50*time.Millisecond)),
-		sluice.WithCluster(c),
+		cluster.With(c),
 	}, opts...)...)
 	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(j.records), source.DatagenRate(j.rate))
 	srcPar := j.srcPar
@@ -166,7 +166,7 @@ func workers(t *testing.T, j job, coord string, n, slots int, started ...func(*c
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: coord, Slots: slots,
+			c := cluster.Config{Role: cluster.RoleWorker, Coordinator: coord, Slots: slots,
 				WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0", Host: "127.0.0.1",
 				HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
 			if len(started) > 0 {
@@ -186,12 +186,12 @@ func workers(t *testing.T, j job, coord string, n, slots int, started ...func(*c
 func TestJobOnThreeWorkers(t *testing.T) {
 	j := job{records: 6000, keys: 24, rate: 3000, par: 6, cpDir: t.TempDir(), out: t.TempDir()}
 	addr := freeAddr(t)
-	coordCfg := sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr,
+	coordCfg := cluster.Config{Role: cluster.RoleCoordinator, Listen: addr,
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancel()
 	var completed atomic.Int64
-	jb, err := j.env(coordCfg, sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+	jb, err := j.env(coordCfg, sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 		if s.Status == checkpoint.StatusCompleted {
 			completed.Add(1)
 		}
@@ -281,7 +281,7 @@ func TestJobOnWorkersRestartsAfterATaskFailure(t *testing.T) {
 	fail.Store(1500)
 	j := job{records: 8000, keys: 16, rate: 8000, par: 4, cpDir: t.TempDir(), out: t.TempDir(), failAt: fail}
 	addr := freeAddr(t)
-	coordCfg := sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr,
+	coordCfg := cluster.Config{Role: cluster.RoleCoordinator, Listen: addr,
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancel()
@@ -307,7 +307,7 @@ func TestWorkerOfOtherCodeIsRefused(t *testing.T) {
 	addr := freeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancel()
-	jb, err := j.env(sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr, SlotTimeout: time.Minute}).ExecuteAsync(ctx)
+	jb, err := j.env(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr, SlotTimeout: time.Minute}).ExecuteAsync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestWorkerOfOtherCodeIsRefused(t *testing.T) {
 	}()
 	other := j
 	other.par = 3 // another plan
-	err = other.env(sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, DataListen: "127.0.0.1:0", WorkerID: "odd"}).Execute(ctx)
+	err = other.env(cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, DataListen: "127.0.0.1:0", WorkerID: "odd"}).Execute(ctx)
 	if !errors.Is(err, cluster.ErrFingerprintMismatch) {
 		t.Fatalf("worker of another plan: %v, want ErrFingerprintMismatch", err)
 	}
@@ -347,14 +347,14 @@ func getJSON(t *testing.T, url string, v any) {
 func TestStandbyCoordinatorTakesOver(t *testing.T) {
 	endpoints := etcdtest.Start(t)
 	j := job{records: 9000, keys: 12, rate: 3000, par: 4, cpDir: t.TempDir(), out: t.TempDir()}
-	coordinator := func(addr string) sluice.ClusterConfig {
-		return sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr, Host: "127.0.0.1", EtcdEndpoints: endpoints,
+	coordinator := func(addr string) cluster.Config {
+		return cluster.Config{Role: cluster.RoleCoordinator, Listen: addr, Host: "127.0.0.1", EtcdEndpoints: endpoints,
 			LeaseDuration: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
 	}
 	ctxA, suspendA := context.WithCancel(context.Background())
 	defer suspendA()
 	var completedA, lastA atomic.Int64
-	leader, err := j.env(coordinator(freeAddr(t)), sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+	leader, err := j.env(coordinator(freeAddr(t)), sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 		if s.Status == checkpoint.StatusCompleted {
 			completedA.Add(1)
 			lastA.Store(s.ID)
@@ -382,7 +382,7 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := sluice.ClusterConfig{Role: sluice.RoleWorker, Slots: 2, WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0",
+			c := cluster.Config{Role: cluster.RoleWorker, Slots: 2, WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0",
 				Host: "127.0.0.1", EtcdEndpoints: endpoints, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
 			if err := j.env(c).Execute(ctxB); err != nil {
 				t.Errorf("worker %d: %v", i, err)
@@ -430,7 +430,7 @@ func TestStopWithSavepointAndRescaleOnWorkers(t *testing.T) {
 		t.Helper()
 		j := job{records: 9000, keys: 18, rate: 4000, par: par, srcPar: 2, cpDir: cpDir, out: out}
 		addr := freeAddr(t)
-		coordCfg := sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr,
+		coordCfg := cluster.Config{Role: cluster.RoleCoordinator, Listen: addr,
 			HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
 		ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
 		defer cancel()
@@ -439,7 +439,7 @@ func TestStopWithSavepointAndRescaleOnWorkers(t *testing.T) {
 			opts = append(opts, sluice.WithRestoreFrom(restore))
 		}
 		var completed atomic.Int64
-		opts = append(opts, sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		opts = append(opts, sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				completed.Add(1)
 			}
@@ -517,19 +517,19 @@ func TestJobOnWorkersOverTLS(t *testing.T) {
 	serverTLS, clientTLS := selfSigned(t)
 	j := job{records: 4000, keys: 8, rate: 8000, par: 4, cpDir: t.TempDir(), out: t.TempDir()}
 	addr := freeAddr(t)
-	hb := func(c sluice.ClusterConfig) sluice.ClusterConfig {
+	hb := func(c cluster.Config) cluster.Config {
 		c.HeartbeatInterval, c.HeartbeatTimeout, c.TLS, c.ClientTLS = 100*time.Millisecond, 2*time.Second, serverTLS, clientTLS
 		return c
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancel()
-	jb, err := j.env(hb(sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr, SlotTimeout: 20 * time.Second})).ExecuteAsync(ctx)
+	jb, err := j.env(hb(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr, SlotTimeout: 20 * time.Second})).ExecuteAsync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	plainCtx, plainCancel := context.WithTimeout(ctx, 3*time.Second)
 	defer plainCancel()
-	plain := sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, Slots: 4, WorkerID: "plain", DataListen: "127.0.0.1:0", Host: "127.0.0.1",
+	plain := cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, Slots: 4, WorkerID: "plain", DataListen: "127.0.0.1:0", Host: "127.0.0.1",
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
 	_ = j.env(plain).Execute(plainCtx) // cannot register: retries until its context ends
 	if ws := jb.Metrics(); len(ws) != 0 {
@@ -540,7 +540,7 @@ func TestJobOnWorkersOverTLS(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := hb(sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, Slots: 2, WorkerID: fmt.Sprintf("w%d", i),
+			c := hb(cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, Slots: 2, WorkerID: fmt.Sprintf("w%d", i),
 				DataListen: "127.0.0.1:0", Host: "127.0.0.1"})
 			if err := j.env(c).Execute(ctx); err != nil {
 				t.Errorf("worker %d: %v", i, err)
@@ -570,7 +570,7 @@ func TestRestartedTasksRecoverRocksDBLocally(t *testing.T) {
 	addr := freeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancel()
-	jb, err := j.env(sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr,
+	jb, err := j.env(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr,
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}).ExecuteAsync(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -90,69 +90,6 @@ type Config struct {
 	envErr error
 }
 
-// Set applies a Flink-named option: cluster.role (coordinator, worker),
-// jobmanager.rpc.address, jobmanager.rpc.port, taskmanager.host,
-// taskmanager.resource-id, taskmanager.numberOfTaskSlots,
-// taskmanager.data.port, heartbeat.interval, heartbeat.timeout (ms or a Go
-// duration), slot.request.timeout, high-availability.etcd.endpoints,
-// high-availability.etcd.path.root, high-availability.etcd.lease-duration.
-func (c *Config) Set(key, value string) error {
-	var err error
-	switch key {
-	case "cluster.role":
-		c.Role, err = ParseRole(value)
-	case "jobmanager.rpc.address":
-		_, port, _ := strings.Cut(c.Coordinator, ":")
-		c.Coordinator = value
-		if port != "" {
-			c.Coordinator += ":" + port
-		} else if !strings.Contains(value, ":") {
-			c.Coordinator += ":" + strconv.Itoa(DefaultRPCPort)
-		}
-	case "jobmanager.rpc.port":
-		var p int
-		if p, err = strconv.Atoi(value); err == nil {
-			host, _, _ := strings.Cut(c.Coordinator, ":")
-			c.Coordinator = host + ":" + strconv.Itoa(p)
-			c.Listen = ":" + strconv.Itoa(p)
-		}
-	case "taskmanager.host":
-		c.Host = value
-	case "taskmanager.resource-id":
-		c.WorkerID = value
-	case "taskmanager.numberOfTaskSlots":
-		c.Slots, err = strconv.Atoi(value)
-	case "taskmanager.data.port":
-		var p int
-		if p, err = strconv.Atoi(value); err == nil {
-			c.DataListen = ":" + strconv.Itoa(p)
-		}
-	case "heartbeat.interval":
-		c.HeartbeatInterval, err = parseDuration(value)
-	case "heartbeat.timeout":
-		c.HeartbeatTimeout, err = parseDuration(value)
-	case "slot.request.timeout":
-		c.SlotTimeout, err = parseDuration(value)
-	case "high-availability.etcd.endpoints":
-		c.EtcdEndpoints = nil
-		for _, e := range strings.Split(value, ",") {
-			if e = strings.TrimSpace(e); e != "" {
-				c.EtcdEndpoints = append(c.EtcdEndpoints, e)
-			}
-		}
-	case "high-availability.etcd.path.root":
-		c.EtcdPrefix = value
-	case "high-availability.etcd.lease-duration":
-		c.LeaseDuration, err = parseDuration(value)
-	default:
-		return fmt.Errorf("%w: unknown option %q", ErrInvalidConfig, key)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %s=%q: %w", ErrInvalidConfig, key, value, err)
-	}
-	return nil
-}
-
 // ParseRole parses coordinator, worker, or single ("").
 func ParseRole(s string) (Role, error) {
 	switch Role(strings.ToLower(strings.TrimSpace(s))) {
@@ -164,13 +101,6 @@ func ParseRole(s string) (Role, error) {
 		return RoleSingle, nil
 	}
 	return "", fmt.Errorf("%w: role %q: want coordinator, worker or single", ErrInvalidConfig, s)
-}
-
-func parseDuration(v string) (time.Duration, error) {
-	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return time.Duration(ms) * time.Millisecond, nil
-	}
-	return time.ParseDuration(v)
 }
 
 // envKeys maps the environment variables FromEnv reads to option keys.
@@ -223,14 +153,25 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.Func("etcd", "HA: etcd endpoints, comma separated ($SLUICE_HA_ETCD_ENDPOINTS)", func(s string) error {
 		return c.Set("high-availability.etcd.endpoints", s)
 	})
-	fs.Func("D", "key=value: a cluster option by its Flink key (repeatable)", func(s string) error {
-		k, v, ok := strings.Cut(s, "=")
-		if !ok {
-			return fmt.Errorf("%w: -D %q: want key=value", ErrInvalidConfig, s)
-		}
-		return c.Set(k, v)
-	})
+	fs.Var(dynamicFlag{c}, "D", "key=value: a cluster option by its Flink key (repeatable)")
 }
+
+// dynamicFlag is Flags' -D. It is a config.KeyFlag: config.Flags,
+// registered after it, hands it the -D arguments of the cluster's keys.
+type dynamicFlag struct{ c *Config }
+
+func (d dynamicFlag) String() string { return "" }
+
+func (d dynamicFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("%w: -D %q: want key=value", ErrInvalidConfig, s)
+	}
+	return d.c.Set(strings.TrimSpace(k), strings.TrimSpace(v))
+}
+
+// Takes reports whether a key is one of the cluster's.
+func (d dynamicFlag) Takes(key string) bool { return configKeys.Takes(key) }
 
 // withDefaults fills the unset fields and checks the others.
 func (c Config) withDefaults() (Config, error) {

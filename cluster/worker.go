@@ -394,8 +394,8 @@ func (v *WorkerView) Metrics() []runtime.TaskMetrics {
 }
 
 // CheckpointStats: checkpoints are the coordinator's; a worker has none.
-func (v *WorkerView) CheckpointStats() (checkpoint.CheckpointingStats, bool) {
-	return checkpoint.CheckpointingStats{}, false
+func (v *WorkerView) CheckpointStats() (checkpoint.JobStats, bool) {
+	return checkpoint.JobStats{}, false
 }
 
 // LastRestore: the coordinator reports restores.

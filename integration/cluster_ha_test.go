@@ -1,6 +1,6 @@
 package integration
 
-// High availability of a job on several processes (issue 14), end to end:
+// High availability of a job on several processes, end to end:
 // the chaos job (integration/chaosjob) runs as two coordinators and two
 // workers, each its own OS process, against the real broker and a real
 // etcd embedded in the test process. The coordinators campaign for the

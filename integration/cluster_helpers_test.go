@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// chaosCluster is one chaos job on several processes (issue 14): a
+// chaosCluster is one chaos job on several processes: a
 // coordinator and workers, each a chaosjob process with the job's flags,
 // the same args, and its role's.
 type chaosCluster struct {

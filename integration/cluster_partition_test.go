@@ -1,6 +1,6 @@
 package integration
 
-// A real network partition of a worker (issue 14): the partition job
+// A real network partition of a worker: the partition job
 // (integration/partitionjob, no Kafka) runs as a coordinator and three
 // workers, each its own OS process; worker a runs in a network namespace
 // of its own, joined to the host by a veth pair, the others on the host.

@@ -1,6 +1,6 @@
 package integration
 
-// One job on several processes (issue 14), end to end: the chaos job
+// One job on several processes, end to end: the chaos job
 // (integration/chaosjob) runs as a coordinator and workers, each its own
 // OS process, against the real broker, with RocksDB state and checkpoints
 // every 200 ms in a directory they all share. Workers are killed with

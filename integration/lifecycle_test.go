@@ -1,6 +1,6 @@
 package integration
 
-// The life of a job end to end (issue 11, invariant 6): the chaos job
+// The life of a job end to end (invariant 6): the chaos job
 // (integration/chaosjob) runs as a separate OS process against the real
 // broker and is started again after it finished, killed right after it
 // finished, shut down with SIGTERM, started fresh in a directory holding

@@ -229,7 +229,7 @@ func (r *chaosRun) awaitCheckpointWithAsyncInFlight(ctx context.Context, t *test
 	}
 }
 
-// Every DataStream operator of issue 16 across SIGKILLs of a separate
+// Every DataStream operator of the API across SIGKILLs of a separate
 // process against the real broker: the operators job (chaosjob -job
 // operators) runs a keyed co-process with map state and event-time
 // timers, an interval join, a tumbling event-time window join, a keyed

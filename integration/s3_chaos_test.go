@@ -11,8 +11,8 @@ import (
 	"github.com/sluicehq/sluice/internal/testutil"
 )
 
-// Exactly-once under repeated SIGKILL with the checkpoints on S3 (issue
-// 13): the chaos job runs against the real broker with -checkpoints an
+// Exactly-once under repeated SIGKILL with the checkpoints on S3: the
+// chaos job runs against the real broker with -checkpoints an
 // s3:// location on the S3 server of scripts/with-s3, RocksDB state with
 // incremental checkpoints (shared files on S3, restored from S3 by every
 // run), and is killed with SIGKILL ten times: every other kill right

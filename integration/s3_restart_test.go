@@ -32,7 +32,7 @@ import (
 	"github.com/sluicehq/sluice/state/rocksdb"
 )
 
-// The S3 server restarted in the middle of a checkpoint (issue 13): a
+// The S3 server restarted in the middle of a checkpoint: a
 // keyed running count (datagen, RocksDB with incremental checkpoints on
 // an S3 server of the test's own, every state stream an object of its
 // own, the exactly-once file sink) completes checkpoints; then, while
@@ -78,10 +78,10 @@ func TestS3ServerRestartMidCheckpoint(t *testing.T) {
 		sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{})),
 		sluice.WithStateMemoryThreshold(0),
 		sluice.WithCheckpointing(100*time.Millisecond, "s3://"+srv.bucket+"/checkpoints"),
-		sluice.WithS3(sluice.S3Config{
+		sluice.WithCheckpointSchemes(s3storage.SchemeOpeners(s3storage.Config{
 			Endpoint: "http://" + srv.addr, AccessKeyID: srv.access, SecretAccessKey: srv.secret,
 			Region: "us-east-1", MaxAttempts: 2, RequestTimeout: 2 * time.Second,
-		}),
+		})),
 		sluice.WithCheckpointConfig(func(c *checkpoint.Config) {
 			c.TolerableFailed = 1000
 			c.Timeout = 30 * time.Second
@@ -341,10 +341,10 @@ func (o countingOutput) Collect(v int64, ts int64) error {
 // checkpointRecord is what the checkpoint listener reported, in order.
 type checkpointRecord struct {
 	mu     sync.Mutex
-	events []checkpoint.CheckpointStats
+	events []checkpoint.Stats
 }
 
-func (r *checkpointRecord) add(s checkpoint.CheckpointStats) {
+func (r *checkpointRecord) add(s checkpoint.Stats) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, s)
@@ -385,7 +385,7 @@ func (r *checkpointRecord) firstCompletedSince(from int, id int64) int64 {
 }
 
 // status is how checkpoint id ended, StatusInProgress until it did.
-func (r *checkpointRecord) status(id int64) checkpoint.CheckpointStatus {
+func (r *checkpointRecord) status(id int64) checkpoint.Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range r.events {

@@ -27,8 +27,8 @@ import (
 	"github.com/sluicehq/sluice/source"
 )
 
-// The Kafka sink over the life of a job against the real broker (issue
-// 11): a transaction the broker aborted at its timeout, a broker that
+// The Kafka sink over the life of a job against the real broker: a
+// transaction the broker aborted at its timeout, a broker that
 // goes away under a cancellation, and poison pills on the way out.
 
 // awaitBrokerAbort waits until the broker has aborted the open
@@ -172,7 +172,7 @@ func TestJobTransactionLostFailsWithoutRestarts(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 
 	var held sync.Once
-	listen := func(cs checkpoint.CheckpointStats) {
+	listen := func(cs checkpoint.Stats) {
 		if cs.Status != checkpoint.StatusCompleted {
 			return
 		}
@@ -294,7 +294,7 @@ func TestJobCancelWithBrokerDown(t *testing.T) {
 		sluice.WithLogger(quiet),
 		sluice.WithParallelism(2),
 		sluice.WithCheckpointing(200*time.Millisecond, t.TempDir()),
-		sluice.WithCheckpointListener(func(cs checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(cs checkpoint.Stats) {
 			if cs.Status == checkpoint.StatusCompleted {
 				select {
 				case completed <- struct{}{}:

@@ -25,7 +25,7 @@ import (
 // far larger backlog than the others, through a slow first operator: in
 // the first completed checkpoint that shows a subtask's reader at work,
 // every partition of that subtask has moved, whatever the backlog of its
-// other partition (issue 11: a reader handed out one partition's fetched
+// other partition (a regression: a reader handed out one partition's fetched
 // records before the next partition's, so a partition sat at offset 0
 // while another had data). Then the job reads every record once.
 func TestKafkaSourceFairnessAcrossPartitions(t *testing.T) {
@@ -65,7 +65,7 @@ func TestKafkaSourceFairnessAcrossPartitions(t *testing.T) {
 		problems []string
 		released atomic.Bool
 	)
-	listener := func(cs checkpoint.CheckpointStats) {
+	listener := func(cs checkpoint.Stats) {
 		if cs.Status != checkpoint.StatusCompleted || cs.Kind == checkpoint.KindSavepoint {
 			return
 		}

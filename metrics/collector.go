@@ -21,7 +21,7 @@ type Job interface {
 	Status() runtime.JobStatus
 	Restarts() int64
 	Metrics() []runtime.TaskMetrics
-	CheckpointStats() (checkpoint.CheckpointingStats, bool)
+	CheckpointStats() (checkpoint.JobStats, bool)
 	LastRestore() (runtime.RestoreInfo, bool)
 }
 
@@ -122,14 +122,14 @@ func (c *Collector) entry(name string) *jobEntry {
 // CheckpointListener returns the listener (for sluice.WithCheckpointListener)
 // that feeds the checkpoint duration histogram of the job of that name
 // with every completed checkpoint.
-func (c *Collector) CheckpointListener(job string) func(checkpoint.CheckpointStats) {
-	return func(cs checkpoint.CheckpointStats) { c.ObserveCheckpoint(job, cs) }
+func (c *Collector) CheckpointListener(job string) func(checkpoint.Stats) {
+	return func(cs checkpoint.Stats) { c.ObserveCheckpoint(job, cs) }
 }
 
 // ObserveCheckpoint feeds the checkpoint duration histogram of the job
 // named job with a checkpoint that ended: completed checkpoints count,
 // savepoints and failed checkpoints do not.
-func (c *Collector) ObserveCheckpoint(job string, cs checkpoint.CheckpointStats) {
+func (c *Collector) ObserveCheckpoint(job string, cs checkpoint.Stats) {
 	if cs.Status == checkpoint.StatusCompleted && cs.Kind != checkpoint.KindSavepoint {
 		c.durations.WithLabelValues(job).Observe(cs.EndToEndDuration.Seconds())
 	}
@@ -211,7 +211,7 @@ func collectJob(em emitter, name string, e *jobEntry) {
 	counter(descNumRestarts, float64(j.Restarts()))
 
 	stats, ok := j.CheckpointStats()
-	var last *checkpoint.CheckpointStats
+	var last *checkpoint.Stats
 	if ok {
 		gauge(descCompleted, float64(stats.Completed))
 		gauge(descFailed, float64(stats.Failed))
@@ -268,7 +268,7 @@ func collectJob(em emitter, name string, e *jobEntry) {
 }
 
 // latestCompleted returns the newest completed checkpoint or savepoint.
-func latestCompleted(s checkpoint.CheckpointingStats) *checkpoint.CheckpointStats {
+func latestCompleted(s checkpoint.JobStats) *checkpoint.Stats {
 	last := s.LatestCompleted
 	if sp := s.LatestSavepoint; sp != nil && (last == nil || sp.ID > last.ID) {
 		last = sp

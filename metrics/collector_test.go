@@ -310,8 +310,8 @@ func TestRemoveJob(t *testing.T) {
 	c := metrics.NewCollector()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
-	c.CheckpointListener("gone")(checkpoint.CheckpointStats{Status: checkpoint.StatusCompleted, EndToEndDuration: time.Second})
-	c.CheckpointListener("gone")(checkpoint.CheckpointStats{Status: checkpoint.StatusCompleted, Kind: checkpoint.KindSavepoint})
+	c.CheckpointListener("gone")(checkpoint.Stats{Status: checkpoint.StatusCompleted, EndToEndDuration: time.Second})
+	c.CheckpointListener("gone")(checkpoint.Stats{Status: checkpoint.StatusCompleted, Kind: checkpoint.KindSavepoint})
 	all := gather(t, reg)
 	if h := all["sluice_job_checkpoint_duration_seconds"]; len(h) != 1 || h[0].hist.GetSampleCount() != 1 {
 		t.Fatalf("histogram %+v, want one sample (savepoints excluded)", h)

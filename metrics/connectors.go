@@ -17,10 +17,14 @@ type Reporter = report.Reporter
 
 // KafkaReader is the Reporter of a source reader, by the name earlier
 // versions gave it.
+//
+// Deprecated: use Reporter.
 type KafkaReader = report.Reporter
 
 // KafkaSink is the Reporter of a sink, by the name earlier versions gave
 // it.
+//
+// Deprecated: use Reporter.
 type KafkaSink = report.Reporter
 
 // InstrumentSource returns src with every reader it makes reported by the
@@ -61,6 +65,8 @@ func (c *Collector) AddReader(job, vertex string, subtask int, r Reporter) {
 }
 
 // AddKafkaReader is AddReader, by the name earlier versions gave it.
+//
+// Deprecated: use AddReader.
 func (c *Collector) AddKafkaReader(job, vertex string, subtask int, r KafkaReader) {
 	c.AddReader(job, vertex, subtask, r)
 }
@@ -78,6 +84,8 @@ func (c *Collector) AddSink(job, vertex string, s Reporter) {
 }
 
 // AddKafkaSink is AddSink, by the name earlier versions gave it.
+//
+// Deprecated: use AddSink.
 func (c *Collector) AddKafkaSink(job, vertex string, s KafkaSink) { c.AddSink(job, vertex, s) }
 
 // familyDescs holds the descriptor of every family seen, made once.

@@ -18,7 +18,7 @@
 //	sluice_kafka_source_currentOffset{job_name,vertex,subtask,topic,partition}
 //
 // Source readers are reported when their source is wrapped with
-// InstrumentSource, sinks when added with AddSink (AddKafkaSink).
+// InstrumentSource, sinks when added with AddSink.
 //
 // The job label is job_name (as Flink's reporter has it), not job, which
 // Prometheus reserves for the scrape job. The only global state is the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 )
 
 // The configuration keys the runner reads (see the package comment).
@@ -56,40 +57,43 @@ const (
 	StopWithSavepointDrain SignalAction = "STOP_WITH_SAVEPOINT_DRAIN"
 )
 
-func init() {
-	port := func(v string) error { _, err := parsePort(v); return err }
-	ports := func(v string) error { _, err := parsePorts(v); return err }
-	boolean := func(v string) error { _, err := parseBool(v); return err }
-	any := func(string) error { return nil }
-	host := func(v string) error {
-		if strings.ContainsAny(strings.TrimSpace(v), " /") {
-			return errors.New("want a host name or an IP address")
-		}
-		return nil
-	}
-	sluice.RegisterConfigKey(
-		sluice.ConfigKey{Key: KeyRestEnabled, Check: boolean},
-		sluice.ConfigKey{Key: KeyRestAddress, Check: host},
-		sluice.ConfigKey{Key: KeyRestBindAddress, Check: host},
-		sluice.ConfigKey{Key: KeyRestPort, Check: port},
-		sluice.ConfigKey{Key: KeyRestBindPort, Check: ports},
-		sluice.ConfigKey{Key: KeyRestToken, Check: any},
-		sluice.ConfigKey{Key: KeyRestAllowed, List: true, Check: any},
-		sluice.ConfigKey{Key: KeyRestCert, Check: any},
-		sluice.ConfigKey{Key: KeyRestKey, Check: any},
-		sluice.ConfigKey{Key: KeyRestGrace, Check: func(v string) error { _, err := parseDuration(v); return err }},
-		sluice.ConfigKey{Key: KeyPromPort, Check: ports},
-		sluice.ConfigKey{Key: KeyPromHost, Check: host},
-		sluice.ConfigKey{Key: KeyPromNaming, Check: func(v string) error { _, err := parseNaming(v); return err }},
-		sluice.ConfigKey{Key: KeyLogLevel, Check: func(v string) error { _, err := parseLevel(v); return err }},
-		sluice.ConfigKey{Key: KeyLogFormat, Check: func(v string) error { _, err := parseFormat(v); return err }},
-		sluice.ConfigKey{Key: KeySignalAction, Check: func(v string) error { _, err := parseAction(v); return err }},
-		sluice.ConfigKey{Key: KeyOtelEndpoint, Check: any},
-		sluice.ConfigKey{Key: KeyOtelProtocol, Check: func(v string) error { _, err := parseProtocol(v); return err }},
-		sluice.ConfigKey{Key: KeyOtelTimeout, Check: func(v string) error { _, err := parseDuration(v); return err }},
-		sluice.ConfigKey{Key: KeyOtelService, Check: any},
-	)
-}
+// The runner's keys, declared with the kinds of their values.
+var (
+	keyRestEnabled = config.Bool(KeyRestEnabled, "Serve the REST API, the dashboard, /metrics, /healthz and /readyz.").Default(true)
+	keyRestAddress = config.Custom(KeyRestAddress,
+		"Flink's advertised address: the listen address without rest.bind-address.", "host", parseHost)
+	keyRestBindAddress = config.Custom(KeyRestBindAddress, "The address the REST API listens on; rest.address when unset.",
+		"host", parseHost).DefaultText("127.0.0.1")
+	keyRestPort     = config.Custom(KeyRestPort, "The REST API's port; 0: any free port.", "port", parsePort).Default(8081)
+	keyRestBindPort = config.Custom(KeyRestBindPort,
+		"Flink's port list, the first free one: 8081, 50100-50200, 50100,50101; rest.port when unset.", "ports", parsePorts)
+	keyRestToken = config.String(KeyRestToken,
+		"The bearer token every API call and /metrics must carry; unset: $SLUICE_TOKEN.").Sensitive()
+	keyRestAllowed = config.List(KeyRestAllowed,
+		"Host names a server without a token answers to, besides localhost and IP addresses.")
+	keyRestCert  = config.String(KeyRestCert, "A PEM certificate chain: serve HTTPS, with "+KeyRestKey+".")
+	keyRestKey   = config.String(KeyRestKey, "The PEM private key of "+KeyRestCert+".")
+	keyRestGrace = config.Duration(KeyRestGrace,
+		"After the job ended, how long the API waits for the client that stopped it to read where the savepoint is.").
+		Default(DefaultShutdownGrace)
+	keyPromPort = config.Custom(KeyPromPort, "A separate /metrics endpoint, Flink's reporter port; a port list.", "ports", parsePorts).
+			DefaultText(fmt.Sprintf("%d in a worker, off otherwise", DefaultPromPort))
+	keyPromHost   = config.Custom(KeyPromHost, "The reporter's listen address.", "host", parseHost).DefaultText("all interfaces")
+	keyPromNaming = config.Choice(KeyPromNaming,
+		"Metric names: sluice (sluice_task_numRecordsIn{job_name,vertex,subtask}) or flink (Flink's reporter's names and labels, "+
+			"flink_taskmanager_job_task_operator_numRecordsIn{job_name,task_name,subtask_index,operator_name,...}).",
+		"sluice", "flink").Default("sluice")
+	keyLogLevel = config.Enum(KeyLogLevel, "The log level (log4j's TRACE and FATAL too).", parseLevel,
+		"DEBUG", "INFO", "WARN", "ERROR", "OFF").Default(slog.LevelInfo)
+	keyLogFormat    = config.Choice(KeyLogFormat, "The log format, on standard error.", "text", "json").Default("text")
+	keySignalAction = config.Enum(KeySignalAction, "What SIGTERM and SIGINT do to the job (see package runner).", parseAction,
+		string(Suspend), string(StopWithSavepoint), string(StopWithSavepointDrain)).Default(Suspend)
+	keyOtelEndpoint = config.String(KeyOtelEndpoint,
+		"Flink's trace reporter: export traces over OTLP to this URL; unset: the OTEL_* variables decide, else none.")
+	keyOtelProtocol = config.Enum(KeyOtelProtocol, "The OTLP protocol.", parseProtocol, "gRPC", "HTTP").DefaultText("gRPC")
+	keyOtelTimeout  = config.Duration(KeyOtelTimeout, "One export's timeout.")
+	keyOtelService  = config.String(KeyOtelService, "The service.name of the traces.").DefaultText("sluice")
+)
 
 // settings are the runner's, from the configuration and the options.
 type settings struct {
@@ -129,126 +133,62 @@ func readSettings(c *sluice.Configuration, getenv func(string) string) (settings
 	s := settings{restEnabled: true, restPorts: []int{8081}, grace: DefaultShutdownGrace, level: slog.LevelInfo, format: "text",
 		action: Suspend, token: getenv("SLUICE_TOKEN")}
 	var errs []error
-	get := func(key string) (string, bool) {
-		if c == nil {
-			return "", false
-		}
-		v, ok := c.Get(key)
-		return strings.TrimSpace(v), ok
-	}
-	fail := func(key string, err error) {
-		v, _ := get(key)
-		if key == KeyRestToken {
-			v = "******"
-		}
-		errs = append(errs, &sluice.ConfigError{Key: key, Value: v, Source: c.Source(key), Err: err})
-	}
-	if v, ok := get(KeyRestEnabled); ok {
-		b, err := parseBool(v)
-		if err != nil {
-			fail(KeyRestEnabled, err)
-		}
-		s.restEnabled = b
-	}
-	hostKey := ""
-	restHost := "127.0.0.1"
-	for _, k := range []string{KeyRestBindAddress, KeyRestAddress} {
-		if v, ok := get(k); ok && v != "" {
-			restHost, hostKey = v, k
+	read := func(err error) { errs = append(errs, err) }
+	read(use(c, keyRestEnabled, &s.restEnabled))
+	s.restAddr = "127.0.0.1"
+	for _, k := range []*config.Key[string]{keyRestBindAddress, keyRestAddress} {
+		if v, ok, err := k.Get(c); ok && err == nil && v != "" {
+			s.restAddr = v
 			break
 		}
 	}
-	_ = hostKey
-	if v, ok := get(KeyRestPort); ok {
-		p, err := parsePort(v)
-		if err != nil {
-			fail(KeyRestPort, err)
-		}
-		s.restPorts = []int{p}
-	}
-	if v, ok := get(KeyRestBindPort); ok {
-		ps, err := parsePorts(v)
-		if err != nil {
-			fail(KeyRestBindPort, err)
-		}
-		s.restPorts = ps
-	}
-	s.restAddr = restHost
-	if v, ok := get(KeyRestToken); ok {
-		s.token = v
-	}
-	if v, ok := get(KeyRestAllowed); ok {
-		s.allowedHosts = listItems(v)
-	}
-	s.cert, _ = get(KeyRestCert)
-	s.key, _ = get(KeyRestKey)
+	read(useFunc(c, keyRestPort, func(p int) { s.restPorts = []int{p} }))
+	read(use(c, keyRestBindPort, &s.restPorts))
+	read(use(c, keyRestToken, &s.token))
+	read(use(c, keyRestAllowed, &s.allowedHosts))
+	read(use(c, keyRestCert, &s.cert))
+	read(use(c, keyRestKey, &s.key))
 	if (s.cert == "") != (s.key == "") {
 		k := KeyRestKey
 		if s.cert == "" {
 			k = KeyRestCert
 		}
-		fail(k, fmt.Errorf("%s and %s go together", KeyRestCert, KeyRestKey))
+		read(c.KeyError(k, fmt.Errorf("%s and %s go together", KeyRestCert, KeyRestKey)))
 	}
-	if v, ok := get(KeyRestGrace); ok {
-		d, err := parseDuration(v)
-		if err != nil {
-			fail(KeyRestGrace, err)
-		}
-		s.grace = d
-	}
-	if v, ok := get(KeyPromPort); ok {
-		ps, err := parsePorts(v)
-		if err != nil {
-			fail(KeyPromPort, err)
-		}
-		s.promPorts = ps
-	}
-	s.promHost, _ = get(KeyPromHost)
-	if v, ok := get(KeyPromNaming); ok {
-		f, err := parseNaming(v)
-		if err != nil {
-			fail(KeyPromNaming, err)
-		}
-		s.flink = f
-	}
-	if v, ok := get(KeyLogLevel); ok {
-		l, err := parseLevel(v)
-		if err != nil {
-			fail(KeyLogLevel, err)
-		}
-		s.level = l
-	}
-	if v, ok := get(KeyLogFormat); ok {
-		f, err := parseFormat(v)
-		if err != nil {
-			fail(KeyLogFormat, err)
-		}
-		s.format = f
-	}
-	if v, ok := get(KeySignalAction); ok {
-		a, err := parseAction(v)
-		if err != nil {
-			fail(KeySignalAction, err)
-		}
-		s.action = a
-	}
-	s.otelEndpoint, _ = get(KeyOtelEndpoint)
-	if v, ok := get(KeyOtelProtocol); ok {
-		p, err := parseProtocol(v)
-		if err != nil {
-			fail(KeyOtelProtocol, err)
-		}
-		s.otelProtocol = p
-	}
-	if v, ok := get(KeyOtelTimeout); ok {
-		d, err := parseDuration(v)
-		if err != nil {
-			fail(KeyOtelTimeout, err)
-		}
-		s.otelTimeout = d
-	}
-	s.otelService, _ = get(KeyOtelService)
+	read(use(c, keyRestGrace, &s.grace))
+	read(use(c, keyPromPort, &s.promPorts))
+	read(use(c, keyPromHost, &s.promHost))
+	read(useFunc(c, keyPromNaming, func(n string) { s.flink = n == "flink" }))
+	read(use(c, keyLogLevel, &s.level))
+	read(use(c, keyLogFormat, &s.format))
+	read(use(c, keySignalAction, &s.action))
+	read(use(c, keyOtelEndpoint, &s.otelEndpoint))
+	read(use(c, keyOtelProtocol, &s.otelProtocol))
+	read(use(c, keyOtelTimeout, &s.otelTimeout))
+	read(use(c, keyOtelService, &s.otelService))
 	return s, errors.Join(errs...)
+}
+
+// use sets *dst to the key's value when c sets it.
+func use[T any](c *sluice.Configuration, k *config.Key[T], dst *T) error {
+	return useFunc(c, k, func(v T) { *dst = v })
+}
+
+// useFunc calls f with the key's value when c sets it.
+func useFunc[T any](c *sluice.Configuration, k *config.Key[T], f func(T)) error {
+	v, ok, err := k.Get(c)
+	if ok && err == nil {
+		f(v)
+	}
+	return err
+}
+
+func parseHost(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if strings.ContainsAny(v, " /") {
+		return "", errors.New("want a host name or an IP address")
+	}
+	return v, nil
 }
 
 func parsePort(v string) (int, error) {
@@ -283,26 +223,6 @@ func parsePorts(v string) ([]int, error) {
 	return out, nil
 }
 
-func parseBool(v string) (bool, error) {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "true":
-		return true, nil
-	case "false":
-		return false, nil
-	}
-	return false, errors.New("want true or false")
-}
-
-func parseNaming(v string) (flink bool, err error) {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "sluice":
-		return false, nil
-	case "flink":
-		return true, nil
-	}
-	return false, errors.New("want sluice or flink")
-}
-
 // parseLevel takes slog's and log4j's level names in any case.
 func parseLevel(v string) (slog.Level, error) {
 	switch strings.ToUpper(strings.TrimSpace(v)) {
@@ -318,14 +238,6 @@ func parseLevel(v string) (slog.Level, error) {
 		return slog.LevelError + 100, nil
 	}
 	return 0, errors.New("want DEBUG, INFO, WARN, ERROR or OFF (log4j's TRACE and FATAL too)")
-}
-
-func parseFormat(v string) (string, error) {
-	switch f := strings.ToLower(strings.TrimSpace(v)); f {
-	case "text", "json":
-		return f, nil
-	}
-	return "", errors.New("want text or json")
 }
 
 func parseAction(v string) (SignalAction, error) {
@@ -346,43 +258,6 @@ func parseProtocol(v string) (string, error) {
 		return "http/protobuf", nil
 	}
 	return "", errors.New("want gRPC or HTTP")
-}
-
-// parseDuration reads durations as the Configuration does: a number and
-// an optional unit (ms when none), or Go's form.
-func parseDuration(v string) (time.Duration, error) {
-	v = strings.TrimSpace(v)
-	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-		return d, nil
-	}
-	i := 0
-	for i < len(v) && (v[i] >= '0' && v[i] <= '9' || v[i] == '.') {
-		i++
-	}
-	n, err := strconv.ParseFloat(v[:i], 64)
-	if err != nil || n < 0 {
-		return 0, errors.New(`want a duration: "10 s", "500 ms", "1 min"`)
-	}
-	unit := map[string]time.Duration{"": time.Millisecond, "ms": time.Millisecond, "milli": time.Millisecond, "millis": time.Millisecond,
-		"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
-		"min": time.Minute, "m": time.Minute, "minute": time.Minute, "minutes": time.Minute, "h": time.Hour, "hour": time.Hour, "hours": time.Hour}
-	u, ok := unit[strings.ToLower(strings.TrimSpace(v[i:]))]
-	if !ok {
-		return 0, errors.New(`want a duration: "10 s", "500 ms", "1 min"`)
-	}
-	return time.Duration(n * float64(u)), nil
-}
-
-func listItems(v string) []string {
-	v = strings.TrimSpace(v)
-	v = strings.TrimSuffix(strings.TrimPrefix(v, "["), "]")
-	var out []string
-	for _, item := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' }) {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
 }
 
 // hostPort joins a host and a port as net.Dial takes them.

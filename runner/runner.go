@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api"
+	_ "github.com/sluicehq/sluice/checkpoint/storage/s3" // s3:// checkpoint directories, the s3.* keys
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/metrics"
@@ -90,7 +91,7 @@ func OnStarted(f func(Started)) Option { return func(o *options) { o.started = f
 
 // Started says where a running job's endpoints are.
 type Started struct {
-	// Role is the process's role (sluice.RoleSingle: "").
+	// Role is the process's role (cluster.RoleSingle: "").
 	Role cluster.Role
 	// Job is the job's handle; nil in a worker.
 	Job *sluice.Job
@@ -171,7 +172,7 @@ func Run(ctx context.Context, env *sluice.Environment, opts ...Option) error {
 	// security.protocol, sasl.*, ssl.*, client.id) reach every client the
 	// connectors make; options a connector is given in code win.
 	if conf != nil {
-		kopts, err := sluice.KafkaClientOptions(conf)
+		kopts, err := kafkaclient.ConfiguredOptions(conf)
 		if err != nil {
 			return fmt.Errorf("runner: %w", err)
 		}
@@ -197,12 +198,13 @@ func Run(ctx context.Context, env *sluice.Environment, opts ...Option) error {
 	logger.Info("traces", "exported", export.Enabled, "why", export.Reason)
 	tracer := tracing.New(tp)
 
-	role, err := env.Role()
+	cc, err := cluster.ConfigOf(env)
 	if err != nil {
 		return err
 	}
+	role := cc.Role
 	r := &run{o: o, s: s, logger: logger, env: env, reg: reg, collector: collector, metrics: metricsHandler}
-	if role == sluice.RoleWorker {
+	if role == cluster.RoleWorker {
 		return r.worker(ctx)
 	}
 	reg.MustRegister(collector)
@@ -330,8 +332,8 @@ func (r *run) worker(ctx context.Context) error {
 	}
 	serve := r.o.promAddr == nil || *r.o.promAddr != ""
 	var once sync.Once
-	var view *cluster.WorkerView
-	r.env.Configure(sluice.WithObservers(workerObserver(func(v *cluster.WorkerView) {
+	var view sluice.WorkerView
+	r.env.Configure(sluice.WithObservers(workerObserver(func(v sluice.WorkerView) {
 		once.Do(func() {
 			r.collector.AddJob(v)
 			prometheus.WrapRegistererWith(prometheus.Labels{"worker": v.WorkerID()}, r.reg).MustRegister(r.collector)
@@ -359,7 +361,7 @@ func (r *run) worker(ctx context.Context) error {
 	}
 	signaled := r.handleSignals(jobCtx, nil, suspend)
 	if r.o.started != nil {
-		r.o.started(Started{Role: sluice.RoleWorker, MetricsURL: url})
+		r.o.started(Started{Role: cluster.RoleWorker, MetricsURL: url})
 	}
 	err := r.env.Execute(jobCtx)
 	if err == nil {
@@ -369,9 +371,9 @@ func (r *run) worker(ctx context.Context) error {
 	return r.outcome(err, signaled())
 }
 
-type workerObserver func(*cluster.WorkerView)
+type workerObserver func(sluice.WorkerView)
 
-func (f workerObserver) ObserveWorker(v *cluster.WorkerView) { f(v) }
+func (f workerObserver) ObserveWorker(v sluice.WorkerView) { f(v) }
 
 // handleSignals acts on the configured signals until ctx is done, and
 // returns whether one arrived.

@@ -40,8 +40,8 @@ type checkpointDriver struct {
 	mu         sync.Mutex
 	locations  map[int64]*storage.Location
 	savepoints map[int64]chan savepointResult
-	requests   []*checkpointRequest           // TriggerCheckpoint calls waiting
-	final      *checkpoint.CheckpointingStats // after shutdown
+	requests   []*checkpointRequest // TriggerCheckpoint calls waiting
+	final      *checkpoint.JobStats // after shutdown
 }
 
 type savepointResult struct {
@@ -449,8 +449,8 @@ func (d *checkpointDriver) triggerSavepoint(ctx context.Context, parent string, 
 }
 
 // stats returns the coordinator's checkpoint statistics.
-func (d *checkpointDriver) stats() (checkpoint.CheckpointingStats, bool) {
-	var s checkpoint.CheckpointingStats
+func (d *checkpointDriver) stats() (checkpoint.JobStats, bool) {
+	var s checkpoint.JobStats
 	if d.call(func() { s = d.coord.Stats() }) {
 		return s, true
 	}
@@ -489,10 +489,10 @@ func (j *Job) StopWithSavepoint(ctx context.Context, parent string, drain bool) 
 
 // CheckpointStats returns the checkpoint statistics of the current
 // attempt: counts, the history with per-task figures, and the latest ones.
-func (j *Job) CheckpointStats() (checkpoint.CheckpointingStats, bool) {
+func (j *Job) CheckpointStats() (checkpoint.JobStats, bool) {
 	a := j.att.Load()
 	if a == nil || a.driver == nil {
-		return checkpoint.CheckpointingStats{}, false
+		return checkpoint.JobStats{}, false
 	}
 	return a.driver.stats()
 }

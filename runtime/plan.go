@@ -173,7 +173,7 @@ type Config struct {
 	// CheckpointListeners are called with the statistics of every
 	// checkpoint and savepoint that completes or fails, on the
 	// coordinator's goroutine: they must return quickly.
-	CheckpointListeners []func(checkpoint.CheckpointStats)
+	CheckpointListeners []func(checkpoint.Stats)
 	// RestoreListeners are called once per attempt that restored state,
 	// with what it restored and how long that took.
 	RestoreListeners []func(RestoreInfo)

@@ -81,7 +81,7 @@ func TestProviderFromEnvExportsOverOTLP(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	tracing.New(tp).ObserveCheckpoint("j", checkpoint.CheckpointStats{ID: 1, Status: checkpoint.StatusCompleted,
+	tracing.New(tp).ObserveCheckpoint("j", checkpoint.Stats{ID: 1, Status: checkpoint.StatusCompleted,
 		TriggerTime: now, EndTime: now.Add(time.Millisecond)})
 	if err := shutdown(ctx); err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func startReceiver(t *testing.T) (*otlpReceiver, string) {
 func exportOne(t *testing.T, tp trace.TracerProvider, shutdown func(context.Context) error) {
 	t.Helper()
 	now := time.Now()
-	tracing.New(tp).ObserveCheckpoint("j", checkpoint.CheckpointStats{ID: 1, Status: checkpoint.StatusCompleted,
+	tracing.New(tp).ObserveCheckpoint("j", checkpoint.Stats{ID: 1, Status: checkpoint.StatusCompleted,
 		TriggerTime: now, EndTime: now.Add(time.Millisecond)})
 	if err := shutdown(context.Background()); err != nil {
 		t.Fatal(err)

@@ -88,8 +88,8 @@ func New(tp trace.TracerProvider) *Tracer {
 
 // CheckpointListener returns the listener (for sluice.WithCheckpointListener)
 // that traces every checkpoint of the job of that name.
-func (t *Tracer) CheckpointListener(job string) func(checkpoint.CheckpointStats) {
-	return func(cs checkpoint.CheckpointStats) { t.ObserveCheckpoint(job, cs) }
+func (t *Tracer) CheckpointListener(job string) func(checkpoint.Stats) {
+	return func(cs checkpoint.Stats) { t.ObserveCheckpoint(job, cs) }
 }
 
 // RestoreListener returns the listener (for sluice.WithRestoreListener)
@@ -100,7 +100,7 @@ func (t *Tracer) RestoreListener(job string) func(runtime.RestoreInfo) {
 
 // CheckpointType is Flink's REST checkpoint type of a checkpoint:
 // CHECKPOINT, UNALIGNED_CHECKPOINT, SAVEPOINT or FULL_CHECKPOINT.
-func CheckpointType(cs checkpoint.CheckpointStats) string {
+func CheckpointType(cs checkpoint.Stats) string {
 	switch {
 	case cs.Kind == checkpoint.KindSavepoint:
 		return "SAVEPOINT"
@@ -118,7 +118,7 @@ func CheckpointType(cs checkpoint.CheckpointStats) string {
 // the arrival of the barrier (trigger plus start delay) to the
 // acknowledgement; a subtask that never acknowledged gets a span to the
 // checkpoint's end, marked as an error.
-func (t *Tracer) ObserveCheckpoint(job string, cs checkpoint.CheckpointStats) {
+func (t *Tracer) ObserveCheckpoint(job string, cs checkpoint.Stats) {
 	end := cs.EndTime
 	if end.IsZero() {
 		end = cs.LatestAck
@@ -162,7 +162,7 @@ func (t *Tracer) ObserveCheckpoint(job string, cs checkpoint.CheckpointStats) {
 	span.End(trace.WithTimestamp(end))
 }
 
-func (t *Tracer) subtask(ctx context.Context, cs checkpoint.CheckpointStats, ts checkpoint.TaskCheckpointStats, cpEnd time.Time) {
+func (t *Tracer) subtask(ctx context.Context, cs checkpoint.Stats, ts checkpoint.TaskStats, cpEnd time.Time) {
 	f := ts.Figures
 	start := cs.TriggerTime.Add(f.StartDelay)
 	end := cpEnd

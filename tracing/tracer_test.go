@@ -118,7 +118,7 @@ func traceCheckpoints(t *testing.T, unaligned bool) {
 			}
 			return a[tracing.AttrSubtask].AsInt64() < b[tracing.AttrSubtask].AsInt64()
 		})
-		tasks := append([]checkpoint.TaskCheckpointStats(nil), cs.Tasks...)
+		tasks := append([]checkpoint.TaskStats(nil), cs.Tasks...)
 		sort.Slice(tasks, func(i, j int) bool {
 			if tasks[i].Vertex != tasks[j].Vertex {
 				return tasks[i].Vertex > tasks[j].Vertex
@@ -172,11 +172,11 @@ func TestUnalignedCheckpointSpans(t *testing.T) { traceCheckpoints(t, true) }
 func TestFailedCheckpointSpan(t *testing.T) {
 	tr, exp := newTracer(t)
 	trigger := time.Now()
-	cs := checkpoint.CheckpointStats{
+	cs := checkpoint.Stats{
 		ID: 7, Kind: checkpoint.KindCheckpoint, Status: checkpoint.StatusFailed, TriggerTime: trigger,
 		EndTime: trigger.Add(time.Second), NumTasks: 2, NumAcknowledged: 1,
 		FailureReason: checkpoint.ReasonExpired, FailureMessage: "too slow",
-		Tasks: []checkpoint.TaskCheckpointStats{
+		Tasks: []checkpoint.TaskStats{
 			{Vertex: "a", Subtask: 0, Acknowledged: true, AckTime: trigger.Add(10 * time.Millisecond),
 				Figures: checkpoint.TaskFigures{StartDelay: 2 * time.Millisecond}},
 			{Vertex: "b", Subtask: 0},

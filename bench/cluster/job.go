@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
@@ -84,7 +85,7 @@ func (c *countPerKey) ProcessElement(_ *sluice.KeyedContext[int64], _ source.Rec
 // state -> discard, aligned checkpoints every interval. The source and
 // the count+discard chain are two vertices of the same parallelism, so
 // with slot sharing the job needs parallelism slots.
-func newJob(j jobFlags, cc sluice.ClusterConfig, log *slog.Logger, extra ...sluice.Option) (*sluice.Environment, *sink.Discard[int64], error) {
+func newJob(j jobFlags, cc cluster.Config, log *slog.Logger, extra ...sluice.Option) (*sluice.Environment, *sink.Discard[int64], error) {
 	if j.checkpoints == "" {
 		return nil, nil, errors.New("--checkpoints is needed in a child process")
 	}
@@ -92,7 +93,7 @@ func newJob(j jobFlags, cc sluice.ClusterConfig, log *slog.Logger, extra ...slui
 		sluice.WithJobName("bench-cluster-keyed-count"),
 		sluice.WithParallelism(j.parallelism),
 		sluice.WithLogger(log),
-		sluice.WithCluster(cc),
+		cluster.With(cc),
 		sluice.WithCheckpointing(j.interval, j.checkpoints),
 		// A failure is reported, not hidden behind a restart.
 		sluice.WithRestartStrategy(sluice.NoRestart()),
@@ -144,9 +145,9 @@ func (h hook) WithGroup(n string) slog.Handler       { return hook{h.Handler.Wit
 // runChild is one process of a setup, in the role cc says. Its logs go
 // to standard error (JSON); its result is one JSON line on standard
 // output. It stops when its standard input closes: the parent is gone.
-func runChild(cc sluice.ClusterConfig, j jobFlags) error {
+func runChild(cc cluster.Config, j jobFlags) error {
 	level := slog.LevelWarn
-	if cc.Role == sluice.RoleCoordinator {
+	if cc.Role == cluster.RoleCoordinator {
 		level = slog.LevelInfo
 	}
 	var deployed atomic.Int64 // unix nanos of the first "deploying attempt"
@@ -165,7 +166,7 @@ func runChild(cc sluice.ClusterConfig, j jobFlags) error {
 	var mu sync.Mutex
 	var durations []time.Duration
 	failed := 0
-	listener := sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+	listener := sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 		mu.Lock()
 		defer mu.Unlock()
 		if s.Status == checkpoint.StatusCompleted {
@@ -180,7 +181,7 @@ func runChild(cc sluice.ClusterConfig, j jobFlags) error {
 		return err
 	}
 	out := json.NewEncoder(os.Stdout)
-	if cc.Role == sluice.RoleWorker {
+	if cc.Role == cluster.RoleWorker {
 		err := env.Execute(ctx)
 		_ = out.Encode(result{Kind: "worker", Discarded: discard.Count()})
 		return err
@@ -193,7 +194,7 @@ func runChild(cc sluice.ClusterConfig, j jobFlags) error {
 	err = job.Wait()
 	end := time.Now()
 	from := started
-	if d := deployed.Load(); d != 0 && cc.Role == sluice.RoleCoordinator {
+	if d := deployed.Load(); d != 0 && cc.Role == cluster.RoleCoordinator {
 		from = time.Unix(0, d)
 	}
 	mu.Lock()
@@ -205,7 +206,7 @@ func runChild(cc sluice.ClusterConfig, j jobFlags) error {
 		r.CpMaxMs = durations[len(durations)-1].Milliseconds()
 	}
 	mu.Unlock()
-	if cc.Role == sluice.RoleSingle {
+	if cc.Role == cluster.RoleSingle {
 		r.Discarded = discard.Count()
 	}
 	if err != nil {

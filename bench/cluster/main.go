@@ -1,5 +1,5 @@
 // Command cluster measures a job on several OS processes against the same
-// job in one (issue 14), and reports the figures rather than asserting
+// job in one, and reports the figures rather than asserting
 // them.
 //
 //	go run ./bench/cluster                      # the keyed count, one run of every setup (~25 s on 2 idle cores)
@@ -57,7 +57,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cluster"
 )
 
 // options are the parent's own flags.
@@ -76,7 +76,7 @@ type options struct {
 
 func main() {
 	fs := flag.CommandLine
-	cc := sluice.ClusterFlags(fs)
+	cc := cluster.Flags(fs)
 	var job jobFlags
 	job.register(fs)
 	child := fs.Bool("child", false, "internal: this is a process of a setup (the parent passes it)")

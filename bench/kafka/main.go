@@ -473,7 +473,7 @@ func runJob(ctx context.Context, c config, seeds []string, in, out, chk string, 
 		sluice.WithLogger(quiet),
 		sluice.WithCheckpointing(c.interval, chk),
 		sluice.WithRestartStrategy(sluice.NoRestart()),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				stats.completed.Add(1)
 			}

@@ -419,7 +419,7 @@ func child(f flags, seeds []string) error {
 		sluice.WithLogger(quiet),
 		sluice.WithCheckpointing(f.interval, filepath.Join(f.dir, "checkpoints")),
 		sluice.WithRestartStrategy(sluice.NoRestart()),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				completed.Add(1)
 			}

@@ -1,6 +1,6 @@
-// Command keyedcount runs issue 18's throughput job once and prints its
-// records per second: datagen of 1 KiB strings -> keyBy(the 8-byte
-// prefix) -> a running count in keyed value state (heap backend) ->
+// Command keyedcount runs the throughput job measured against Flink once
+// and prints its records per second: datagen of 1 KiB strings ->
+// keyBy(the 8-byte prefix) -> a running count in keyed value state (heap backend) ->
 // discard, parallelism 2 (package bench's KeyedCountStrings). bench/flinkref
 // is the same job on Flink's local mini-cluster, so the two can be timed
 // side by side as whole processes:

@@ -32,7 +32,7 @@ func TestFailover(t *testing.T) {
 			opts := []sluice.Option{
 				sluice.WithCheckpointing(50*time.Millisecond, t.TempDir()),
 				sluice.WithRestartStrategy(sluice.FixedDelayRestart(3, 10*time.Millisecond)),
-				sluice.WithCheckpointListener(func(cs checkpoint.CheckpointStats) {
+				sluice.WithCheckpointListener(func(cs checkpoint.Stats) {
 					if cs.Status == checkpoint.StatusCompleted {
 						completed.Add(1)
 					}

@@ -143,7 +143,7 @@ func run(ctx context.Context, q query, backend string, o options) (result, error
 		sluice.WithJobName("nexmark-" + q.name),
 		sluice.WithParallelism(o.parallelism),
 		sluice.WithCheckpointing(o.interval, filepath.Join(dir, "checkpoints")),
-		sluice.WithCheckpointListener(func(cs checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(cs checkpoint.Stats) {
 			if cs.Status == checkpoint.StatusCompleted {
 				checkpoints.Add(1)
 			}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // OpenFunc opens the backend rooted at location, a URL of the scheme it is
@@ -29,6 +31,46 @@ func RegisterScheme(scheme string, open OpenFunc) {
 	schemes.Lock()
 	defer schemes.Unlock()
 	schemes.m[strings.ToLower(scheme)] = open
+}
+
+// SchemeConfig makes the openers of a backend's schemes from its keys in
+// a configuration; none (nil) when the configuration sets none of them.
+type SchemeConfig func(c *config.Configuration) (map[string]OpenFunc, error)
+
+var schemeConfigs struct {
+	sync.RWMutex
+	list []SchemeConfig
+}
+
+// RegisterSchemeConfig makes ConfiguredSchemes ask f: a backend whose
+// keys configure how its locations are reached (the S3 backend's s3.*)
+// registers it when its package is imported.
+func RegisterSchemeConfig(f SchemeConfig) {
+	schemeConfigs.Lock()
+	defer schemeConfigs.Unlock()
+	schemeConfigs.list = append(schemeConfigs.list, f)
+}
+
+// ConfiguredSchemes returns the openers the configuration's keys make,
+// by scheme, for a job's Options.Schemes; nil when it sets no backend's
+// keys.
+func ConfiguredSchemes(c *config.Configuration) (map[string]OpenFunc, error) {
+	schemeConfigs.RLock()
+	list := slices.Clone(schemeConfigs.list)
+	schemeConfigs.RUnlock()
+	var out map[string]OpenFunc
+	var errs []error
+	for _, f := range list {
+		m, err := f(c)
+		errs = append(errs, err)
+		for s, open := range m {
+			if out == nil {
+				out = map[string]OpenFunc{}
+			}
+			out[s] = open
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // Schemes lists the registered URL schemes, sorted.
@@ -80,7 +122,12 @@ func Open(ctx context.Context, fsys FS, location string, overrides map[string]Op
 		schemes.RUnlock()
 	}
 	if open == nil {
-		return nil, fmt.Errorf("checkpoint storage %s: %w %q (registered: file paths, %s)", location, ErrUnknownScheme, scheme, strings.Join(Schemes(), ", "))
+		hint := ""
+		if scheme == "s3" || scheme == "s3a" || scheme == "s3p" {
+			hint = "; the S3 backend serves it once the program imports github.com/sluicehq/sluice/checkpoint/storage/s3"
+		}
+		return nil, fmt.Errorf("checkpoint storage %s: %w %q (registered: file paths, %s%s)", location, ErrUnknownScheme, scheme,
+			strings.Join(Schemes(), ", "), hint)
 	}
 	b, err := open(ctx, location)
 	if err != nil {

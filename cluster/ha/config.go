@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // Defaults, with Flink's high-availability option names.
@@ -56,30 +57,22 @@ type Config struct {
 var ErrInvalidConfig = errors.New("invalid high-availability configuration")
 
 // Set applies a Flink-named option to c: high-availability.etcd.endpoints
-// (comma separated), high-availability.etcd.path.root,
+// (a list), high-availability.etcd.path.root,
 // high-availability.etcd.lease-duration and
-// high-availability.etcd.client.connection-timeout (Flink durations: "15
-// s", "500 ms", "1 min", a Go duration, or milliseconds),
-// high-availability.etcd.username, high-availability.etcd.password.
+// high-availability.etcd.client.connection-timeout (durations: "15 s",
+// "500 ms", "1 min"), high-availability.etcd.username,
+// high-availability.etcd.password.
 func (c *Config) Set(key, value string) error {
 	var err error
 	switch key {
-	case "high-availability.etcd.endpoints":
-		c.Endpoints = nil
-		for _, e := range strings.Split(value, ",") {
-			if e = strings.TrimSpace(e); e != "" {
-				c.Endpoints = append(c.Endpoints, e)
-			}
-		}
-		if len(c.Endpoints) == 0 {
-			err = errors.New("no endpoint")
-		}
-	case "high-availability.etcd.path.root":
+	case KeyEndpoints.Name():
+		c.Endpoints, err = KeyEndpoints.Parse(value)
+	case KeyPathRoot.Name():
 		c.Prefix = value
-	case "high-availability.etcd.lease-duration":
-		c.SessionTTL, err = parseDuration(value)
+	case KeyLeaseDuration.Name():
+		c.SessionTTL, err = KeyLeaseDuration.Parse(value)
 	case "high-availability.etcd.client.connection-timeout":
-		c.DialTimeout, err = parseDuration(value)
+		c.DialTimeout, err = config.ParseDuration(value)
 	case "high-availability.etcd.username":
 		c.Username = value
 	case "high-availability.etcd.password":
@@ -91,41 +84,6 @@ func (c *Config) Set(key, value string) error {
 		return fmt.Errorf("%w: %s=%q: %w", ErrInvalidConfig, key, value, err)
 	}
 	return nil
-}
-
-// flinkUnits are the duration units of Flink's TimeUtils.
-var flinkUnits = map[string]time.Duration{
-	"ns": time.Nanosecond, "nano": time.Nanosecond, "nanos": time.Nanosecond, "nanosecond": time.Nanosecond, "nanoseconds": time.Nanosecond,
-	"us": time.Microsecond, "µs": time.Microsecond, "micro": time.Microsecond, "micros": time.Microsecond, "microsecond": time.Microsecond, "microseconds": time.Microsecond,
-	"": time.Millisecond, "ms": time.Millisecond, "milli": time.Millisecond, "millis": time.Millisecond, "millisecond": time.Millisecond, "milliseconds": time.Millisecond,
-	"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
-	"m": time.Minute, "min": time.Minute, "minute": time.Minute, "minutes": time.Minute,
-	"h": time.Hour, "hour": time.Hour, "hours": time.Hour,
-	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
-}
-
-// parseDuration reads a Flink duration (a number and an optional unit,
-// milliseconds without one) or a Go duration ("1m30s").
-func parseDuration(v string) (time.Duration, error) {
-	s := strings.TrimSpace(v)
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	if i > 0 {
-		if unit, ok := flinkUnits[strings.ToLower(strings.TrimSpace(s[i:]))]; ok {
-			n, err := strconv.ParseInt(s[:i], 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			return time.Duration(n) * unit, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("not a duration (\"15 s\", \"500 ms\", \"1 min\" or milliseconds): %w", err)
-	}
-	return d, nil
 }
 
 // withDefaults fills the zero fields and checks the others.

@@ -81,8 +81,9 @@ func TestParseDuration(t *testing.T) {
 		"1 min": time.Minute, "2m": 2 * time.Minute, "1m30s": 90 * time.Second, "250": 250 * time.Millisecond,
 		"1 h": time.Hour, "1.5s": 1500 * time.Millisecond,
 	} {
-		if got, err := parseDuration(in); err != nil || got != want {
-			t.Errorf("parseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		var c Config
+		if err := c.Set("high-availability.etcd.lease-duration", in); err != nil || c.SessionTTL != want {
+			t.Errorf("lease-duration %q = %v, %v; want %v", in, c.SessionTTL, err, want)
 		}
 	}
 }

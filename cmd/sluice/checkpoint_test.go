@@ -63,7 +63,7 @@ func TestCheckpointCommand(t *testing.T) {
 // stableCheckpoint takes a checkpoint of a job whose periodic interval is
 // far away, so that none subsumes it during the test, and returns its
 // statistics.
-func stableCheckpoint(t *testing.T, s *served) checkpoint.CheckpointStats {
+func stableCheckpoint(t *testing.T, s *served) checkpoint.Stats {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), testjob.SafetyNet)
 	defer cancel()
@@ -75,7 +75,7 @@ func stableCheckpoint(t *testing.T, s *served) checkpoint.CheckpointStats {
 	})
 	// The listener hears of the checkpoint once its completion is
 	// notified, which may be after TriggerCheckpoint returns.
-	var found checkpoint.CheckpointStats
+	var found checkpoint.Stats
 	testjob.Await(t, fmt.Sprintf("checkpoint %d among the completed ones", res.ID), func() bool {
 		for _, cs := range s.run.Completed() {
 			if cs.ID == res.ID {

@@ -118,7 +118,7 @@ func TestCheckpointsTable(t *testing.T) {
 	if got := strings.Join(fields(lines[0]), "|"); got != "vertex|sub|start_delay|alignment|sync|async|end_to_end|persisted|unaligned" {
 		t.Errorf("header %q", got)
 	}
-	tasks := append([]checkpoint.TaskCheckpointStats(nil), cs.Tasks...)
+	tasks := append([]checkpoint.TaskStats(nil), cs.Tasks...)
 	order := map[string]int{testjob.SourceVertex: 0, testjob.CountVertex: 1}
 	sort.Slice(tasks, func(i, j int) bool {
 		if tasks[i].Vertex != tasks[j].Vertex {

@@ -16,7 +16,7 @@
 // acknowledgement, _metadata write and fsync, notification), and for the
 // last one a table of every subtask's figures.
 //
-// With the cluster flags (sluice.ClusterFlags: --role, --listen,
+// With the cluster flags (cluster.Flags: --role, --listen,
 // --coordinator, --slots, -D key=value, ...) the same job runs on several
 // processes, its checkpoints in -checkpoints, a directory every process
 // shares. The coordinator prints what one process prints and cancels the
@@ -48,6 +48,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
@@ -98,10 +99,10 @@ func main() {
 	interval := flag.Duration("interval", 5*time.Second, "checkpoint interval")
 	asJSON := flag.Bool("json", false, "print one JSON object per completed checkpoint and nothing else")
 	cpDir := flag.String("checkpoints", "", "checkpoint directory, the same for every process of a job on several (default: a new temporary directory)")
-	cc := sluice.ClusterFlags(flag.CommandLine)
+	cc := cluster.Flags(flag.CommandLine)
 	flag.Parse()
 
-	worker := cc.Role == sluice.RoleWorker
+	worker := cc.Role == cluster.RoleWorker
 	var logOut io.Writer = os.Stderr
 	level := slog.LevelWarn
 	if worker {
@@ -110,7 +111,7 @@ func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})))
 	dir := *cpDir
 	if dir == "" {
-		if cc.Role != sluice.RoleSingle {
+		if cc.Role != cluster.RoleSingle {
 			fail(fmt.Errorf("--role %s needs -checkpoints, a directory every process of the job shares", cc.Role))
 		}
 		var err error
@@ -121,8 +122,8 @@ func main() {
 	}
 
 	var mu sync.Mutex
-	var completed []checkpoint.CheckpointStats
-	listener := func(cs checkpoint.CheckpointStats) {
+	var completed []checkpoint.Stats
+	listener := func(cs checkpoint.Stats) {
 		if cs.Status != checkpoint.StatusCompleted {
 			if !*asJSON && cs.FailureReason != checkpoint.ReasonShutdown {
 				fmt.Printf("checkpoint %d failed: %s\n", cs.ID, cs.FailureMessage)
@@ -148,7 +149,7 @@ func main() {
 		sluice.WithCheckpointing(*interval, dir),
 		sluice.WithCheckpointListener(listener),
 		sluice.WithLogger(slog.Default()),
-		sluice.WithCluster(*cc),
+		cluster.With(*cc),
 	}
 	switch *mode {
 	case "aligned":
@@ -177,7 +178,7 @@ func main() {
 		}
 		return
 	}
-	if cc.Role == sluice.RoleSingle {
+	if cc.Role == cluster.RoleSingle {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
@@ -190,7 +191,7 @@ func main() {
 		fail(err)
 	}
 	var elapsed atomic.Bool
-	if cc.Role == sluice.RoleCoordinator {
+	if cc.Role == cluster.RoleCoordinator {
 		// A coordinator cancels the job at the end rather than suspend it:
 		// its result, recorded in the shared directory, tells the workers
 		// to exit.
@@ -231,34 +232,34 @@ func main() {
 
 // summarize prints the median end-to-end duration and sizes, and a table
 // of every phase's min, median and max over the checkpoints.
-func summarize(cs []checkpoint.CheckpointStats) {
+func summarize(cs []checkpoint.Stats) {
 	var persisted, size int64
 	for _, c := range cs {
 		persisted += c.PersistedData
 		size += c.CheckpointedSize
 	}
-	e2e := spread(cs, func(c checkpoint.CheckpointStats) time.Duration { return c.EndToEndDuration })
+	e2e := spread(cs, func(c checkpoint.Stats) time.Duration { return c.EndToEndDuration })
 	fmt.Printf("\n%d checkpoints: end-to-end min %s median %s max %s; mean size %s, mean persisted %s\n",
 		len(cs), ms(e2e[0]), ms(e2e[1]), ms(e2e[2]), bytes(size/int64(len(cs))), bytes(persisted/int64(len(cs))))
 	fmt.Println("\nphases along the task acknowledging last (end_to_end = trigger_to_source .. ack; completion adds metadata and notify):")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "phase\tmin\tmedian\tmax\t")
-	row := func(name string, f func(checkpoint.CheckpointStats) time.Duration) {
+	row := func(name string, f func(checkpoint.Stats) time.Duration) {
 		d := spread(cs, f)
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\n", name, us(d[0]), us(d[1]), us(d[2]))
 	}
-	for i, part := range (checkpoint.CheckpointPhases{}).Parts() {
-		row(part.Name, func(c checkpoint.CheckpointStats) time.Duration { return c.Phases.Parts()[i].Duration })
+	for i, part := range (checkpoint.Phases{}).Parts() {
+		row(part.Name, func(c checkpoint.Stats) time.Duration { return c.Phases.Parts()[i].Duration })
 		if part.Name == "ack" {
-			row("end_to_end", func(c checkpoint.CheckpointStats) time.Duration { return c.EndToEndDuration })
+			row("end_to_end", func(c checkpoint.Stats) time.Duration { return c.EndToEndDuration })
 		}
 	}
-	row("completion", func(c checkpoint.CheckpointStats) time.Duration { return c.Phases.Completion })
+	row("completion", func(c checkpoint.Stats) time.Duration { return c.Phases.Completion })
 	w.Flush()
 }
 
 // spread returns the min, median and max of f over cs.
-func spread(cs []checkpoint.CheckpointStats, f func(checkpoint.CheckpointStats) time.Duration) [3]time.Duration {
+func spread(cs []checkpoint.Stats, f func(checkpoint.Stats) time.Duration) [3]time.Duration {
 	d := make([]time.Duration, len(cs))
 	for i, c := range cs {
 		d[i] = f(c)

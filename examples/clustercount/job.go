@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/cluster"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
 	"github.com/sluicehq/sluice/state"
@@ -102,7 +103,7 @@ func words(line string) []string {
 // Kafka source (it ends at the input's end offsets when the job first
 // started, so the job finishes by itself), a paced split into words, a
 // count per word in keyed state, and an exactly-once Kafka sink.
-func newJob(j jobFlags, cc sluice.ClusterConfig, log *slog.Logger, completed *atomic.Int64) (*sluice.Environment, error) {
+func newJob(j jobFlags, cc cluster.Config, log *slog.Logger, completed *atomic.Int64) (*sluice.Environment, error) {
 	if j.brokers == "" || j.input == "" || j.output == "" || j.checkpoints == "" {
 		return nil, errors.New("--brokers, --input, --output and --checkpoints are needed with --role")
 	}
@@ -113,11 +114,11 @@ func newJob(j jobFlags, cc sluice.ClusterConfig, log *slog.Logger, completed *at
 		sluice.WithJobName("clustercount"),
 		sluice.WithParallelism(j.parallelism),
 		sluice.WithLogger(log),
-		sluice.WithCluster(cc),
+		cluster.With(cc),
 		sluice.WithCheckpointing(j.interval, j.checkpoints),
 		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Timeout = 30 * time.Second }),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(5, 500*time.Millisecond)),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				completed.Add(1)
 				log.Info(msgCheckpoint, "checkpoint", s.ID, "duration_ms", s.EndToEndDuration.Milliseconds(), "state_bytes", s.StateSize)
@@ -157,7 +158,7 @@ func newJob(j jobFlags, cc sluice.ClusterConfig, log *slog.Logger, completed *at
 // It logs JSON lines on standard output, which the parent reads. With
 // exitWithParent it stops when its standard input closes: the parent is
 // gone, however it ended.
-func runProcess(cc sluice.ClusterConfig, j jobFlags, exitWithParent bool) error {
+func runProcess(cc cluster.Config, j jobFlags, exitWithParent bool) error {
 	log := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -174,7 +175,7 @@ func runProcess(cc sluice.ClusterConfig, j jobFlags, exitWithParent bool) error 
 	if err != nil {
 		return err
 	}
-	if cc.Role != sluice.RoleCoordinator {
+	if cc.Role != cluster.RoleCoordinator {
 		return env.Execute(ctx) // a worker, until the job has ended
 	}
 	job, err := env.ExecuteAsync(ctx)

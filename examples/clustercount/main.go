@@ -23,7 +23,7 @@
 // them to follow the job and prints a few of them.
 //
 // With --role coordinator or --role worker it is one process of the job,
-// configured by sluice.ClusterFlags (--listen, --coordinator, --etcd,
+// configured by cluster.Flags (--listen, --coordinator, --etcd,
 // --slots, -D key=value, ...) and by the job flags (--brokers, --input,
 // --output, --checkpoints, ...), which must be the same in every process:
 // they all build the same plan.
@@ -45,7 +45,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cluster"
 )
 
 // sampleText is what the demo writes to the input topic, a line per
@@ -80,7 +80,7 @@ type demoOptions struct {
 
 func main() {
 	fs := flag.CommandLine
-	cc := sluice.ClusterFlags(fs)
+	cc := cluster.Flags(fs)
 	var job jobFlags
 	job.register(fs)
 	var opts demoOptions
@@ -89,7 +89,7 @@ func main() {
 	exitWithParent := fs.Bool("exit-with-parent", false, "child: stop when standard input closes (the parent passes it)")
 	flag.Parse()
 
-	if cc.Role != sluice.RoleSingle {
+	if cc.Role != cluster.RoleSingle {
 		if err := runProcess(*cc, job, *exitWithParent); err != nil {
 			fmt.Fprintf(os.Stderr, "clustercount %s: %v\n", cc.Role, err)
 			os.Exit(1)

@@ -165,7 +165,7 @@ func environment(dir, outDir string, log *slog.Logger, completed chan<- int64, r
 		sluice.WithLogger(log),
 		sluice.WithStateBackend(rocksdb.Factory(filepath.Join(dir, "rocksdb"), rocksdb.Options{})),
 		sluice.WithCheckpointing(100*time.Millisecond, filepath.Join(dir, "checkpoints")),
-		sluice.WithCheckpointListener(func(cs checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(cs checkpoint.Stats) {
 			if completed != nil && cs.Status == checkpoint.StatusCompleted {
 				select {
 				case completed <- cs.ID:

@@ -172,7 +172,7 @@ func run(interval, lineGap time.Duration) error {
 		sluice.WithLogger(log),
 		sluice.WithCheckpointing(interval, chkDir),
 		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Timeout = 30 * time.Second }),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				d := s.EndToEndDuration.Round(time.Millisecond)
 				if d == 0 {

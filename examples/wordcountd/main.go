@@ -18,7 +18,7 @@
 // Settings come from flags or the environment: KAFKA_BROKERS,
 // SLUICE_INPUT_TOPIC, SLUICE_OUTPUT_TOPIC, SLUICE_CHECKPOINT_DIR,
 // SLUICE_PARALLELISM, and the cluster's SLUICE_* variables
-// (sluice.ClusterFlags); any option by its Flink key from -config
+// (cluster.Flags); any option by its Flink key from -config
 // (config.yaml), SLUICE_CONF_* or -D key=value, the job runner's too
 // (package runner: rest.*, metrics.reporter.prom.*, log.*,
 // execution.signal.action, traces.reporter.otel.*). The Kafka clients'
@@ -41,6 +41,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/runner"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
@@ -88,7 +89,7 @@ type options struct {
 	interval                                      time.Duration
 	apiAddr, metricsAddr                          string
 	apiHosts                                      string
-	cluster                                       *sluice.ClusterConfig
+	cluster                                       *cluster.Config
 	conf                                          *sluice.Configuration
 }
 
@@ -105,7 +106,7 @@ func main() {
 	flag.StringVar(&o.apiAddr, "api", ":8081", "single and coordinator roles: REST API, dashboard, /metrics, /healthz, /readyz (rest.port 8081); empty: none")
 	flag.StringVar(&o.apiHosts, "api-allowed-hosts", env("SLUICE_API_ALLOWED_HOSTS", ""), "host names the API answers to besides localhost and IP addresses, comma separated (e.g. the coordinator Service's DNS name; $SLUICE_API_ALLOWED_HOSTS)")
 	flag.StringVar(&o.metricsAddr, "metrics", ":9249", "worker role: the worker's /metrics, /healthz, /readyz (Flink's Prometheus reporter port 9249); empty: none")
-	o.cluster = sluice.ClusterFlags(flag.CommandLine)
+	o.cluster = cluster.Flags(flag.CommandLine)
 	o.conf = sluice.ConfigFlags(flag.CommandLine)
 	flag.Parse()
 	if err := run(context.Background(), o, nil); err != nil {
@@ -140,7 +141,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 			}
 		}
 	}
-	kopts, err := sluice.KafkaClientOptions(conf)
+	kopts, err := kafkasource.ClientOptionsFrom(conf)
 	if err != nil {
 		return err
 	}
@@ -162,7 +163,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		sluice.WithParallelism(o.parallelism),
 		sluice.WithCheckpointing(o.interval, o.checkpoints),
 		sluice.WithStateBackend(rocksdb.Factory(o.stateDir, rocksdb.Options{})),
-		sluice.WithCluster(*o.cluster),
+		cluster.With(*o.cluster),
 		sluice.WithConfiguration(conf),
 	)
 	src, err := kafkasource.NewSource(seeds, kafkasource.Topics(o.input),

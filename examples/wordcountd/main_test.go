@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/testutil"
 )
 
@@ -79,7 +79,7 @@ func TestCoordinatorAndWorkers(t *testing.T) {
 	}
 	co := base
 	co.apiAddr = ""
-	co.cluster = &sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: coord, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
+	co.cluster = &cluster.Config{Role: cluster.RoleCoordinator, Listen: coord, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
 	start(0, co)
 	for i := 1; i <= 2; i++ {
 		wo := base
@@ -87,7 +87,7 @@ func TestCoordinatorAndWorkers(t *testing.T) {
 		if i == 1 {
 			wo.metricsAddr = metricsAddr
 		}
-		wo.cluster = &sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: coord, Slots: 1, WorkerID: fmt.Sprintf("w%d", i),
+		wo.cluster = &cluster.Config{Role: cluster.RoleWorker, Coordinator: coord, Slots: 1, WorkerID: fmt.Sprintf("w%d", i),
 			DataListen: "127.0.0.1:0", Host: "127.0.0.1", HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
 		start(i, wo)
 	}

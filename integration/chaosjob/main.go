@@ -43,7 +43,7 @@
 // -in-right and -in-rules, each writing to its own topic -out-<operator>.
 //
 // The same binary runs one job on several processes (package cluster):
-// the cluster flags are sluice.ClusterFlags' (--role, --coordinator,
+// the cluster flags are cluster.Flags' (--role, --coordinator,
 // --listen, --data-listen, --host, --worker-id, --slots, --etcd and
 // -D key=value for Flink's keys such as heartbeat.interval,
 // heartbeat.timeout and slot.request.timeout), over the SLUICE_*
@@ -86,6 +86,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
+	_ "github.com/sluicehq/sluice/checkpoint/storage/s3" // -checkpoints s3://...
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/sink"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
@@ -126,7 +128,7 @@ type options struct {
 	exitBeforeCommit int64
 	killInInterval   int64
 	failOnceAfter    int64
-	cluster          sluice.ClusterConfig
+	cluster          cluster.Config
 	// job is the job graph: count (the default) or operators
 	// (operators_job.go).
 	job           string
@@ -163,7 +165,7 @@ func main() {
 	flag.Float64Var(&o.ruleRate, "rule-rate", 0, "operators job: rules per second the broadcast side reads (0: no limit)")
 	flag.IntVar(&o.asyncCapacity, "async-capacity", 4, "operators job: capacity of the async I/O operator")
 	flag.DurationVar(&o.kafkaRetryTimeout, "kafka-retry-timeout", 0, "count job: how long franz-go retries one request before the connectors see its error (kgo.RetryTimeout; 0: franz-go's 30 s)")
-	cc := sluice.ClusterFlags(flag.CommandLine)
+	cc := cluster.Flags(flag.CommandLine)
 	flag.Parse()
 	o.cluster = *cc
 
@@ -174,7 +176,7 @@ func main() {
 	err := run(ctx, o, log, &alreadyFinished)
 	signaled := ctx.Err() != nil
 	stop()
-	if o.cluster.Role == sluice.RoleWorker {
+	if o.cluster.Role == cluster.RoleWorker {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "chaosjob: %v\n", err)
 			fmt.Println("worker failed")
@@ -218,13 +220,13 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 	final := &finalTracker{}
 	opts := []sluice.Option{
 		sluice.WithJobName(o.jobName),
-		sluice.WithCluster(o.cluster),
+		cluster.With(o.cluster),
 		sluice.WithParallelism(o.parallelism),
 		sluice.WithLogger(log),
 		sluice.WithBufferTimeout(5 * time.Millisecond),
 		sluice.WithCheckpointing(o.interval, o.checkpoints),
 		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Timeout = o.timeout }),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				fmt.Printf("checkpoint %d completed: unaligned=%t persisted=%d path=%s\n", s.ID, s.Unaligned, s.PersistedData, s.Path)
 				if final.covers(s.ID) {
@@ -276,7 +278,7 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 	if err != nil {
 		return err
 	}
-	if o.cluster.Role == sluice.RoleWorker {
+	if o.cluster.Role == cluster.RoleWorker {
 		// A worker has no job handle: Execute runs its tasks until the job
 		// ended.
 		return env.Execute(ctx)

@@ -15,7 +15,7 @@
 //	partitionjob -checkpoints /tmp/chk -out /tmp/out --role worker \
 //	    --coordinator 10.1.2.1:6123 --host 10.1.2.2 --data-listen 10.1.2.2:0 --slots 2 --worker-id a
 //
-// The cluster flags are sluice.ClusterFlags' (--role, --coordinator,
+// The cluster flags are cluster.Flags' (--role, --coordinator,
 // --listen, --data-listen, --host, --worker-id, --slots and -D key=value
 // for Flink's keys such as heartbeat.interval, heartbeat.timeout and
 // slot.request.timeout). Every process takes the same job flags (another
@@ -42,6 +42,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/sink/filesink"
 	"github.com/sluicehq/sluice/source"
@@ -57,7 +58,7 @@ type options struct {
 	parallelism int
 	restarts    int
 	interval    time.Duration
-	cluster     sluice.ClusterConfig
+	cluster     cluster.Config
 }
 
 func main() {
@@ -70,7 +71,7 @@ func main() {
 	flag.IntVar(&o.parallelism, "parallelism", 4, "parallelism of every operator")
 	flag.IntVar(&o.restarts, "restarts", 50, "restarts (fixed delay 200 ms) before the job fails")
 	flag.DurationVar(&o.interval, "interval", 200*time.Millisecond, "checkpoint interval")
-	cc := sluice.ClusterFlags(flag.CommandLine)
+	cc := cluster.Flags(flag.CommandLine)
 	flag.Parse()
 	o.cluster = *cc
 
@@ -78,7 +79,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, o, log)
 	stop()
-	if o.cluster.Role == sluice.RoleWorker {
+	if o.cluster.Role == cluster.RoleWorker {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "partitionjob: %v\n", err)
 			fmt.Println("worker failed")
@@ -136,13 +137,13 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	env := sluice.NewEnvironment(
 		sluice.WithJobName("partitionjob"),
-		sluice.WithCluster(o.cluster),
+		cluster.With(o.cluster),
 		sluice.WithParallelism(o.parallelism),
 		sluice.WithLogger(log),
 		sluice.WithBufferTimeout(5*time.Millisecond),
 		sluice.WithCheckpointing(o.interval, o.checkpoints),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(o.restarts, 200*time.Millisecond)),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				fmt.Printf("checkpoint %d completed: path=%s\n", s.ID, s.Path)
 			}
@@ -157,7 +158,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	counts := sluice.Process[int64, int64, keyCount](sluice.KeyBy(recs, func(v int64) int64 { return v % keys }),
 		&runningCount{}, sluice.Name("count"), sluice.UID("count"))
 	sluice.SinkTo(counts, filesink.New[keyCount](o.out, codec.JSON[keyCount]{}), sluice.Name("files"), sluice.UID("files"))
-	if o.cluster.Role == sluice.RoleWorker {
+	if o.cluster.Role == cluster.RoleWorker {
 		// A worker has no job handle: Execute runs its tasks until the job
 		// ended.
 		return env.Execute(ctx)

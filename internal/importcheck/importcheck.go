@@ -5,6 +5,7 @@ package importcheck
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -52,5 +53,60 @@ func NoConnectors(t *testing.T, dir string) {
 		if IsConnector(d) {
 			t.Errorf("%s depends on the connector %s: connectors plug into it, it must not import them", deps[len(deps)-1], d)
 		}
+	}
+}
+
+// Heavy are the module paths a program that runs in one process, with
+// Kafka and the heap backend, must not link: the AWS SDK (the S3
+// checkpoint storage), the etcd client and gRPC (the cluster), zap (the
+// etcd client's logger). A program gets them by importing
+// checkpoint/storage/s3 or cluster.
+var Heavy = []string{"github.com/aws/", "go.etcd.io/", "google.golang.org/grpc", "go.uber.org/zap"}
+
+// Linked returns the packages the package in dir depends on whose path
+// starts with one of prefixes, each with a package that imports it and
+// is not one of them (where the program lets them in), sorted.
+func Linked(t testing.TB, dir string, prefixes ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", ".")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps in %s: %v", dir, err)
+	}
+	heavy := func(p string) bool {
+		for _, h := range prefixes {
+			if strings.HasPrefix(p, h) {
+				return true
+			}
+		}
+		return false
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("go list -deps in %s listed %d packages", dir, len(lines))
+	}
+	var found []string
+	for _, line := range lines {
+		pkg, imports, _ := strings.Cut(line, ":")
+		if heavy(pkg) {
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			if heavy(imp) {
+				found = append(found, imp+" (imported by "+pkg+")")
+			}
+		}
+	}
+	slices.Sort(found)
+	return found
+}
+
+// NoneOf fails t when the package in dir depends on a package whose path
+// starts with one of prefixes, naming where the program lets it in.
+func NoneOf(t *testing.T, dir string, prefixes ...string) {
+	t.Helper()
+	for _, l := range Linked(t, dir, prefixes...) {
+		t.Errorf("%s links %s", dir, l)
 	}
 }

@@ -1,6 +1,9 @@
 package importcheck
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestIsConnector(t *testing.T) {
 	for path, want := range map[string]bool{
@@ -28,5 +31,15 @@ func TestDepsSeesConnectors(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the deps of source/kafka contain no connector: the check could never fail")
+	}
+}
+
+// Linked sees a heavy dependency where there is one: the S3 backend
+// lets the AWS SDK in.
+func TestLinkedSeesHeavyDependencies(t *testing.T) {
+	found := Linked(t, "../../checkpoint/storage/s3", Heavy...)
+	want := "github.com/aws/aws-sdk-go-v2/service/s3 (imported by " + Module + "/checkpoint/storage/s3)"
+	if !slices.Contains(found, want) {
+		t.Fatalf("Linked = %q, want it to hold %q: the check could never fail", found, want)
 	}
 }

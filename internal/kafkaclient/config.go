@@ -35,10 +35,10 @@ type Config struct {
 	// Logger is where the connector logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Security says how clients authenticate and encrypt; the zero value
-	// is PLAINTEXT. Validate checks it; no connector option sets it yet,
-	// and Opts does not turn it into client options yet (issue 17 wires
-	// it from security.protocol, sasl.* and ssl.*): until then SASL and
-	// TLS go through Options.
+	// is PLAINTEXT. Validate checks it; no connector option sets it, and
+	// Opts does not turn it into client options: SASL and TLS go through
+	// Options (ConfiguredOptions makes them from the kafka.properties.*
+	// keys).
 	Security Security
 }
 

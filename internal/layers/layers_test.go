@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -21,13 +24,14 @@ var layers = []struct {
 	layer int
 }{
 	// Leaves that import nothing of ours, and the checkpoint files.
+	{"config", 0}, // configuration keys and their values
 	{"codec", 0},
-	{"memory", 0},              // the process memory budget and its shares
+	{"memory", 2},              // the process memory budget and its shares
 	{"internal/datadriven", 0}, // the scenario-file driver of the state machines
 	{"checkpoint/snapshot", 0},
 	{"internal/binread", 0},
 	{"internal/faultproxy", 0},
-	{"internal/kafkaclient", 0},
+	{"internal/kafkaclient", 2},
 	{"internal/importcheck", 0},
 	{"internal/testutil", 0},
 	{"internal/etcdtest", 0},
@@ -66,10 +70,11 @@ var layers = []struct {
 	{"runtime", 40},
 	// The control plane between a coordinator and its workers (gRPC).
 	{"cluster/control", 45},
-	{"cluster", 48},
 	// The user API and what reads a running job.
 	{"", 50},
 	{"internal/backpressure", 50},
+	// One job on several processes, plugged into the user API.
+	{"cluster", 55},
 	// Around the engine.
 	{"api", 60},
 	{"tracing", 60},
@@ -87,6 +92,7 @@ var layers = []struct {
 	{"integration/...", anything},
 	{"internal/testjob", anything},
 	{"internal/layers", anything},
+	{"internal/configdoc", anything}, // the key reference's generator
 }
 
 // anything is the layer of programs and tests that may import any package.
@@ -221,5 +227,60 @@ func TestLayerOf(t *testing.T) {
 	}
 	if _, ok := layerOf("nowhere"); ok {
 		t.Error("an unknown package has a layer")
+	}
+}
+
+// docs/DESIGN.md's table of packages and layers is this one: every
+// package of one is in the other, in the same layer.
+func TestDesignTable(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/DESIGN.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const header = "| layer | packages | own |"
+	text := string(doc)
+	i := strings.Index(text, header)
+	if i < 0 {
+		t.Fatalf("docs/DESIGN.md has no %q table", header)
+	}
+	inDoc := map[string]int{}
+	quoted := regexp.MustCompile("`([^`]+)`")
+	for _, line := range strings.Split(text[i:], "\n")[2:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			t.Fatalf("docs/DESIGN.md: a row without its cells: %q", line)
+		}
+		layer := anything
+		if l := strings.TrimSpace(cells[1]); l != "any" {
+			if layer, err = strconv.Atoi(l); err != nil {
+				t.Fatalf("docs/DESIGN.md: layer %q: %v", l, err)
+			}
+		}
+		for _, m := range quoted.FindAllStringSubmatch(cells[2], -1) {
+			pkg := m[1]
+			if pkg == "sluice" {
+				pkg = "" // the root
+			}
+			if prev, dup := inDoc[pkg]; dup {
+				t.Errorf("docs/DESIGN.md lists %q twice (layers %d and %d)", m[1], prev, layer)
+			}
+			inDoc[pkg] = layer
+		}
+	}
+	for _, l := range layers {
+		got, ok := inDoc[l.pkg]
+		switch {
+		case !ok:
+			t.Errorf("docs/DESIGN.md's table lacks %q (layer %d here)", l.pkg, l.layer)
+		case got != l.layer:
+			t.Errorf("docs/DESIGN.md has %q in layer %d, internal/layers in %d", l.pkg, got, l.layer)
+		}
+		delete(inDoc, l.pkg)
+	}
+	for pkg, layer := range inDoc {
+		t.Errorf("docs/DESIGN.md has %q (layer %d), internal/layers does not", pkg, layer)
 	}
 }

@@ -64,7 +64,7 @@ type Run struct {
 	Dir string
 
 	mu      sync.Mutex
-	all     []checkpoint.CheckpointStats
+	all     []checkpoint.Stats
 	changed chan struct{}
 	cancel  context.CancelFunc
 }
@@ -135,7 +135,7 @@ func Start(t testing.TB, o Options) *Run {
 	return r
 }
 
-func (r *Run) record(cs checkpoint.CheckpointStats) {
+func (r *Run) record(cs checkpoint.Stats) {
 	r.mu.Lock()
 	r.all = append(r.all, cs)
 	close(r.changed)
@@ -144,16 +144,16 @@ func (r *Run) record(cs checkpoint.CheckpointStats) {
 }
 
 // Checkpoints returns every checkpoint the listener saw, in order.
-func (r *Run) Checkpoints() []checkpoint.CheckpointStats {
+func (r *Run) Checkpoints() []checkpoint.Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]checkpoint.CheckpointStats(nil), r.all...)
+	return append([]checkpoint.Stats(nil), r.all...)
 }
 
 // Completed returns the completed checkpoints (not savepoints) the
 // listener saw.
-func (r *Run) Completed() []checkpoint.CheckpointStats {
-	var out []checkpoint.CheckpointStats
+func (r *Run) Completed() []checkpoint.Stats {
+	var out []checkpoint.Stats
 	for _, cs := range r.Checkpoints() {
 		if cs.Status == checkpoint.StatusCompleted && cs.Kind != checkpoint.KindSavepoint {
 			out = append(out, cs)
@@ -164,7 +164,7 @@ func (r *Run) Completed() []checkpoint.CheckpointStats {
 
 // AwaitCompleted waits until n checkpoints have completed and returns
 // them.
-func (r *Run) AwaitCompleted(t testing.TB, n int) []checkpoint.CheckpointStats {
+func (r *Run) AwaitCompleted(t testing.TB, n int) []checkpoint.Stats {
 	t.Helper()
 	deadline := time.After(SafetyNet)
 	for {

@@ -1,13 +1,17 @@
 // Package testutil owns the helpers the module's tests share: waiting for
 // a condition under a safety net, a context bounded for a test, an
 // in-process Kafka cluster (franz-go's kfake) for fast unit tests, what a
-// read_committed consumer sees of a topic, and the clickstream of the
-// "Flink habits" tests with its plain evaluations (clickstream.go). Tests
+// read_committed consumer sees of a topic, the clickstream of the "Flink
+// habits" tests with its plain evaluations (clickstream.go), and an
+// environment without the SLUICE_* variables. Tests
 // only; no production code imports it.
 package testutil
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,4 +72,29 @@ func KafkaCluster(t testing.TB, partitions int32, topics ...string) []string {
 	}
 	t.Cleanup(c.Close)
 	return c.ListenAddrs()
+}
+
+// ClearSluiceEnv unsets the SLUICE_* variables for the test (they are
+// restored after it), so that the machine's environment cannot change
+// what a configuration or a cluster role reads.
+func ClearSluiceEnv(t testing.TB) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "SLUICE_") {
+			t.Setenv(name, "") // restored after the test
+			os.Unsetenv(name)
+		}
+	}
+}
+
+// WriteConfig writes a configuration file (Flink's config.yaml shape) in
+// the test's temporary directory and returns its path.
+func WriteConfig(t testing.TB, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -47,7 +47,7 @@ func TestJobWithAbortedCheckpoints(t *testing.T) {
 		sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.TolerableFailed, c.Timeout = 10, 10*time.Second }),
 		sluice.WithCheckpointStorageFS(fsys),
 		sluice.WithRestartStrategy(sluice.NoRestart()),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			switch s.Status {
 			case checkpoint.StatusCompleted:
 				completed++

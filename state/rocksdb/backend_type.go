@@ -1,26 +1,24 @@
 package rocksdb
 
-import "github.com/sluicehq/sluice/state"
+import (
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/state"
+)
 
 // The "rocksdb" value of state.backend.type, for configuration files: a
-// program that imports this package can choose RocksDB by configuration.
+// program that imports this package can choose RocksDB by configuration,
+// with the state.backend.rocksdb.* keys.
 func init() {
-	state.RegisterBackendType("rocksdb", func() state.BackendConfig { return &backendConfig{} })
+	state.RegisterBackendType("rocksdb", func(c *config.Configuration, localDir string) (state.BackendFactory, error) {
+		var o Options
+		if err := o.Configure(c); err != nil {
+			return nil, err
+		}
+		dir := o.Dir
+		if dir == "" {
+			dir = localDir
+		}
+		o.Dir = ""
+		return Factory(dir, o), nil
+	})
 }
-
-type backendConfig struct{ o Options }
-
-func (c *backendConfig) Set(key, value string) error { return c.o.Set(key, value) }
-
-func (c *backendConfig) Factory(localDir string) state.BackendFactory {
-	o := c.o
-	dir := o.Dir
-	if dir == "" {
-		dir = localDir
-	}
-	o.Dir = ""
-	return Factory(dir, o)
-}
-
-// Options are the options set so far.
-func (c *backendConfig) Options() Options { return c.o }

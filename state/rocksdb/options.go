@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 
 	"github.com/linxGnu/grocksdb"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/state"
 )
 
@@ -206,84 +206,11 @@ type Options struct {
 	dbWriteBuffer int64
 }
 
-// Set sets an option by its Flink name, with Flink's value syntax (memory
-// sizes such as "64mb", "8 mb" or "1gb"; booleans; enum names such as
-// SNAPPY_COMPRESSION or LEVEL). It returns ErrUnknownOption for other keys.
-func (o *Options) Set(key, value string) error {
-	value = strings.TrimSpace(value)
-	var err error
-	switch key {
-	case "state.backend.rocksdb.localdir":
-		o.Dir = value
-	case "state.backend.rocksdb.block.cache-size":
-		o.BlockCacheSize, err = ParseMemorySize(value)
-	case "state.backend.rocksdb.block.blocksize":
-		o.BlockSize, err = ParseMemorySize(value)
-	case "state.backend.rocksdb.writebuffer.size":
-		o.WriteBufferSize, err = ParseMemorySize(value)
-	case "state.backend.rocksdb.writebuffer.count":
-		o.WriteBufferCount, err = strconv.Atoi(value)
-	case "state.backend.rocksdb.compression.per.level":
-		o.Compression = nil
-		for _, part := range strings.Split(value, ";") {
-			var c Compression
-			if c, err = ParseCompression(part); err != nil {
-				break
-			}
-			o.Compression = append(o.Compression, c)
-		}
-	case "state.backend.rocksdb.compaction.style":
-		switch strings.ToLower(value) {
-		case "level":
-			o.CompactionStyle = LevelCompaction
-		case "universal":
-			o.CompactionStyle = UniversalCompaction
-		default:
-			err = fmt.Errorf("compaction style %q: want LEVEL or UNIVERSAL", value)
-		}
-	case "state.backend.rocksdb.compaction.level.target-file-size-base":
-		o.TargetFileSize, err = ParseMemorySize(value)
-	case "state.backend.rocksdb.compaction.level.max-size-level-base":
-		o.MaxLevelBase, err = ParseMemorySize(value)
-	case "state.backend.rocksdb.compaction.level.use-dynamic-size":
-		o.DynamicLevelBytes, err = strconv.ParseBool(value)
-	case "state.backend.rocksdb.thread.num":
-		o.Threads, err = strconv.Atoi(value)
-	case "state.backend.rocksdb.use-bloom-filter":
-		var on bool
-		on, err = strconv.ParseBool(value)
-		o.NoBloomFilter = !on
-	case "state.backend.rocksdb.bloom-filter.bits-per-key":
-		o.BloomBitsPerKey, err = strconv.ParseFloat(value, 64)
-	case "state.backend.incremental":
-		var inc bool
-		inc, err = strconv.ParseBool(value)
-		o.DisableIncremental = !inc
-	case "state.backend.local-recovery":
-		o.LocalRecovery, err = strconv.ParseBool(value)
-	case "state.backend.rocksdb.checkpoint.transfer.thread.num":
-		o.TransferThreads, err = strconv.Atoi(value)
-	case "state.backend.rocksdb.memory.managed":
-		var on bool
-		on, err = strconv.ParseBool(value)
-		o.UnmanagedMemory = !on
-	case "state.backend.rocksdb.memory.write-buffer-ratio":
-		o.WriteBufferRatio, err = strconv.ParseFloat(value, 64)
-		if err == nil && (o.WriteBufferRatio <= 0 || o.WriteBufferRatio >= 1) {
-			err = errors.New("want a ratio in (0, 1)")
-		}
-	default:
-		return fmt.Errorf("%q: %w", key, ErrUnknownOption)
-	}
-	if err != nil {
-		return fmt.Errorf("option %s = %q: %w", key, value, err)
-	}
-	return nil
-}
-
 // ParseMemorySize parses a memory size as Flink's MemorySize ("64mb",
-// "8 mb", "4096"): state.ParseMemorySize.
-func ParseMemorySize(s string) (int64, error) { return state.ParseMemorySize(s) }
+// "8 mb", "4096").
+//
+// Deprecated: use config.ParseMemorySize, the one parser of memory sizes.
+func ParseMemorySize(s string) (int64, error) { return config.ParseMemorySize(s) }
 
 // ParseCompression parses a compression by its name here ("snappy") or
 // Flink's (SNAPPY_COMPRESSION).

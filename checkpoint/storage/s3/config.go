@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -79,71 +78,6 @@ type Config struct {
 
 // ErrInvalidConfig is wrapped by every configuration error.
 var ErrInvalidConfig = errors.New("invalid s3 configuration")
-
-// Set applies a Flink-named option to c: s3.endpoint,
-// s3.path.style.access, s3.access-key, s3.secret-key, s3.region,
-// s3.upload.part.size (bytes, or with a unit: 16mb), s3.max-attempts,
-// s3.request.timeout (a Go duration or milliseconds), s3.entropy.key,
-// s3.entropy.length.
-func (c *Config) Set(key, value string) error {
-	var err error
-	switch key {
-	case "s3.endpoint":
-		c.Endpoint = value
-	case "s3.path.style.access":
-		var b bool
-		b, err = strconv.ParseBool(value)
-		c.PathStyle = &b
-	case "s3.access-key", "s3.access.key":
-		c.AccessKeyID = value
-	case "s3.secret-key", "s3.secret.key":
-		c.SecretAccessKey = value
-	case "s3.region":
-		c.Region = value
-	case "s3.upload.part.size":
-		c.PartSize, err = parseBytes(value)
-	case "s3.max-attempts":
-		c.MaxAttempts, err = strconv.Atoi(value)
-	case "s3.request.timeout":
-		c.RequestTimeout, err = parseDuration(value)
-	case "s3.entropy.key":
-		c.EntropyKey = value
-	case "s3.entropy.length":
-		c.EntropyLength, err = strconv.Atoi(value)
-	default:
-		return fmt.Errorf("%w: unknown option %q", ErrInvalidConfig, key)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %s=%q: %w", ErrInvalidConfig, key, value, err)
-	}
-	return nil
-}
-
-func parseBytes(v string) (int64, error) {
-	s := strings.ToLower(strings.TrimSpace(v))
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"gb", 1 << 30}, {"g", 1 << 30}, {"mb", 1 << 20}, {"m", 1 << 20}, {"kb", 1 << 10}, {"k", 1 << 10}, {"b", 1}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	return n * mult, nil
-}
-
-func parseDuration(v string) (time.Duration, error) {
-	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return time.Duration(ms) * time.Millisecond, nil
-	}
-	return time.ParseDuration(v)
-}
 
 // withDefaults fills the zero fields and checks the others.
 func (c Config) withDefaults() (Config, error) {

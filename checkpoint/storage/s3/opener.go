@@ -14,7 +14,7 @@ func init() {
 }
 
 // Opener returns the storage.OpenFunc that opens s3:// locations with c:
-// pass it in storage.Options.Schemes (the root package's WithS3 does) for
+// pass it in storage.Options.Schemes (sluice.WithCheckpointSchemes(SchemeOpeners(c)) does) for
 // a job whose S3 settings are not the environment's.
 func Opener(c Config) storage.OpenFunc {
 	return func(ctx context.Context, location string) (storage.Backend, error) {

@@ -1,0 +1,92 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// The taskmanager.memory.* keys of the memory model, which
+// Config.Configure reads.
+var (
+	keyProcessSize = config.MemorySize("taskmanager.memory.process.size",
+		"The process's memory budget; unset: the shares of "+config.FormatMemorySize(DefaultProcessSize)+", and no Go memory limit.").
+		Check(sizeAtLeast(1))
+	keyManagedSize = config.MemorySize("taskmanager.memory.managed.size",
+		"Managed memory (RocksDB's) as a size, instead of the fraction.")
+	keyManagedFraction = fraction("taskmanager.memory.managed.fraction",
+		"Managed memory (RocksDB's) of the memory past the overhead.", DefaultManagedFraction)
+	keyNetworkFraction  = fraction("taskmanager.memory.network.fraction", "Network memory, within its min and max.", DefaultNetworkFraction)
+	keyNetworkMin       = config.MemorySize("taskmanager.memory.network.min", "The least network memory.").Default(DefaultNetworkMin)
+	keyNetworkMax       = config.MemorySize("taskmanager.memory.network.max", "The most network memory.").Default(DefaultNetworkMax)
+	keyOverheadFraction = fraction("taskmanager.memory.jvm-overhead.fraction",
+		"Memory the Go runtime does not account (the program's text, C libraries, cgo stacks), within its min and max.",
+		DefaultOverheadFraction)
+	keyOverheadMin         = config.MemorySize("taskmanager.memory.jvm-overhead.min", "The least overhead.").Default(DefaultOverheadMin)
+	keyOverheadMax         = config.MemorySize("taskmanager.memory.jvm-overhead.max", "The most overhead.").Default(DefaultOverheadMax)
+	keyKafkaSourceFraction = fraction("taskmanager.memory.kafka.source.fraction",
+		"The Kafka source readers' fetched records.", DefaultKafkaSourceFraction)
+	keyKafkaSinkFraction = fraction("taskmanager.memory.kafka.sink.fraction",
+		"The Kafka sink producers' buffers.", DefaultKafkaSinkFraction)
+)
+
+func sizeAtLeast(least int64) func(int64) error {
+	return func(n int64) error {
+		if n < least {
+			return fmt.Errorf("%d bytes, want at least %d", n, least)
+		}
+		return nil
+	}
+}
+
+func fraction(name, doc string, def float64) *config.Key[float64] {
+	return config.Float(name, doc).Default(def).Check(func(f float64) error {
+		if f < 0 || f >= 1 {
+			return fmt.Errorf("%v: want a fraction in [0, 1)", f)
+		}
+		return nil
+	})
+}
+
+// Configure sets the fields of the taskmanager.memory.* keys conf sets,
+// leaving the others; a size or fraction of 0 is kept as 0 (ZeroSize,
+// the smallest fraction), not as the default.
+func (c *Config) Configure(conf *config.Configuration) error {
+	var errs []error
+	size := func(k *config.Key[int64], dst *int64) {
+		n, ok, err := k.Get(conf)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case ok && n == 0:
+			*dst = ZeroSize
+		case ok:
+			*dst = n
+		}
+	}
+	frac := func(k *config.Key[float64], dst *float64) {
+		f, ok, err := k.Get(conf)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case ok && f == 0:
+			*dst = math.SmallestNonzeroFloat64 // 0 in Config is the default
+		case ok:
+			*dst = f
+		}
+	}
+	size(keyProcessSize, &c.ProcessSize)
+	size(keyManagedSize, &c.ManagedSize)
+	frac(keyManagedFraction, &c.ManagedFraction)
+	frac(keyNetworkFraction, &c.NetworkFraction)
+	size(keyNetworkMin, &c.NetworkMin)
+	size(keyNetworkMax, &c.NetworkMax)
+	frac(keyOverheadFraction, &c.OverheadFraction)
+	size(keyOverheadMin, &c.OverheadMin)
+	size(keyOverheadMax, &c.OverheadMax)
+	frac(keyKafkaSourceFraction, &c.KafkaSourceFraction)
+	frac(keyKafkaSinkFraction, &c.KafkaSinkFraction)
+	return errors.Join(errs...)
+}
