@@ -109,10 +109,13 @@ func (c *Committer) Stats() (verified, unverifiable int) {
 // IgnoreFailuresAfterTransactionTimeout, is logged, counted and passed
 // over; one proven aborted otherwise (fenced) fails with ErrDataLoss,
 // terminal too (a restart would find it aborted again). The errors
-// name the transactional id and the checkpoint. It does nothing for a
-// sink that is not exactly-once.
+// name the transactional id and the checkpoint. Only an exactly-once
+// writer makes committables, but a sink that is not exactly-once commits
+// those it is given too: restored from a checkpoint taken while it was
+// (the job's checkpointing mode changed, and with it the default
+// guarantee), their transactions are prepared and must not be left open.
 func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables [][]byte) error {
-	if c.cfg.guarantee != ExactlyOnce || len(committables) == 0 {
+	if len(committables) == 0 {
 		return nil
 	}
 	if _, ok := ctx.Deadline(); !ok {

@@ -883,3 +883,34 @@ func TestNewSinkRefusesClientConfig(t *testing.T) {
 		t.Errorf("error %q, want %q", err, want)
 	}
 }
+
+// A sink that is no longer exactly-once (its guarantee follows the job's
+// checkpointing mode, which changed between two runs) still commits the
+// transactions a checkpoint of the exactly-once run prepared, so that
+// their records are not left in an open transaction.
+func TestCommitterOfAtLeastOnceSinkCommitsRestoredTransactions(t *testing.T) {
+	seeds := cluster(t, 1, "out")
+	w, err := eosSink(t, seeds, "flip").NewWriter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, w, "a", "b", "c")
+	b := prepare(t, w, 3)
+	kill(w)
+
+	alo, err := NewSink(seeds, ValueSerializer("out", codec.String{}), Guarantee(AtLeastOnce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := alo.NewCommitter(wctx(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Commit(testCtx(t), 3, [][]byte{b}); err != nil {
+		t.Fatalf("commit of the restored committable: %v", err)
+	}
+	if got := readAll(t, seeds, "out", kgo.ReadCommitted(), 3); len(got) != 3 {
+		t.Fatalf("read_committed %v, want the 3 records of the restored transaction", got)
+	}
+}
