@@ -95,7 +95,7 @@ type Config struct {
 	// that issued every process's certificate. The files are read again
 	// when they change (a rotated certificate is used from the next
 	// connection on).
-	TLS                           bool
+	TLS                          bool
 	CertFile, KeyFile, TrustFile string
 	// Secret, or the content of SecretFile (security.internal.secret,
 	// security.internal.secret-file; a trailing newline is dropped), is the

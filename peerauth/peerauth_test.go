@@ -17,7 +17,7 @@ import (
 
 // pki is a deployment's certificate files: a CA and a process's leaf.
 type pki struct {
-	ca                  *testcerts.CA
+	ca                *testcerts.CA
 	cert, key, caFile string
 }
 
