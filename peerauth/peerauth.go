@@ -210,19 +210,19 @@ func (a *Authenticator) Mode() string {
 
 // Identity is what a peer proved.
 type Identity struct {
-	// Principal names the proof: "cert:<SHA-256 of the certificate, hex>"
-	// with TLS, "secret" with a secret only, "" unauthenticated.
+	// Principal names who proved it: "cert:<subject>" with TLS (the
+	// subject the deployment's CA vouched for, the same across a
+	// certificate's renewals), "secret" with a secret only, ""
+	// unauthenticated.
 	Principal string
-	// Subject is the certificate's subject, for logs ("" without TLS).
-	Subject string
+	// Fingerprint is the SHA-256 of the peer's certificate, hex ("" without
+	// TLS), for logs.
+	Fingerprint string
 }
 
 func (id Identity) String() string {
-	switch {
-	case id.Principal == "":
+	if id.Principal == "" {
 		return "unauthenticated"
-	case id.Subject != "":
-		return id.Subject + " (" + id.Principal + ")"
 	}
 	return id.Principal
 }
@@ -405,7 +405,7 @@ func (a *Authenticator) handshake(ctx context.Context, nc net.Conn, server bool)
 	if st := tc.ConnectionState(); a.cfg.TLS && len(st.PeerCertificates) > 0 {
 		leaf := st.PeerCertificates[0]
 		sum := sha256.Sum256(leaf.Raw)
-		id = Identity{Principal: "cert:" + hex.EncodeToString(sum[:]), Subject: leaf.Subject.String()}
+		id = Identity{Principal: "cert:" + leaf.Subject.String(), Fingerprint: hex.EncodeToString(sum[:])}
 	}
 	if a.secret != nil {
 		if err := a.prove(tc, server); err != nil {
@@ -520,4 +520,66 @@ func CheckListen(what, addr string, a *Authenticator, insecure bool) error {
 		"Set %s with %s, %s and %s (flags --tls-cert, --tls-key, --tls-ca), or %s (--secret-file), or listen on the loopback "+
 		"interface; %s: true (--insecure) accepts it as it is",
 		ErrInsecureListen, what, addr, KeyTLSEnabled, KeyTLSCert, KeyTLSKey, KeyTLSTruststore, KeySecretFile, KeyInsecure)
+}
+
+// LimitPerPeer wraps ln so that at most n connections from one remote IP
+// address are open at once: a further one is closed as soon as it is
+// accepted (refused, if not nil, is told its address). n < 1 is no limit.
+func LimitPerPeer(ln net.Listener, n int, refused func(remote string)) net.Listener {
+	if n < 1 {
+		return ln
+	}
+	return &peerLimit{Listener: ln, n: n, refused: refused, open: map[string]int{}}
+}
+
+type peerLimit struct {
+	net.Listener
+	n       int
+	refused func(string)
+
+	mu   sync.Mutex
+	open map[string]int
+}
+
+func (l *peerLimit) Accept() (net.Conn, error) {
+	for {
+		nc, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		host, _, err := net.SplitHostPort(nc.RemoteAddr().String())
+		if err != nil {
+			host = nc.RemoteAddr().String()
+		}
+		l.mu.Lock()
+		if l.open[host] >= l.n {
+			l.mu.Unlock()
+			_ = nc.Close()
+			if l.refused != nil {
+				l.refused(host)
+			}
+			continue
+		}
+		l.open[host]++
+		l.mu.Unlock()
+		return &countedConn{Conn: nc, release: func() {
+			l.mu.Lock()
+			if l.open[host]--; l.open[host] == 0 {
+				delete(l.open, host)
+			}
+			l.mu.Unlock()
+		}}, nil
+	}
+}
+
+type countedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }

@@ -121,10 +121,10 @@ func TestMutualTLS(t *testing.T) {
 	if err := exchange(srv, cli); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(srv.id.Principal, "cert:") || !strings.Contains(srv.id.Subject, "worker-2") {
+	if !strings.HasPrefix(srv.id.Principal, "cert:") || !strings.Contains(srv.id.Principal, "worker-2") || srv.id.Fingerprint == "" {
 		t.Errorf("server saw %v, want worker-2's certificate", srv.id)
 	}
-	if !strings.Contains(cli.id.Subject, "deployment") {
+	if !strings.Contains(cli.id.Principal, "deployment") {
 		t.Errorf("client saw %v, want the server's certificate", cli.id)
 	}
 	if srv.id.Principal == cli.id.Principal {
@@ -230,7 +230,7 @@ func TestCertificateRotation(t *testing.T) {
 	if srv.err != nil {
 		t.Fatal(srv.err)
 	}
-	first := srv.id.Principal
+	first := srv.id.Fingerprint
 	renewed := p.ca.MustIssue(t, "deployment renewed")
 	tmpCert, tmpKey, err := renewed.WriteFiles(t.TempDir(), "new")
 	if err != nil {
@@ -255,7 +255,7 @@ func TestCertificateRotation(t *testing.T) {
 	if srv.err != nil {
 		t.Fatal(srv.err)
 	}
-	if srv.id.Principal == first || !strings.Contains(srv.id.Subject, "renewed") {
+	if srv.id.Fingerprint == first || !strings.Contains(srv.id.Principal, "renewed") {
 		t.Errorf("after the rotation the server saw %v, want the renewed certificate", srv.id)
 	}
 }
@@ -315,4 +315,57 @@ func TestCheckListen(t *testing.T) {
 // tlsClientFor is a TLS client that verifies nothing, as a stranger's.
 func tlsClientFor(nc net.Conn) *tls.Conn {
 	return tls.Client(nc, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
+}
+
+func TestLimitPerPeer(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := make(chan string, 10)
+	ln := LimitPerPeer(inner, 2, func(r string) { refused <- r })
+	defer ln.Close()
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	var clients []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	first, second := <-accepted, <-accepted
+	if r := <-refused; r != "127.0.0.1" {
+		t.Errorf("refused %q, want 127.0.0.1", r)
+	}
+	// The third client's connection was closed by the server.
+	_ = clients[2].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := clients[2].Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("the third connection: %v, want EOF", err)
+	}
+	// Closing one makes room for the next.
+	_ = first.Close()
+	_ = first.Close() // twice releases once
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case c := <-accepted:
+		_ = c.Close()
+	case r := <-refused:
+		t.Fatalf("refused %s after a connection closed", r)
+	}
+	_ = second.Close()
 }

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // inbox hands items to one goroutine (run) in the order they were put.
@@ -119,23 +123,26 @@ func newLink(log *slog.Logger, peer string, epoch int64, interval, timeout time.
 }
 
 // send encodes f, with the session's epoch, on the caller's goroutine and
-// queues it.
+// queues its chunks.
 func (l *link) send(f *frame) error {
 	f.Epoch = l.epoch
 	b, err := encode(f)
 	if err != nil {
 		return err
 	}
-	return l.enqueue(b)
+	if len(b) > maxFrame {
+		return fmt.Errorf("control: %s frame to %s: %w: %d bytes, the limit is %d", f.kind(), l.peer, errFrameTooLarge, len(b), maxFrame)
+	}
+	return l.enqueue(chunks(b)...)
 }
 
-func (l *link) enqueue(b encoded) error {
+func (l *link) enqueue(bs ...encoded) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended {
 		return fmt.Errorf("control: session with %s ended: %w", l.peer, l.cause)
 	}
-	l.queue = append(l.queue, b)
+	l.queue = append(l.queue, bs...)
 	select {
 	case l.wake <- struct{}{}:
 	default:
@@ -212,13 +219,9 @@ func (l *link) runSender(s stream) {
 // inconsistent ones are dropped; the rest go to handle, in order.
 func (l *link) runReceiver(s stream, handle func(*frame)) {
 	for {
-		f := new(frame)
-		if err := s.RecvMsg(f); err != nil {
-			if errors.Is(err, io.EOF) {
-				l.end(fmt.Errorf("%w: %s closed the stream", ErrDisconnected, l.peer))
-			} else {
-				l.end(fmt.Errorf("%w: receive from %s: %w", ErrDisconnected, l.peer, err))
-			}
+		f, err := readFrame(s, maxFrame)
+		if err != nil {
+			l.end(fmt.Errorf("%w: %s: %s", ErrDisconnected, l.peer, inWords(err)))
 			return
 		}
 		l.lastRecv.Store(time.Now().UnixNano())
@@ -236,6 +239,30 @@ func (l *link) runReceiver(s stream, handle func(*frame)) {
 			handle(f)
 		}
 	}
+}
+
+// inWords says why a stream ended as an operator reads it, not as gRPC
+// codes it: "connection closed" for a peer that went away (its process
+// died, it closed the stream, the connection broke).
+func inWords(err error) string {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled):
+		return "connection closed"
+	case errors.Is(err, errFrameTooLarge), errors.Is(err, errMalformed):
+		return err.Error()
+	}
+	if st, ok := status.FromError(err); ok {
+		switch st.Code() {
+		case codes.Canceled, codes.Unavailable:
+			return "connection closed"
+		case codes.DeadlineExceeded:
+			return "timed out"
+		case codes.ResourceExhausted:
+			return "a message past the size limit"
+		}
+		return st.Message()
+	}
+	return err.Error()
 }
 
 // runMonitor sends a heartbeat every interval and ends the link when
