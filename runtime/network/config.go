@@ -3,6 +3,9 @@ package network
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // Defaults of Config, the same as Flink's network stack.
@@ -139,4 +142,95 @@ func mustConfig(c Config, who string) Config {
 		panic(fmt.Sprintf("%s: %v", who, err))
 	}
 	return c.withDefaults()
+}
+
+// ---- Configuration keys of the data plane's transport (TransportLimits) ----
+
+// Keys of TransportLimits (TransportLimits.Set).
+const (
+	// KeyMaxPendingRequests bounds the partition requests of one
+	// connection that wait for their partition to be published.
+	KeyMaxPendingRequests = "taskmanager.network.max-pending-requests-per-connection"
+	// KeyMaxConnectionsPerPeer bounds the connections accepted at once
+	// from one IP address.
+	KeyMaxConnectionsPerPeer = "taskmanager.network.max-connections-per-peer"
+	// KeyIdleTimeout closes a connection that carried no channel and no
+	// request for that long.
+	KeyIdleTimeout = "taskmanager.network.connection.idle-timeout"
+)
+
+// Defaults of TransportLimits.
+const (
+	DefaultMaxPendingRequests    = 1024
+	DefaultMaxConnectionsPerPeer = 64
+	DefaultIdleTimeout           = time.Minute
+)
+
+// TransportLimits bound what the peers of a Transport can make it hold;
+// zero fields take the defaults.
+type TransportLimits struct {
+	// MaxPendingRequests (taskmanager.network.max-pending-requests-per-connection,
+	// 1024): a request past it is refused, its channel fails naming the key.
+	MaxPendingRequests int
+	// MaxConnectionsPerPeer (taskmanager.network.max-connections-per-peer,
+	// 64): a connection past it is closed as soon as it is accepted.
+	MaxConnectionsPerPeer int
+	// IdleTimeout (taskmanager.network.connection.idle-timeout, 1 min).
+	IdleTimeout time.Duration
+}
+
+func (l TransportLimits) withDefaults() TransportLimits {
+	if l.MaxPendingRequests <= 0 {
+		l.MaxPendingRequests = DefaultMaxPendingRequests
+	}
+	if l.MaxConnectionsPerPeer <= 0 {
+		l.MaxConnectionsPerPeer = DefaultMaxConnectionsPerPeer
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	return l
+}
+
+// ErrUnknownKey is returned by TransportLimits.Set for a key it does not
+// own.
+var ErrUnknownKey = errors.New("network: unknown option")
+
+// TransportLimits' keys, for whoever forwards keys to Set.
+var TransportLimitKeys = []string{KeyMaxPendingRequests, KeyMaxConnectionsPerPeer, KeyIdleTimeout}
+
+// Set applies one of the keys above: a positive count, or a duration (a
+// number of milliseconds or a Go duration such as "30s").
+func (l *TransportLimits) Set(key, value string) error {
+	value = strings.TrimSpace(value)
+	var err error
+	switch key {
+	case KeyMaxPendingRequests, KeyMaxConnectionsPerPeer:
+		var n int
+		if n, err = strconv.Atoi(value); err == nil && n < 1 {
+			err = errors.New("must be at least 1")
+		}
+		if key == KeyMaxPendingRequests {
+			l.MaxPendingRequests = n
+		} else {
+			l.MaxConnectionsPerPeer = n
+		}
+	case KeyIdleTimeout:
+		var d time.Duration
+		if ms, perr := strconv.ParseInt(value, 10, 64); perr == nil {
+			d = time.Duration(ms) * time.Millisecond
+		} else {
+			d, err = time.ParseDuration(value)
+		}
+		if err == nil && d <= 0 {
+			err = errors.New("must be positive")
+		}
+		l.IdleTimeout = d
+	default:
+		return fmt.Errorf("%w %q", ErrUnknownKey, key)
+	}
+	if err != nil {
+		return fmt.Errorf("network: %s=%q: %w", key, value, err)
+	}
+	return nil
 }
