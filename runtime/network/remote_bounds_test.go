@@ -177,7 +177,6 @@ func TestStrangerGetsNoFrame(t *testing.T) {
 	}
 }
 
-
 // testAuth is a process's mutual TLS of a deployment made for the test.
 func testAuth(t *testing.T) *peerauth.Authenticator {
 	t.Helper()
