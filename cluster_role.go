@@ -38,9 +38,10 @@ func WithCluster(c ClusterConfig) Option {
 }
 
 // ClusterFlags registers --role, --coordinator, --listen, --data-listen,
-// --host, --worker-id, --slots, --etcd and -D key=value on fs, over the
-// SLUICE_* variables' values; pass the result to WithCluster after
-// fs.Parse.
+// --host, --worker-id, --slots, --etcd (and etcd's credentials), the
+// processes' authentication (--tls-cert, --tls-key, --tls-ca,
+// --secret-file, --insecure) and -D key=value on fs, over the SLUICE_*
+// variables' values; pass the result to WithCluster after fs.Parse.
 func ClusterFlags(fs *flag.FlagSet) *ClusterConfig {
 	c := &ClusterConfig{}
 	c.Flags(fs) // a bad SLUICE_* variable is reported when the job starts
@@ -65,6 +66,17 @@ func (e *Environment) clusterConfig() (cluster.Config, error) {
 			}
 			for _, o := range observers {
 				o.ObserveWorker(v)
+			}
+		}
+	}
+	if len(e.standbyObservers) > 0 {
+		standby, observers := c.Standby, e.standbyObservers
+		c.Standby = func(waiting bool) {
+			if standby != nil {
+				standby(waiting)
+			}
+			for _, o := range observers {
+				o.ObserveStandby(waiting)
 			}
 		}
 	}

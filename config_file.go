@@ -160,6 +160,15 @@ import (
 //	heartbeat.interval, heartbeat.timeout, slot.request.timeout
 //	high-availability.type                      none, etcd (etcd when endpoints are set)
 //	high-availability.etcd.endpoints (a list), high-availability.etcd.path.root, high-availability.etcd.lease-duration
+//	high-availability.etcd.username, high-availability.etcd.password, high-availability.etcd.tls.ca,
+//	    high-availability.etcd.tls.cert, high-availability.etcd.tls.key: etcd's user and TLS (PEM files)
+//	security.ssl.internal.enabled               mutual TLS between the processes of a cluster (false), with
+//	    security.ssl.internal.cert, security.ssl.internal.key (this process's PEM certificate and key),
+//	    security.ssl.internal.truststore (PEM of the deployment's CA), security.ssl.internal.handshake-timeout (10 s)
+//	security.internal.secret, security.internal.secret-file  a shared secret every process proves it holds
+//	security.internal.insecure                  listen beyond loopback without either (false: refused)
+//	taskmanager.network.max-pending-requests-per-connection (1024), taskmanager.network.max-connections-per-peer (64),
+//	    taskmanager.network.connection.idle-timeout (1 min): bounds of the data plane
 //	kafka.properties.<property>                 Kafka client properties, for KafkaClientOptions: security.protocol,
 //	    sasl.mechanism, sasl.jaas.config, sasl.oauthbearer.token.endpoint.url, sasl.login.callback.handler.class,
 //	    ssl.truststore.{type,location,certificates,password}, ssl.keystore.{type,location,certificate.chain,key,password},
@@ -1357,6 +1366,15 @@ func buildOptions() []*confOption {
 	for _, k := range []string{"heartbeat.interval", "heartbeat.timeout", "slot.request.timeout", "high-availability.etcd.lease-duration"} {
 		opts = append(opts, clusterOption(k, normalizeDuration))
 	}
+	// The processes' authentication, etcd's credentials, the data plane's
+	// bounds: the keys package cluster declares (cluster.SecurityKeys).
+	for _, k := range cluster.SecurityKeys {
+		normalize := func(v string) (string, error) { return strings.TrimSpace(v), nil }
+		if strings.HasSuffix(k, "timeout") {
+			normalize = normalizeDuration
+		}
+		opts = append(opts, clusterOption(k, normalize))
+	}
 	endpoints := clusterOption("high-availability.etcd.endpoints", func(v string) (string, error) {
 		items := listItems(v)
 		if len(items) == 0 {
@@ -1634,11 +1652,18 @@ func (a *confApplier) finishCluster() {
 }
 
 // fillUnset copies into dst the exported fields of src that dst leaves
-// zero.
+// zero, field by field in the structs it holds (the security settings).
 func fillUnset(dst *cluster.Config, src cluster.Config) {
-	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src)
+	fillValue(reflect.ValueOf(dst).Elem(), reflect.ValueOf(src))
+}
+
+func fillValue(d, s reflect.Value) {
 	for i := range d.NumField() {
-		if d.Type().Field(i).IsExported() && d.Field(i).IsZero() && !s.Field(i).IsZero() {
+		switch {
+		case !d.Type().Field(i).IsExported():
+		case d.Field(i).Kind() == reflect.Struct:
+			fillValue(d.Field(i), s.Field(i))
+		case d.Field(i).IsZero() && !s.Field(i).IsZero():
 			d.Field(i).Set(s.Field(i))
 		}
 	}

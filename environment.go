@@ -43,6 +43,8 @@ type Environment struct {
 	codecFormat codec.Format
 	// workerObservers are given the worker view in a worker process.
 	workerObservers []WorkerObserver
+	// standbyObservers are told when a coordinator stands by.
+	standbyObservers []StandbyObserver
 	// conf is the configuration of WithConfiguration.
 	conf *Configuration
 }

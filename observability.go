@@ -36,6 +36,13 @@ type WorkerObserver interface {
 	ObserveWorker(w *cluster.WorkerView)
 }
 
+// StandbyObserver is told when a coordinator with HA stands by for the
+// job's leadership (true) and when it leads (false): the job runner's
+// readiness probe passes for a standby.
+type StandbyObserver interface {
+	ObserveStandby(waiting bool)
+}
+
 // WithObservers hands the job's checkpoints to each observer that is a
 // CheckpointObserver, its restores to each that is a RestoreObserver, under
 // the job's name (set by WithJobName, before or after this option), the
@@ -49,7 +56,11 @@ func WithObservers(observers ...any) Option {
 			ro, isRO := o.(RestoreObserver)
 			jo, isJO := o.(JobObserver)
 			wo, isWO := o.(WorkerObserver)
-			if !isCO && !isRO && !isJO && !isWO {
+			so, isSO := o.(StandbyObserver)
+			if isSO {
+				e.standbyObservers = append(e.standbyObservers, so)
+			}
+			if !isCO && !isRO && !isJO && !isWO && !isSO {
 				e.addErr(fmt.Errorf("%w: observer %T observes neither jobs, checkpoints nor restores", ErrInvalidOption, o))
 				continue
 			}

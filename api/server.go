@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
@@ -101,6 +102,9 @@ type Server struct {
 	srv   *http.Server
 	ln    net.Listener
 	tls   bool
+
+	// standby: a coordinator waiting for its job's leadership (HA).
+	standby atomic.Bool
 }
 
 // New returns a server with no jobs; Start listens, Handler serves

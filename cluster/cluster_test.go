@@ -2,22 +2,16 @@ package cluster_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,8 +25,10 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/etcdtest"
+	"github.com/sluicehq/sluice/internal/testcerts"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/peerauth"
 	"github.com/sluicehq/sluice/sink/filesink"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
@@ -317,9 +313,21 @@ func TestWorkerOfOtherCodeIsRefused(t *testing.T) {
 	}()
 	other := j
 	other.par = 3 // another plan
-	err = other.env(sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, DataListen: "127.0.0.1:0", WorkerID: "odd"}).Execute(ctx)
+	worker := sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, DataListen: "127.0.0.1:0", WorkerID: "odd"}
+	err = other.env(worker).Execute(ctx)
 	if !errors.Is(err, cluster.ErrFingerprintMismatch) {
 		t.Fatalf("worker of another plan: %v, want ErrFingerprintMismatch", err)
+	}
+	// The same plan with other checkpointing or another state backend.
+	for name, opt := range map[string]sluice.Option{
+		"at-least-once checkpoints": sluice.WithCheckpointingMode(sluice.AtLeastOnce),
+		"another interval":          sluice.WithCheckpointing(time.Second, j.cpDir),
+		"unaligned checkpoints":     sluice.WithUnalignedCheckpoints(0),
+		"RocksDB":                   sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{})),
+	} {
+		if err := j.env(worker, opt).Execute(ctx); !errors.Is(err, cluster.ErrFingerprintMismatch) {
+			t.Errorf("worker with %s: %v, want ErrFingerprintMismatch", name, err)
+		}
 	}
 }
 
@@ -474,58 +482,46 @@ func TestStopWithSavepointAndRescaleOnWorkers(t *testing.T) {
 	checkExact(t, out, 9000, 18)
 }
 
-// selfSigned returns server and client TLS configurations for 127.0.0.1.
-func selfSigned(t *testing.T) (server, client *tls.Config) {
+// mutualTLS is a process's mutual TLS with a certificate named cn of ca.
+func mutualTLS(t *testing.T, ca *testcerts.CA, cn string) peerauth.Config {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice-test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS13},
-		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+	cert, key := ca.MustIssue(t, cn).Files(t)
+	return peerauth.Config{TLS: true, CertFile: cert, KeyFile: key, TrustFile: ca.File(t)}
 }
 
-// With TLS the control plane and the data plane are encrypted; the job
-// runs exactly once as over plain TCP, and a worker without TLS cannot
-// register.
-func TestJobOnWorkersOverTLS(t *testing.T) {
-	serverTLS, clientTLS := selfSigned(t)
+// With mutual TLS the control plane and the data plane are authenticated
+// and encrypted; the job runs exactly once as over plain TCP. A worker
+// without a certificate, or with one of another CA, never registers.
+func TestJobOnWorkersWithMutualTLS(t *testing.T) {
+	ca := testcerts.NewTestCA(t, "deployment CA")
 	j := job{records: 4000, keys: 8, rate: 8000, par: 4, cpDir: t.TempDir(), out: t.TempDir()}
 	addr := freeAddr(t)
 	hb := func(c sluice.ClusterConfig) sluice.ClusterConfig {
-		c.HeartbeatInterval, c.HeartbeatTimeout, c.TLS, c.ClientTLS = 100*time.Millisecond, 2*time.Second, serverTLS, clientTLS
+		c.HeartbeatInterval, c.HeartbeatTimeout = 100*time.Millisecond, 2*time.Second
 		return c
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancel()
-	jb, err := j.env(hb(sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr, SlotTimeout: 20 * time.Second})).ExecuteAsync(ctx)
+	coord := hb(sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr, SlotTimeout: 20 * time.Second})
+	coord.Security = mutualTLS(t, ca, "coordinator")
+	jb, err := j.env(coord).ExecuteAsync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plainCtx, plainCancel := context.WithTimeout(ctx, 3*time.Second)
-	defer plainCancel()
-	plain := sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, Slots: 4, WorkerID: "plain", DataListen: "127.0.0.1:0", Host: "127.0.0.1",
-		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
-	_ = j.env(plain).Execute(plainCtx) // cannot register: retries until its context ends
-	if ws := jb.Metrics(); len(ws) != 0 {
-		t.Fatalf("a worker without TLS got tasks: %+v", ws)
+	for name, sec := range map[string]peerauth.Config{
+		"no certificate":  {},
+		"another CA":      mutualTLS(t, testcerts.NewTestCA(t, "another CA"), "stranger"),
+		"a shared secret": {Secret: []byte("a secret nobody configured")},
+	} {
+		sctx, scancel := context.WithTimeout(ctx, time.Second)
+		stranger := hb(sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, Slots: 4, WorkerID: "stranger",
+			DataListen: "127.0.0.1:0", Host: "127.0.0.1"})
+		stranger.Security = sec
+		_ = j.env(stranger).Execute(sctx) // cannot register: retries until its context ends
+		scancel()
+		if ws := jb.Metrics(); len(ws) != 0 {
+			t.Fatalf("a worker with %s got tasks: %+v", name, ws)
+		}
 	}
 	var wg sync.WaitGroup
 	for i := range 2 {
@@ -534,6 +530,7 @@ func TestJobOnWorkersOverTLS(t *testing.T) {
 			defer wg.Done()
 			c := hb(sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, Slots: 2, WorkerID: fmt.Sprintf("w%d", i),
 				DataListen: "127.0.0.1:0", Host: "127.0.0.1"})
+			c.Security = mutualTLS(t, ca, c.WorkerID)
 			if err := j.env(c).Execute(ctx); err != nil {
 				t.Errorf("worker %d: %v", i, err)
 			}
@@ -544,6 +541,92 @@ func TestJobOnWorkersOverTLS(t *testing.T) {
 	}
 	wg.Wait()
 	checkExact(t, j.out, j.records, j.keys)
+}
+
+// Listening beyond loopback without authentication is refused, naming
+// the keys; security.internal.insecure accepts it, with a WARN.
+func TestSecureByDefault(t *testing.T) {
+	j := job{records: 10, keys: 2, rate: 1000, par: 1, cpDir: t.TempDir(), out: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	_, err := j.env(sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: ":0"}).ExecuteAsync(ctx)
+	if !errors.Is(err, peerauth.ErrInsecureListen) || !strings.Contains(err.Error(), peerauth.KeyInsecure) {
+		t.Fatalf("a coordinator on every interface without authentication: %v, want ErrInsecureListen naming %s", err, peerauth.KeyInsecure)
+	}
+	err = j.env(sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: "127.0.0.1:1", DataListen: ":0", WorkerID: "w"}).Execute(ctx)
+	if !errors.Is(err, peerauth.ErrInsecureListen) {
+		t.Fatalf("a worker on every interface without authentication: %v, want ErrInsecureListen", err)
+	}
+	var logs syncBuffer
+	c := sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: ":0", SlotTimeout: time.Minute}
+	c.Security.Insecure = true
+	jb, err := j.env(c, sluice.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatalf("with %s: %v", peerauth.KeyInsecure, err)
+	}
+	jb.Cancel()
+	_ = jb.Wait()
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "not authenticated") {
+		t.Errorf("an insecure coordinator did not warn:\n%s", logs.String())
+	}
+}
+
+// logMsg is the message of a text log line.
+var logMsg = regexp.MustCompile(`msg=(?:"([^"]*)"|(\S+))`)
+
+// A worker that stops is reported once, at INFO, its cause in words; no
+// gRPC code reaches the log.
+func TestWorkerLossLoggedOnceInWords(t *testing.T) {
+	j := job{records: 1 << 40, keys: 4, rate: 2000, par: 2, cpDir: t.TempDir(), out: t.TempDir()}
+	addr := freeAddr(t)
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	var completed atomic.Int64
+	jb, err := j.env(sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr, SlotTimeout: time.Minute,
+		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second},
+		sluice.WithLogger(logger), sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+			if s.Status == checkpoint.StatusCompleted {
+				completed.Add(1)
+			}
+		})).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		jb.Cancel()
+		_ = jb.Wait()
+	}()
+	wctx, stopWorker := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- j.env(sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, Slots: 2, WorkerID: "w2",
+			DataListen: "127.0.0.1:0", Host: "127.0.0.1", HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}).Execute(wctx)
+	}()
+	testutil.Await(t, "a checkpoint on the worker", func() bool { return completed.Load() >= 1 })
+	stopWorker()
+	<-done
+	testutil.Await(t, "the loss logged", func() bool { return strings.Contains(logs.String(), "worker w2 lost") })
+	// The loss itself once; the attempt's stop and the restart it causes
+	// (other events) at INFO too.
+	var lines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "w2 lost") && !strings.Contains(l, "level=INFO") {
+			t.Errorf("a failover line not at INFO: %s", l)
+		}
+		if m := logMsg.FindStringSubmatch(l); m != nil && strings.Contains(m[1]+m[2], "lost") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], `msg="worker w2 lost: connection closed"`) {
+		t.Errorf("the loss of w2 logged as %q, want one line saying \"worker w2 lost: connection closed\"", lines)
+	}
+	for _, bad := range []string{"rpc error", "code = ", "desc = "} {
+		if strings.Contains(logs.String(), bad) {
+			t.Errorf("the coordinator's log has %q:\n%s", bad, logs.String())
+		}
+	}
 }
 
 // A task failure restarts the job with every slot on the worker it had:

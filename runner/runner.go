@@ -227,9 +227,21 @@ type run struct {
 	collector *metrics.Collector
 	metrics   http.Handler
 
-	mu    sync.Mutex
-	job   *sluice.Job
-	ready func() (bool, string)
+	mu      sync.Mutex
+	job     *sluice.Job
+	ready   func() (bool, string)
+	standby bool // a coordinator waiting for the job's leadership
+}
+
+// ObserveStandby notes a coordinator standing by for the job's
+// leadership: it is alive and ready (its probes pass), it has no job yet.
+func (r *run) ObserveStandby(waiting bool) {
+	r.mu.Lock()
+	r.standby = waiting
+	r.mu.Unlock()
+	if waiting {
+		r.logger.Info("standing by: another coordinator leads the job; this one takes over when it goes")
+	}
 }
 
 // job runs the job in this process, or as the coordinator.
@@ -273,10 +285,14 @@ func (r *run) runJob(ctx context.Context, role cluster.Role) error {
 		servers = append(servers, srv)
 		started.MetricsURL = url
 	}
+	r.env.Configure(sluice.WithObservers(r))
 	r.setReady(func() (bool, string) {
 		r.mu.Lock()
-		j := r.job
+		j, standby := r.job, r.standby
 		r.mu.Unlock()
+		if standby {
+			return true, "standby"
+		}
 		if j == nil {
 			return false, "starting"
 		}

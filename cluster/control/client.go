@@ -297,7 +297,7 @@ func (c *Client) Lost() <-chan error { return c.lost }
 // queued are dropped.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
-		c.l.end(fmt.Errorf("%w: worker %s closed its session", ErrClosed, c.cfg.WorkerID))
+		c.l.end(&endCause{kind: ErrClosed, peer: c.l.peer, words: "the worker closed its session"})
 		c.cancel()
 		c.wg.Wait()
 		_ = c.conn.Close()

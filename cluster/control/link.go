@@ -207,7 +207,7 @@ func (l *link) runSender(s stream) {
 			default:
 			}
 			if err := s.SendMsg(b); err != nil {
-				l.end(fmt.Errorf("%w: send to %s: %w", ErrDisconnected, l.peer, err))
+				l.end(&endCause{kind: ErrDisconnected, peer: l.peer, words: inWords(err)})
 				return
 			}
 		}
@@ -221,7 +221,7 @@ func (l *link) runReceiver(s stream, handle func(*frame)) {
 	for {
 		f, err := readFrame(s, maxFrame)
 		if err != nil {
-			l.end(fmt.Errorf("%w: %s: %s", ErrDisconnected, l.peer, inWords(err)))
+			l.end(&endCause{kind: ErrDisconnected, peer: l.peer, words: inWords(err)})
 			return
 		}
 		l.lastRecv.Store(time.Now().UnixNano())
@@ -239,6 +239,32 @@ func (l *link) runReceiver(s stream, handle func(*frame)) {
 			handle(f)
 		}
 	}
+}
+
+// endCause is why a session ended: its kind (ErrDisconnected,
+// ErrHeartbeatTimeout, ErrReplaced, ErrClosed), the peer, and the cause
+// in words.
+type endCause struct {
+	kind        error
+	peer, words string
+}
+
+func (e *endCause) Error() string { return e.kind.Error() + ": " + e.peer + ": " + e.words }
+func (e *endCause) Unwrap() error { return e.kind }
+
+// Reason is why a session ended, in the words an operator reads in a log
+// line ("connection closed", "nothing from worker w2 for 2.1s
+// (heartbeat.timeout 2s)"): the cause of WorkerLost and Client.Lost
+// without its kind and peer.
+func Reason(err error) string {
+	var e *endCause
+	if errors.As(err, &e) {
+		return e.words
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // inWords says why a stream ended as an operator reads it, not as gRPC
@@ -277,7 +303,8 @@ func (l *link) runMonitor(heartbeat func() *frame) {
 		case <-t.C:
 		}
 		if silent := time.Since(time.Unix(0, l.lastRecv.Load())); silent > l.timeout {
-			l.end(fmt.Errorf("%w: nothing from %s for %s (heartbeat.timeout %s)", ErrHeartbeatTimeout, l.peer, silent.Round(time.Millisecond), l.timeout))
+			l.end(&endCause{kind: ErrHeartbeatTimeout, peer: l.peer,
+				words: fmt.Sprintf("nothing from %s for %s (heartbeat.timeout %s)", l.peer, silent.Round(time.Millisecond), l.timeout)})
 			return
 		}
 		if !l.paused.Load() {

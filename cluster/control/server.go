@@ -254,7 +254,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	for _, ss := range sessions {
-		ss.l.end(fmt.Errorf("%w: the coordinator shut down", ErrClosed))
+		ss.l.end(&endCause{kind: ErrClosed, peer: ss.l.peer, words: "the coordinator shut down"})
 	}
 	s.srv.Stop()
 	<-s.served
@@ -675,7 +675,7 @@ func (s *Server) admit(f *frame, remote string, identity peerauth.Identity) (*se
 	s.bindLocked(id, identity.Principal)
 	s.mu.Unlock()
 	if old != nil {
-		old.l.end(fmt.Errorf("%w: worker %s from %s, on a new stream from %s", ErrReplaced, id, old.info.RemoteAddr, remote))
+		old.l.end(&endCause{kind: ErrReplaced, peer: old.l.peer, words: fmt.Sprintf("registered again, from %s (was %s)", remote, old.info.RemoteAddr)})
 	}
 	info := ss.info
 	ss.l.locked(func() {

@@ -2,9 +2,11 @@ package ha
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -47,10 +49,26 @@ type Config struct {
 	Username, Password string
 	// TLS, when set, is used to connect (https endpoints).
 	TLS *tls.Config
+	// TLSCAFile, TLSCertFile and TLSKeyFile make TLS from PEM files when
+	// it is nil (high-availability.etcd.tls.ca: the CA of etcd's
+	// certificate; high-availability.etcd.tls.cert and .key: a client
+	// certificate, for an etcd that asks for one).
+	TLSCAFile, TLSCertFile, TLSKeyFile string
 	// Logger receives the services' log lines and the etcd client's
 	// warnings; slog.Default() when nil.
 	Logger *slog.Logger
 }
+
+// ---- Keys of etcd's credentials and TLS ----
+
+// Keys of Config's credentials and TLS files.
+const (
+	KeyUsername = "high-availability.etcd.username"
+	KeyPassword = "high-availability.etcd.password"
+	KeyTLSCA    = "high-availability.etcd.tls.ca"
+	KeyTLSCert  = "high-availability.etcd.tls.cert"
+	KeyTLSKey   = "high-availability.etcd.tls.key"
+)
 
 // ErrInvalidConfig is wrapped by every configuration error.
 var ErrInvalidConfig = errors.New("invalid high-availability configuration")
@@ -80,10 +98,16 @@ func (c *Config) Set(key, value string) error {
 		c.SessionTTL, err = parseDuration(value)
 	case "high-availability.etcd.client.connection-timeout":
 		c.DialTimeout, err = parseDuration(value)
-	case "high-availability.etcd.username":
+	case KeyUsername:
 		c.Username = value
-	case "high-availability.etcd.password":
+	case KeyPassword:
 		c.Password = value
+	case KeyTLSCA:
+		c.TLSCAFile = value
+	case KeyTLSCert:
+		c.TLSCertFile = value
+	case KeyTLSKey:
+		c.TLSKeyFile = value
 	default:
 		return fmt.Errorf("%w: unknown option %q", ErrInvalidConfig, key)
 	}
@@ -91,6 +115,32 @@ func (c *Config) Set(key, value string) error {
 		return fmt.Errorf("%w: %s=%q: %w", ErrInvalidConfig, key, value, err)
 	}
 	return nil
+}
+
+// tlsFromFiles is the client TLS of the PEM files.
+func (c Config) tlsFromFiles() (*tls.Config, error) {
+	t := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.TLSCAFile != "" {
+		b, err := os.ReadFile(c.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, KeyTLSCA, err)
+		}
+		t.RootCAs = x509.NewCertPool()
+		if !t.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("%w: %s %s holds no PEM certificate", ErrInvalidConfig, KeyTLSCA, c.TLSCAFile)
+		}
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return nil, fmt.Errorf("%w: %s and %s go together", ErrInvalidConfig, KeyTLSCert, KeyTLSKey)
+	}
+	if c.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s and %s: %w", ErrInvalidConfig, KeyTLSCert, KeyTLSKey, err)
+		}
+		t.Certificates = []tls.Certificate{cert}
+	}
+	return t, nil
 }
 
 // flinkUnits are the duration units of Flink's TimeUtils.
@@ -154,6 +204,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.TLS == nil && (c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSKeyFile != "") {
+		t, err := c.tlsFromFiles()
+		if err != nil {
+			return c, err
+		}
+		c.TLS = t
+	}
+	if c.Password != "" && c.Username == "" {
+		return c, fmt.Errorf("%w: %s is set without %s", ErrInvalidConfig, KeyPassword, KeyUsername)
 	}
 	return c, nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -70,15 +71,34 @@ func Open(ctx context.Context, cfg Config) (*Services, error) {
 		})},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ha: connect to etcd %v: %w", cfg.Endpoints, err)
+		return nil, fmt.Errorf("ha: connect to etcd %v: %s: %w", cfg.Endpoints, whyRefused(cfg, err), err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	if _, err := client.Get(cctx, cfg.Prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("ha: etcd %v does not answer: %w", cfg.Endpoints, err)
+		return nil, fmt.Errorf("ha: etcd %v: %s: %w", cfg.Endpoints, whyRefused(cfg, err), err)
 	}
 	return &Services{cfg: cfg, client: client, log: cfg.Logger}, nil
+}
+
+// whyRefused says, naming the keys to check, why etcd did not answer.
+func whyRefused(cfg Config, err error) string {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrGRPCAuthFailed):
+		return fmt.Sprintf("authentication failed for user %q (%s, %s)", cfg.Username, KeyUsername, KeyPassword)
+	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrGRPCPermissionDenied):
+		return fmt.Sprintf("user %q may not read %s/ (%s)", cfg.Username, cfg.Prefix, KeyUsername)
+	case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrGRPCUserEmpty),
+		errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrGRPCInvalidAuthToken):
+		return fmt.Sprintf("etcd wants a user (%s, %s)", KeyUsername, KeyPassword)
+	case strings.Contains(msg, "certificate") || strings.Contains(msg, "tls:") || strings.Contains(msg, "x509"):
+		return fmt.Sprintf("TLS failed (%s, %s, %s; https endpoints)", KeyTLSCA, KeyTLSCert, KeyTLSKey)
+	case cfg.TLS != nil:
+		return fmt.Sprintf("no answer (with TLS from %s, %s, %s: https endpoints and etcd's CA?)", KeyTLSCA, KeyTLSCert, KeyTLSKey)
+	}
+	return "no answer (high-availability.etcd.endpoints)"
 }
 
 // Close closes the etcd client, after which no call succeeds. Leaderships
