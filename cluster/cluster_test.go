@@ -19,10 +19,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/cluster/ha"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/etcdtest"
 	"github.com/sluicehq/sluice/internal/testcerts"
@@ -347,22 +349,37 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 }
 
-// HA: two coordinators campaign on a real etcd; the workers follow the
-// leader through etcd. The leader stops (suspends, resigning); the standby
-// takes over, resumes from the latest checkpoint and finishes the job on
-// the same workers: exactly once.
+// HA: two coordinators campaign on a real etcd, over TLS with a user;
+// the workers follow the leader through etcd. Each coordinator listens on
+// a port of its choice and publishes the port bound. The leader stops
+// (suspends, resigning: not ErrLeadershipLost); the standby, which said it
+// stands by, takes over, resumes from the latest checkpoint and finishes
+// the job on the same workers: exactly once.
 func TestStandbyCoordinatorTakesOver(t *testing.T) {
-	endpoints := etcdtest.Start(t)
+	etcd := etcdtest.StartServer(t, etcdtest.WithTLS(testcerts.NewTestCA(t, "etcd CA")), etcdtest.WithAuth("sluice", "etcd password"))
+	endpoints := etcd.Endpoints()
+	withEtcd := func(c sluice.ClusterConfig) sluice.ClusterConfig {
+		c.EtcdEndpoints, c.EtcdUsername, c.EtcdPassword, c.EtcdTLSCA = endpoints, "sluice", "etcd password", etcd.CAFile()
+		return c
+	}
 	j := job{records: 9000, keys: 12, rate: 3000, par: 4, cpDir: t.TempDir(), out: t.TempDir()}
+	var standing atomic.Int64
 	coordinator := func(addr string) sluice.ClusterConfig {
-		return sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr, Host: "127.0.0.1", EtcdEndpoints: endpoints,
-			LeaseDuration: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
+		return withEtcd(sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: addr, Host: "127.0.0.1",
+			LeaseDuration: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second,
+			Standby: func(waiting bool) {
+				if waiting {
+					standing.Add(1)
+				} else {
+					standing.Add(-1)
+				}
+			}})
 	}
 	resume := sluice.WithResumeFromLatestCheckpoint()
 	ctxA, suspendA := context.WithCancel(context.Background())
 	defer suspendA()
 	var completedA atomic.Int64
-	leader, err := j.env(coordinator(freeAddr(t)), resume, sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+	leader, err := j.env(coordinator("127.0.0.1:0"), resume, sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
 		if s.Status == checkpoint.StatusCompleted {
 			completedA.Add(1)
 		}
@@ -374,7 +391,7 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 	ctxB, cancelB := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancelB()
 	go func() {
-		jb, err := j.env(coordinator(freeAddr(t)), resume).ExecuteAsync(ctxB)
+		jb, err := j.env(coordinator("127.0.0.1:0"), resume).ExecuteAsync(ctxB)
 		if err != nil {
 			t.Errorf("standby coordinator: %v", err)
 		}
@@ -385,8 +402,8 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := sluice.ClusterConfig{Role: sluice.RoleWorker, Slots: 2, WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0",
-				Host: "127.0.0.1", EtcdEndpoints: endpoints, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
+			c := withEtcd(sluice.ClusterConfig{Role: sluice.RoleWorker, Slots: 2, WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0",
+				Host: "127.0.0.1", HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second})
 			if err := j.env(c, resume).Execute(ctxB); err != nil {
 				t.Errorf("worker %d: %v", i, err)
 			}
@@ -398,9 +415,14 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		t.Fatal("the standby started while the leader leads")
 	default:
 	}
+	testutil.Await(t, "the standby to say it stands by", func() bool { return standing.Load() == 1 })
+	// The leader published the port it listens on, not :0.
+	if addr := leaderAddr(t, etcd, leader.ID()); strings.HasSuffix(addr, ":0") || !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Fatalf("the leader published %q, want the address it is bound to", addr)
+	}
 	suspendA()
-	if err := leader.Wait(); !errors.Is(err, sluice.ErrJobSuspended) {
-		t.Fatalf("the first leader: %v, want suspended", err)
+	if err := leader.Wait(); !errors.Is(err, sluice.ErrJobSuspended) || errors.Is(err, cluster.ErrLeadershipLost) {
+		t.Fatalf("the first leader: %v, want suspended, not ErrLeadershipLost", err)
 	}
 	var next *sluice.Job
 	select {
@@ -419,6 +441,73 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		t.Fatalf("the standby did not restore a checkpoint of the first leader: %+v %v", info, ok)
 	}
 	checkExact(t, j.out, j.records, j.keys)
+}
+
+// leaderAddr is the address the job's leader published in etcd.
+func leaderAddr(t *testing.T, etcd *etcdtest.Server, jobID string) string {
+	t.Helper()
+	s, err := ha.Open(testutil.Context(t, 0), ha.Config{Endpoints: etcd.Endpoints(), TLS: etcd.ClientTLS(), Username: "sluice", Password: "etcd password"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr, _, err := s.Leader(testutil.Context(t, 0), jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// A leader whose leadership goes (its lease revoked, as when it stays
+// paused past it) ends its job with ErrLeadershipLost; a leader that
+// finishes resigns before Wait returns, so a standby need not wait for
+// its lease (a minute here) to expire.
+func TestLeadershipLostAndResigned(t *testing.T) {
+	endpoints := etcdtest.Start(t)
+	coordinator := sluice.ClusterConfig{Role: sluice.RoleCoordinator, Listen: "127.0.0.1:0", Host: "127.0.0.1", EtcdEndpoints: endpoints,
+		LeaseDuration: time.Minute, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: time.Minute}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	services, err := ha.Open(ctx, ha.Config{Endpoints: endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer services.Close()
+
+	// Lost: the leader key's lease revoked behind the leader's back.
+	lost := job{records: 1 << 40, keys: 4, rate: 1000, par: 1, cpDir: t.TempDir(), out: t.TempDir()}
+	jb, err := lost.env(coordinator).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := services.Client().Get(ctx, "/sluice/jobs/"+jb.ID()+"/leader/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the leader key: %v %v", resp, err)
+	}
+	if _, err := services.Client().Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	if err := jb.Wait(); !errors.Is(err, cluster.ErrLeadershipLost) {
+		t.Fatalf("the job of a leader whose lease was revoked: %v, want ErrLeadershipLost", err)
+	}
+
+	// Finished: no leader key is left once Wait returns.
+	finished := job{records: 200, keys: 4, rate: 4000, par: 2, cpDir: t.TempDir(), out: t.TempDir()}
+	addr := freeAddr(t)
+	c := coordinator
+	c.Listen = addr
+	jb, err = finished.env(c).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := workers(t, finished, addr, 1, 2)
+	if err := jb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := services.Leader(ctx, jb.ID()); !errors.Is(err, ha.ErrNoLeader) {
+		t.Errorf("after the job finished: %v, want no leader (the leader resigned)", err)
+	}
+	wait()
 }
 
 // Stop-with-savepoint of a job at parallelism 4 on two workers, then the

@@ -12,6 +12,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 )
@@ -85,6 +86,13 @@ func Open(ctx context.Context, cfg Config) (*Services, error) {
 // whyRefused says, naming the keys to check, why etcd did not answer.
 func whyRefused(cfg Config, err error) string {
 	msg := err.Error()
+	if cfg.Username != "" && !errors.Is(err, rpctypes.ErrAuthFailed) && !errors.Is(err, rpctypes.ErrGRPCAuthFailed) {
+		// The client hides a refused login behind its dial's timeout:
+		// ask etcd about the user alone.
+		if perr := probeLogin(cfg); perr != nil {
+			err = perr
+		}
+	}
 	switch {
 	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrGRPCAuthFailed):
 		return fmt.Sprintf("authentication failed for user %q (%s, %s)", cfg.Username, KeyUsername, KeyPassword)
@@ -99,6 +107,30 @@ func whyRefused(cfg Config, err error) string {
 		return fmt.Sprintf("no answer (with TLS from %s, %s, %s: https endpoints and etcd's CA?)", KeyTLSCA, KeyTLSCert, KeyTLSKey)
 	}
 	return "no answer (high-availability.etcd.endpoints)"
+}
+
+// probeLogin logs in as cfg's user on a client of its own: the error
+// etcd gives a wrong password (nil when the login works or etcd does not
+// answer).
+func probeLogin(cfg Config) error {
+	c, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: cfg.DialTimeout, TLS: cfg.TLS, Logger: zap.NewNop()})
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	sctx, scancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
+	_, err = c.Status(sctx, cfg.Endpoints[0]) // answered, if only "user name is empty"
+	scancel()
+	if err != nil && !errors.Is(err, rpctypes.ErrUserEmpty) && !errors.Is(err, rpctypes.ErrGRPCUserEmpty) {
+		return nil // etcd does not answer at all (TLS, the network)
+	}
+	// etcd checks a password with bcrypt: slow on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), max(cfg.DialTimeout, 10*time.Second))
+	defer cancel()
+	if _, err := c.Authenticate(ctx, cfg.Username, cfg.Password); errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrGRPCAuthFailed) {
+		return err
+	}
+	return nil
 }
 
 // Close closes the etcd client, after which no call succeeds. Leaderships

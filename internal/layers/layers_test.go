@@ -30,8 +30,8 @@ var layers = []struct {
 	{"internal/kafkaclient", 0},
 	{"internal/importcheck", 0},
 	{"internal/testutil", 0},
-	{"internal/etcdtest", 0},
 	{"internal/testcerts", 0}, // test certificates, made at test time
+	{"internal/etcdtest", 1},  // a real etcd in tests, with TLS from testcerts
 	// How the processes of a deployment authenticate each other (mTLS,
 	// shared secret), for the control and data planes.
 	{"peerauth", 0},
