@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/checkpoint"
@@ -35,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
 	"github.com/sluicehq/sluice/state/rocksdb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 type keyCount struct {
