@@ -551,7 +551,7 @@ func (r *run) reporter(ports []int) (*http.Server, string, error) {
 
 // serve serves h on ln in the background, over TLS with cert and key.
 func (r *run) serve(ln net.Listener, h http.Handler, cert, key string) (*http.Server, string, error) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(r.logger.Handler(), slog.LevelDebug)}
+	srv := api.NewHTTPServer(h, api.HTTPTimeouts{}, r.logger)
 	scheme := "http"
 	if cert != "" {
 		pair, err := tls.LoadX509KeyPair(cert, key)

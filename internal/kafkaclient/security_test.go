@@ -69,7 +69,10 @@ func TestParseJAASErrors(t *testing.T) {
 		{`m required password="` + secret + `";  n required;`, "exactly one login module"},
 		{`m password="` + secret + `";`, "control flag"},
 		{`m always;`, "control flag"},
-		{`m required password "` + secret + `";`, "want '=' after option \"password\""},
+		{`m required password "` + secret + `";`, "want '=' after the option name at offset 11"},
+		// A typo: the password's name left out, the password alone.
+		{`m required username="u" ` + secret + `;`, "want '=' after the option name at offset 24"},
+		{`m required username="u" password:` + secret + `;`, "want '=' after the option name"},
 		{`m required password=;`, "want the value of option \"password\""},
 		{`m required password="` + secret + `;`, "quoted string not closed"},
 		{`m required /* ` + secret, "comment /* not closed"},
