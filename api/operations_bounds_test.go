@@ -111,7 +111,7 @@ func TestTriggerIDBounded(t *testing.T) {
 func TestHTTPTimeouts(t *testing.T) {
 	s := boundsServer(t, Options{Timeouts: HTTPTimeouts{ReadHeader: 200 * time.Millisecond, Read: 300 * time.Millisecond, Idle: 300 * time.Millisecond}})
 	for name, req := range map[string]string{
-		"a body that never comes": "POST /savepoint-disposal HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+		"a body that never comes":  "POST /savepoint-disposal HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
 		"a header that never ends": "GET /jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n",
 		"an idle keep-alive":       "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
 	} {

@@ -94,7 +94,7 @@ type Options struct {
 // and idle between requests; and the size of a header.
 type HTTPTimeouts struct {
 	ReadHeader, Read, Write, Idle time.Duration
-	MaxHeaderBytes               int
+	MaxHeaderBytes                int
 }
 
 // Defaults of HTTPTimeouts: generous for the API's small bodies and
