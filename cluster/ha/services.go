@@ -289,10 +289,28 @@ type storedPointer struct {
 	Epoch int64  `json:"epoch"`
 }
 
+// maxPointerPath bounds the path of a checkpoint pointer.
+const maxPointerPath = 4096
+
+// ErrBadPointer is wrapped by the error of a checkpoint key that holds
+// no valid pointer.
+var ErrBadPointer = errors.New("not a checkpoint pointer")
+
+// decodePointer decodes the checkpoint key's value: a checkpoint id of 1
+// or more and a path (a directory, no control character), or
+// ErrBadPointer naming the key.
 func decodePointer(key string, value []byte) (storedPointer, error) {
 	var p storedPointer
 	if err := json.Unmarshal(value, &p); err != nil {
-		return p, fmt.Errorf("ha: %s holds no checkpoint pointer: %w", key, err)
+		return storedPointer{}, fmt.Errorf("ha: %s: %w: %w", key, ErrBadPointer, err)
+	}
+	switch {
+	case p.ID < 1:
+		return storedPointer{}, fmt.Errorf("ha: %s: %w: checkpoint id %d", key, ErrBadPointer, p.ID)
+	case p.Path == "" || len(p.Path) > maxPointerPath || strings.ContainsFunc(p.Path, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return storedPointer{}, fmt.Errorf("ha: %s: %w: a path of %d bytes that is empty, too long or not plain text", key, ErrBadPointer, len(p.Path))
+	case len(p.RunID) > 256:
+		return storedPointer{}, fmt.Errorf("ha: %s: %w: a run id of %d bytes", key, ErrBadPointer, len(p.RunID))
 	}
 	return p, nil
 }
