@@ -696,7 +696,7 @@ func TestWorkerLossLoggedOnceInWords(t *testing.T) {
 	testutil.Await(t, "a checkpoint on the worker", func() bool { return completed.Load() >= 1 })
 	stopWorker()
 	<-done
-	testutil.Await(t, "the loss logged", func() bool { return strings.Contains(logs.String(), "worker w2 lost") })
+	testutil.Await(t, "the loss logged", func() bool { return strings.Contains(logs.String(), `msg="worker lost"`) })
 	// The loss itself once; the attempt's stop and the restart it causes
 	// (other events) at INFO too.
 	var lines []string
@@ -708,8 +708,9 @@ func TestWorkerLossLoggedOnceInWords(t *testing.T) {
 			lines = append(lines, l)
 		}
 	}
-	if len(lines) != 1 || !strings.Contains(lines[0], `msg="worker w2 lost: connection closed"`) {
-		t.Errorf("the loss of w2 logged as %q, want one line saying \"worker w2 lost: connection closed\"", lines)
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=INFO") || !strings.Contains(lines[0], `msg="worker lost" role=coordinator worker=w2 tasks=`) ||
+		!strings.Contains(lines[0], `cause="connection closed"`) {
+		t.Errorf("the loss of w2 logged as %q, want one INFO line: worker lost, w2, cause \"connection closed\"", lines)
 	}
 	for _, bad := range []string{"rpc error", "code = ", "desc = "} {
 		if strings.Contains(logs.String(), bad) {

@@ -413,7 +413,7 @@ func (c *coordinator) WorkerLost(id string, cause error) {
 		return
 	}
 	// The one line of the event, its cause in words.
-	c.logger.Info(fmt.Sprintf("worker %s lost: %s", id, control.Reason(cause)), "worker", id, "tasks", len(tasks), "attempt", attempt)
+	c.logger.Info("worker lost", "worker", id, "tasks", len(tasks), "cause", control.Reason(cause), "attempt", attempt)
 	if len(tasks) == 0 || gw == nil {
 		return
 	}

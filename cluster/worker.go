@@ -128,7 +128,7 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 					if ended, _ := w.jobEnded(); ended != nil {
 						logger.Info("the coordinator is gone and the job has ended", "coordinator", addr, "result", ended.String())
 					} else {
-						logger.Info(fmt.Sprintf("coordinator %s lost: %s; cancelling the tasks", addr, control.Reason(cause)), "coordinator", addr)
+						logger.Info("coordinator lost; cancelling the tasks", "coordinator", addr, "cause", control.Reason(cause))
 					}
 					break session
 				case <-ctx.Done():
