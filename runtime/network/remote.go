@@ -172,13 +172,7 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closed = true
-	conns := make([]*conn, 0, len(t.dialled)+len(t.accepted))
-	for _, c := range t.dialled {
-		conns = append(conns, c)
-	}
-	for c := range t.accepted {
-		conns = append(conns, c)
-	}
+	conns := t.connsLocked()
 	for _, reqs := range t.pending {
 		for _, req := range reqs {
 			req.timer.Stop()
@@ -324,13 +318,7 @@ func (t *Transport) Stats() TransportStats {
 		MaxQueuedBytes:  int(t.maxQueued.Load()),
 	}
 	t.mu.Lock()
-	conns := make([]*conn, 0, len(t.dialled)+len(t.accepted))
-	for _, c := range t.dialled {
-		conns = append(conns, c)
-	}
-	for c := range t.accepted {
-		conns = append(conns, c)
-	}
+	conns := t.connsLocked()
 	s.DialledConnections, s.AcceptedConnections = len(t.dialled), len(t.accepted)
 	for _, reqs := range t.pending {
 		s.PendingRequests += len(reqs)
@@ -406,18 +394,8 @@ func (t *Transport) serveConn(nc net.Conn) {
 			c.close(fmt.Errorf("%w: %w", ErrConnectionLost, err))
 			return
 		}
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			_ = ac.Close()
-			return
-		}
-		c.nc = ac
-		t.wg.Add(1)
-		c.mu.Unlock()
 		t.log.Debug("connection authenticated", "peer", c.addr, "identity", id)
-		go c.writeLoop(ac)
-		c.readLoop(ac)
+		c.run(ac)
 	}()
 }
 
@@ -577,6 +555,18 @@ func (t *Transport) forget(c *conn) {
 	t.mu.Unlock()
 }
 
+// connsLocked lists every connection, dialled and accepted. t.mu is held.
+func (t *Transport) connsLocked() []*conn {
+	conns := make([]*conn, 0, len(t.dialled)+len(t.accepted))
+	for _, c := range t.dialled {
+		conns = append(conns, c)
+	}
+	for c := range t.accepted {
+		conns = append(conns, c)
+	}
+	return conns
+}
+
 // closeIdle closes the connections that carried no channel (and no
 // pending request) for the idle timeout: a peer cannot hold a connection
 // open doing nothing, and a cached connection nobody uses is let go.
@@ -592,13 +582,7 @@ func (t *Transport) closeIdle() {
 		case <-tick.C:
 		}
 		t.mu.Lock()
-		var conns []*conn
-		for _, c := range t.dialled {
-			conns = append(conns, c)
-		}
-		for c := range t.accepted {
-			conns = append(conns, c)
-		}
+		conns := t.connsLocked()
 		t.mu.Unlock()
 		now := time.Now()
 		for _, c := range conns {

@@ -59,7 +59,7 @@ func TestPendingRequestsBounded(t *testing.T) {
 	for i := range requests {
 		b = appendRequest(b, uint64(i+1), 0, 2, 64, PartitionID(fmt.Sprintf("job/%d/0/0%s", i, strings.Repeat("x", 200))))
 	}
-	go fp.write(b)
+	go func() { _, _ = nc.Write(b) }() // the refusals are read meanwhile
 	refused := 0
 	for refused < requests-limit {
 		f := fp.read()

@@ -128,11 +128,19 @@ func (c *conn) dial() {
 		c.close(fmt.Errorf("%w: dial %s: %w", ErrConnectionLost, c.addr, err))
 		return
 	}
-	nc, _, err = c.t.cfg.Auth.Client(c.ctx, nc)
+	nc, id, err := c.t.cfg.Auth.Client(c.ctx, nc)
 	if err != nil {
 		c.close(fmt.Errorf("%w: %s: %w", ErrConnectionLost, c.addr, err))
 		return
 	}
+	c.t.log.Debug("connected", "peer", c.addr, "identity", id)
+	c.run(nc)
+}
+
+// run attaches the authenticated connection nc and runs the writer and,
+// on this goroutine, the reader; it closes nc when c was closed
+// meanwhile.
+func (c *conn) run(nc net.Conn) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -142,7 +150,6 @@ func (c *conn) dial() {
 	c.nc = nc
 	c.t.wg.Add(1)
 	c.mu.Unlock()
-	c.t.log.Debug("connected", "peer", c.addr)
 	go c.writeLoop(nc)
 	c.readLoop(nc)
 }
