@@ -133,3 +133,31 @@ func TestHTTPTimeouts(t *testing.T) {
 		t.Errorf("default timeouts %+v leave one unbounded", d)
 	}
 }
+
+// A coordinator standing by for its job's leadership is ready: /readyz
+// answers 200 "standby" (a second replica passes its probe), and 503 "no
+// job yet" once it no longer stands by without a job.
+func TestStandbyIsReady(t *testing.T) {
+	s := boundsServer(t, Options{})
+	readyz := func() (int, string) {
+		resp, err := http.Get(s.URL() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var h HealthStatus
+		_ = json.NewDecoder(resp.Body).Decode(&h)
+		return resp.StatusCode, h.Status
+	}
+	if code, _ := readyz(); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz without a job: %d, want 503", code)
+	}
+	s.ObserveStandby(true)
+	if code, status := readyz(); code != http.StatusOK || status != "standby" {
+		t.Errorf("/readyz of a standby: %d %q, want 200 standby", code, status)
+	}
+	s.ObserveStandby(false)
+	if code, _ := readyz(); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz after the standby led: %d, want 503 until the job runs", code)
+	}
+}

@@ -660,6 +660,46 @@ func TestSecureByDefault(t *testing.T) {
 	}
 }
 
+// A worker that cannot reach its coordinator says so at INFO, with the
+// address it tried, once; its retries say it at DEBUG.
+func TestWorkerSaysItCannotReachItsCoordinator(t *testing.T) {
+	j := job{records: 10, keys: 2, rate: 1000, par: 1, cpDir: t.TempDir(), out: t.TempDir()}
+	addr := freeAddr(t) // nobody listens there
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- j.env(sluice.ClusterConfig{Role: sluice.RoleWorker, Coordinator: addr, WorkerID: "w", DataListen: "127.0.0.1:0",
+			HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}, sluice.WithLogger(logger)).Execute(wctx)
+	}()
+	testutil.Await(t, "two attempts to reach the coordinator", func() bool {
+		return strings.Count(logs.String(), "cannot reach the coordinator") >= 2
+	})
+	stop()
+	<-done
+	var info, debug int
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if !strings.Contains(l, "cannot reach the coordinator") {
+			continue
+		}
+		if !strings.Contains(l, "coordinator="+addr) {
+			t.Errorf("the line does not name the address tried: %s", l)
+		}
+		switch {
+		case strings.Contains(l, "level=INFO"):
+			info++
+		case strings.Contains(l, "level=DEBUG"):
+			debug++
+		}
+	}
+	if info != 1 || debug == 0 {
+		t.Errorf("%d INFO and %d DEBUG lines about the unreachable coordinator, want one INFO, then DEBUG", info, debug)
+	}
+}
+
 // logMsg is the message of a text log line.
 var logMsg = regexp.MustCompile(`msg=(?:"([^"]*)"|(\S+))`)
 
