@@ -176,8 +176,15 @@ func (c *conn) close(err error) {
 		}
 		close(c.done)
 		c.t.forget(c)
+		// A connection that carried channels and was lost (its peer's
+		// process went, the network broke) is an expected event of a
+		// failover: INFO, once; anything else that ends one is WARN.
 		level := slog.LevelDebug
-		if (len(consumers) > 0 || len(producers) > 0) && !errors.Is(err, ErrTransportClosed) {
+		switch {
+		case len(consumers) == 0 && len(producers) == 0, errors.Is(err, ErrTransportClosed):
+		case errors.Is(err, ErrConnectionLost):
+			level = slog.LevelInfo
+		default:
 			level = slog.LevelWarn
 		}
 		c.t.log.Log(context.Background(), level, "connection closed", "connection", c.String(),
