@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/testcerts"
+	"github.com/sluicehq/sluice/peerauth"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/source"
@@ -796,5 +797,48 @@ func TestDefaultCodecKey(t *testing.T) {
 	}
 	if e := NewEnvironment(WithDefaultCodec(codec.Format(9))); !errors.Is(errors.Join(e.errs...), ErrInvalidOption) {
 		t.Errorf("format 9: %v", e.errs)
+	}
+}
+
+// The processes' authentication, etcd's credentials and the data plane's
+// bounds are cluster keys a file takes (they were unknown keys); the
+// secret and the password are masked where the configuration is shown.
+// Over an earlier WithCluster the file fills the security settings it
+// leaves unset, field by field.
+func TestClusterSecurityKeys(t *testing.T) {
+	clearSluiceEnv(t)
+	p := writeConfig(t, `security.ssl.internal.enabled: true
+security.ssl.internal.cert: /etc/sluice/tls/tls.crt
+security.ssl.internal.key: /etc/sluice/tls/tls.key
+security.ssl.internal.truststore: /etc/sluice/tls/ca.crt
+security.ssl.internal.handshake-timeout: 5 s
+security.internal.secret: a-secret-of-the-deployment
+high-availability.etcd.username: sluice
+high-availability.etcd.password: etcd-password
+high-availability.etcd.tls.ca: /etc/etcd/ca.crt
+taskmanager.network.max-pending-requests-per-connection: 16
+taskmanager.network.connection.idle-timeout: 30 s
+`)
+	c, err := LoadConfiguration(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEnvironment(WithConfiguration(c))
+	if err := errors.Join(e.errs...); err != nil {
+		t.Fatal(err)
+	}
+	cc := e.cluster
+	if cc == nil || !cc.Security.TLS || cc.Security.CertFile != "/etc/sluice/tls/tls.crt" || cc.Security.KeyFile != "/etc/sluice/tls/tls.key" ||
+		cc.Security.TrustFile != "/etc/sluice/tls/ca.crt" || cc.Security.HandshakeTimeout != 5*time.Second ||
+		string(cc.Security.Secret) != "a-secret-of-the-deployment" || cc.EtcdUsername != "sluice" || cc.EtcdPassword != "etcd-password" ||
+		cc.EtcdTLSCA != "/etc/etcd/ca.crt" || cc.DataLimits.MaxPendingRequests != 16 || cc.DataLimits.IdleTimeout != 30*time.Second {
+		t.Fatalf("cluster %+v", cc)
+	}
+	if shown := c.String(); strings.Contains(shown, "a-secret-of-the-deployment") || strings.Contains(shown, "etcd-password") {
+		t.Errorf("the configuration shows a secret:\n%s", shown)
+	}
+	e = NewEnvironment(WithCluster(ClusterConfig{Role: RoleCoordinator, Security: peerauth.Config{CertFile: "/mine.crt"}}), WithConfiguration(c))
+	if cc := e.cluster; cc.Security.CertFile != "/mine.crt" || cc.Security.KeyFile != "/etc/sluice/tls/tls.key" || !cc.Security.TLS {
+		t.Errorf("security over WithCluster: %+v", cc.Security)
 	}
 }
