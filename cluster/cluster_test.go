@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -390,11 +391,12 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 	}
 	standby := make(chan *sluice.Job, 1)
 	var logsB testutil.LogRecorder
+	var observedB standbyObserver // the root's StandbyObservers hear what Config.Standby does
 	var firstB atomic.Int64 // the checkpoint the standby's first attempt restored
 	ctxB, cancelB := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancelB()
 	go func() {
-		jb, err := j.env(coordinator("127.0.0.1:0"), sluice.WithLogger(logsB.Logger()), sluice.WithRestoreListener(func(ri sluice.RestoreInfo) {
+		jb, err := j.env(coordinator("127.0.0.1:0"), sluice.WithLogger(logsB.Logger()), sluice.WithObservers(&observedB), sluice.WithRestoreListener(func(ri sluice.RestoreInfo) {
 			firstB.CompareAndSwap(0, ri.CheckpointID)
 		})).ExecuteAsync(ctxB)
 		if err != nil {
@@ -421,6 +423,9 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 	default:
 	}
 	testutil.Await(t, "the standby to say it stands by", func() bool { return standing.Load() == 1 })
+	if got := observedB.said(); !slices.Equal(got, []bool{true}) {
+		t.Fatalf("the standby's StandbyObserver heard %v, want [true]", got)
+	}
 	// The leader published the port it listens on, not :0.
 	if addr := leaderAddr(t, etcd, leader.ID()); strings.HasSuffix(addr, ":0") || !strings.HasPrefix(addr, "127.0.0.1:") {
 		t.Fatalf("the leader published %q, want the address it is bound to", addr)
@@ -442,6 +447,9 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		t.Fatalf("the second leader's job: %v", err)
 	}
 	wg.Wait()
+	if got := observedB.said(); !slices.Equal(got, []bool{true, false}) {
+		t.Errorf("the second leader's StandbyObserver heard %v, want [true false]", got)
+	}
 	if got := firstB.Load(); got != lastA.Load() {
 		t.Fatalf("the standby restored checkpoint %d, want the first leader's last checkpoint %d", got, lastA.Load())
 	}
@@ -449,6 +457,24 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		t.Fatalf("the standby logged %q; want it to resume from the pointer's checkpoint %d", said, lastA.Load())
 	}
 	checkExact(t, j.out, j.records, j.keys)
+}
+
+// standbyObserver records what a coordinator's StandbyObserver is told.
+type standbyObserver struct {
+	mu    sync.Mutex
+	calls []bool
+}
+
+func (o *standbyObserver) ObserveStandby(waiting bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, waiting)
+}
+
+func (o *standbyObserver) said() []bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.calls)
 }
 
 // leaderAddr is the address the job's leader published in etcd.
