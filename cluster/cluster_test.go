@@ -392,7 +392,7 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 	standby := make(chan *sluice.Job, 1)
 	var logsB testutil.LogRecorder
 	var observedB standbyObserver // the root's StandbyObservers hear what Config.Standby does
-	var firstB atomic.Int64 // the checkpoint the standby's first attempt restored
+	var firstB atomic.Int64       // the checkpoint the standby's first attempt restored
 	ctxB, cancelB := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancelB()
 	go func() {
