@@ -27,7 +27,8 @@ func init() {
 	}
 	hint("a key of a job on several processes, read by github.com/sluicehq/sluice/cluster",
 		"cluster.", "jobmanager.", "heartbeat.", "slot.request.timeout", "high-availability.", "high-availability",
-		"taskmanager.host", "taskmanager.resource-id", "taskmanager.numberOfTaskSlots", "taskmanager.data.port")
+		"taskmanager.host", "taskmanager.resource-id", "taskmanager.numberOfTaskSlots", "taskmanager.data.port",
+		"security.ssl.internal.", "security.internal.")
 	hint("the s3.* keys are read by github.com/sluicehq/sluice/checkpoint/storage/s3", "s3.")
 	hint("the state.backend.rocksdb.* keys are read by github.com/sluicehq/sluice/state/rocksdb", "state.backend.rocksdb.")
 	hint("the Kafka client properties are read by the Kafka connectors, github.com/sluicehq/sluice/source/kafka and sink/kafka",

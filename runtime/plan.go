@@ -209,6 +209,11 @@ type Config struct {
 	// election keeps one coordinator per job instead (a paused former
 	// leader would otherwise hold the lock its successor needs).
 	SkipLock bool
+	// Unlock, with SkipLock, is called where the lock would be released:
+	// once the job ended and its result is recorded, before Wait returns
+	// (or when Execute fails). HA resigns the leadership there, so that a
+	// standby takes over at once.
+	Unlock func() error
 	// InlineThreshold is state.storage.fs.memory-threshold: state streams
 	// up to this many bytes are kept in _metadata. Nil is
 	// storage.DefaultInlineThreshold (20 KiB).

@@ -34,7 +34,11 @@ var layers = []struct {
 	{"internal/kafkaclient", 2},
 	{"internal/importcheck", 0},
 	{"internal/testutil", 0},
-	{"internal/etcdtest", 0},
+	{"internal/testcerts", 0}, // test certificates, made at test time
+	{"internal/etcdtest", 1},  // a real etcd in tests, with TLS from testcerts
+	// How the processes of a deployment authenticate each other (mTLS,
+	// shared secret), for the control and data planes.
+	{"peerauth", 0},
 	{"internal/deploycheck", 0}, // the deployment files' test (Dockerfile, deploy/kubernetes)
 	{"formats/registry", 5},     // Schema Registry client, wire format, generic serde
 	{"formats/avro", 8},         // Avro serde
