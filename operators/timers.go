@@ -420,3 +420,49 @@ type emptyCodec struct{}
 
 func (emptyCodec) Append(dst []byte, _ struct{}) ([]byte, error) { return dst, nil }
 func (emptyCodec) Decode([]byte) (struct{}, error)               { return struct{}{}, nil }
+
+// RegisteredTimers calls fn with every timer a keyed operator has
+// registered in its keyed backend b (the timers of keyed operators are
+// keyed state; see TimerService): the encoded key, the time domain, the
+// timestamp, and the namespace (the encoded window of a window operator,
+// empty for a process function). The bytes are valid during the call
+// only. An operator that never used timers has none. It reads what a
+// checkpoint of b would hold, for tools that inspect an operator's state
+// (package sluicetest); it changes b's current key.
+func RegisteredTimers(b state.KeyedBackend, fn func(key []byte, domain TimeDomain, ts int64, namespace []byte) error) error {
+	found := false
+	for _, m := range b.States() {
+		found = found || m.Name == timerStateName
+	}
+	if !found {
+		return nil
+	}
+	h, err := state.GetMapState(b, state.MapStateDescriptor[timerEntry, struct{}]{
+		Name: timerStateName, KeyCodec: timerEntryCodec{}, ValueCodec: emptyCodec{}})
+	if err != nil {
+		return fmt.Errorf("timer state: %w", err)
+	}
+	for _, d := range []TimeDomain{EventTime, ProcessingTime} {
+		ns := eventTimersNS
+		if d == ProcessingTime {
+			ns = procTimersNS
+		}
+		h.SetNamespace(ns)
+		err := b.Keys(timerStateName, ns, func(kb []byte, kg int) error {
+			b.SetCurrentKey(kb, kg)
+			var ferr error
+			err := h.IterateKeys(func(e timerEntry) bool {
+				ferr = fn(kb, d, e.ts, []byte(e.ns))
+				return ferr == nil
+			})
+			if ferr != nil {
+				return ferr
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read %s timers: %w", d, err)
+		}
+	}
+	return nil
+}

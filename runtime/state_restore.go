@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/operators"
@@ -62,27 +63,63 @@ type opUnit struct {
 // initState makes the operator's state backends and restores them from the
 // attempt's snapshot.
 func (t *Task) initState(n *Node, oc *operators.Context) error {
-	ob, err := state.NewOperatorStateBackend(t.subtask, t.vertex.Parallelism)
+	in := stateInit{node: n, oc: oc, factory: t.job.cfg.StateBackend, job: t.job.cfg.JobName,
+		restore: t.att.restore, bytes: &t.att.restoreCounters.bytes}
+	return in.run()
+}
+
+// InitOperatorState gives oc the state backends of one subtask of node n
+// (the subtask oc names by Subtask, Parallelism and MaxParallelism): its
+// operator state backend and, for a keyed node, a keyed backend made by f
+// (nil: the heap backend) for the subtask's key-group range, restored
+// from snap unless snap is nil, exactly as a Task does before it opens
+// its chain: operator state redistributed over the new parallelism, keyed
+// state from every old subtask whose key groups overlap the new range, the
+// committables of the old subtasks i with i mod the new parallelism equal
+// to this subtask, and the Restored fields of oc set. job names the job
+// to the backend factory. It is the seam through which package
+// sluicetest's harnesses run one operator outside a Task.
+func InitOperatorState(n *Node, oc *operators.Context, f StateBackendFactory, job string, snap *storage.Snapshot) error {
+	in := stateInit{node: n, oc: oc, factory: f, job: job}
+	if snap != nil {
+		in.restore = newRestoreSnapshot(snap, false)
+	}
+	return in.run()
+}
+
+// stateInit is the making and restoring of one operator's state backends.
+type stateInit struct {
+	node    *Node
+	oc      *operators.Context
+	factory StateBackendFactory
+	job     string
+	restore *restoreSnapshot // nil: start empty
+	bytes   *atomic.Int64    // restored bytes are added here (nil: not counted)
+}
+
+func (in *stateInit) run() error {
+	n, oc := in.node, in.oc
+	ob, err := state.NewOperatorStateBackend(oc.Subtask, oc.Parallelism)
 	if err != nil {
 		return err
 	}
 	oc.OperatorState = ob
 	if n.Keyed {
-		f := t.job.cfg.StateBackend
+		f := in.factory
 		if f == nil {
 			f = HeapStateBackend
 		}
 		kb, err := f(StateBackendOptions{
-			Job: t.job.cfg.JobName, OperatorUID: n.UID, Subtask: t.subtask,
-			Parallelism: t.vertex.Parallelism, MaxParallelism: t.vertex.MaxParallelism,
-			KeyGroups: state.RangeFor(t.vertex.MaxParallelism, t.vertex.Parallelism, t.subtask),
+			Job: in.job, OperatorUID: n.UID, Subtask: oc.Subtask,
+			Parallelism: oc.Parallelism, MaxParallelism: oc.MaxParallelism,
+			KeyGroups: state.RangeFor(oc.MaxParallelism, oc.Parallelism, oc.Subtask),
 		})
 		if err != nil {
 			return fmt.Errorf("create keyed state backend: %w", err)
 		}
 		oc.KeyedState = kb
 	}
-	r := t.att.restore
+	r := in.restore
 	if r == nil {
 		return nil
 	}
@@ -100,11 +137,11 @@ func (t *Task) initState(n *Node, oc *operators.Context) error {
 				opHandles = append(opHandles, h.Handle)
 			}
 		}
-		if st.Subtask%t.vertex.Parallelism == t.subtask {
+		if st.Subtask%oc.Parallelism == oc.Subtask {
 			oc.RestoredCommittables = append(oc.RestoredCommittables, st.Committables...)
 		}
 	}
-	if err := t.restoreFrom(r, n, "operator state", opHandles, ob.Restore); err != nil {
+	if err := in.restoreFrom("operator state", opHandles, ob.Restore); err != nil {
 		return err
 	}
 	if oc.KeyedState != nil {
@@ -127,34 +164,41 @@ func (t *Task) initState(n *Node, oc *operators.Context) error {
 			}
 		}
 		if len(incremental) > 0 {
-			return t.restoreIncremental(r, n, oc, incremental)
+			return in.restoreIncremental(incremental)
 		}
-		if err := t.restoreFrom(r, n, "keyed state", kh, oc.KeyedState.Restore); err != nil {
+		if err := in.restoreFrom("keyed state", kh, oc.KeyedState.Restore); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+func (in *stateInit) count(n int64) {
+	if in.bytes != nil {
+		in.bytes.Add(n)
+	}
+}
+
 // restoreIncremental restores an incremental backend from the handles of
 // the old subtasks, downloading the files they reference.
-func (t *Task) restoreIncremental(r *restoreSnapshot, n *Node, oc *operators.Context, handles [][]byte) error {
+func (in *stateInit) restoreIncremental(handles [][]byte) error {
+	r, n, oc := in.restore, in.node, in.oc
 	ib, ok := oc.KeyedState.(state.IncrementalBackend)
 	if !ok {
 		return fmt.Errorf("%w keyed state of operator %q subtask %d: checkpoint %d (%s) holds incremental state of another backend; restore it with that backend, or take a savepoint (always in the canonical format) and restore from it",
-			ErrRestore, n.Name, t.subtask, r.id(), r.snap.Dir)
+			ErrRestore, n.Name, oc.Subtask, r.id(), r.snap.Dir)
 	}
 	download := func(ref []byte) (io.ReadCloser, error) {
 		var h storage.StateHandle
 		if err := json.Unmarshal(ref, &h); err != nil {
 			return nil, fmt.Errorf("file reference %q: %w", ref, err)
 		}
-		t.att.restoreCounters.bytes.Add(h.Size)
+		in.count(h.Size)
 		return r.snap.Open(h)
 	}
 	if err := ib.RestoreIncrementalState(handles, download); err != nil {
 		return fmt.Errorf("%w keyed state of operator %q subtask %d from checkpoint %d (%s): %w",
-			ErrRestore, n.Name, t.subtask, r.id(), r.snap.Dir, err)
+			ErrRestore, n.Name, oc.Subtask, r.id(), r.snap.Dir, err)
 	}
 	if d, ok := ib.(state.RestoreDisclaimer); ok && !r.owned {
 		d.DisclaimRestored()
@@ -163,10 +207,11 @@ func (t *Task) restoreIncremental(r *restoreSnapshot, n *Node, oc *operators.Con
 }
 
 // restoreFrom opens every handle and hands the readers to restore.
-func (t *Task) restoreFrom(r *restoreSnapshot, n *Node, what string, hs []storage.StateHandle, restore func(...io.Reader) error) error {
+func (in *stateInit) restoreFrom(what string, hs []storage.StateHandle, restore func(...io.Reader) error) error {
 	if len(hs) == 0 {
 		return nil
 	}
+	r, n, oc := in.restore, in.node, in.oc
 	readers := make([]io.Reader, 0, len(hs))
 	var closers []io.Closer
 	defer func() {
@@ -175,18 +220,18 @@ func (t *Task) restoreFrom(r *restoreSnapshot, n *Node, what string, hs []storag
 		}
 	}()
 	for _, h := range hs {
-		t.att.restoreCounters.bytes.Add(h.Size)
+		in.count(h.Size)
 		rc, err := r.snap.Open(h)
 		if err != nil {
 			return fmt.Errorf("%w %s of operator %q subtask %d from checkpoint %d (%s): %w",
-				ErrRestore, what, n.Name, t.subtask, r.id(), r.snap.Dir, err)
+				ErrRestore, what, n.Name, oc.Subtask, r.id(), r.snap.Dir, err)
 		}
 		closers = append(closers, rc)
 		readers = append(readers, rc)
 	}
 	if err := restore(readers...); err != nil {
 		return fmt.Errorf("%w %s of operator %q subtask %d from checkpoint %d (%s): %w",
-			ErrRestore, what, n.Name, t.subtask, r.id(), r.snap.Dir, err)
+			ErrRestore, what, n.Name, oc.Subtask, r.id(), r.snap.Dir, err)
 	}
 	return nil
 }
