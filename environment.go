@@ -73,6 +73,12 @@ func (e *Environment) Configure(opts ...Option) {
 
 func (e *Environment) addErr(err error) { e.errs = append(e.errs, err) }
 
+// Err returns the errors of the options and operators given so far (an
+// invalid option, a uid used twice), which Execute would return before
+// starting anything; nil when there are none. Tools that read the plan
+// without executing it (package sluicetest) check it first.
+func (e *Environment) Err() error { return errors.Join(e.errs...) }
+
 func positive(e *Environment, name string, v int) bool {
 	if v < 1 {
 		e.addErr(fmt.Errorf("%w: %s must be at least 1, got %d", ErrInvalidOption, name, v))
