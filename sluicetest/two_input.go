@@ -119,9 +119,9 @@ func (h *TwoInputHarness[IN1, IN2, OUT]) Output() []Record[OUT] {
 	return slices.Clone(h.output.records)
 }
 
-func (h *TwoInputHarness[IN1, IN2, OUT]) Values() []OUT          { return h.output.values() }
+func (h *TwoInputHarness[IN1, IN2, OUT]) Values() []OUT             { return h.output.values() }
 func (h *TwoInputHarness[IN1, IN2, OUT]) TakeOutput() []Record[OUT] { return h.output.take() }
-func (h *TwoInputHarness[IN1, IN2, OUT]) Watermarks() []int64     { return slices.Clone(h.watermarks) }
+func (h *TwoInputHarness[IN1, IN2, OUT]) Watermarks() []int64       { return slices.Clone(h.watermarks) }
 
 func (h *TwoInputHarness[IN1, IN2, OUT]) WaitForOutput(n int) {
 	h.tb.Helper()
