@@ -227,3 +227,22 @@ func requireState(c *core, d state.Descriptor) {
 	slices.Sort(names)
 	c.fail("no keyed state %q (the operator has %s)", m.Name, quoteAll(names))
 }
+
+// BroadcastState returns the entries of the broadcast state d describes
+// as subtask holds them (every subtask holds a copy). d must be one the
+// broadcast stream declared.
+func BroadcastState[K comparable, V any](h OperatorHarness, d state.MapStateDescriptor[K, V], subtask int) map[K]V {
+	c := h.harnessCore()
+	c.tb.Helper()
+	if subtask < 0 || subtask >= c.par {
+		c.fail("no subtask %d: the operator has %d", subtask, c.par)
+	}
+	bs, err := state.GetBroadcastState(c.subs[subtask].oc.OperatorState, d)
+	c.check(fmt.Sprintf("broadcast state %q", d.Name), err)
+	m := map[K]V{}
+	c.check(fmt.Sprintf("broadcast state %q", d.Name), bs.Iterate(func(k K, v V) bool {
+		m[k] = v
+		return true
+	}))
+	return m
+}
