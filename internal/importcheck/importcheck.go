@@ -40,6 +40,24 @@ func Deps(t testing.TB, dir string) []string {
 	return strings.Fields(string(out))
 }
 
+// Imports returns the import paths the package in dir imports itself
+// (not those of its dependencies), as `go list -f {{.Imports}}` prints
+// them.
+func Imports(t testing.TB, dir string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, ".")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		msg := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		t.Fatalf("go list -f {{.Imports}} in %s: %v %s", dir, err, msg)
+	}
+	return strings.Fields(string(out))
+}
+
 // NoConnectors fails t for every connector the package in dir depends
 // on.
 func NoConnectors(t *testing.T, dir string) {

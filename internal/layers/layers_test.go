@@ -70,6 +70,13 @@ var layers = []struct {
 	// The user API and what reads a running job.
 	{"", 50},
 	{"internal/backpressure", 50},
+	// The test kit users test their pipelines with: operator harnesses
+	// and the job runner on the API; the Kafka clusters of tests; the
+	// dockerized one, its own package so that nothing else links
+	// testcontainers.
+	{"sluicetest", 55},
+	{"sluicetest/kafkatest", 56},
+	{"sluicetest/kafkatest/kafkacontainer", 57},
 	// Around the engine.
 	{"api", 60},
 	{"tracing", 60},
@@ -98,7 +105,8 @@ const anything = 100
 // state/rocksdb is one too: it needs cgo, which the user API must not.
 var connectors = []string{"sink/kafka", "sink/filesink", "source/kafka", "state/rocksdb"}
 
-var noConnectorImports = []string{"api", "tracing", "metrics", "inspect", "runtime", ""}
+var noConnectorImports = []string{"api", "tracing", "metrics", "inspect", "runtime", "",
+	"sluicetest", "sluicetest/kafkatest", "sluicetest/kafkatest/kafkacontainer"}
 
 // connectorExceptions are imports of a connector by a package of
 // noConnectorImports that are still to be turned into registrations.
