@@ -71,13 +71,17 @@ func (e *Environment) Configure(opts ...Option) {
 	}
 }
 
-func (e *Environment) addErr(err error) { e.errs = append(e.errs, err) }
-
-// Err returns the errors of the options and operators given so far (an
-// invalid option, a uid used twice), which Execute would return before
-// starting anything; nil when there are none. Tools that read the plan
-// without executing it (package sluicetest) check it first.
+// Err returns what the options given so far refuse, which Execute
+// returns: bad values, and keys of WithConfiguration, each naming the
+// option or key.
 func (e *Environment) Err() error { return errors.Join(e.errs...) }
+
+// addErr records an error Execute returns; nil is none.
+func (e *Environment) addErr(err error) {
+	if err != nil {
+		e.errs = append(e.errs, err)
+	}
+}
 
 func positive(e *Environment, name string, v int) bool {
 	if v < 1 {

@@ -3,7 +3,5 @@
 // (host:port, comma separated for several); `make test` starts a local
 // broker with scripts/kafka and sets it. With KAFKA_BROKERS unset they skip,
 // except under CI=true, where they fail: integration tests are never skipped
-// in CI. TestKitOnLocalKafka starts a broker of its own instead, from the
-// Maven jars with the installed Java, as the test kit (sluicetest/kafkatest)
-// does in a user's module.
+// in CI.
 package integration

@@ -70,18 +70,18 @@ var layers = []struct {
 	// The user API and what reads a running job.
 	{"", 50},
 	{"internal/backpressure", 50},
-	// The test kit users test their pipelines with: operator harnesses
-	// and the job runner on the API; the Kafka clusters of tests; the
-	// dockerized one, its own package so that nothing else links
-	// testcontainers.
-	{"sluicetest", 55},
-	{"sluicetest/kafkatest", 56},
-	{"sluicetest/kafkatest/kafkacontainer", 57},
 	// Around the engine.
 	{"api", 60},
 	{"tracing", 60},
 	{"metrics", 60},
 	{"inspect", 60},
+	// The test kit users test their pipelines with: operator harnesses
+	// and the job runner on the API; the Kafka clusters of tests; the
+	// dockerized one, its own package so that nothing else links
+	// testcontainers.
+	{"sluicetest", 61},
+	{"sluicetest/kafkatest", 62},
+	{"sluicetest/kafkatest/kafkacontainer", 63},
 	// The job runner, which wires api, metrics and tracing.
 	{"runner", 65},
 	// The CLI.

@@ -1,8 +1,7 @@
 // Package testutil owns the helpers the module's tests share: waiting for
-// a condition under a safety net, a context bounded for a test, an
-// in-process Kafka cluster (franz-go's kfake) for fast unit tests, and a
-// testing.TB that records failures and skips (FailureOf), for the tests
-// of the test kit. Tests only; no production code imports it.
+// a condition under a safety net, a context bounded for a test, and an
+// in-process Kafka cluster (franz-go's kfake) for fast unit tests. Tests
+// only; no production code imports it.
 package testutil
 
 import (

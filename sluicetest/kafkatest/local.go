@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -425,5 +424,3 @@ func clusterID() string {
 		}
 	}
 }
-
-var errNoSignal = errors.New("cannot signal the broker on this platform")

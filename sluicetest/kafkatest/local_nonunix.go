@@ -2,6 +2,11 @@
 
 package kafkatest
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
 func terminate(p *os.Process) error { return errNoSignal }
+
+var errNoSignal = errors.New("cannot signal the broker on this platform")
