@@ -63,8 +63,31 @@ type opUnit struct {
 // initState makes the operator's state backends and restores them from the
 // attempt's snapshot.
 func (t *Task) initState(n *Node, oc *operators.Context) error {
-	in := stateInit{node: n, oc: oc, factory: t.job.cfg.StateBackend, job: t.job.cfg.JobName,
-		restore: t.att.restore, bytes: &t.att.restoreCounters.bytes}
+	ob, err := state.NewOperatorStateBackend(t.subtask, t.vertex.Parallelism)
+	if err != nil {
+		return err
+	}
+	oc.OperatorState = ob
+	if n.Keyed {
+		f := t.job.cfg.StateBackend
+		if f == nil {
+			f = HeapStateBackend
+		}
+		kb, err := f(StateBackendOptions{
+			Job: t.job.cfg.JobName, OperatorUID: n.UID, Subtask: t.subtask,
+			Parallelism: t.vertex.Parallelism, MaxParallelism: t.vertex.MaxParallelism,
+			KeyGroups: state.RangeFor(t.vertex.MaxParallelism, t.vertex.Parallelism, t.subtask),
+		})
+		if err != nil {
+			return fmt.Errorf("create keyed state backend: %w", err)
+		}
+		oc.KeyedState = kb
+	}
+	r := t.att.restore
+	if r == nil {
+		return nil
+	}
+	in := stateInit{node: n, oc: oc, restore: r, bytes: &t.att.restoreCounters.bytes}
 	return in.run()
 }
 
@@ -72,45 +95,26 @@ func (t *Task) initState(n *Node, oc *operators.Context) error {
 // (the subtask oc names by Subtask, Parallelism and MaxParallelism): its
 // operator state backend and, for a keyed node, a keyed backend made by f
 // (nil: the heap backend) for the subtask's key-group range, restored
-// from snap unless snap is nil, exactly as a Task does before it opens
-// its chain: operator state redistributed over the new parallelism, keyed
-// state from every old subtask whose key groups overlap the new range, the
-// committables of the old subtasks i with i mod the new parallelism equal
-// to this subtask, and the Restored fields of oc set. job names the job
-// to the backend factory. It is the seam through which package
-// sluicetest's harnesses run one operator outside a Task.
+// from snap unless snap is nil as a Task restores them before it opens
+// its chain (the same code): operator state redistributed over the new
+// parallelism, keyed state from every old subtask whose key groups
+// overlap the new range, the committables of the old subtasks i with i
+// mod the new parallelism equal to this subtask, and the Restored fields
+// of oc set. job names the job to the backend factory. It is the seam
+// through which package sluicetest's harnesses run one operator outside
+// a Task.
 func InitOperatorState(n *Node, oc *operators.Context, f StateBackendFactory, job string, snap *storage.Snapshot) error {
-	in := stateInit{node: n, oc: oc, factory: f, job: job}
-	if snap != nil {
-		in.restore = newRestoreSnapshot(snap, false)
-	}
-	return in.run()
-}
-
-// stateInit is the making and restoring of one operator's state backends.
-type stateInit struct {
-	node    *Node
-	oc      *operators.Context
-	factory StateBackendFactory
-	job     string
-	restore *restoreSnapshot // nil: start empty
-	bytes   *atomic.Int64    // restored bytes are added here (nil: not counted)
-}
-
-func (in *stateInit) run() error {
-	n, oc := in.node, in.oc
 	ob, err := state.NewOperatorStateBackend(oc.Subtask, oc.Parallelism)
 	if err != nil {
 		return err
 	}
 	oc.OperatorState = ob
 	if n.Keyed {
-		f := in.factory
 		if f == nil {
 			f = HeapStateBackend
 		}
 		kb, err := f(StateBackendOptions{
-			Job: in.job, OperatorUID: n.UID, Subtask: oc.Subtask,
+			Job: job, OperatorUID: n.UID, Subtask: oc.Subtask,
 			Parallelism: oc.Parallelism, MaxParallelism: oc.MaxParallelism,
 			KeyGroups: state.RangeFor(oc.MaxParallelism, oc.Parallelism, oc.Subtask),
 		})
@@ -119,10 +123,24 @@ func (in *stateInit) run() error {
 		}
 		oc.KeyedState = kb
 	}
-	r := in.restore
-	if r == nil {
+	if snap == nil {
 		return nil
 	}
+	in := stateInit{node: n, oc: oc, restore: newRestoreSnapshot(snap, false)}
+	return in.run()
+}
+
+// stateInit is the restore of one operator's state backends, made
+// already, from a snapshot.
+type stateInit struct {
+	node    *Node
+	oc      *operators.Context
+	restore *restoreSnapshot
+	bytes   *atomic.Int64 // restored bytes are added here (nil: not counted)
+}
+
+func (in *stateInit) run() error {
+	n, oc, r := in.node, in.oc, in.restore
 	olds := r.byUID[n.UID]
 	if len(olds) == 0 {
 		return nil // an operator new to the job starts empty
@@ -141,7 +159,7 @@ func (in *stateInit) run() error {
 			oc.RestoredCommittables = append(oc.RestoredCommittables, st.Committables...)
 		}
 	}
-	if err := in.restoreFrom("operator state", opHandles, ob.Restore); err != nil {
+	if err := in.restoreFrom("operator state", opHandles, oc.OperatorState.Restore); err != nil {
 		return err
 	}
 	if oc.KeyedState != nil {
