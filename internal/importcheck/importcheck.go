@@ -27,17 +27,7 @@ func IsConnector(path string) bool {
 // included, as `go list -deps` prints them.
 func Deps(t testing.TB, dir string) []string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".")
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		msg := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg = string(ee.Stderr)
-		}
-		t.Fatalf("go list -deps in %s: %v %s", dir, err, msg)
-	}
-	return strings.Fields(string(out))
+	return goList(t, dir, "-deps", "-f", "{{.ImportPath}}")
 }
 
 // Imports returns the import paths the package in dir imports itself
@@ -45,7 +35,13 @@ func Deps(t testing.TB, dir string) []string {
 // them.
 func Imports(t testing.TB, dir string) []string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, ".")
+	return goList(t, dir, "-f", `{{join .Imports " "}}`)
+}
+
+// goList runs `go list args .` in dir and returns the words it prints.
+func goList(t testing.TB, dir string, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", append(append([]string{"list"}, args...), ".")...)
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {
@@ -53,7 +49,7 @@ func Imports(t testing.TB, dir string) []string {
 		if ee, ok := err.(*exec.ExitError); ok {
 			msg = string(ee.Stderr)
 		}
-		t.Fatalf("go list -f {{.Imports}} in %s: %v %s", dir, err, msg)
+		t.Fatalf("go list %s in %s: %v %s", strings.Join(args, " "), dir, err, msg)
 	}
 	return strings.Fields(string(out))
 }
