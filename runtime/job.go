@@ -808,6 +808,13 @@ func (j *Job) Cancel() { j.stop(false) }
 // Wait returns ErrJobSuspended.
 func (j *Job) suspend() { j.stop(true) }
 
+// Suspend stops the job as cancelling the context given to Execute does
+// (its checkpoints stay, no result is recorded, Wait returns
+// ErrJobSuspended), but at once: a task error that follows the call is
+// the stop, never a failure to restart from. It does not wait for the
+// tasks to exit. Package sluicetest crashes a job with it.
+func (j *Job) Suspend() { j.suspend() }
+
 func (j *Job) stop(suspend bool) {
 	j.mu.Lock()
 	if j.err == nil && !j.canceled && !j.suspended && (j.Status() == JobRunning || j.Status() == JobRestarting) {

@@ -70,8 +70,12 @@ type Node struct {
 	MaxParallelism  int // 0: the job's default
 	DisableChaining bool
 	// Keyed nodes get a keyed state backend for their key-group range.
-	Keyed  bool
-	Inputs []*Edge
+	Keyed bool
+	// KeyCodec is, for a keyed node, the codec.Codec[K] (as any) of its
+	// key: what the keyed backend's keys are encoded with (tools that
+	// read keyed state by key, such as package sluicetest, use it).
+	KeyCodec any
+	Inputs   []*Edge
 
 	// Out describes the node's output type; nil for sinks.
 	Out TypeInfo

@@ -162,49 +162,9 @@ func run(numOrders int, interval time.Duration) error {
 		sluice.WithCheckpointing(interval, chkDir),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(3, 100*time.Millisecond)),
 	)
-	orderSrc, err := kafkasource.NewSource(seeds, kafkasource.Topics(ordersTopic), func(r *kgo.Record) (Order, error) {
-		f := strings.Split(string(r.Value), ",")
-		if len(f) != 3 {
-			return Order{}, fmt.Errorf("order %q: want id,customer,amount", r.Value)
-		}
-		amount, err := strconv.ParseInt(f[2], 10, 64)
-		return Order{ID: f[0], Customer: f[1], Amount: amount}, err
-	}, kafkasource.Logger(log))
-	if err != nil {
+	if err := addPipeline(env, seeds, ordersTopic, customersTopic, output, "enrichment-"+suffix, int64(numOrders/2), log); err != nil {
 		return err
 	}
-	customerSrc, err := kafkasource.NewSource(seeds, kafkasource.Topics(customersTopic), func(r *kgo.Record) (Customer, error) {
-		f := strings.Split(string(r.Value), ",")
-		if len(f) != 2 {
-			return Customer{}, fmt.Errorf("customer %q: want name,tier", r.Value)
-		}
-		return Customer{ID: string(r.Key), Name: f[0], Tier: f[1]}, nil
-	}, kafkasource.Logger(log))
-	if err != nil {
-		return err
-	}
-	orderStream := sluice.FromSource(env, orderSrc, sluice.NoWatermarks[Order](), "orders", sluice.UID("orders"))
-	// One injected failure, midway: the job restarts from its latest
-	// checkpoint and the output stays exactly once.
-	var seen, failed atomic.Int64
-	orderStream = sluice.Map(orderStream, func(o Order) (Order, error) {
-		if seen.Add(1) == int64(numOrders/2) && failed.Add(1) == 1 {
-			return o, fmt.Errorf("injected failure at order %s", o.ID)
-		}
-		return o, nil
-	}, sluice.UID("maybe-fail"))
-	customerStream := sluice.FromSource(env, customerSrc, sluice.NoWatermarks[Customer](), "customers", sluice.UID("customers"))
-	enriched := sluice.KeyedCoProcess(sluice.ConnectKeyed(
-		sluice.KeyBy(orderStream, func(o Order) string { return o.Customer }),
-		sluice.KeyBy(customerStream, func(c Customer) string { return c.ID })),
-		sluice.KeyedCoProcessFunction[string, Order, Customer, Enriched](&enrich{}), sluice.UID("enrich"))
-	snk, err := kafkasink.NewSink(seeds, func(e Enriched) (*kgo.Record, error) {
-		return &kgo.Record{Topic: output, Key: []byte(e.ID), Value: []byte(e.Customer + "," + e.Name + "," + e.Tier)}, nil
-	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix("enrichment-"+suffix), kafkasink.Logger(log))
-	if err != nil {
-		return err
-	}
-	sluice.SinkTo(enriched, snk, sluice.UID("output"))
 	job, err := env.ExecuteAsync(ctx)
 	if err != nil {
 		return err
@@ -256,6 +216,58 @@ func run(numOrders int, interval time.Duration) error {
 		return fmt.Errorf("job: %w", err)
 	}
 	return check(got, want, job.Restarts())
+}
+
+// addPipeline adds the job to env: the orders and the customer changelog
+// read from their topics, keyed by customer and connected, enriched, and
+// written to output in Kafka transactions (the transactional ids start
+// with txnPrefix). Its failAt-th order fails the job once (0: never), to
+// show a restart. The program and its tests build the job with it.
+func addPipeline(env *sluice.Environment, seeds []string, ordersTopic, customersTopic, output, txnPrefix string, failAt int64, log *slog.Logger) error {
+	orderSrc, err := kafkasource.NewSource(seeds, kafkasource.Topics(ordersTopic), func(r *kgo.Record) (Order, error) {
+		f := strings.Split(string(r.Value), ",")
+		if len(f) != 3 {
+			return Order{}, fmt.Errorf("order %q: want id,customer,amount", r.Value)
+		}
+		amount, err := strconv.ParseInt(f[2], 10, 64)
+		return Order{ID: f[0], Customer: f[1], Amount: amount}, err
+	}, kafkasource.Logger(log))
+	if err != nil {
+		return err
+	}
+	customerSrc, err := kafkasource.NewSource(seeds, kafkasource.Topics(customersTopic), func(r *kgo.Record) (Customer, error) {
+		f := strings.Split(string(r.Value), ",")
+		if len(f) != 2 {
+			return Customer{}, fmt.Errorf("customer %q: want name,tier", r.Value)
+		}
+		return Customer{ID: string(r.Key), Name: f[0], Tier: f[1]}, nil
+	}, kafkasource.Logger(log))
+	if err != nil {
+		return err
+	}
+	orderStream := sluice.FromSource(env, orderSrc, sluice.NoWatermarks[Order](), "orders", sluice.UID("orders"))
+	// One injected failure, midway: the job restarts from its latest
+	// checkpoint and the output stays exactly once.
+	var seen, failed atomic.Int64
+	orderStream = sluice.Map(orderStream, func(o Order) (Order, error) {
+		if seen.Add(1) == failAt && failed.Add(1) == 1 {
+			return o, fmt.Errorf("injected failure at order %s", o.ID)
+		}
+		return o, nil
+	}, sluice.UID("maybe-fail"))
+	customerStream := sluice.FromSource(env, customerSrc, sluice.NoWatermarks[Customer](), "customers", sluice.UID("customers"))
+	enriched := sluice.KeyedCoProcess(sluice.ConnectKeyed(
+		sluice.KeyBy(orderStream, func(o Order) string { return o.Customer }),
+		sluice.KeyBy(customerStream, func(c Customer) string { return c.ID })),
+		sluice.KeyedCoProcessFunction[string, Order, Customer, Enriched](&enrich{}), sluice.UID("enrich"))
+	snk, err := kafkasink.NewSink(seeds, func(e Enriched) (*kgo.Record, error) {
+		return &kgo.Record{Topic: output, Key: []byte(e.ID), Value: []byte(e.Customer + "," + e.Name + "," + e.Tier)}, nil
+	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(txnPrefix), kafkasink.Logger(log))
+	if err != nil {
+		return err
+	}
+	sluice.SinkTo(enriched, snk, sluice.UID("output"))
+	return nil
 }
 
 // consumeCommitted reads topic under read_committed until it holds n

@@ -84,6 +84,13 @@ var layers = []struct {
 	{"tracing", 60},
 	{"metrics", 60},
 	{"inspect", 60},
+	// The test kit users test their pipelines with: operator harnesses
+	// and the job runner on the API; the Kafka clusters of tests; the
+	// dockerized one, its own package so that nothing else links
+	// testcontainers.
+	{"sluicetest", 61},
+	{"sluicetest/kafkatest", 62},
+	{"sluicetest/kafkatest/kafkacontainer", 63},
 	// The job runner, which wires api, metrics and tracing.
 	{"runner", 65},
 	// The CLI.
@@ -108,7 +115,8 @@ const anything = 100
 // state/rocksdb is one too: it needs cgo, which the user API must not.
 var connectors = []string{"sink/kafka", "sink/filesink", "source/kafka", "state/rocksdb"}
 
-var noConnectorImports = []string{"api", "tracing", "metrics", "inspect", "runtime", ""}
+var noConnectorImports = []string{"api", "tracing", "metrics", "inspect", "runtime", "",
+	"sluicetest", "sluicetest/kafkatest", "sluicetest/kafkatest/kafkacontainer"}
 
 // connectorExceptions are imports of a connector by a package of
 // noConnectorImports that are still to be turned into registrations.
