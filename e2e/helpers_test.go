@@ -1,19 +1,15 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/testutil"
-	"io"
-	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testjob"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/source"
 )
 
@@ -21,47 +17,20 @@ import (
 // lifecycle tests also check after each test with goleak.VerifyNone.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// safetyNet bounds every job and every await: it is never reached by a
+// The helpers every job test shares (internal/testjob, internal/testutil):
+// safetyNet bounds every job and every await; it is never reached by a
 // passing test, it only turns a hang into a failure.
 const safetyNet = testutil.SafetyNet
 
-// quietLogger keeps the job's start/stop logs out of the test output.
-func quietLogger() sluice.Option {
-	if os.Getenv("SLUICE_TEST_LOGS") != "" {
-		return sluice.WithLogger(slog.Default())
-	}
-	return sluice.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-}
-
-// newEnv returns an environment with quiet logs and the given options.
-func newEnv(opts ...sluice.Option) *sluice.Environment {
-	return sluice.NewEnvironment(append([]sluice.Option{quietLogger()}, opts...)...)
-}
-
-// execute runs the job to its end under the safety net.
-func execute(t *testing.T, env *sluice.Environment) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
-	defer cancel()
-	err := env.Execute(ctx)
-	if ctx.Err() != nil {
-		t.Fatalf("job did not end within the safety net of %v: %v", safetyNet, err)
-	}
-	return err
-}
-
-// mustExecute runs the job and fails the test if it does not finish.
-func mustExecute(t *testing.T, env *sluice.Environment) {
-	t.Helper()
-	if err := execute(t, env); err != nil {
-		t.Fatalf("job failed: %v", err)
-	}
-}
-
-// await and awaitClosed are the shared helpers' (internal/testutil).
 var (
-	await       = testutil.Await
-	awaitClosed = testutil.AwaitClosed
+	quietLogger       = testjob.QuietLogger
+	newEnv            = testjob.NewEnv
+	execute           = testjob.Execute
+	mustExecute       = testjob.MustExecute
+	mustStart         = testjob.MustStart
+	stopWithSavepoint = testjob.StopWithSavepoint
+	await             = testutil.Await
+	awaitClosed       = testutil.AwaitClosed
 )
 
 func ints(from, to int64) []int64 {
@@ -189,37 +158,3 @@ func (r *scriptReader) PollNext(out source.Output[int64]) (source.Status, error)
 
 func (r *scriptReader) Available() <-chan struct{} { return r.avail }
 func (r *scriptReader) Close() error               { return nil }
-
-// stopWithSavepoint stops job with a savepoint (without draining), waits
-// for it to end, and returns the savepoint's path.
-func stopWithSavepoint(t *testing.T, job *sluice.Job) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
-	defer cancel()
-	sp, err := job.StopWithSavepoint(ctx, t.TempDir(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Wait(); err != nil {
-		t.Fatalf("stopped job: %v", err)
-	}
-	return sp
-}
-
-// mustStart starts the job under the safety net; at the end of the test
-// the job is cancelled (if still running) and waited for.
-func mustStart(t *testing.T, env *sluice.Environment) *sluice.Job {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
-	job, err := env.ExecuteAsync(ctx)
-	if err != nil {
-		cancel()
-		t.Fatalf("ExecuteAsync: %v", err)
-	}
-	t.Cleanup(func() {
-		job.Cancel()
-		_ = job.Wait()
-		cancel()
-	})
-	return job
-}

@@ -97,6 +97,7 @@ func TestFinishedJobIsNotRunAgain(t *testing.T) {
 	for run := 2; run <= 3; run++ {
 		runOpts := opts
 		if run == 3 {
+			//lint:ignore SA1019 the deprecated option is what the test gives
 			runOpts = append(slices.Clone(opts), sluice.WithResumeFromLatestCheckpoint())
 		}
 		env2, seen := countJob(out, records, keys, 20000, runOpts...)

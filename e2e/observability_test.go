@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -81,15 +80,6 @@ func TestWithObservers(t *testing.T) {
 		if j != "observed" {
 			t.Fatalf("observed under the name %q, want %q", j, "observed")
 		}
-	}
-}
-
-func TestWithObserversRefusesNonObservers(t *testing.T) {
-	env := newEnv(sluice.WithObservers(42))
-	sluice.SinkTo(sluice.FromSource(env, source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(1)),
-		sluice.NoWatermarks[int64](), "gen"), sink.NewDiscard[int64]())
-	if _, err := env.ExecuteAsync(context.Background()); !errors.Is(err, sluice.ErrInvalidOption) {
-		t.Fatalf("ExecuteAsync with a non-observer: %v", err)
 	}
 }
 

@@ -258,16 +258,6 @@ func TestCoGroupMatchesPlainEvaluation(t *testing.T) {
 	}
 }
 
-func TestWindowJoinRefusesBadOptions(t *testing.T) {
-	env := newEnv()
-	s := sluice.FromSource(env, source.FromSlice([]twoEv{{}}), sluice.NoWatermarks[twoEv](), "s")
-	ks := sluice.KeyBy(s, twoKey)
-	sluice.ApplyWindowJoin(sluice.WindowJoin(ks, ks).Window(nil), wjJoinFn())
-	if err := execute(t, env); err == nil {
-		t.Fatal("a window join without an assigner was accepted")
-	}
-}
-
 // The exactly-once test of the two-input harness: a tumbling window join
 // under crashes before, in and after it.
 const wjSize = 100 // ms

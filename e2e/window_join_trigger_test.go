@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/source"
 )
 
 // The trigger and evictor tests of window join and coGroup (Flink's
@@ -132,30 +130,5 @@ func TestCoGroupCountTriggerMatchesPlainEvaluation(t *testing.T) {
 	}
 	if d := sameMultiset(sizes, want); d != "" {
 		t.Fatalf("count-triggered coGroup firings differ from the plain evaluation: %s", d)
-	}
-}
-
-func TestWindowJoinRefusesBadTriggerAndEvictor(t *testing.T) {
-	type tu = sluice.TaggedUnion[twoEv, twoEv]
-	for name, configure := range map[string]func(*sluice.TwoInputWindowed[int64, twoEv, twoEv]) *sluice.TwoInputWindowed[int64, twoEv, twoEv]{
-		"count 0": func(w *sluice.TwoInputWindowed[int64, twoEv, twoEv]) *sluice.TwoInputWindowed[int64, twoEv, twoEv] {
-			return w.Trigger(sluice.CountTrigger[tu](0))
-		},
-		"nil evictor": func(w *sluice.TwoInputWindowed[int64, twoEv, twoEv]) *sluice.TwoInputWindowed[int64, twoEv, twoEv] {
-			return w.Evictor(nil)
-		},
-		"evictor 0": func(w *sluice.TwoInputWindowed[int64, twoEv, twoEv]) *sluice.TwoInputWindowed[int64, twoEv, twoEv] {
-			return w.Evictor(sluice.CountEvictor[tu](0))
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			env := newEnv()
-			s := sluice.FromSource(env, source.FromSlice([]twoEv{{}}), sluice.NoWatermarks[twoEv](), "s")
-			ks := sluice.KeyBy(s, twoKey)
-			sluice.ApplyWindowJoin(configure(sluice.WindowJoin(ks, ks).Window(sluice.TumblingEventTimeWindows(time.Second))), wjJoinFn())
-			if err := execute(t, env); !errors.Is(err, sluice.ErrInvalidOption) {
-				t.Fatalf("a window join with a bad %s ran: %v", name, err)
-			}
-		})
 	}
 }
