@@ -3,17 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/codec"
-	"github.com/sluicehq/sluice/sink/filesink"
-	"github.com/sluicehq/sluice/source"
 )
 
 // The async I/O tests call a slow in-process service for every record of
@@ -58,67 +53,53 @@ func (s *slowService) call(ctx context.Context, v int64, done func(int64, error)
 	}()
 }
 
-type asyncRun struct {
-	records, rate int64
-	ordered       bool
-	capacity      int
-	svc           *slowService
-	mapCrash      *crashes
-	commitCrash   *crashes
-	outDir, cpDir string
-	par           int // of the async operator (0: 1)
-	seen          *atomic.Int64
-	opts          []sluice.Option
+// asyncJob is the async tests' job: records records at rate with event
+// timestamps, each looked up in svc by an ordered or unordered wait of
+// capacity, at the parallelism opPar (0: 1), then through the
+// maybe-crash map; parallelism 1 elsewhere, checkpoints every 10 ms.
+func asyncJob(t *testing.T, records int64, rate float64, ordered bool, capacity int, svc *slowService) *job[[2]int64] {
+	return &job[[2]int64]{opts: crashOptions(t.TempDir(), 10*time.Millisecond, sluice.WithParallelism(1)), records: records, rate: rate, outDir: t.TempDir(),
+		build: func(j *job[[2]int64], env *sluice.Environment) *sluice.Stream[[2]int64] {
+			par := sluice.Parallelism(max(j.opPar, 1))
+			s := datagen(j, env, "gen", index, index, sluice.ForMonotonousTimestamps[int64]())
+			fn := sluice.AsyncFunc[int64, [2]int64](func(ctx context.Context, v int64, rf sluice.ResultFuture[[2]int64]) {
+				svc.call(ctx, v, func(a int64, err error) {
+					if err != nil {
+						rf.CompleteExceptionally(err)
+						return
+					}
+					rf.Complete([2]int64{v, a})
+				})
+			})
+			var res *sluice.Stream[[2]int64]
+			if ordered {
+				res = sluice.OrderedWait(s, fn, 10*time.Second, capacity, sluice.UID("lookup"), par)
+			} else {
+				res = sluice.UnorderedWait(s, fn, 10*time.Second, capacity, sluice.UID("lookup"), par)
+			}
+			return maybeCrash(j, res, "maybe-crash", par)
+		}}
 }
 
-func (r *asyncRun) env() *sluice.Environment {
-	env := sluice.NewEnvironment(append([]sluice.Option{
-		sluice.WithParallelism(1),
-		sluice.WithBufferTimeout(2 * time.Millisecond),
-		sluice.WithCheckpointing(10*time.Millisecond, r.cpDir),
-		sluice.WithRestartStrategy(sluice.FixedDelayRestart(100, 5*time.Millisecond)),
-		quietLogger(),
-	}, r.opts...)...)
-	par := sluice.Parallelism(max(r.par, 1))
-	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(r.records),
-		source.DatagenRate(float64(r.rate)), source.DatagenTimestamps(func(i int64) int64 { return i }))
-	s := sluice.FromSource(env, gen, sluice.ForMonotonousTimestamps[int64](), "gen", sluice.UID("gen"))
-	svc, seen := r.svc, r.seen
-	fn := sluice.AsyncFunc[int64, [2]int64](func(ctx context.Context, v int64, rf sluice.ResultFuture[[2]int64]) {
-		if seen != nil {
-			seen.Add(1)
+// checkAnswers fails t unless got holds every record's answer once (in
+// the records' order if ordered).
+func checkAnswers(t *testing.T, got [][2]int64, records int64, ordered bool) {
+	t.Helper()
+	seen := make([]int, records)
+	for i, g := range got {
+		if g[0] < 0 || g[0] >= records || g[1] != answer(g[0]) {
+			t.Fatalf("committed result %d is %v, not a record and its answer", i, g)
 		}
-		svc.call(ctx, v, func(a int64, err error) {
-			if err != nil {
-				rf.CompleteExceptionally(err)
-				return
-			}
-			rf.Complete([2]int64{v, a})
-		})
-	})
-	var res *sluice.Stream[[2]int64]
-	if r.ordered {
-		res = sluice.OrderedWait(s, fn, 10*time.Second, r.capacity, sluice.UID("lookup"), par)
-	} else {
-		res = sluice.UnorderedWait(s, fn, 10*time.Second, r.capacity, sluice.UID("lookup"), par)
+		seen[g[0]]++
+		if ordered && g[0] != int64(i) {
+			t.Fatalf("ordered wait: committed result %d is for record %d", i, g[0])
+		}
 	}
-	mc := r.mapCrash
-	res = sluice.Map(res, func(v [2]int64) ([2]int64, error) {
-		if mc.hit() {
-			return v, fmt.Errorf("map of %v: %w", v, errInjectedCrash)
+	for v, n := range seen {
+		if n != 1 {
+			t.Fatalf("record %d committed %d times", v, n)
 		}
-		return v, nil
-	}, sluice.UID("maybe-crash"), par)
-	cc := r.commitCrash
-	fs := filesink.New[[2]int64](r.outDir, codec.JSON[[2]int64]{}, filesink.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		filesink.WithCommitHook(func(id int64) error {
-			if cc.hit() {
-				return fmt.Errorf("commit of checkpoint %d: %w", id, errInjectedCrash)
-			}
-			return nil
-		}))
-	sluice.SinkTo(res, fs, sluice.UID("files"))
-	return env
+	}
 }
 
 func TestAsyncIOExactlyOnceUnderFailures(t *testing.T) {
@@ -134,49 +115,21 @@ func TestAsyncIOExactlyOnceUnderFailures(t *testing.T) {
 			if c.capacity == 1 {
 				records = 400 // one call at a time, of 1.5 ms on average
 			}
-			r := &asyncRun{
-				records: records, rate: 20000, ordered: c.ordered, capacity: c.capacity,
-				svc:         &slowService{crash: newCrashes(rng, 2, records)},
-				mapCrash:    newCrashes(rng, 1, records),
-				commitCrash: newCrashes(rng, 1, 10),
-				outDir:      t.TempDir(), cpDir: t.TempDir(),
-			}
-			job, err := r.env().ExecuteAsync(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := job.Wait(); err != nil {
-				t.Fatalf("job failed: %v", err)
-			}
-			if f := r.svc.crash.fired.Load(); f == 0 {
+			svc := &slowService{crash: newCrashes(rng, 2, records)}
+			r := asyncJob(t, records, 20000, c.ordered, c.capacity, svc)
+			r.mapCrash, r.commitCrash = newCrashes(rng, 1, records), newCrashes(rng, 1, 10)
+			job := r.run(t)
+			if f := svc.crash.count(); f == 0 {
 				t.Fatal("no service call crashed")
 			}
-			if m := r.svc.most.Load(); m > int64(c.capacity) {
+			if m := svc.most.Load(); m > int64(c.capacity) {
 				t.Fatalf("%d calls in flight at once, capacity %d", m, c.capacity)
 			}
-			if c.capacity > 1 && r.svc.most.Load() < 2 {
-				t.Fatalf("at most %d call in flight with capacity %d: the calls did not overlap", r.svc.most.Load(), c.capacity)
+			if c.capacity > 1 && svc.most.Load() < 2 {
+				t.Fatalf("at most %d call in flight with capacity %d: the calls did not overlap", svc.most.Load(), c.capacity)
 			}
-			got, err := filesink.ReadCommitted(r.outDir, codec.JSON[[2]int64]{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen := make([]int, records)
-			for i, g := range got {
-				if g[0] < 0 || g[0] >= records || g[1] != answer(g[0]) {
-					t.Fatalf("committed result %d is %v, not a record and its answer", i, g)
-				}
-				seen[g[0]]++
-				if c.ordered && g[0] != int64(i) {
-					t.Fatalf("ordered wait: committed result %d is for record %d", i, g[0])
-				}
-			}
-			for v, n := range seen {
-				if n != 1 {
-					t.Fatalf("record %d committed %d times", v, n)
-				}
-			}
-			t.Logf("%d records, %d calls, %d restarts, at most %d in flight", records, r.svc.calls.Load(), job.Restarts(), r.svc.most.Load())
+			checkAnswers(t, r.output(t), records, c.ordered)
+			t.Logf("%d records, %d calls, %d restarts, at most %d in flight", records, svc.calls.Load(), job.Restarts(), svc.most.Load())
 		})
 	}
 }
@@ -188,36 +141,16 @@ func TestAsyncIOExactlyOnceUnderFailures(t *testing.T) {
 // committed once.
 func TestAsyncIORescale(t *testing.T) {
 	const records = 3000
-	seen := &atomic.Int64{}
-	r := &asyncRun{records: records, rate: 3000, capacity: 100, par: 2, svc: &slowService{}, seen: seen,
-		outDir: t.TempDir(), cpDir: t.TempDir()}
-	job, err := r.env().ExecuteAsync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	await(t, "a third of the input", func() bool { return seen.Load() > records/3 })
+	svc := &slowService{}
+	r := asyncJob(t, records, 3000, false, 100, svc)
+	r.opPar = 2
+	job := r.start(t)
+	await(t, "a third of the input", func() bool { return svc.calls.Load() > records/3 })
 	sp := stopWithSavepoint(t, job)
-	if n := seen.Load(); n >= records {
+	if n := svc.calls.Load(); n >= records {
 		t.Fatalf("the first run called all %d records; the test needs a stop midway", n)
 	}
-	r2 := *r
-	r2.par, r2.rate, r2.seen = 3, 1e6, nil
-	r2.opts = []sluice.Option{sluice.WithRestoreFrom(sp)}
+	r2 := r.rescaled(3, 1e6, sluice.WithRestoreFrom(sp))
 	mustExecute(t, r2.env())
-	got, err := filesink.ReadCommitted(r.outDir, codec.JSON[[2]int64]{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seenOut := make([]int, records)
-	for i, g := range got {
-		if g[0] < 0 || g[0] >= records || g[1] != answer(g[0]) {
-			t.Fatalf("committed result %d is %v, not a record and its answer", i, g)
-		}
-		seenOut[g[0]]++
-	}
-	for v, n := range seenOut {
-		if n != 1 {
-			t.Fatalf("record %d committed %d times", v, n)
-		}
-	}
+	checkAnswers(t, r2.output(t), records, false)
 }

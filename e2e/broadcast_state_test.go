@@ -91,7 +91,7 @@ func asOf(l twoEv, rs []twoEv) string {
 	return fmt.Sprintf("%d<-%s", l.I, best)
 }
 
-func buildAsOfJoin(r *twoRun, left, right *sluice.Stream[twoEv]) *sluice.Stream[string] {
+func buildAsOfJoin(r *job[string], left, right *sluice.Stream[twoEv]) *sluice.Stream[string] {
 	return sluice.ProcessKeyedBroadcast(sluice.KeyBy(left, twoKey),
 		sluice.NewBroadcastStream(right, sluice.DeclareBroadcastState(versionsDesc)),
 		sluice.KeyedBroadcastProcessFunction[int64, twoEv, twoEv, string](&asOfJoin{crash: r.opCrash}),

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,48 +14,9 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/checkpoint/storage/faultfs"
-	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/sink"
-	"github.com/sluicehq/sluice/sink/filesink"
 	"github.com/sluicehq/sluice/source"
 )
-
-// countJob is a keyed running count over a bounded, rate-limited datagen
-// into the file sink: what the savepoint and restore tests run.
-func countJob(outDir string, records, keys int64, rate float64, opts ...sluice.Option) (*sluice.Environment, *atomic.Int64) {
-	return countJobWith(outDir, records, keys, rate, nil, opts...)
-}
-
-// countJobWith is countJob with check called on every record before it is
-// counted: an error it returns fails the task (a failure injection).
-func countJobWith(outDir string, records, keys int64, rate float64, check func(int64) error, opts ...sluice.Option) (*sluice.Environment, *atomic.Int64) {
-	seen := &atomic.Int64{}
-	env := newEnv(append([]sluice.Option{sluice.WithParallelism(2)}, opts...)...)
-	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(records), source.DatagenRate(rate))
-	s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen", sluice.UID("gen"))
-	s = sluice.Map(s, func(v int64) (int64, error) {
-		seen.Add(1)
-		if check != nil {
-			if err := check(v); err != nil {
-				return 0, err
-			}
-		}
-		return v, nil
-	}, sluice.UID("seen"))
-	counts := sluice.Process[int64, int64, KeyCount](sluice.KeyBy(s, func(v int64) int64 { return v % keys }),
-		&runningCount{}, sluice.Name("count"), sluice.UID("count"))
-	sluice.SinkTo(counts, filesink.New[KeyCount](outDir, codec.JSON[KeyCount]{}), sluice.Name("files"), sluice.UID("files"))
-	return env, seen
-}
-
-func readCounts(t *testing.T, dir string) []KeyCount {
-	t.Helper()
-	got, err := filesink.ReadCommitted(dir, codec.JSON[KeyCount]{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
-}
 
 // A savepoint taken while the job runs, then stop-with-savepoint; the job
 // resumed from that savepoint finishes the input, and the two runs
@@ -210,13 +170,13 @@ func TestResumeFallsBackPastCorruptCheckpoint(t *testing.T) {
 	}
 	// The output the newest checkpoint committed is produced again: a lost
 	// completed checkpoint costs exactly-once, as in Flink. Nothing is lost.
-	max := map[int64]int64{}
+	highest := map[int64]int64{}
 	for _, kc := range readCounts(t, out) {
-		max[kc.Key] = maxOf(max[kc.Key], kc.Count)
+		highest[kc.Key] = max(highest[kc.Key], kc.Count)
 	}
 	for k, n := range expectedCounts(records, keys) {
-		if max[k] != n {
-			t.Errorf("key %d reached count %d, want %d", k, max[k], n)
+		if highest[k] != n {
+			t.Errorf("key %d reached count %d, want %d", k, highest[k], n)
 		}
 	}
 }

@@ -74,7 +74,7 @@ func TestUserFunctionOperatorState(t *testing.T) {
 	got := readCounts(t, out)
 	last := map[int64]int64{}
 	for _, kc := range got {
-		last[kc.Key] = maxOf(last[kc.Key], kc.Count)
+		last[kc.Key] = max(last[kc.Key], kc.Count)
 	}
 	if total := last[0] + last[1]; total != records || len(got) != records {
 		t.Fatalf("subtasks counted %v (total %d) over %d committed records, want %d", last, total, len(got), records)

@@ -10,7 +10,7 @@ import (
 
 const ijLower, ijUpper = -20, 30 // ms
 
-func buildIntervalJoin(r *twoRun, left, right *sluice.Stream[twoEv]) *sluice.Stream[string] {
+func buildIntervalJoin(r *job[string], left, right *sluice.Stream[twoEv]) *sluice.Stream[string] {
 	crash := r.opCrash
 	fn := sluice.ProcessJoinFunc[twoEv, twoEv, string](func(ctx *sluice.JoinContext, l, rr twoEv, out sluice.Collector[string]) error {
 		if crash.hit() {

@@ -777,15 +777,14 @@ func TestFailedJobKeepsItsLatestCheckpoint(t *testing.T) {
 	const records, keys = 4000, 10
 	out, cpDir := t.TempDir(), t.TempDir()
 	var failNow atomic.Bool
-	fail := func(int64) error {
+	r := countRun(out, records, keys, 4000, sluice.WithCheckpointing(20*time.Millisecond, cpDir), sluice.WithRestartStrategy(sluice.NoRestart()))
+	r.fail = func() error {
 		if failNow.Load() {
 			return errors.New("injected failure")
 		}
 		return nil
 	}
-	env, seen := countJobWith(out, records, keys, 4000, fail,
-		sluice.WithCheckpointing(20*time.Millisecond, cpDir), sluice.WithRestartStrategy(sluice.NoRestart()))
-	job := startUntil(t, context.Background(), env, "checkpoints", seen, 2, 300)
+	job := startUntil(t, context.Background(), r.env(), "checkpoints", r.seen, 2, 300)
 	failNow.Store(true)
 	if err := job.Wait(); err == nil || !strings.Contains(err.Error(), "injected failure") {
 		t.Fatalf("the failing run ended with %v, want the injected failure", err)

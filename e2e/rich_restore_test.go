@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -14,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/sink/filesink"
-	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
 )
 
@@ -218,43 +215,35 @@ func (p *richCountProcess) ProcessElement(ctx *sluice.ProcessContext, r richOut,
 	return nil
 }
 
-// richRun is one run of the chain.
-type richRun struct {
-	records, rate int64
-	srcPar        int // the source's parallelism (0: the job's)
-	log           *fnLog
-	crash         map[string]*crashes
-	progress      *atomic.Int64 // map calls
-	outDir, cpDir string
-	opts          []sluice.Option
+// richProbes are what the four functions of one run report to and crash
+// by: the open/close log, the crashes of each function by name, and the
+// count of map calls (progress; may be nil).
+type richProbes struct {
+	log      *fnLog
+	crash    map[string]*crashes
+	progress *atomic.Int64
 }
 
-func (r *richRun) env() *sluice.Environment {
-	env := newEnv(append([]sluice.Option{
-		sluice.WithBufferTimeout(2 * time.Millisecond),
-		sluice.WithCheckpointing(12*time.Millisecond, r.cpDir),
-		sluice.WithRestartStrategy(sluice.FixedDelayRestart(20, time.Millisecond)),
-	}, r.opts...)...)
-	var srcOpts []sluice.OpOption
-	if r.srcPar > 0 {
-		srcOpts = append(srcOpts, sluice.Parallelism(r.srcPar))
-	}
-	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(r.records), source.DatagenRate(float64(r.rate)))
-	s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen", append(srcOpts, sluice.UID("gen"))...)
-	fn := func(name string) counted {
-		c := counted{name: name, log: r.log, crash: r.crash[name]}
-		if name == "map" {
-			c.progress = r.progress
-		}
-		return c
-	}
-	mapped := sluice.RichMap(s, sluice.MapFunction[int64, richOut](&richCountMap{fn("map")}), sluice.UID("map"))
-	kept := sluice.RichFilter(mapped, sluice.FilterFunction[richOut](&richCountFilter{fn("filter")}), sluice.UID("filter"))
-	copies := sluice.RichFlatMap(kept, sluice.FlatMapFunction[richOut, richOut](&richCountFlatMap{fn("flatmap")}), sluice.UID("flatmap"))
-	tagged := sluice.ProcessStream(copies, sluice.ProcessFunction[richOut, richOut](&richCountProcess{fn("process")}), sluice.UID("process"))
-	files := filesink.New[richOut](r.outDir, codec.JSON[richOut]{}, filesink.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	sluice.SinkTo(tagged, files, sluice.UID("files"))
-	return env
+// richJob is the chain over records records at rate (0: as fast as it
+// can) from a source at parallelism 2 (datagen does not rescale), the
+// functions and the sink at the job's parallelism par, checkpoints every
+// 12 ms into cpDir, output into outDir; the functions report to p.
+func richJob(cpDir, outDir string, records int64, rate float64, par int, p *richProbes) *job[richOut] {
+	return &job[richOut]{opts: crashOptions(cpDir, 12*time.Millisecond, sluice.WithParallelism(par)), records: records, rate: rate, outDir: outDir,
+		build: func(j *job[richOut], env *sluice.Environment) *sluice.Stream[richOut] {
+			s := datagen(j, env, "gen", index, nil, sluice.NoWatermarks[int64](), sluice.Parallelism(2))
+			fn := func(name string) counted {
+				c := counted{name: name, log: p.log, crash: p.crash[name]}
+				if name == "map" {
+					c.progress = p.progress
+				}
+				return c
+			}
+			mapped := sluice.RichMap(s, sluice.MapFunction[int64, richOut](&richCountMap{fn("map")}), sluice.UID("map"))
+			kept := sluice.RichFilter(mapped, sluice.FilterFunction[richOut](&richCountFilter{fn("filter")}), sluice.UID("filter"))
+			copies := sluice.RichFlatMap(kept, sluice.FlatMapFunction[richOut, richOut](&richCountFlatMap{fn("flatmap")}), sluice.UID("flatmap"))
+			return sluice.ProcessStream(copies, sluice.ProcessFunction[richOut, richOut](&richCountProcess{fn("process")}), sluice.UID("process"))
+		}}
 }
 
 var richFns = []string{"map", "filter", "flatmap", "process"}
@@ -379,12 +368,9 @@ func TestRichFunctionsExactlyOnceUnderCrashes(t *testing.T) {
 	for _, fn := range richFns {
 		crash[fn] = newCrashes(rng, 1, calls[fn])
 	}
-	r := &richRun{records: records, rate: 10000, log: &fnLog{}, crash: crash, outDir: t.TempDir(), cpDir: t.TempDir(),
-		opts: []sluice.Option{sluice.WithParallelism(par)}}
-	job := mustStart(t, r.env())
-	if err := job.Wait(); err != nil {
-		t.Fatalf("job failed: %v", err)
-	}
+	probes := &richProbes{log: &fnLog{}, crash: crash}
+	r := richJob(t.TempDir(), t.TempDir(), records, 10000, par, probes)
+	job := r.run(t)
 	fired := int64(0)
 	for _, fn := range richFns {
 		if f := crash[fn].fired.Load(); f != 1 {
@@ -430,7 +416,7 @@ func TestRichFunctionsExactlyOnceUnderCrashes(t *testing.T) {
 	// The life cycle and the counts in operator state: the last attempt
 	// closed every function with exactly the calls of a run without a
 	// crash, on every subtask.
-	closes, opens := checkLifecycle(t, r.log, int(restarts), par, false)
+	closes, opens := checkLifecycle(t, probes.log, int(restarts), par, false)
 	_, perSub := richPlainBySubtask(records, par)
 	for _, fn := range richFns {
 		total := int64(0)
@@ -449,7 +435,7 @@ func TestRichFunctionsExactlyOnceUnderCrashes(t *testing.T) {
 			}
 		}
 	}
-	events, _ := r.log.snapshot()
+	events, _ := probes.log.snapshot()
 	restored := 0
 	for _, e := range events {
 		if e.open && e.restored {
@@ -488,9 +474,8 @@ func TestRichFunctionsRescale(t *testing.T) {
 	const records = 3000
 	progress := &atomic.Int64{}
 	out, cp := t.TempDir(), t.TempDir()
-	first := &richRun{records: records, rate: 2000, srcPar: 2, log: &fnLog{}, progress: progress, outDir: out, cpDir: cp,
-		opts: []sluice.Option{sluice.WithParallelism(2)}}
-	job := mustStart(t, first.env())
+	first := &richProbes{log: &fnLog{}, progress: progress}
+	job := richJob(cp, out, records, 2000, 2, first).start(t)
 	await(t, "a third of the input mapped", func() bool { return progress.Load() > records/3 })
 	sp := stopWithSavepoint(t, job)
 	if job.Restarts() != 0 {
@@ -518,12 +503,10 @@ func TestRichFunctionsRescale(t *testing.T) {
 		t.Fatalf("the first run mapped %d of %d records; the test needs a stop midway", n, records)
 	}
 
-	second := &richRun{records: records, srcPar: 2, log: &fnLog{}, outDir: out, cpDir: cp,
-		opts: []sluice.Option{sluice.WithParallelism(3), sluice.WithRestoreFrom(sp)}}
-	job2 := mustStart(t, second.env())
-	if err := job2.Wait(); err != nil {
-		t.Fatalf("restored job: %v", err)
-	}
+	second := &richProbes{log: &fnLog{}}
+	r2 := richJob(cp, out, records, 0, 3, second)
+	r2.extra = []sluice.Option{sluice.WithRestoreFrom(sp)}
+	r2.run(t)
 	closes2, opens2 := checkLifecycle(t, second.log, 0, 3, true)
 	_, calls := richPlain(records, 2, nil)
 	restoredP := map[int]int64{}
@@ -557,10 +540,7 @@ func TestRichFunctionsRescale(t *testing.T) {
 		}
 	}
 
-	all, err := filesink.ReadCommitted(out, codec.JSON[richOut]{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := r2.output(t)
 	want, _ := richPlain(records, 2, nil)
 	var wantAll []richOut
 	for s := range 2 {

@@ -8,16 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
-	"github.com/sluicehq/sluice/codec"
-	"github.com/sluicehq/sluice/sink/filesink"
-	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state/rocksdb"
 )
 
@@ -34,19 +30,11 @@ func TestExactlyOnceWithRocksDB(t *testing.T) {
 			opts := rocksdb.Options{DisableIncremental: mode == "aligned-full"}
 			mode, _, _ := strings.Cut(mode, "-")
 			const records, keys = 10000, 40
-			r := &eoRun{
-				mode: mode, records: records, keys: keys, interval: 20 * time.Millisecond,
-				mapCrash:      newCrashes(rng, 2, records),
-				procCrash:     newCrashes(rng, 1, records),
-				outDir:        t.TempDir(),
-				checkpointDir: t.TempDir(),
-				backend:       rocksdb.Factory(t.TempDir(), opts),
-			}
-			r.execute(t)
-			got, err := filesink.ReadCommitted(r.outDir, codec.JSON[KeyCount]{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := crashCount(t, mode, records, keys, 20*time.Millisecond, 0)
+			r.mapCrash, r.opCrash = newCrashes(rng, 2, records), newCrashes(rng, 1, records)
+			r.extra = []sluice.Option{sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), opts))}
+			r.run(t)
+			got := r.output(t)
 			checkExactCounts(t, got, expectedCounts(records, keys))
 		})
 	}
@@ -115,19 +103,4 @@ func TestRocksDBIncrementalRetentionAndRescale(t *testing.T) {
 // the task goes on updating the same keys.
 func TestRocksDBSavepointIntoHeap(t *testing.T) {
 	savepointStopResume(t, sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{})))
-}
-
-// countJobAt is countJob with the counting operator at its own
-// parallelism (the source keeps 2: datagen does not rescale).
-func countJobAt(outDir string, records, keys int64, rate float64, countPar int, opts ...sluice.Option) (*sluice.Environment, *atomic.Int64) {
-	seen := &atomic.Int64{}
-	env := newEnv(append([]sluice.Option{sluice.WithParallelism(2)}, opts...)...)
-	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(records), source.DatagenRate(rate))
-	s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen", sluice.UID("gen"))
-	s = sluice.Map(s, func(v int64) (int64, error) { seen.Add(1); return v, nil }, sluice.UID("seen"))
-	counts := sluice.Process[int64, int64, KeyCount](sluice.KeyBy(s, func(v int64) int64 { return v % keys }),
-		&runningCount{}, sluice.Name("count"), sluice.UID("count"), sluice.Parallelism(countPar))
-	sluice.SinkTo(counts, filesink.New[KeyCount](outDir, codec.JSON[KeyCount]{}), sluice.Name("files"), sluice.UID("files"),
-		sluice.Parallelism(countPar))
-	return env, seen
 }

@@ -1,19 +1,13 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/codec"
-	"github.com/sluicehq/sluice/sink/filesink"
-	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
 )
 
@@ -40,68 +34,28 @@ func rightEv(i int64) twoEv { return twoEv{Key: (i * 3) % twoKeys, I: i, Ts: res
 
 func twoKey(e twoEv) int64 { return e.Key }
 
-// twoRun is one run of a two-input job.
-type twoRun struct {
-	records, rate         int64
-	opPar                 int
-	mapCrash, opCrash     *crashes
-	commitCrash           *crashes
-	outDir, checkpointDir string
-	seen                  *atomic.Int64
-	// brakeAfter > 0 slows every record past it by a few milliseconds, so
-	// that a test's stop lands midway however loaded the machine is.
-	brakeAfter int64
-	opts       []sluice.Option
-	// build adds the operator under test (with uid and parallelism
-	// r.opPar); it crashes when r.opCrash says so.
-	build func(r *twoRun, left, right *sluice.Stream[twoEv]) *sluice.Stream[string]
+// twoOp adds the two-input operator under test (with a uid, at the
+// parallelism j.opPar); it crashes when j.opCrash says so.
+type twoOp = func(j *job[string], left, right *sluice.Stream[twoEv]) *sluice.Stream[string]
+
+// twoOptions are the two-input jobs' options, checkpoints into dir.
+func twoOptions(dir string) []sluice.Option {
+	return crashOptions(dir, 15*time.Millisecond, sluice.WithAutoWatermarkInterval(5*time.Millisecond))
 }
 
-func (r *twoRun) env() *sluice.Environment {
-	opts := append([]sluice.Option{
-		sluice.WithParallelism(2),
-		sluice.WithBufferTimeout(2 * time.Millisecond),
-		sluice.WithAutoWatermarkInterval(5 * time.Millisecond),
-		sluice.WithCheckpointing(15*time.Millisecond, r.checkpointDir),
-		sluice.WithRestartStrategy(sluice.FixedDelayRestart(100, 5*time.Millisecond)),
-		quietLogger(),
-	}, r.opts...)
-	env := sluice.NewEnvironment(opts...)
-	side := func(name string, gen func(int64) twoEv) *sluice.Stream[twoEv] {
-		g := source.NewDatagen(gen, source.DatagenCount(r.records), source.DatagenRate(float64(r.rate)),
-			source.DatagenTimestamps(func(i int64) int64 { return gen(i).Ts }))
-		s := sluice.FromSource(env, g, sluice.ForBoundedOutOfOrderness[twoEv](restoreBound*time.Millisecond), name, sluice.UID(name))
-		mc, seen, brake := r.mapCrash, r.seen, r.brakeAfter
-		return sluice.Map(s, func(v twoEv) (twoEv, error) {
-			if mc.hit() {
-				return v, fmt.Errorf("map of %s record %d: %w", name, v.I, errInjectedCrash)
+// twoInputJob is the two-input tests' job: records records of each input
+// at rate, from the sources left and right, each through its maybe-crash
+// map, into op at parallelism 2.
+func twoInputJob(t *testing.T, records int64, rate float64, op twoOp) *job[string] {
+	return &job[string]{opts: twoOptions(t.TempDir()), records: records, rate: rate, opPar: 2, outDir: t.TempDir(),
+		build: func(j *job[string], env *sluice.Environment) *sluice.Stream[string] {
+			side := func(name string, gen func(int64) twoEv) *sluice.Stream[twoEv] {
+				s := datagen(j, env, name, gen, func(i int64) int64 { return gen(i).Ts },
+					sluice.ForBoundedOutOfOrderness[twoEv](restoreBound*time.Millisecond))
+				return maybeCrash(j, s, name+"-maybe-crash")
 			}
-			if seen != nil && seen.Add(1) > brake && brake > 0 {
-				time.Sleep(3 * time.Millisecond)
-			}
-			return v, nil
-		}, sluice.UID(name+"-maybe-crash"))
-	}
-	res := r.build(r, side("left", leftEv), side("right", rightEv))
-	cc := r.commitCrash
-	fs := filesink.New[string](r.outDir, codec.JSON[string]{}, filesink.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		filesink.WithCommitHook(func(id int64) error {
-			if cc.hit() {
-				return fmt.Errorf("commit of checkpoint %d: %w", id, errInjectedCrash)
-			}
-			return nil
-		}))
-	sluice.SinkTo(res, fs, sluice.UID("files"), sluice.Parallelism(2))
-	return env
-}
-
-func (r *twoRun) committed(t *testing.T) []string {
-	t.Helper()
-	got, err := filesink.ReadCommitted(r.outDir, codec.JSON[string]{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
+			return op(j, side("left", leftEv), side("right", rightEv))
+		}}
 }
 
 // twoInputs returns both inputs of n records each.
@@ -114,32 +68,18 @@ func twoInputs(n int64) (left, right []twoEv) {
 
 // runTwoUnderFailures runs the job with crashes before, in and after the
 // operator and compares the committed output with want.
-func runTwoUnderFailures(t *testing.T, build func(*twoRun, *sluice.Stream[twoEv], *sluice.Stream[twoEv]) *sluice.Stream[string], want []string) {
+func runTwoUnderFailures(t *testing.T, op twoOp, want []string) {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 16))
 	const records = 2000
-	r := &twoRun{
-		records: records, rate: 5000, opPar: 2, build: build,
-		mapCrash:      newCrashes(rng, 2, 2*records),
-		opCrash:       newCrashes(rng, 2, int64(len(want))),
-		commitCrash:   newCrashes(rng, 1, 15),
-		outDir:        t.TempDir(),
-		checkpointDir: t.TempDir(),
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
-	defer cancel()
-	job, err := r.env().ExecuteAsync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Wait(); err != nil {
-		t.Fatalf("job failed: %v", err)
-	}
-	crashes := r.mapCrash.fired.Load() + r.opCrash.fired.Load() + r.commitCrash.fired.Load()
-	if r.opCrash.fired.Load() == 0 || crashes < 3 {
-		t.Fatalf("%d crashes injected (%d in the operator); the test needs several", crashes, r.opCrash.fired.Load())
+	r := twoInputJob(t, records, 5000, op)
+	r.mapCrash, r.opCrash, r.commitCrash = newCrashes(rng, 2, 2*records), newCrashes(rng, 2, int64(len(want))), newCrashes(rng, 1, 15)
+	job := r.run(t)
+	crashes := r.crashed()
+	if r.opCrash.count() == 0 || crashes < 3 {
+		t.Fatalf("%d crashes injected (%d in the operator); the test needs several", crashes, r.opCrash.count())
 	}
 	got := r.committed(t)
 	if d := sameMultiset(got, want); d != "" {
@@ -151,37 +91,25 @@ func runTwoUnderFailures(t *testing.T, build func(*twoRun, *sluice.Stream[twoEv]
 // runTwoRescale runs the job with the operator at parallelism 2, stops it
 // with a savepoint a third into the input, and finishes from the savepoint
 // with the operator at parallelism 3.
-func runTwoRescale(t *testing.T, build func(*twoRun, *sluice.Stream[twoEv], *sluice.Stream[twoEv]) *sluice.Stream[string], want []string) {
+func runTwoRescale(t *testing.T, op twoOp, want []string) {
 	t.Helper()
 	const records = 2000
 	seen := &atomic.Int64{}
-	r := &twoRun{records: records, rate: 1200, opPar: 2, seen: seen, brakeAfter: records, build: build,
-		outDir: t.TempDir(), checkpointDir: t.TempDir()}
-	job, err := r.env().ExecuteAsync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	await(t, "a third of the input, with results committed", func() bool {
+	r := twoInputJob(t, records, 1200, op)
+	r.seen, r.brakeAfter = seen, records
+	sp := r.stopMidway(t, "a third of the input, with results committed", func() bool {
 		return seen.Load() > 2*records/3 && len(r.committed(t)) > 0
-	})
-	sp := stopWithSavepoint(t, job)
-	if n := seen.Load(); n >= 2*records {
-		t.Fatalf("the first run read all %d records; the test needs a stop midway", n)
-	}
+	}, 2*records)
 	partial := len(r.committed(t))
-	r2 := *r
-	r2.opPar, r2.rate, r2.seen, r2.brakeAfter, r2.checkpointDir = 3, 20000, nil, 0, t.TempDir()
 	restored := &atomic.Int64{}
-	r2.opts = []sluice.Option{sluice.WithRestoreFrom(sp),
-		sluice.WithRestoreListener(func(ri sluice.RestoreInfo) { restored.Add(1) })}
+	r2 := r.rescaled(3, 20000, sluice.WithRestoreFrom(sp), sluice.WithRestoreListener(func(ri sluice.RestoreInfo) { restored.Add(1) }))
+	r2.opts = twoOptions(t.TempDir())
 	mustExecute(t, r2.env())
 	if restored.Load() == 0 {
 		t.Fatal("the second run restored nothing")
 	}
 	got := r2.committed(t)
-	if partial == 0 || partial >= len(got) {
-		t.Fatalf("%d results committed before the rescale, %d in all: the test needs both runs to commit", partial, len(got))
-	}
+	checkBothRunsCommitted(t, "results", partial, len(got))
 	if d := sameMultiset(got, want); d != "" {
 		t.Fatalf("committed results differ from the plain evaluation: %s", d)
 	}
@@ -240,7 +168,7 @@ func (b *coBuckets) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluic
 	return b.sums.Remove(ts + 1)
 }
 
-func buildCoBuckets(r *twoRun, left, right *sluice.Stream[twoEv]) *sluice.Stream[string] {
+func buildCoBuckets(r *job[string], left, right *sluice.Stream[twoEv]) *sluice.Stream[string] {
 	return sluice.KeyedCoProcess(sluice.ConnectKeyed(sluice.KeyBy(left, twoKey), sluice.KeyBy(right, twoKey)),
 		sluice.KeyedCoProcessFunction[int64, twoEv, twoEv, string](&coBuckets{crash: r.opCrash}),
 		sluice.UID("co-buckets"), sluice.Parallelism(r.opPar))

@@ -184,36 +184,26 @@ func TestUnalignedEarlyInputExactlyOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	const records, keys = 20000, 50
 	var early atomic.Int64
-	r := &eoRun{
-		mode: "unaligned", records: records, keys: keys, interval: 10 * time.Millisecond,
-		mapCrash:      newCrashes(rng, 2, records),
-		procCrash:     newCrashes(rng, 2, records),
-		commitCrash:   newCrashes(rng, 1, 20),
-		outDir:        t.TempDir(),
-		checkpointDir: t.TempDir(),
-		slowEvery:     10,
-		extra: []sluice.Option{sluice.WithCheckpointListener(func(cs checkpoint.Stats) {
-			if cs.Status != checkpoint.StatusCompleted {
-				return
+	r := crashCount(t, "unaligned", records, keys, 10*time.Millisecond, 10)
+	r.mapCrash, r.opCrash, r.commitCrash = newCrashes(rng, 2, records), newCrashes(rng, 2, records), newCrashes(rng, 1, 20)
+	r.extra = []sluice.Option{sluice.WithCheckpointListener(func(cs checkpoint.Stats) {
+		if cs.Status != checkpoint.StatusCompleted {
+			return
+		}
+		for _, ts := range cs.Tasks {
+			if ts.Figures.EarlyInput {
+				early.Add(1)
 			}
-			for _, ts := range cs.Tasks {
-				if ts.Figures.EarlyInput {
-					early.Add(1)
-				}
-			}
-		})},
-	}
-	r.execute(t)
-	if crashes := r.mapCrash.fired.Load() + r.procCrash.fired.Load() + r.commitCrash.fired.Load(); crashes < 3 || r.restarts < 1 {
-		t.Fatalf("%d crashes injected, %d restarts; the test needs several", crashes, r.restarts)
+		}
+	})}
+	restarts := r.run(t).Restarts()
+	if crashes := r.crashed(); crashes < 3 || restarts < 1 {
+		t.Fatalf("%d crashes injected, %d restarts; the test needs several", crashes, restarts)
 	}
 	if early.Load() == 0 {
 		t.Fatal("no checkpoint completed its input channel state early: the test did not exercise it")
 	}
-	got, err := filesink.ReadCommitted(r.outDir, codec.JSON[KeyCount]{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := r.output(t)
 	checkExactCounts(t, got, expectedCounts(records, keys))
-	t.Logf("%d task checkpoints completed early, %d restarts, %d committed records", early.Load(), r.restarts, len(got))
+	t.Logf("%d task checkpoints completed early, %d restarts, %d committed records", early.Load(), restarts, len(got))
 }

@@ -262,7 +262,7 @@ func TestCoGroupMatchesPlainEvaluation(t *testing.T) {
 // under crashes before, in and after it.
 const wjSize = 100 // ms
 
-func buildWindowJoin(r *twoRun, left, right *sluice.Stream[twoEv]) *sluice.Stream[string] {
+func buildWindowJoin(r *job[string], left, right *sluice.Stream[twoEv]) *sluice.Stream[string] {
 	crash := r.opCrash
 	fn := sluice.JoinFunc[twoEv, twoEv, string](func(l, rr twoEv) (string, error) {
 		if crash.hit() {
@@ -300,7 +300,7 @@ func TestWindowJoinRescale(t *testing.T) {
 // buildCoGroup sums each key's records of both inputs per tumbling
 // window: one-sided windows (a key with records of one input only) are
 // results too.
-func buildCoGroup(r *twoRun, left, right *sluice.Stream[twoEv]) *sluice.Stream[string] {
+func buildCoGroup(r *job[string], left, right *sluice.Stream[twoEv]) *sluice.Stream[string] {
 	crash := r.opCrash
 	fn := sluice.CoGroupFunc[twoEv, twoEv, string](func(ls, rs []twoEv, out sluice.Collector[string]) error {
 		if crash.hit() {

@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -13,9 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
-	"github.com/sluicehq/sluice/codec"
-	"github.com/sluicehq/sluice/sink/filesink"
-	"github.com/sluicehq/sluice/source"
 )
 
 // The restore tests run tumbling, sliding and session windows over a
@@ -84,72 +78,28 @@ func (c *crashingWindow) Process(ctx *sluice.WindowContext[int64], els []int64, 
 	return nil
 }
 
-type winRestoreRun struct {
-	records, rate         int64
-	windowPar             int
-	mapCrash, winCrash    *crashes
-	commitCrash           *crashes
-	outDir, checkpointDir string
-	seen                  *atomic.Int64
-	// brakeAfter > 0 slows every record past it by a few milliseconds, so
-	// that a test's stop lands midway however loaded the machine is.
-	brakeAfter int64
-	opts       []sluice.Option
+// eventTimeOptions are the options of the jobs with event time under
+// crashes: crashOptions with watermarks every 5 ms.
+func eventTimeOptions(dir string, more ...sluice.Option) []sluice.Option {
+	return crashOptions(dir, 15*time.Millisecond, append([]sluice.Option{sluice.WithAutoWatermarkInterval(5 * time.Millisecond)}, more...)...)
 }
 
-func (r *winRestoreRun) env() *sluice.Environment {
-	opts := append([]sluice.Option{
-		sluice.WithParallelism(2),
-		sluice.WithBufferTimeout(2 * time.Millisecond),
-		sluice.WithAutoWatermarkInterval(5 * time.Millisecond),
-		sluice.WithCheckpointing(15*time.Millisecond, r.checkpointDir),
-		sluice.WithRestartStrategy(sluice.FixedDelayRestart(100, 5*time.Millisecond)),
-		quietLogger(),
-	}, r.opts...)
-	env := sluice.NewEnvironment(opts...)
-	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(r.records),
-		source.DatagenRate(float64(r.rate)), source.DatagenTimestamps(restoreTs))
-	s := sluice.FromSource(env, gen, sluice.ForBoundedOutOfOrderness[int64](restoreBound*time.Millisecond), "gen", sluice.UID("gen"))
-	mc, seen, brake := r.mapCrash, r.seen, r.brakeAfter
-	s = sluice.Map(s, func(v int64) (int64, error) {
-		if mc.hit() {
-			return 0, fmt.Errorf("map of record %d: %w", v, errInjectedCrash)
-		}
-		if seen != nil && seen.Add(1) > brake && brake > 0 {
-			time.Sleep(3 * time.Millisecond)
-		}
-		return v, nil
-	}, sluice.UID("maybe-crash"))
-	ks := sluice.KeyBy(s, winKey)
-	var results []*sluice.Stream[winOut]
-	for _, spec := range restoreSpecs {
-		fn := &crashingWindow{kind: spec.kind, crash: r.winCrash}
-		results = append(results, sluice.ProcessWindow(sluice.Window(ks, spec.assigner()),
-			sluice.ProcessWindowFunction[int64, int64, winOut](fn), sluice.UID(spec.kind), sluice.Parallelism(r.windowPar)))
-	}
-	cc := r.commitCrash
-	fs := filesink.New[winOut](r.outDir, codec.JSON[winOut]{}, filesink.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		filesink.WithCommitHook(func(id int64) error {
-			if cc.hit() {
-				return fmt.Errorf("commit of checkpoint %d: %w", id, errInjectedCrash)
+// windowsJob is the restore tests' job: records records at rate, keyed
+// by winKey into a window of every restoreSpecs kind (crashingWindow) at
+// the parallelism opPar, their results unioned.
+func windowsJob(t *testing.T, records int64, rate float64, opts ...sluice.Option) *job[winOut] {
+	return &job[winOut]{opts: eventTimeOptions(t.TempDir(), opts...), records: records, rate: rate, opPar: 2, outDir: t.TempDir(),
+		build: func(j *job[winOut], env *sluice.Environment) *sluice.Stream[winOut] {
+			s := datagen(j, env, "gen", index, restoreTs, sluice.ForBoundedOutOfOrderness[int64](restoreBound*time.Millisecond))
+			ks := sluice.KeyBy(maybeCrash(j, s, "maybe-crash"), winKey)
+			var results []*sluice.Stream[winOut]
+			for _, spec := range restoreSpecs {
+				fn := &crashingWindow{kind: spec.kind, crash: j.opCrash}
+				results = append(results, sluice.ProcessWindow(sluice.Window(ks, spec.assigner()),
+					sluice.ProcessWindowFunction[int64, int64, winOut](fn), sluice.UID(spec.kind), sluice.Parallelism(j.opPar)))
 			}
-			return nil
-		}))
-	sluice.SinkTo(sluice.Union(results[0], results[1:]...), fs, sluice.UID("files"), sluice.Parallelism(2))
-	return env
-}
-
-func (r *winRestoreRun) committed(t *testing.T) []string {
-	t.Helper()
-	got, err := filesink.ReadCommitted(r.outDir, codec.JSON[winOut]{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]string, len(got))
-	for i, o := range got {
-		out[i] = o.String()
-	}
-	return out
+			return sluice.Union(results[0], results[1:]...)
+		}}
 }
 
 func TestWindowsExactlyOnceUnderFailures(t *testing.T) {
@@ -158,26 +108,12 @@ func TestWindowsExactlyOnceUnderFailures(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	const records = 3000
 	want := restoreWant(records)
-	r := &winRestoreRun{
-		records: records, rate: 6000, windowPar: 2,
-		mapCrash:      newCrashes(rng, 2, records),
-		winCrash:      newCrashes(rng, 2, int64(len(want))),
-		commitCrash:   newCrashes(rng, 1, 20),
-		outDir:        t.TempDir(),
-		checkpointDir: t.TempDir(),
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
-	defer cancel()
-	job, err := r.env().ExecuteAsync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Wait(); err != nil {
-		t.Fatalf("job failed: %v", err)
-	}
-	crashes := r.mapCrash.fired.Load() + r.winCrash.fired.Load() + r.commitCrash.fired.Load()
-	if r.winCrash.fired.Load() == 0 || crashes < 3 {
-		t.Fatalf("%d crashes injected (%d in window functions); the test needs several", crashes, r.winCrash.fired.Load())
+	r := windowsJob(t, records, 6000)
+	r.mapCrash, r.opCrash, r.commitCrash = newCrashes(rng, 2, records), newCrashes(rng, 2, int64(len(want))), newCrashes(rng, 1, 20)
+	job := r.run(t)
+	crashes := r.crashed()
+	if r.opCrash.count() == 0 || crashes < 3 {
+		t.Fatalf("%d crashes injected (%d in window functions); the test needs several", crashes, r.opCrash.count())
 	}
 	// Two crashes in one attempt (before it stops) cost one restart.
 	if job.Restarts() < 1 || job.Restarts() > crashes {
@@ -198,15 +134,9 @@ func TestWindowsRescale(t *testing.T) {
 	const records = 3000
 	want := restoreWant(records)
 	seen := &atomic.Int64{}
-	r := &winRestoreRun{
-		records: records, rate: 3000, windowPar: 2, seen: seen, brakeAfter: records / 2,
-		outDir: t.TempDir(), checkpointDir: t.TempDir(),
-		opts: []sluice.Option{sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Retention = checkpoint.RetainOnCancellation })},
-	}
-	job, err := r.env().ExecuteAsync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := windowsJob(t, records, 3000, sluice.WithCheckpointConfig(func(c *checkpoint.Config) { c.Retention = checkpoint.RetainOnCancellation }))
+	r.seen, r.brakeAfter = seen, records/2
+	job := r.start(t)
 	var completed int64
 	await(t, "a checkpoint a third into the input, with results committed", func() bool {
 		st, ok := job.CheckpointStats()
@@ -224,20 +154,16 @@ func TestWindowsRescale(t *testing.T) {
 		t.Fatalf("the first run read all %d records; the test needs a restore midway", n)
 	}
 	partial := len(r.committed(t))
-	r2 := *r
-	r2.windowPar, r2.rate, r2.seen, r2.brakeAfter = 3, 20000, nil, 0
 	// The latest checkpoint: the one seen above, or a later one taken
 	// before the cancel (only the latest is retained).
 	restored := &atomic.Int64{}
-	r2.opts = []sluice.Option{sluice.WithRestoreListener(func(ri sluice.RestoreInfo) { restored.Store(ri.CheckpointID) })}
+	r2 := r.rescaled(3, 20000, sluice.WithRestoreListener(func(ri sluice.RestoreInfo) { restored.Store(ri.CheckpointID) }))
 	mustExecute(t, r2.env())
 	if id := restored.Load(); id < completed {
 		t.Fatalf("restored checkpoint %d, want %d or later", id, completed)
 	}
 	got := r2.committed(t)
-	if partial == 0 || partial >= len(got) {
-		t.Fatalf("%d results committed before the rescale, %d in all: the test needs both runs to commit", partial, len(got))
-	}
+	checkBothRunsCommitted(t, "results", partial, len(got))
 	if d := sameMultiset(got, want); d != "" {
 		t.Fatalf("committed window results differ from the plain evaluation: %s", d)
 	}

@@ -1,19 +1,13 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/codec"
-	"github.com/sluicehq/sluice/sink/filesink"
-	"github.com/sluicehq/sluice/source"
 )
 
 // The trigger tests run count windows (tumbling and sliding, keyed and
@@ -117,88 +111,39 @@ func (f *trigWindowFn[K]) Process(ctx *sluice.WindowContext[K], els []int64, out
 	return nil
 }
 
-type trigRun struct {
-	records, rate         int64
-	windowPar             int
-	mapCrash, winCrash    *crashes
-	commitCrash           *crashes
-	outDir, checkpointDir string
-	seen                  *atomic.Int64
-	// brakeAfter > 0 slows every record past it by a few milliseconds, so
-	// that a test's stop lands midway however loaded the machine is.
-	brakeAfter int64
-	opts       []sluice.Option
-}
-
-func (r *trigRun) env() *sluice.Environment {
-	opts := append([]sluice.Option{
-		sluice.WithParallelism(2),
-		sluice.WithBufferTimeout(2 * time.Millisecond),
-		sluice.WithAutoWatermarkInterval(5 * time.Millisecond),
-		sluice.WithCheckpointing(15*time.Millisecond, r.checkpointDir),
-		sluice.WithRestartStrategy(sluice.FixedDelayRestart(100, 5*time.Millisecond)),
-		quietLogger(),
-	}, r.opts...)
-	env := sluice.NewEnvironment(opts...)
-	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(r.records),
-		source.DatagenRate(float64(r.rate)), source.DatagenTimestamps(restoreTs))
-	s := sluice.FromSource(env, gen, sluice.ForBoundedOutOfOrderness[int64](restoreBound*time.Millisecond), "gen",
-		sluice.UID("gen"), sluice.Parallelism(1))
-	mc, seen, brake := r.mapCrash, r.seen, r.brakeAfter
-	s = sluice.Map(s, func(v int64) (int64, error) {
-		if mc.hit() {
-			return 0, fmt.Errorf("map of record %d: %w", v, errInjectedCrash)
-		}
-		if seen != nil && seen.Add(1) > brake && brake > 0 {
-			time.Sleep(3 * time.Millisecond)
-		}
-		return v, nil
-	}, sluice.UID("maybe-crash"), sluice.Parallelism(1))
-	ks := sluice.KeyBy(s, winKey)
-	fn := func(kind string) sluice.ProcessWindowFunction[int64, int64, trigOut] {
-		return &trigWindowFn[int64]{kind: kind, key: func(k int64) int64 { return k }, crash: r.winCrash}
-	}
-	par := sluice.Parallelism(r.windowPar)
-	tumbling := sluice.TumblingEventTimeWindows(trigWindow * time.Millisecond)
-	results := []*sluice.Stream[trigOut]{
-		sluice.ProcessWindow(sluice.CountWindow(ks, trigTumbleCount), fn("count"), sluice.UID("count"), par),
-		sluice.ProcessWindow(sluice.CountWindowSliding(ks, trigSlideSize, trigSlideEvery), fn("sliding-count"), sluice.UID("sliding-count"), par),
-		sluice.ProcessWindow(sluice.Window(ks, tumbling).Evictor(sluice.CountEvictor[int64](trigEvictKeep)), fn("evict"), sluice.UID("evict"), par),
-		sluice.ProcessWindow(sluice.Window(ks, tumbling).Trigger(sluice.PurgingTrigger(sluice.CountTrigger[int64](trigPurgeCount))),
-			fn("purge-count"), sluice.UID("purge-count"), par),
-		sluice.ProcessWindow(sluice.CountWindowAll(s, trigAllCount),
-			sluice.ProcessWindowFunction[sluice.AllKey, int64, trigOut](&trigWindowFn[sluice.AllKey]{kind: "count-all", key: func(sluice.AllKey) int64 { return -1 }, crash: r.winCrash}),
-			sluice.UID("count-all")),
-	}
-	cc := r.commitCrash
-	fs := filesink.New[trigOut](r.outDir, codec.JSON[trigOut]{}, filesink.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		filesink.WithCommitHook(func(id int64) error {
-			if cc.hit() {
-				return fmt.Errorf("commit of checkpoint %d: %w", id, errInjectedCrash)
+// triggersJob is the trigger tests' job: records records at rate from
+// one source subtask, keyed by winKey into every window kind above at the
+// parallelism opPar (the WindowAll at the job's), their firings unioned.
+func triggersJob(t *testing.T, records int64, rate float64) *job[trigOut] {
+	return &job[trigOut]{opts: eventTimeOptions(t.TempDir()), records: records, rate: rate, opPar: 2, outDir: t.TempDir(),
+		build: func(j *job[trigOut], env *sluice.Environment) *sluice.Stream[trigOut] {
+			s := datagen(j, env, "gen", index, restoreTs, sluice.ForBoundedOutOfOrderness[int64](restoreBound*time.Millisecond),
+				sluice.Parallelism(1))
+			s = maybeCrash(j, s, "maybe-crash", sluice.Parallelism(1))
+			ks := sluice.KeyBy(s, winKey)
+			fn := func(kind string) sluice.ProcessWindowFunction[int64, int64, trigOut] {
+				return &trigWindowFn[int64]{kind: kind, key: func(k int64) int64 { return k }, crash: j.opCrash}
 			}
-			return nil
-		}))
-	sluice.SinkTo(sluice.Union(results[0], results[1:]...), fs, sluice.UID("files"), sluice.Parallelism(2))
-	return env
-}
-
-func (r *trigRun) committed(t *testing.T) []string {
-	t.Helper()
-	got, err := filesink.ReadCommitted(r.outDir, codec.JSON[trigOut]{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]string, len(got))
-	for i, o := range got {
-		out[i] = o.String()
-	}
-	return out
+			par := sluice.Parallelism(j.opPar)
+			tumbling := sluice.TumblingEventTimeWindows(trigWindow * time.Millisecond)
+			results := []*sluice.Stream[trigOut]{
+				sluice.ProcessWindow(sluice.CountWindow(ks, trigTumbleCount), fn("count"), sluice.UID("count"), par),
+				sluice.ProcessWindow(sluice.CountWindowSliding(ks, trigSlideSize, trigSlideEvery), fn("sliding-count"), sluice.UID("sliding-count"), par),
+				sluice.ProcessWindow(sluice.Window(ks, tumbling).Evictor(sluice.CountEvictor[int64](trigEvictKeep)), fn("evict"), sluice.UID("evict"), par),
+				sluice.ProcessWindow(sluice.Window(ks, tumbling).Trigger(sluice.PurgingTrigger(sluice.CountTrigger[int64](trigPurgeCount))),
+					fn("purge-count"), sluice.UID("purge-count"), par),
+				sluice.ProcessWindow(sluice.CountWindowAll(s, trigAllCount),
+					sluice.ProcessWindowFunction[sluice.AllKey, int64, trigOut](&trigWindowFn[sluice.AllKey]{kind: "count-all", key: func(sluice.AllKey) int64 { return -1 }, crash: j.opCrash}),
+					sluice.UID("count-all")),
+			}
+			return sluice.Union(results[0], results[1:]...)
+		}}
 }
 
 func TestTriggersAndEvictorsMatchPlainEvaluation(t *testing.T) {
 	const records = 1000
-	r := &trigRun{records: records, rate: 1e6, windowPar: 2, outDir: t.TempDir(), checkpointDir: t.TempDir()}
-	mustExecute(t, r.env())
+	r := triggersJob(t, records, 1e6)
+	r.run(t)
 	if d := sameMultiset(r.committed(t), trigWant(records)); d != "" {
 		t.Fatalf("committed firings differ from the plain evaluation: %s", d)
 	}
@@ -210,24 +155,12 @@ func TestTriggersAndEvictorsExactlyOnceUnderFailures(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	const records = 2000
 	want := trigWant(records)
-	r := &trigRun{
-		records: records, rate: 5000, windowPar: 2,
-		mapCrash:      newCrashes(rng, 2, records),
-		winCrash:      newCrashes(rng, 2, int64(len(want))),
-		commitCrash:   newCrashes(rng, 1, 15),
-		outDir:        t.TempDir(),
-		checkpointDir: t.TempDir(),
-	}
-	job, err := r.env().ExecuteAsync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Wait(); err != nil {
-		t.Fatalf("job failed: %v", err)
-	}
-	crashes := r.mapCrash.fired.Load() + r.winCrash.fired.Load() + r.commitCrash.fired.Load()
-	if r.winCrash.fired.Load() == 0 || crashes < 3 {
-		t.Fatalf("%d crashes injected (%d in window functions); the test needs several", crashes, r.winCrash.fired.Load())
+	r := triggersJob(t, records, 5000)
+	r.mapCrash, r.opCrash, r.commitCrash = newCrashes(rng, 2, records), newCrashes(rng, 2, int64(len(want))), newCrashes(rng, 1, 15)
+	job := r.run(t)
+	crashes := r.crashed()
+	if r.opCrash.count() == 0 || crashes < 3 {
+		t.Fatalf("%d crashes injected (%d in window functions); the test needs several", crashes, r.opCrash.count())
 	}
 	got := r.committed(t)
 	if d := sameMultiset(got, want); d != "" {
@@ -243,27 +176,16 @@ func TestTriggersAndEvictorsExactlyOnceUnderFailures(t *testing.T) {
 func TestTriggersAndEvictorsRescale(t *testing.T) {
 	const records = 2000
 	seen := &atomic.Int64{}
-	r := &trigRun{records: records, rate: 2500, windowPar: 2, seen: seen, brakeAfter: records / 2, outDir: t.TempDir(), checkpointDir: t.TempDir()}
-	job, err := r.env().ExecuteAsync(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	await(t, "a third of the input, with firings committed", func() bool {
+	r := triggersJob(t, records, 2500)
+	r.seen, r.brakeAfter = seen, records/2
+	sp := r.stopMidway(t, "a third of the input, with firings committed", func() bool {
 		return seen.Load() > records/3 && len(r.committed(t)) > 0
-	})
-	sp := stopWithSavepoint(t, job)
-	if n := seen.Load(); n >= records {
-		t.Fatalf("the first run read all %d records; the test needs a stop midway", n)
-	}
+	}, records)
 	partial := len(r.committed(t))
-	r2 := *r
-	r2.windowPar, r2.rate, r2.seen, r2.brakeAfter = 3, 1e6, nil, 0
-	r2.opts = []sluice.Option{sluice.WithRestoreFrom(sp)}
+	r2 := r.rescaled(3, 1e6, sluice.WithRestoreFrom(sp))
 	mustExecute(t, r2.env())
 	got := r2.committed(t)
-	if partial == 0 || partial >= len(got) {
-		t.Fatalf("%d firings committed before the rescale, %d in all: the test needs both runs to commit", partial, len(got))
-	}
+	checkBothRunsCommitted(t, "firings", partial, len(got))
 	if d := sameMultiset(got, trigWant(records)); d != "" {
 		t.Fatalf("committed firings differ from the plain evaluation: %s", d)
 	}
