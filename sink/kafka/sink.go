@@ -116,7 +116,7 @@ func producerBuffers(producers int) []kgo.Opt {
 
 // config is what the options set.
 type config struct {
-	stats *sinkStats // shared by the sink's writers and committers
+	stats *statsSet // the counters of each subtask's writer and committer
 	// client is the seeds, the user's franz-go options, the logger and
 	// the security settings, shared with the Kafka source.
 	client          kafkaclient.Config
@@ -137,7 +137,7 @@ type config struct {
 
 func newConfig(seeds []string, opts []Option) config {
 	cfg := config{
-		stats:           &sinkStats{},
+		stats:           &statsSet{},
 		client:          kafkaclient.Config{Seeds: seeds},
 		maxConcurrent:   DefaultMaxConcurrentCheckpoints,
 		txnTimeout:      DefaultTransactionTimeout,
@@ -505,5 +505,5 @@ func (s *Sink[T]) NewWriter(ctx sink.WriterContext) (sink.Writer[T], error) {
 // NewCommitter makes the committer of one subtask. It commits nothing
 // unless the sink is exactly-once.
 func (s *Sink[T]) NewCommitter(ctx sink.WriterContext) (sink.Committer, error) {
-	return newCommitter(&s.cfg, s.pool, ctx.Logger), nil
+	return newCommitter(&s.cfg, ctx.Subtask, s.pool, ctx.Logger), nil
 }

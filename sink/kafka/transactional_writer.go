@@ -257,7 +257,7 @@ func (w *transactionalWriter[T]) abortLingering(wc sink.WriterContext) error {
 		} else {
 			cl.Close()
 		}
-		w.s.cfg.stats.abort()
+		w.s.cfg.stats.of(w.subtask).abort()
 		w.log.Info("kafka sink: aborted a lingering transaction", "transactional_id", d.TransactionalID,
 			"producer_id", d.ProducerID, "epoch", d.ProducerEpoch, "state", d.State)
 		w.lingering = append(w.lingering, d)
