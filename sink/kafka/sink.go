@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/kafkaclient"
-	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/sink"
 )
 
@@ -101,17 +100,6 @@ func KeyValueSerializer[T, K any](topic string, key func(T) K, kc codec.Codec[K]
 		}
 		return &kgo.Record{Topic: topic, Key: k, Value: b}, nil
 	}
-}
-
-// producerBuffers are the franz-go buffer options of one of producers
-// producers alive sharing the process's memory budget for Kafka sinks
-// (taskmanager.memory.kafka.sink.fraction; memory.Budget.KafkaProducerShare):
-// MaxBufferedRecords, MaxBufferedBytes, ProducerBatchMaxBytes. The
-// user's ClientOptions come after them and win.
-func producerBuffers(producers int) []kgo.Opt {
-	p := memory.Current().KafkaProducerShare(producers)
-	return []kgo.Opt{kgo.MaxBufferedRecords(p.MaxBufferedRecords), kgo.MaxBufferedBytes(int(p.MaxBufferedBytes)),
-		kgo.ProducerBatchMaxBytes(p.BatchMaxBytes)}
 }
 
 // config is what the options set.
