@@ -87,6 +87,15 @@ func (s *Sink[T]) addReporter(x any) {
 	}
 }
 
+// CommittableKind is the kind of the sink's committables when the sink
+// names it (sink.KindedCommittables), else "".
+func (s *Sink[T]) CommittableKind() string {
+	if k, ok := s.sink.(sink.KindedCommittables); ok {
+		return k.CommittableKind()
+	}
+	return ""
+}
+
 // taskContext is the task's context (cancelled when the task is
 // cancelled or fails over), or context.Background() when the operator
 // runs without one: the writer and the committer give up blocking calls

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/operators"
+	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/state"
 )
 
@@ -47,6 +48,9 @@ func (c *taskCheckpoints) snapshotSync(a checkpoint.StartCheckpoint) error {
 				return operators.Wrap(u.ctx, err)
 			}
 			us.committables = cm
+			if k, ok := u.op.(sink.KindedCommittables); ok && len(cm) > 0 {
+				us.kind = k.CommittableKind()
+			}
 		}
 		var err error
 		if us.op, err = u.ctx.OperatorState.Snapshot(id); err != nil {
@@ -196,7 +200,7 @@ func (c *taskCheckpoints) write(p *pendingSnapshot) ([]storage.SubtaskState, sna
 		st := storage.SubtaskState{
 			OperatorUID: u.node.UID, Subtask: t.subtask,
 			Parallelism: t.vertex.Parallelism, MaxParallelism: t.vertex.MaxParallelism,
-			Committables: us.committables,
+			Committables: us.committables, CommittableKind: us.kind,
 		}
 		h, err := writeStream(loc, owner+"-op", us.op)
 		if err != nil {
