@@ -60,6 +60,25 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string][]series {
 	return out
 }
 
+// wantValue is the value one series of a name, whose labels include
+// these, must have.
+type wantValue struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// checkValues fails the test for every wanted series that is missing or
+// has another value.
+func checkValues(t *testing.T, all map[string][]series, wants ...wantValue) {
+	t.Helper()
+	for _, w := range wants {
+		if got, ok := value(all, w.name, w.labels); !ok || got != w.value {
+			t.Errorf("%s%v = %v (present %t), want %v", w.name, w.labels, got, ok, w.value)
+		}
+	}
+}
+
 // value returns the value of the one series of name whose labels include
 // want; ok is false when there is none.
 func value(all map[string][]series, name string, want map[string]string) (float64, bool) {
@@ -262,6 +281,16 @@ func (j connectorJob) CheckpointStats() (checkpoint.JobStats, bool) {
 }
 func (j connectorJob) LastRestore() (runtime.RestoreInfo, bool) { return runtime.RestoreInfo{}, false }
 
+// registryOf is a registry (pedantic: it checks that the collector
+// describes what it reports) of a collector of opts that reads j.
+func registryOf(j metrics.Job, opts ...metrics.Option) *prometheus.Registry {
+	c := metrics.NewCollector(opts...)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	c.AddJob(j)
+	return reg
+}
+
 // fakeReader reports fixed partitions as a Kafka reader does.
 type fakeReader struct{ parts []kafka.PartitionMetrics }
 
@@ -270,15 +299,11 @@ func (r *fakeReader) Report(emit func(report.Sample)) { kafka.ReportPartitions(r
 // The figures of a task's Kafka reader are exported with the task's and
 // the reader's operator's labels.
 func TestKafkaSourceMetrics(t *testing.T) {
-	c := metrics.NewCollector()
-	reg := prometheus.NewPedanticRegistry() // checks that the collector describes what it reports
-	reg.MustRegister(c)
-	c.AddJob(connectorJob{name: "kafka-job", vertex: "orders -> parse", operator: "orders", subtask: 1, reporters: []report.Reporter{&fakeReader{[]kafka.PartitionMetrics{
+	all := gather(t, registryOf(connectorJob{name: "kafka-job", vertex: "orders -> parse", operator: "orders", subtask: 1, reporters: []report.Reporter{&fakeReader{[]kafka.PartitionMetrics{
 		{Topic: "orders", Partition: 0, CurrentOffset: 100, CommittedOffset: 90, HighWatermark: 150, LastStableOffset: 150, Lag: 50},
 		{Topic: "orders", Partition: 1, CurrentOffset: 7, CommittedOffset: -1, HighWatermark: -1, LastStableOffset: -1, Lag: -1},
 		{Topic: "orders", Partition: 2, CurrentOffset: 3, CommittedOffset: -1, HighWatermark: 23, LastStableOffset: 23, Lag: 20},
-	}}}})
-	all := gather(t, reg)
+	}}}}))
 	sub := map[string]string{"job_name": "kafka-job", "vertex": "orders -> parse", "subtask": "1", "operator": "orders"}
 	p0 := map[string]string{"job_name": "kafka-job", "vertex": "orders -> parse", "subtask": "1", "operator": "orders", "topic": "orders", "partition": "0"}
 	p1 := map[string]string{"job_name": "kafka-job", "vertex": "orders -> parse", "subtask": "1", "operator": "orders", "topic": "orders", "partition": "1"}
@@ -306,29 +331,16 @@ func TestKafkaSourceMetrics(t *testing.T) {
 
 	// Under Flink's names: its Prometheus reporter's names for the
 	// KafkaSource's metrics, the groups' values as labels.
-	fc := metrics.NewCollector(metrics.WithFlinkNames())
-	freg := prometheus.NewPedanticRegistry()
-	freg.MustRegister(fc)
-	fc.AddJob(connectorJob{name: "kafka-job", vertex: "orders -> parse", operator: "orders", subtask: 1, reporters: []report.Reporter{&fakeReader{[]kafka.PartitionMetrics{
+	fl := gather(t, registryOf(connectorJob{name: "kafka-job", vertex: "orders -> parse", operator: "orders", subtask: 1, reporters: []report.Reporter{&fakeReader{[]kafka.PartitionMetrics{
 		{Topic: "orders", Partition: 0, CurrentOffset: 100, CommittedOffset: 90, HighWatermark: 150, LastStableOffset: 150, Lag: 50},
-	}}}})
-	fl := gather(t, freg)
+	}}}}, metrics.WithFlinkNames()))
 	op := map[string]string{"job_name": "kafka-job", "task_name": "orders -> parse", "subtask_index": "1", "operator_name": "orders"}
 	fp0 := map[string]string{"job_name": "kafka-job", "subtask_index": "1", "operator_name": "orders", "topic": "orders", "partition": "0"}
-	for _, c := range []struct {
-		name   string
-		labels map[string]string
-		want   float64
-	}{
-		{"flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max", op, 50},
-		{"flink_taskmanager_job_task_operator_pendingRecords", op, 50},
-		{"flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset", fp0, 100},
-		{"flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_committedOffset", fp0, 90},
-	} {
-		if got, ok := value(fl, c.name, c.labels); !ok || got != c.want {
-			t.Errorf("%s%v = %v (present %t), want %v", c.name, c.labels, got, ok, c.want)
-		}
-	}
+	checkValues(t, fl,
+		wantValue{"flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max", op, 50},
+		wantValue{"flink_taskmanager_job_task_operator_pendingRecords", op, 50},
+		wantValue{"flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset", fp0, 100},
+		wantValue{"flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_committedOffset", fp0, 90})
 }
 
 // InstrumentSource is deprecated: the runtime reports the readers, and

@@ -4,9 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/metrics/report"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 )
@@ -18,15 +15,12 @@ func (f fakeWriter) Report(emit func(report.Sample)) { kafkasink.ReportSinkMetri
 
 // A Kafka sink writer's figures are exported for its subtask.
 func TestKafkaSinkMetrics(t *testing.T) {
-	c := metrics.NewCollector()
 	counts := make([]uint64, len(kafkasink.CommitLatencyBuckets)+1)
 	counts[2], counts[len(counts)-1] = 3, 1 // three within 5 ms, one slower than every bucket
-	c.AddJob(connectorJob{name: "job", vertex: "out", operator: "out", reporters: []report.Reporter{fakeWriter{kafkasink.SinkMetrics{
+	reg := registryOf(connectorJob{name: "job", vertex: "out", operator: "out", reporters: []report.Reporter{fakeWriter{kafkasink.SinkMetrics{
 		TransactionsCommitted: 4, TransactionsAborted: 2, CommitLatencyCounts: counts, CommitLatencySum: 12 * time.Second,
 		TransactionsLost: 1, RecordsSkipped: 7, RecordsDeadLettered: 5,
 	}}}})
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -64,8 +58,6 @@ func TestKafkaSinkMetrics(t *testing.T) {
 			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
 		}
 	}
-	labels := map[string]string{"job_name": "job", "vertex": "out", "subtask": "0", "operator": "out"}
-	if v, ok := value(gather(t, reg), "sluice_kafka_sink_transactionsCommitted", labels); !ok || v != 4 {
-		t.Errorf("sluice_kafka_sink_transactionsCommitted%v = %v (present %t), want 4", labels, v, ok)
-	}
+	checkValues(t, gather(t, reg), wantValue{"sluice_kafka_sink_transactionsCommitted",
+		map[string]string{"job_name": "job", "vertex": "out", "subtask": "0", "operator": "out"}, 4})
 }

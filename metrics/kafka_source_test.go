@@ -18,10 +18,7 @@ import (
 
 // The bad-record counters of every partition are exported, zero included.
 func TestKafkaSourceBadRecordCounters(t *testing.T) {
-	c := metrics.NewCollector()
-	reg := prometheus.NewPedanticRegistry() // checks that the collector describes what it reports
-	reg.MustRegister(c)
-	c.AddJob(connectorJob{name: "kafka-job", vertex: "orders", operator: "orders", reporters: []report.Reporter{&fakeReader{[]kafka.PartitionMetrics{
+	reg := registryOf(connectorJob{name: "kafka-job", vertex: "orders", operator: "orders", reporters: []report.Reporter{&fakeReader{[]kafka.PartitionMetrics{
 		{Topic: "orders", Partition: 0, CurrentOffset: 10, CommittedOffset: -1, HighWatermark: -1, LastStableOffset: -1, Lag: -1,
 			SkippedRecords: 3, DeadLetteredRecords: 2},
 		{Topic: "orders", Partition: 1, CurrentOffset: 7, CommittedOffset: -1, HighWatermark: -1, LastStableOffset: -1, Lag: -1},
@@ -29,20 +26,11 @@ func TestKafkaSourceBadRecordCounters(t *testing.T) {
 	all := gather(t, reg)
 	p0 := map[string]string{"job_name": "kafka-job", "vertex": "orders", "subtask": "0", "topic": "orders", "partition": "0"}
 	p1 := map[string]string{"job_name": "kafka-job", "vertex": "orders", "subtask": "0", "topic": "orders", "partition": "1"}
-	for _, c := range []struct {
-		name   string
-		labels map[string]string
-		want   float64
-	}{
-		{"sluice_kafka_source_numBadRecordsSkipped", p0, 3},
-		{"sluice_kafka_source_numBadRecordsDeadLettered", p0, 2},
-		{"sluice_kafka_source_numBadRecordsSkipped", p1, 0},
-		{"sluice_kafka_source_numBadRecordsDeadLettered", p1, 0},
-	} {
-		if got, ok := value(all, c.name, c.labels); !ok || got != c.want {
-			t.Errorf("%s%v = %v (present %t), want %v", c.name, c.labels, got, ok, c.want)
-		}
-	}
+	checkValues(t, all,
+		wantValue{"sluice_kafka_source_numBadRecordsSkipped", p0, 3},
+		wantValue{"sluice_kafka_source_numBadRecordsDeadLettered", p0, 2},
+		wantValue{"sluice_kafka_source_numBadRecordsSkipped", p1, 0},
+		wantValue{"sluice_kafka_source_numBadRecordsDeadLettered", p1, 0})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

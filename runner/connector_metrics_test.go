@@ -14,8 +14,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/internal/testutil"
-	kafkasink "github.com/sluicehq/sluice/sink/kafka"
-	kafkasource "github.com/sluicehq/sluice/source/kafka"
 )
 
 // promValue returns the value of the first series of name in a
@@ -63,21 +61,7 @@ func TestConnectorMetricsWithoutWiring(t *testing.T) {
 	if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	conf := sluice.NewConfiguration()
-	for k, v := range map[string]string{"pipeline.name": job, "parallelism.default": "1"} {
-		if err := conf.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := sluice.NewEnvironment(sluice.WithConfiguration(conf))
-	src, err := kafkasource.NewSource(seeds, kafkasource.Topics("in"), func(r *kgo.Record) (string, error) { return string(r.Value), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	snk, err := kafkasink.NewSink(seeds, func(s string) (*kgo.Record, error) { return &kgo.Record{Topic: "out", Value: []byte(s)}, nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, src, snk := kafkaJob(t, seeds, map[string]string{"pipeline.name": job, "parallelism.default": "1"})
 	release := make(chan struct{})
 	n := 0
 	held := sluice.Map(sluice.FromSource(env, src, sluice.NoWatermarks[string](), "orders", sluice.UID("orders")), func(s string) (string, error) {
