@@ -93,8 +93,6 @@ type unitSnapshot struct {
 	op, keyed    state.StateSnapshot
 	incremental  state.IncrementalStateSnapshot // instead of keyed
 	committables [][]byte
-	// kind is the kind of the committables (sink.KindedCommittables).
-	kind string
 }
 
 func (p *pendingSnapshot) id() int64 { return p.barrier.ID }

@@ -11,7 +11,6 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/operators"
-	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/state"
 )
 
@@ -48,9 +47,6 @@ func (c *taskCheckpoints) snapshotSync(a checkpoint.StartCheckpoint) error {
 				return operators.Wrap(u.ctx, err)
 			}
 			us.committables = cm
-			if k, ok := u.op.(sink.KindedCommittables); ok && len(cm) > 0 {
-				us.kind = k.CommittableKind()
-			}
 		}
 		var err error
 		if us.op, err = u.ctx.OperatorState.Snapshot(id); err != nil {
@@ -176,7 +172,9 @@ func (c *taskCheckpoints) writeRecovering(p *pendingSnapshot) (states []storage.
 			states, err = nil, fmt.Errorf("panic in the asynchronous part: %v", r)
 		}
 	}()
-	return c.write(p)
+	states, sz, err = c.write(p)
+	recordCommittableKinds(states, p.units)
+	return states, sz, err
 }
 
 // snapshotSizes are the figures of a task's asynchronous part: bytes
@@ -200,7 +198,7 @@ func (c *taskCheckpoints) write(p *pendingSnapshot) ([]storage.SubtaskState, sna
 		st := storage.SubtaskState{
 			OperatorUID: u.node.UID, Subtask: t.subtask,
 			Parallelism: t.vertex.Parallelism, MaxParallelism: t.vertex.MaxParallelism,
-			Committables: us.committables, CommittableKind: us.kind,
+			Committables: us.committables,
 		}
 		h, err := writeStream(loc, owner+"-op", us.op)
 		if err != nil {
