@@ -53,18 +53,18 @@ func (m *Machine) Observe(s Snapshot) (Evaluation, error) {
 	if len(s.Vertices) != len(m.topo.Vertices) {
 		return Evaluation{}, fmt.Errorf("%w: a snapshot of %d vertices for a topology of %d", ErrTopology, len(s.Vertices), len(m.topo.Vertices))
 	}
-	for i, f := range s.Vertices {
-		if f.Parallelism < 1 || len(f.Busy) != f.Parallelism {
-			return Evaluation{}, fmt.Errorf("%w: vertex %d %q: parallelism %d with busy times of %d subtasks",
-				ErrTopology, i, m.topo.Vertices[i].Name, f.Parallelism, len(f.Busy))
-		}
-	}
 	now := s.Time
 	ev := Evaluation{Time: now}
 	if !s.Running {
 		ev.Outcome = NotRunning
 		m.parallelism = nil // start over once it runs
 		return ev, nil
+	}
+	for i, f := range s.Vertices {
+		if f.Parallelism < 1 || len(f.Busy) != f.Parallelism {
+			return Evaluation{}, fmt.Errorf("%w: vertex %d %q: parallelism %d with busy times of %d subtasks",
+				ErrTopology, i, m.topo.Vertices[i].Name, f.Parallelism, len(f.Busy))
+		}
 	}
 	cur := make([]int, len(s.Vertices))
 	for i, f := range s.Vertices {
@@ -186,8 +186,7 @@ func (m *Machine) keepForwardEqual(es []VertexEvaluation) {
 	for i := range group {
 		group[i] = i
 	}
-	var root func(int) int
-	root = func(i int) int {
+	root := func(i int) int {
 		for group[i] != i {
 			i = group[i]
 		}
