@@ -19,7 +19,7 @@ var (
 		"Run the autoscaler in the coordinator: it sets each vertex's parallelism from its busy time, input rate and the Kafka lag to catch up.").
 		Default(false)
 	keyScalingEnabled = config.Bool("job.autoscaler.scaling.enabled",
-		"Apply the autoscaler's decisions; false: evaluate and report the recommended parallelism only (log, REST, metric).").Default(true)
+		"Apply the autoscaler's decisions; false: evaluate and log the recommended parallelism only.").Default(true)
 	keyInterval = config.Duration("autoscaler.standalone.control-loop.interval",
 		"How often the autoscaler reads the job's metrics and evaluates them.").Default(10 * time.Second).Check(config.Positive)
 	keyMetricsWindow = config.Duration("job.autoscaler.metrics.window",

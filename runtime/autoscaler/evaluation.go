@@ -25,7 +25,8 @@ const (
 	// Rescaling: a rescale was requested and the job does not run at its
 	// parallelism yet.
 	Rescaling Outcome = "rescaling"
-	// Steady: every vertex runs at the parallelism its figures call for.
+	// Steady: no vertex changes now (a scale-down may be waiting for the
+	// scale-down interval: the vertex's Reason says so).
 	Steady Outcome = "steady"
 	// WithinTarget: some vertex's parallelism would change, but every such
 	// vertex is busy within the utilization boundary: no rescale.
