@@ -72,6 +72,8 @@ var layers = []struct {
 	{"runtime/lifecycle", 30},
 	// The runtime.
 	{"runtime", 40},
+	// Deciding a running job's parallelism from its metrics.
+	{"runtime/autoscaler", 42},
 	// The control plane between a coordinator and its workers (gRPC).
 	{"cluster/control", 45},
 	// The user API and what reads a running job.
