@@ -7,9 +7,10 @@ import (
 	"errors"
 	"hash/crc32"
 	"reflect"
-	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // fuzzRecord is a KeyedRecord copied out of the reader's callback, empty
@@ -207,21 +208,11 @@ func FuzzReadKeyedSnapshot(f *testing.F) {
 	})
 }
 
-// checkAllocs runs decode and fails t if it allocated more than a reader
-// of len(in) bytes may: a fixed 1 MiB (with the 64 KiB read buffer) plus
-// 1 KiB per input byte. A length or count read from the input that sizes
-// an allocation before the data is there goes past it. runtime/metrics
-// counts small objects a span at a time, well within the fixed part, and
-// costs far less than ReadMemStats.
+// checkAllocs fails t if decode allocates more than a reader of len(in)
+// bytes may: a fixed 1 MiB (with the 64 KiB read buffer) plus
+// 1 KiB per input byte. Only decode's own allocations count
+// (testutil.CheckAllocated).
 func checkAllocs(t *testing.T, in []byte, decode func()) {
 	t.Helper()
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	before := s[0].Value.Uint64()
-	decode()
-	metrics.Read(s)
-	limit := uint64(1<<20) + 1024*uint64(len(in))
-	if n := s[0].Value.Uint64() - before; n > limit {
-		t.Fatalf("reading %d bytes allocated %d bytes (limit %d)", len(in), n, limit)
-	}
+	testutil.CheckAllocated(t, "reading", in, 1<<20, 1024, decode)
 }
