@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testjob"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/source"
 )
 
@@ -41,41 +41,13 @@ func ints(from, to int64) []int64 {
 	return out
 }
 
-func sorted[T interface{ ~int | ~int64 | ~string }](s []T) []T {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return s
-}
-
-// sameMultiset reports the first difference between two multisets, or "".
-func sameMultiset[T interface{ ~int | ~int64 | ~string }](got, want []T) string {
-	g, w := sorted(got), sorted(want)
-	if slices.Equal(g, w) {
-		return ""
+// sameMultiset reports how got differs from want as multisets (records
+// repeated, missing, not expected: sluicetest.CheckExactlyOnce), or "".
+func sameMultiset[T comparable](got, want []T) string {
+	if err := sluicetest.CheckExactlyOnce(got, want); err != nil {
+		return err.Error()
 	}
-	gc, wc := map[T]int{}, map[T]int{}
-	for _, v := range g {
-		gc[v]++
-	}
-	for _, v := range w {
-		wc[v]++
-	}
-	var diffs []string
-	for v, n := range wc {
-		if gc[v] != n {
-			diffs = append(diffs, fmt.Sprintf("%v: got %d want %d", v, gc[v], n))
-		}
-	}
-	for v, n := range gc {
-		if _, ok := wc[v]; !ok {
-			diffs = append(diffs, fmt.Sprintf("%v: got %d want 0", v, n))
-		}
-	}
-	slices.Sort(diffs)
-	if len(diffs) > 10 {
-		diffs = append(diffs[:10], "...")
-	}
-	return fmt.Sprintf("got %d records, want %d; differences: %v", len(got), len(want), diffs)
+	return ""
 }
 
 // once closes a channel at most once, from any goroutine.
