@@ -2,7 +2,7 @@ package e2e
 
 // The "Flink habits" suite: a job written the way a Flink user writes it
 // gives Flink's answer, or is refused before it starts with an error that
-// says what to do (issue 24). Each case is checked against a plain
+// says what to do. Each case is checked against a plain
 // evaluation of its input. The real-broker versions are in
 // integration/flink_habits_test.go, the CLI's in
 // cmd/sluice/flink_habits_test.go.
