@@ -108,22 +108,7 @@ func TestS3IncrementalCheckpointsAndResume(t *testing.T) {
 	env2, _ := countJob(out, records, keys, 60000, opts...)
 	mustExecute(t, env2)
 	got := readCounts(t, out)
-	last := map[int64]int64{}
-	seenCount := map[KeyCount]int{}
-	for _, kc := range got {
-		seenCount[kc]++
-		last[kc.Key] = max(last[kc.Key], kc.Count)
-	}
-	for kc, n := range seenCount {
-		if n != 1 {
-			t.Fatalf("%+v committed %d times", kc, n)
-		}
-	}
-	for k, n := range expectedCounts(records, keys) {
-		if last[k] != n {
-			t.Errorf("key %d ends at %d, want %d", k, last[k], n)
-		}
-	}
+	checkOnceEachEndingAt(t, got, expectedCounts(records, keys))
 }
 
 func mustAtoi(t *testing.T, s string) int64 {
@@ -181,22 +166,7 @@ func TestS3OutageDeclinesCheckpointsJobGoesOn(t *testing.T) {
 		t.Fatalf("job: %v", err)
 	}
 	got := readCounts(t, out)
-	last := map[int64]int64{}
-	n := map[KeyCount]int{}
-	for _, kc := range got {
-		n[kc]++
-		last[kc.Key] = max(last[kc.Key], kc.Count)
-	}
-	for kc, c := range n {
-		if c != 1 {
-			t.Fatalf("%+v committed %d times", kc, c)
-		}
-	}
-	for k, want := range expectedCounts(records, keys) {
-		if last[k] != want {
-			t.Errorf("key %d ends at %d, want %d", k, last[k], want)
-		}
-	}
+	checkOnceEachEndingAt(t, got, expectedCounts(records, keys))
 }
 
 // Checkpoints that fail while storage refuses deletes too: their discard

@@ -7,8 +7,9 @@
 // suite and random pipelines against a plain evaluation.
 //
 // The tests that crash a job or restore it at another parallelism run it
-// through one harness (harness_test.go: job, crashes, the running-count
-// pipeline); the helpers every job test shares (an environment with
+// through one harness (harness_test.go: job, crashes, datagen and
+// maybeCrash; running_count_test.go: the running count that the
+// exactly-once, savepoint and job-life tests run); the helpers every job test shares (an environment with
 // quiet logs, running under the safety net, stop-with-savepoint) are
 // internal/testjob's. Tests against a real Kafka broker, and of jobs run
 // as separate processes, are in package integration; the API's own

@@ -316,21 +316,18 @@ func TestFreshRunNeverRestoresAnotherRunsCheckpoint(t *testing.T) {
 	f := newFailOnce(50)
 	var restores []int64
 	var mu sync.Mutex
-	env2 := newEnv(sluice.WithParallelism(2), sluice.WithCheckpointing(time.Minute, cpDir), sluice.WithFreshStart(),
+	r2 := countRun(out, records, keys, 0, sluice.WithCheckpointing(time.Minute, cpDir), sluice.WithFreshStart(),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(3, time.Millisecond)),
 		sluice.WithRestoreListener(func(ri sluice.RestoreInfo) { mu.Lock(); restores = append(restores, ri.CheckpointID); mu.Unlock() }))
-	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(records))
-	s := sluice.FromSource(env2, gen, sluice.NoWatermarks[int64](), "gen", sluice.UID("gen"))
-	s = sluice.Map(s, func(v int64) (int64, error) {
+	r2.fail = func() error {
 		if f.hit() {
-			return 0, errors.New("injected failure")
+			return errors.New("injected failure")
 		}
-		return v, nil
-	}, sluice.UID("seen"))
-	counts := sluice.Process[int64, int64, KeyCount](sluice.KeyBy(s, func(v int64) int64 { return v % keys }),
-		&runningCount{}, sluice.Name("count"), sluice.UID("count"))
+		return nil
+	}
 	col := sink.NewCollect[KeyCount]()
-	sluice.SinkTo(counts, col, sluice.Name("files"), sluice.UID("files"))
+	r2.sink = col
+	env2 := r2.env()
 	job2 := mustStart(t, env2)
 	if err := job2.Wait(); err != nil {
 		t.Fatal(err)
@@ -356,7 +353,6 @@ func TestFreshRunNeverRestoresAnotherRunsCheckpoint(t *testing.T) {
 			t.Errorf("key %d counted to %d, want at least %d", k, last[k], n)
 		}
 	}
-	_ = out
 	for _, id := range old {
 		if _, err := os.Stat(filepath.Join(st.CheckpointDir(id), "_metadata")); err != nil {
 			t.Errorf("the earlier run's checkpoint %d was deleted by the fresh run: %v", id, err)

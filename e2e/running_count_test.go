@@ -157,6 +157,28 @@ func checkExactCounts(t *testing.T, got []KeyCount, want map[int64]int64) {
 	}
 }
 
+// checkOnceEachEndingAt asserts that no count was committed twice and
+// that every key's highest committed count is its total in want.
+func checkOnceEachEndingAt(t *testing.T, got []KeyCount, want map[int64]int64) {
+	t.Helper()
+	last := map[int64]int64{}
+	times := map[KeyCount]int{}
+	for _, kc := range got {
+		times[kc]++
+		last[kc.Key] = max(last[kc.Key], kc.Count)
+	}
+	for kc, n := range times {
+		if n != 1 {
+			t.Fatalf("%+v committed %d times", kc, n)
+		}
+	}
+	for k, n := range want {
+		if last[k] != n {
+			t.Errorf("key %d ends at %d, want %d", k, last[k], n)
+		}
+	}
+}
+
 func sum(m map[int64]int64) (s int64) {
 	for _, v := range m {
 		s += v
