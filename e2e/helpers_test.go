@@ -23,7 +23,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const safetyNet = testutil.SafetyNet
 
 var (
-	quietLogger       = testjob.QuietLogger
 	newEnv            = testjob.NewEnv
 	execute           = testjob.Execute
 	mustExecute       = testjob.MustExecute
