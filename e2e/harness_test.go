@@ -187,6 +187,28 @@ func (j *job[Out]) output(t *testing.T) []Out {
 	return got
 }
 
+// runUnderCrashes runs the job with two crashes in the maybe-crash maps
+// (within their first mapSpan records), two in the operators under test
+// (within their first len(want) outputs) and one in the sink's commits
+// (within the first commitSpan), and fails t unless several struck, one
+// at least in the operators, and the committed output, each record as
+// fmt.Sprint prints it, is want as a multiset (what names the records).
+func (j *job[Out]) runUnderCrashes(t *testing.T, rng *rand.Rand, mapSpan, commitSpan int64, want []string, what string) *sluice.Job {
+	t.Helper()
+	j.mapCrash, j.opCrash, j.commitCrash = newCrashes(rng, 2, mapSpan), newCrashes(rng, 2, int64(len(want))), newCrashes(rng, 1, commitSpan)
+	job := j.run(t)
+	crashes := j.crashed()
+	if j.opCrash.count() == 0 || crashes < 3 {
+		t.Fatalf("%d crashes injected (%d in the operators under test); the test needs several", crashes, j.opCrash.count())
+	}
+	got := j.committed(t)
+	if d := sameMultiset(got, want); d != "" {
+		t.Fatalf("committed %s differ from the plain evaluation: %s", what, d)
+	}
+	t.Logf("%d crashes, %d restarts, %d %s committed", crashes, job.Restarts(), len(got), what)
+	return job
+}
+
 // committed is what the file sink committed, each record as fmt.Sprint
 // prints it.
 func (j *job[Out]) committed(t *testing.T) []string {

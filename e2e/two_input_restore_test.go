@@ -74,18 +74,7 @@ func runTwoUnderFailures(t *testing.T, op twoOp, want []string) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 16))
 	const records = 2000
-	r := twoInputJob(t, records, 5000, op)
-	r.mapCrash, r.opCrash, r.commitCrash = newCrashes(rng, 2, 2*records), newCrashes(rng, 2, int64(len(want))), newCrashes(rng, 1, 15)
-	job := r.run(t)
-	crashes := r.crashed()
-	if r.opCrash.count() == 0 || crashes < 3 {
-		t.Fatalf("%d crashes injected (%d in the operator); the test needs several", crashes, r.opCrash.count())
-	}
-	got := r.committed(t)
-	if d := sameMultiset(got, want); d != "" {
-		t.Fatalf("committed results differ from the plain evaluation: %s", d)
-	}
-	t.Logf("%d crashes, %d restarts, %d results committed", crashes, job.Restarts(), len(got))
+	twoInputJob(t, records, 5000, op).runUnderCrashes(t, rng, 2*records, 15, want, "results")
 }
 
 // runTwoRescale runs the job with the operator at parallelism 2, stops it

@@ -109,21 +109,11 @@ func TestWindowsExactlyOnceUnderFailures(t *testing.T) {
 	const records = 3000
 	want := restoreWant(records)
 	r := windowsJob(t, records, 6000)
-	r.mapCrash, r.opCrash, r.commitCrash = newCrashes(rng, 2, records), newCrashes(rng, 2, int64(len(want))), newCrashes(rng, 1, 20)
-	job := r.run(t)
-	crashes := r.crashed()
-	if r.opCrash.count() == 0 || crashes < 3 {
-		t.Fatalf("%d crashes injected (%d in window functions); the test needs several", crashes, r.opCrash.count())
-	}
+	job := r.runUnderCrashes(t, rng, records, 20, want, "window results")
 	// Two crashes in one attempt (before it stops) cost one restart.
-	if job.Restarts() < 1 || job.Restarts() > crashes {
-		t.Errorf("job restarted %d times for %d crashes", job.Restarts(), crashes)
+	if job.Restarts() < 1 || job.Restarts() > r.crashed() {
+		t.Errorf("job restarted %d times for %d crashes", job.Restarts(), r.crashed())
 	}
-	got := r.committed(t)
-	if d := sameMultiset(got, want); d != "" {
-		t.Fatalf("committed window results differ from the plain evaluation: %s", d)
-	}
-	t.Logf("%d crashes, %d restarts, %d window results committed", crashes, job.Restarts(), len(got))
 }
 
 // TestWindowsRescale takes a checkpoint of a job with windows at

@@ -155,18 +155,7 @@ func TestTriggersAndEvictorsExactlyOnceUnderFailures(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	const records = 2000
 	want := trigWant(records)
-	r := triggersJob(t, records, 5000)
-	r.mapCrash, r.opCrash, r.commitCrash = newCrashes(rng, 2, records), newCrashes(rng, 2, int64(len(want))), newCrashes(rng, 1, 15)
-	job := r.run(t)
-	crashes := r.crashed()
-	if r.opCrash.count() == 0 || crashes < 3 {
-		t.Fatalf("%d crashes injected (%d in window functions); the test needs several", crashes, r.opCrash.count())
-	}
-	got := r.committed(t)
-	if d := sameMultiset(got, want); d != "" {
-		t.Fatalf("committed firings differ from the plain evaluation: %s", d)
-	}
-	t.Logf("%d crashes, %d restarts, %d firings committed", crashes, job.Restarts(), len(got))
+	triggersJob(t, records, 5000).runUnderCrashes(t, rng, records, 15, want, "firings")
 }
 
 // TestTriggersAndEvictorsRescale stops the job with a savepoint midway
