@@ -69,7 +69,7 @@ type UserMinute struct {
 
 // topics names the Kafka cluster and the job's three topics.
 type topics struct {
-	brokers                []string
+	brokers                 []string
 	clicks, perMinute, late string
 }
 
