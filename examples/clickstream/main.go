@@ -77,6 +77,7 @@ type topics struct {
 // clickstream adds the job to env: clicks from Kafka with event time
 // (watermarks per partition, 5 s out of order), each click id once,
 // clicks per user and minute to Kafka, late clicks to a topic of their own.
+// [start pipeline]
 func clickstream(env *sluice.Environment, kafka topics) error {
 	src, err := kafkasource.NewSource(kafka.brokers, kafkasource.Topics(kafka.clicks),
 		kafkasource.ValueDecoder(codec.JSON[Click]{}))
@@ -111,6 +112,9 @@ func clickstream(env *sluice.Environment, kafka topics) error {
 	return nil
 }
 
+// [end pipeline]
+
+// [start dedup]
 // dedup lets the first click of every id through: a flag per id in keyed
 // state, forgotten an hour after it was written.
 type dedup struct{ seen state.ValueState[bool] }
@@ -128,6 +132,8 @@ func (d *dedup) ProcessElement(_ *sluice.KeyedContext[string], c Click, out slui
 	out.Collect(c)
 	return d.seen.Update(true)
 }
+
+// [end dedup]
 
 // countClicks counts a user's clicks in one minute, when the watermark
 // passes the minute's end.
