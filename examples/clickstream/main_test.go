@@ -37,6 +37,7 @@ func (c *manualClock) Now() time.Time { return time.UnixMilli(c.now.Load()) }
 // keyed state, and the flag expires an hour (state TTL, on the backend's
 // clock) after it was written.
 func TestDedup(t *testing.T) {
+	// [start dedup-test]
 	clock := &manualClock{}
 	heapWithClock := func(o state.BackendOptions) (state.KeyedBackend, error) {
 		return state.NewHeapKeyedBackend(state.HeapOptions{MaxParallelism: o.MaxParallelism, KeyGroups: &o.KeyGroups, Clock: clock})
@@ -61,11 +62,13 @@ func TestDedup(t *testing.T) {
 	if got := h.Values(); !slices.Equal(got, []Click{a, b, a}) {
 		t.Fatalf("passed %v, want a again once its flag expired", got)
 	}
+	// [end dedup-test]
 }
 
 // The window in a harness: the minute fires when the watermark passes
 // its end, and a click for it after that goes to the late output.
 func TestCountClicksWithLateData(t *testing.T) {
+	// [start late-data]
 	late := sluice.NewOutputTag[Click]("late-clicks")
 	h := sluicetest.New(t, func(in *sluice.Stream[Click]) *sluice.Stream[UserMinute] {
 		perMinute := sluice.ProcessWindow(
@@ -85,6 +88,7 @@ func TestCountClicksWithLateData(t *testing.T) {
 	if got := sluicetest.SideOutput(h, late); len(got) != 1 || got[0].Value.ID != "late" {
 		t.Fatalf("late output %v", got)
 	}
+	// [end late-data]
 }
 
 // The whole job on a Kafka cluster (embedded; a real one with
@@ -138,6 +142,7 @@ func TestClickstreamExactlyOnce(t *testing.T) {
 	}()
 	defer func() { close(done); <-stopped }()
 	settled := 0
+	// [start run-job]
 	run := sluicetest.RunJob(t, func(env *sluice.Environment) error { return clickstream(env, tp) },
 		sluicetest.JobOptions(sluice.WithParallelism(2)),
 		sluicetest.CrashAt(sluicetest.AfterRecords("dedup", 300), sluicetest.AfterRecords("per-minute", 10), sluicetest.AtCheckpoint(20)),
@@ -152,4 +157,5 @@ func TestClickstreamExactlyOnce(t *testing.T) {
 		}))
 	t.Logf("%d runs: %v", run.Runs, run.Crashes)
 	sluicetest.AssertExactlyOnce(t, committed(), want)
+	// [end run-job]
 }
