@@ -330,14 +330,20 @@ func Sentinels(root string, keep func(dir string) bool) ([]Sentinel, error) {
 		if !keep(rel) {
 			return nil
 		}
-		pkgs, err := parser.ParseDir(token.NewFileSet(), p, func(fi fs.FileInfo) bool {
-			return !strings.HasSuffix(fi.Name(), "_test.go")
-		}, parser.SkipObjectResolution)
+		names, err := filepath.Glob(filepath.Join(p, "*.go"))
 		if err != nil {
 			return err
 		}
-		for _, pkg := range pkgs {
-			for _, f := range pkg.Files {
+		fset := token.NewFileSet()
+		for _, name := range names {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			{
 				for _, decl := range f.Decls {
 					g, ok := decl.(*ast.GenDecl)
 					if !ok || g.Tok != token.VAR {
