@@ -40,6 +40,7 @@ var layers = []struct {
 	// shared secret), for the control and data planes.
 	{"peerauth", 0},
 	{"internal/deploycheck", 0}, // the deployment files' test (Dockerfile, deploy/kubernetes)
+	{"internal/docscheck", 0},   // the documentation's test (links, code from compiled files, sentinel errors)
 	{"formats/registry", 5},     // Schema Registry client, wire format, generic serde
 	{"formats/avro", 8},         // Avro serde
 	{"formats/protobuf", 8},     // Protobuf serde
