@@ -50,6 +50,11 @@ type Environment struct {
 	workerObservers []WorkerObserver
 	// conf is the configuration of WithConfiguration.
 	conf *Configuration
+	// pendingQueryables are the queryable states declared on operators
+	// not yet bound to their key codec (bindQueryables); queryNames the
+	// bound ones' names, with their operator's name.
+	pendingQueryables map[*runtime.Node][]queryableDecl
+	queryNames        map[string]string
 }
 
 // Option configures an Environment.
@@ -59,7 +64,8 @@ type Option func(*Environment)
 // 1, max parallelism 128, 32 KiB network buffers, a 100 ms buffer timeout,
 // 2 exclusive buffers per channel and 8 floating buffers per gate.
 func NewEnvironment(opts ...Option) *Environment {
-	e := &Environment{cfg: runtime.DefaultConfig(), uids: map[string]string{}}
+	e := &Environment{cfg: runtime.DefaultConfig(), uids: map[string]string{},
+		pendingQueryables: map[*runtime.Node][]queryableDecl{}, queryNames: map[string]string{}}
 	for _, o := range opts {
 		o(e)
 	}
@@ -225,6 +231,7 @@ func (e *Environment) Plan() *runtime.Plan { return &e.plan }
 // stops, keeping its latest checkpoint for the next run; Job.Cancel
 // cancels it.
 func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
+	e.checkQueryables()
 	if len(e.errs) > 0 {
 		return nil, errors.Join(e.errs...)
 	}
@@ -268,6 +275,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 // the cause).
 func (e *Environment) Execute(ctx context.Context) error {
 	if l, err := e.Launcher(); err == nil && l != nil && l.Worker() {
+		e.checkQueryables()
 		if len(e.errs) > 0 {
 			return errors.Join(e.errs...)
 		}

@@ -70,7 +70,10 @@ type Node struct {
 	MaxParallelism  int // 0: the job's default
 	DisableChaining bool
 	// Keyed nodes get a keyed state backend for their key-group range.
-	Keyed  bool
+	Keyed bool
+	// Queryable are the keyed states of a keyed node that answer queries
+	// against the running job (Job.QueryState).
+	Queryable []QueryableState
 	Inputs []*Edge
 
 	// Out describes the node's output type; nil for sinks.
