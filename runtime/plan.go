@@ -74,7 +74,7 @@ type Node struct {
 	// Queryable are the keyed states of a keyed node that answer queries
 	// against the running job (Job.QueryState).
 	Queryable []QueryableState
-	Inputs []*Edge
+	Inputs    []*Edge
 
 	// Out describes the node's output type; nil for sinks.
 	Out TypeInfo

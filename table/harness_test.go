@@ -60,7 +60,7 @@ func opContext(t *testing.T, name string) *operators.Context {
 // coHarness is one keyed two-input operator with its main output and
 // the late side output.
 type coHarness[K comparable, A, B, OUT any] struct {
-	op   *operators.KeyedCoProcess[K, A, B, OUT]
+	op          *operators.KeyedCoProcess[K, A, B, OUT]
 	out         *collect[OUT]
 	late        *collect[A]
 	lateChanges *collect[B]
