@@ -5,9 +5,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sink"
+	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/table"
 )
 
@@ -247,4 +251,58 @@ func TestForeignKeyJoinExactlyOnceUnderFailures(t *testing.T) {
 
 func TestForeignKeyJoinRescale(t *testing.T) {
 	runTwoRescaleCheck(t, buildForeignKeyJoin, checkForeignKeyJoin(2000))
+}
+
+// TestGlobalTableRescale: every subtask of a global join holds the whole
+// table, also after a restore at another parallelism. The first run loads
+// the table into both subtasks (the stream is held back) and stops with a
+// savepoint; the second, at parallelism 3, joins the stream only, with no
+// table change but what it restored: every record finds its key, on
+// whichever subtask it lands.
+func TestGlobalTableRescale(t *testing.T) {
+	const tableKeys = 40
+	var streaming atomic.Bool
+	var loaded atomic.Int64
+	build := func(par int, opts ...sluice.Option) (*sluice.Environment, *sink.Collect[string]) {
+		env := newEnv(append([]sluice.Option{sluice.WithParallelism(2), sluice.WithCheckpointing(20*time.Millisecond, t.TempDir())}, opts...)...)
+		changes := sluice.FromSource(env, source.NewDatagen(func(i int64) table.Change[int64, int64] {
+			return table.Upsert(i%tableKeys, 10*(i%tableKeys))
+		}, source.DatagenRate(2000)), sluice.NoWatermarks[table.Change[int64, int64]](), "table", sluice.UID("table"), sluice.Parallelism(1))
+		// The table changes in the first run only: the second has only
+		// what it restored.
+		changes = sluice.Filter(changes, func(table.Change[int64, int64]) (bool, error) {
+			loaded.Add(1)
+			return !streaming.Load(), nil
+		}, sluice.UID("table-loaded"), sluice.Parallelism(1))
+		stream := sluice.FromSource(env, source.NewDatagen(func(i int64) int64 { return i }, source.DatagenRate(2000)),
+			sluice.NoWatermarks[int64](), "stream", sluice.UID("stream"))
+		stream = sluice.Filter(stream, func(int64) (bool, error) { return streaming.Load(), nil }, sluice.UID("held-back"))
+		joined := table.GlobalLeftJoin(stream, func(i int64) int64 { return i % tableKeys }, table.Global(table.FromChangelog(changes)),
+			func(i int64, v *int64) (string, error) {
+				if v == nil {
+					return fmt.Sprintf("%d=nil", i), nil
+				}
+				return fmt.Sprintf("%d=%d", i, *v), nil
+			}, sluice.UID("global-join"), sluice.Parallelism(par))
+		out := sink.NewCollect[string]()
+		sluice.SinkTo(joined, out, sluice.UID("out"), sluice.Parallelism(par))
+		return env, out
+	}
+	env, _ := build(2)
+	job := mustStart(t, env)
+	await(t, "the whole table loaded", func() bool { return loaded.Load() > 2*tableKeys })
+	sp := stopWithSavepoint(t, job)
+
+	streaming.Store(true)
+	env, out := build(3, sluice.WithRestoreFrom(sp))
+	job = mustStart(t, env)
+	await(t, "300 records joined", func() bool { return out.Len() >= 300 })
+	job.Cancel()
+	_ = job.Wait()
+	for _, s := range out.Values() {
+		var i, v int64
+		if _, err := fmt.Sscanf(s, "%d=%d", &i, &v); err != nil || v != 10*(i%tableKeys) {
+			t.Fatalf("record joined as %q: its subtask does not hold the whole table", s)
+		}
+	}
 }
