@@ -18,28 +18,29 @@ import (
 // may not have arrived yet. A join that must be repeatable (the same
 // results after a failure, in a backfill) is TemporalJoin's.
 func StreamJoin[S any, K comparable, V, OUT any](s *sluice.Stream[S], keyOf func(S) K, t *Table[K, V], fn func(S, V) (OUT, error), opts ...sluice.OpOption) *sluice.Stream[OUT] {
-	return buildStreamJoin(s, keyOf, t, true, func(v S, tv *V) (OUT, error) { return fn(v, *tv) }, opts)
+	return buildStreamJoin(s, keyOf, t, &streamTableJoin[K, S, V, OUT]{inner: fn}, opts)
 }
 
 // StreamLeftJoin is StreamJoin keeping every record: fn gets nil when
 // the record's key has no value in the table (KStream-KTable left join).
 func StreamLeftJoin[S any, K comparable, V, OUT any](s *sluice.Stream[S], keyOf func(S) K, t *Table[K, V], fn func(S, *V) (OUT, error), opts ...sluice.OpOption) *sluice.Stream[OUT] {
-	return buildStreamJoin(s, keyOf, t, false, fn, opts)
+	return buildStreamJoin(s, keyOf, t, &streamTableJoin[K, S, V, OUT]{left: fn}, opts)
 }
 
-func buildStreamJoin[S any, K comparable, V, OUT any](s *sluice.Stream[S], keyOf func(S) K, t *Table[K, V], inner bool, fn func(S, *V) (OUT, error), opts []sluice.OpOption) *sluice.Stream[OUT] {
+func buildStreamJoin[S any, K comparable, V, OUT any](s *sluice.Stream[S], keyOf func(S) K, t *Table[K, V], j *streamTableJoin[K, S, V, OUT], opts []sluice.OpOption) *sluice.Stream[OUT] {
 	opts = append([]sluice.OpOption{sluice.Name("StreamTableJoin")}, opts...)
 	c := sluice.ConnectKeyed(sluice.KeyByCodec(s, keyOf, t.keyCodec), t.keyed())
-	j := &streamTableJoin[K, S, V, OUT]{desc: state.ValueStateDescriptor[V]{Name: "table", Codec: t.valueCodec}, inner: inner, fn: fn}
+	j.desc = state.ValueStateDescriptor[V]{Name: "table", Codec: t.valueCodec}
 	return sluice.KeyedCoProcess(c, sluice.KeyedCoProcessFunction[K, S, Change[K, V], OUT](j), opts...)
 }
 
 // streamTableJoin keeps each key's current table value and joins the
-// stream's records with it.
+// stream's records with it: inner (fn of the record and the value) or,
+// without it, left.
 type streamTableJoin[K comparable, S, V, OUT any] struct {
 	desc  state.ValueStateDescriptor[V]
-	inner bool
-	fn    func(S, *V) (OUT, error)
+	inner func(S, V) (OUT, error)
+	left  func(S, *V) (OUT, error)
 	table state.ValueState[V]
 }
 
@@ -52,10 +53,15 @@ func (j *streamTableJoin[K, S, V, OUT]) Open(ctx *sluice.OperatorContext) error 
 // ProcessElement1 joins a record of the stream.
 func (j *streamTableJoin[K, S, V, OUT]) ProcessElement1(_ *sluice.KeyedContext[K], v S, out sluice.Collector[OUT]) error {
 	tv, ok, err := j.table.Value()
-	if err != nil || (!ok && j.inner) {
+	if err != nil || (!ok && j.inner != nil) {
 		return err
 	}
-	res, err := j.fn(v, ptr(tv, ok))
+	var res OUT
+	if j.inner != nil {
+		res, err = j.inner(v, tv)
+	} else {
+		res, err = j.left(v, ptr(tv, ok))
+	}
 	if err != nil {
 		return err
 	}

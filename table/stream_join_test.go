@@ -118,8 +118,11 @@ func TestStreamJoinAgainstPlainEvaluation(t *testing.T) {
 	for seed := range uint64(4) {
 		for _, inner := range []bool{true, false} {
 			steps := script(rand.New(rand.NewPCG(seed, 29)), 500)
-			j := &streamTableJoin[string, ev, string, string]{desc: tableDesc(), inner: inner,
-				fn: func(s ev, v *string) (string, error) { return joined(s, v), nil }}
+			j := &streamTableJoin[string, ev, string, string]{desc: tableDesc(),
+				left: func(s ev, v *string) (string, error) { return joined(s, v), nil }}
+			if inner {
+				j.left, j.inner = nil, func(s ev, v string) (string, error) { return joined(s, &v), nil }
+			}
 			h := newCoHarness[string, ev, Change[string, string], string](t, j, evKey, changeKey[string, string])
 			h.run(t, steps, stepEv, stepChange)
 			want := plainStreamJoin(steps, inner)
