@@ -233,9 +233,10 @@ func (t *Task) readQueryable(n *Node, q *QueryableState, key []byte, keyGroup in
 		return nil, false, fmt.Errorf("%w: queryable state %q: operator %q of task %s has no keyed state", ErrQueryUnavailable, q.Name, n.Name, t.name)
 	}
 	if !b.KeyGroupRange().Contains(keyGroup) {
-		// Never read a key group this subtask does not own.
-		return nil, false, fmt.Errorf("%w: queryable state %q: key group %d is not in task %s's range %v",
-			ErrQueryUnavailable, q.Name, keyGroup, t.name, b.KeyGroupRange())
+		// Never read a key group this subtask does not own: a query
+		// routed here is a bug, not a passing state.
+		return nil, false, fmt.Errorf("queryable state %q: key group %d routed to task %s, whose range is %v",
+			q.Name, keyGroup, t.name, b.KeyGroupRange())
 	}
 	registered := false
 	for _, m := range b.States() {
