@@ -184,7 +184,9 @@ func run(numOrders int, interval time.Duration) error {
 		return true, nil
 	}, sluice.UID("maybe-fail"))
 	enriched := table.TemporalJoin(orderStream, func(o Order) string { return o.Customer }, customerTable.Versioned(0),
-		func(o Order, c Customer) (Enriched, error) { return Enriched{Order: o, Name: c.Name, Tier: c.Tier}, nil },
+		func(o Order, c Customer) (Enriched, error) {
+			return Enriched{Order: o, Name: c.Name, Tier: c.Tier}, nil
+		},
 		sluice.UID("enrich"))
 	snk, err := kafkasink.NewSink(seeds, func(e Enriched) (*kgo.Record, error) {
 		return &kgo.Record{Topic: output, Key: []byte(e.ID), Value: []byte(e.Customer + "," + e.Name + "," + e.Tier)}, nil
