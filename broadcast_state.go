@@ -112,7 +112,7 @@ func ProcessKeyedBroadcast[K comparable, IN, BC, OUT any](ks *KeyedStream[K, IN]
 		env.addErr(fmt.Errorf("%w: ProcessKeyedBroadcast of streams from different environments", ErrInvalidOption))
 	}
 	n, _ := newNode[OUT](env, "KeyedBroadcastProcess", opts, true)
-	n.Keyed = true
+	n.Keyed, n.KeyCodec = true, ks.keyCodec
 	env.bindQueryables(n, ks.keyCodec)
 	decls := b.decls
 	n.Build = func(out any) (operators.Operator, []any, error) {

@@ -2,15 +2,8 @@ package sluice_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -25,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage/s3"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/internal/testcerts"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/sink"
@@ -37,21 +31,7 @@ import (
 // caFile writes a CA certificate in PEM and returns its path.
 func caFile(t *testing.T) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kafka-ca"},
-		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testcerts.NewTestCA(t, "kafka-ca").File(t)
 }
 
 // The example file sets an option of every kind, nested and flat; each

@@ -48,6 +48,8 @@ type Environment struct {
 	codecFormat codec.Format
 	// workerObservers are given the worker view in a worker process.
 	workerObservers []WorkerObserver
+	// standbyObservers are told when a coordinator stands by.
+	standbyObservers []StandbyObserver
 	// conf is the configuration of WithConfiguration.
 	conf *Configuration
 	// pendingQueryables are the queryable states declared on operators
@@ -256,7 +258,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 	}
 	var j *Job
 	if l != nil {
-		j, err = l.Start(ctx, &e.plan, e.cfg)
+		j, err = l.Start(ctx, &e.plan, e.cfg, e.standby)
 	} else {
 		j, err = runtime.Execute(ctx, &e.plan, e.cfg)
 	}

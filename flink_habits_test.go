@@ -166,7 +166,7 @@ func TestFlinkHabitKafkaSinkFollowsCheckpointing(t *testing.T) {
 		sluice.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
 		sluice.WithCheckpointing(20*time.Millisecond, t.TempDir()),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(1, 10*time.Millisecond)),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				completed.Add(1)
 			}
@@ -278,7 +278,7 @@ func TestFlinkHabitSavepointBesideCheckpoints(t *testing.T) {
 	dir := t.TempDir()
 	var completed atomic.Int64
 	env := sluice.NewEnvironment(sluice.WithLogger(slog.New(slog.DiscardHandler)), sluice.WithCheckpointing(20*time.Millisecond, dir),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				completed.Add(1)
 			}

@@ -122,7 +122,7 @@ func ProcessIntervalJoin[K comparable, L, R, OUT any](ij *IntervalJoined[K, L, R
 		cfg.Upper--
 	}
 	n, _ := newNode[OUT](env, "IntervalJoin", opts, true)
-	n.Keyed = true
+	n.Keyed, n.KeyCodec = true, left.keyCodec
 	n.Build = func(out any) (operators.Operator, []any, error) {
 		op := operators.NewIntervalJoin(cfg, cloneFunction(fn), out.(operators.Output[OUT]))
 		return op, []any{op.Input1(), op.Input2()}, nil

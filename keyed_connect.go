@@ -55,7 +55,7 @@ type KeyedCoProcessFunction[K comparable, A, B, OUT any] = operators.KeyedCoProc
 func KeyedCoProcess[K comparable, A, B, OUT any](c *ConnectedKeyedStreams[K, A, B], fn KeyedCoProcessFunction[K, A, B, OUT], opts ...OpOption) *Stream[OUT] {
 	env := c.a.stream.env
 	n, _ := newNode[OUT](env, "KeyedCoProcess", opts, true)
-	n.Keyed = true
+	n.Keyed, n.KeyCodec = true, c.a.keyCodec
 	env.bindQueryables(n, c.a.keyCodec)
 	a, b := c.a, c.b
 	n.Build = func(out any) (operators.Operator, []any, error) {

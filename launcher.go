@@ -24,8 +24,10 @@ type Launcher interface {
 	// ExecuteAsync refuses (ErrWorkerRole).
 	Worker() bool
 	// Start starts the job and returns its handle (a coordinator's; the
-	// whole job in this process for a launcher of that role).
-	Start(ctx context.Context, plan *runtime.Plan, cfg runtime.Config) (*Job, error)
+	// whole job in this process for a launcher of that role). A
+	// coordinator with HA calls standby with true while it waits for the
+	// job's leadership, and with false once it leads.
+	Start(ctx context.Context, plan *runtime.Plan, cfg runtime.Config, standby func(waiting bool)) (*Job, error)
 	// Run runs the tasks placed on this process until the job ended,
 	// calling started with the worker's view once it runs.
 	Run(ctx context.Context, plan *runtime.Plan, cfg runtime.Config, started func(WorkerView)) error
@@ -126,6 +128,14 @@ func (e *Environment) configureLauncher(c *Configuration) {
 	e.addErr(err)
 	if set && err == nil {
 		WithLauncher(launch)(e)
+	}
+}
+
+// standby tells the StandbyObservers whether a coordinator waits for
+// the job's leadership.
+func (e *Environment) standby(waiting bool) {
+	for _, o := range e.standbyObservers {
+		o.ObserveStandby(waiting)
 	}
 }
 

@@ -35,12 +35,20 @@ type WorkerObserver interface {
 	ObserveWorker(w WorkerView)
 }
 
+// StandbyObserver is told when a coordinator with HA stands by for the
+// job's leadership (true) and when it leads (false): the job runner's
+// readiness probe passes for a standby.
+type StandbyObserver interface {
+	ObserveStandby(waiting bool)
+}
+
 // WithObservers hands the job's checkpoints to each observer that is a
 // CheckpointObserver, its restores to each that is a RestoreObserver, under
 // the job's name (set by WithJobName, before or after this option), the
-// started job to each JobObserver and a worker's view to each
-// WorkerObserver. An observer that is none of these is an
-// invalid option.
+// started job to each JobObserver, a worker's view to each
+// WorkerObserver and a coordinator's standing by to each
+// StandbyObserver. An observer that is none of these is an invalid
+// option.
 func WithObservers(observers ...any) Option {
 	return func(e *Environment) {
 		for _, o := range observers {
@@ -48,7 +56,11 @@ func WithObservers(observers ...any) Option {
 			ro, isRO := o.(RestoreObserver)
 			jo, isJO := o.(JobObserver)
 			wo, isWO := o.(WorkerObserver)
-			if !isCO && !isRO && !isJO && !isWO {
+			so, isSO := o.(StandbyObserver)
+			if isSO {
+				e.standbyObservers = append(e.standbyObservers, so)
+			}
+			if !isCO && !isRO && !isJO && !isWO && !isSO {
 				e.addErr(fmt.Errorf("%w: observer %T observes neither jobs, checkpoints nor restores", ErrInvalidOption, o))
 				continue
 			}

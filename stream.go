@@ -250,7 +250,7 @@ type ProcessFunc[K comparable, IN, OUT any] = operators.ProcessFunc[K, IN, OUT]
 func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedProcessFunction[K, IN, OUT], opts ...OpOption) *Stream[OUT] {
 	s := ks.stream
 	n, _ := newNode[OUT](s.env, "KeyedProcess", opts, true)
-	n.Keyed = true
+	n.Keyed, n.KeyCodec = true, ks.keyCodec
 	s.env.bindQueryables(n, ks.keyCodec)
 	n.Build = func(out any) (operators.Operator, []any, error) {
 		op := operators.NewKeyedProcess(cloneFunction(fn), ks.keyOf, ks.keyCodec, out.(operators.Output[OUT]))
@@ -265,7 +265,7 @@ func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedProcessF
 func Reduce[K comparable, T any](ks *KeyedStream[K, T], fn func(acc, v T) (T, error), opts ...OpOption) *Stream[T] {
 	s := ks.stream
 	n, _ := newNode[T](s.env, "Reduce", opts, true)
-	n.Keyed = true
+	n.Keyed, n.KeyCodec = true, ks.keyCodec
 	vc := n.Out.Codec().(codec.Codec[T])
 	n.Build = func(out any) (operators.Operator, []any, error) {
 		op := operators.NewReduce(fn, ks.keyOf, ks.keyCodec, vc, out.(operators.Output[T]))

@@ -202,7 +202,7 @@ func windowNode[K comparable, T, OUT any](w *WindowedStream[K, T], defName strin
 		defName = "All" + defName
 	}
 	n, set := newNode[OUT](s.env, defName, opts, true)
-	n.Keyed = true
+	n.Keyed, n.KeyCodec = true, w.keyed.keyCodec
 	if w.all {
 		// Flink's windowAll: one subtask sees every record.
 		if set.parallelism > 1 {

@@ -41,7 +41,7 @@ func (s *Server) handleTriggerCheckpoint(w http.ResponseWriter, r *http.Request,
 		return res.Path, res.ID, err
 	})
 	if err != nil {
-		writeError(w, http.StatusConflict, "%v", err)
+		writeOpError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, TriggerResponse{RequestID: trigger})

@@ -15,16 +15,26 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 
 // handleReadyz is GET /readyz, the readiness probe: 200 when the server
 // follows at least one job and every job it follows is RUNNING with every
-// one of its tasks RUNNING; 503 otherwise (no job yet, a job deploying,
-// restarting, or ended), with the reason. It needs no token; the reason
+// one of its tasks RUNNING, or while the coordinator stands by for the
+// job's leadership (status "standby"); 503 otherwise (no job yet, a job
+// deploying, restarting, or ended), with the reason. It needs no token; the reason
 // names no job.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if s.standby.Load() {
+		writeJSON(w, http.StatusOK, HealthStatus{Status: "standby", Reason: "another coordinator leads the job; this one takes over when it goes"})
+		return
+	}
 	if reason := s.unready(); reason != "" {
 		writeJSON(w, http.StatusServiceUnavailable, HealthStatus{Status: "not ready", Reason: reason})
 		return
 	}
 	writeJSON(w, http.StatusOK, HealthStatus{Status: "ready"})
 }
+
+// ObserveStandby is told when the coordinator whose API this is stands by
+// for its job's leadership (HA): a standby is ready, so that a second
+// replica passes its readiness probe, and says it stands by.
+func (s *Server) ObserveStandby(waiting bool) { s.standby.Store(waiting) }
 
 // unready says why the server is not ready, or "" when it is.
 func (s *Server) unready() string {

@@ -27,7 +27,7 @@ func (s *Server) handleDisposeSavepoint(w http.ResponseWriter, r *http.Request) 
 		return req.SavepointPath, 0, storage.DisposeSavepoint(s.ctx, nil, req.SavepointPath, nil)
 	})
 	if err != nil {
-		writeError(w, http.StatusConflict, "%v", err)
+		writeOpError(w, err)
 		return
 	}
 	s.logger.Info("savepoint disposal requested through the api", "path", req.SavepointPath, "trigger", trigger)

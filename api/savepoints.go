@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -24,6 +26,7 @@ type operation struct {
 	// checkpointID is the checkpoint a checkpoint operation took.
 	checkpointID int64
 	err          error
+	finished     time.Time // when it completed
 }
 
 // result returns the operation's status, marking a completed one read.
@@ -50,6 +53,66 @@ type operations struct {
 	mu      sync.Mutex
 	byID    map[string]*operation // by job id + "/" + trigger id
 	changed chan struct{}         // closed (and replaced) when one completes or is read
+}
+
+// Bounds of the asynchronous operations.
+const (
+	// DefaultAsyncStoreDuration is Flink's rest.async.store-duration.
+	DefaultAsyncStoreDuration = 5 * time.Minute
+	// DefaultMaxOperations bounds the operations kept at once.
+	DefaultMaxOperations = 1000
+	// MaxTriggerIDLen bounds a trigger id a client chooses.
+	MaxTriggerIDLen = 128
+)
+
+// errTooManyOperations refuses a trigger while MaxOperations are kept
+// and none can be let go.
+var errTooManyOperations = errors.New("too many asynchronous operations in progress")
+
+// checkTriggerID refuses a client-chosen trigger id that is long or not
+// made of letters, digits, '-', '_' and '.' (Flink's are 32 hex digits).
+func checkTriggerID(id string) error {
+	if len(id) > MaxTriggerIDLen {
+		return fmt.Errorf("%w: %d bytes, at most %d", errBadTrigger, len(id), MaxTriggerIDLen)
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("%w: letters, digits, '-', '_' and '.' only", errBadTrigger)
+		}
+	}
+	return nil
+}
+
+// evictLocked forgets completed operations whose outcome is older than
+// the store duration, and, while more than the maximum are kept, the
+// oldest completed ones. s.ops.mu is held. An unread stop-with-savepoint
+// is kept until Shutdown's grace ends.
+func (s *Server) evictLocked(now time.Time) {
+	keep := s.opts.AsyncStoreDuration
+	type done struct {
+		key string
+		at  time.Time
+	}
+	var completed []done
+	for key, op := range s.ops.byID {
+		op.mu.Lock()
+		finished, at, unreadStop := op.done, op.finished, op.stops && !op.read
+		op.mu.Unlock()
+		if !finished || unreadStop {
+			continue
+		}
+		if now.Sub(at) >= keep {
+			delete(s.ops.byID, key)
+			continue
+		}
+		completed = append(completed, done{key, at})
+	}
+	if over := len(s.ops.byID) - s.opts.MaxOperations + 1; over > 0 {
+		slices.SortFunc(completed, func(a, b done) int { return a.at.Compare(b.at) })
+		for _, d := range completed[:min(over, len(completed))] {
+			delete(s.ops.byID, d.key)
+		}
+	}
 }
 
 // changedCh returns a channel closed at the next change of an operation.
@@ -123,6 +186,7 @@ func (s *Server) operation(job, trigger string) *operation { return s.operationA
 func (s *Server) operationAt(key, trigger string) *operation {
 	s.ops.mu.Lock()
 	defer s.ops.mu.Unlock()
+	s.evictLocked(time.Now())
 	return s.ops.byID[key+trigger]
 }
 
@@ -144,10 +208,18 @@ func (s *Server) startOp(key, trigger string, stops bool, what, job string, take
 		_, _ = rand.Read(b[:])
 		trigger = hex.EncodeToString(b[:])
 	}
+	if err := checkTriggerID(trigger); err != nil {
+		return "", err
+	}
 	op := &operation{stops: stops}
 	s.ops.mu.Lock()
 	if s.ops.byID == nil {
 		s.ops.byID = map[string]*operation{}
+	}
+	s.evictLocked(time.Now())
+	if len(s.ops.byID) >= s.opts.MaxOperations {
+		s.ops.mu.Unlock()
+		return "", fmt.Errorf("%w (%d); try again later", errTooManyOperations, len(s.ops.byID))
 	}
 	if _, dup := s.ops.byID[key+trigger]; dup {
 		s.ops.mu.Unlock()
@@ -166,16 +238,36 @@ func (s *Server) startOp(key, trigger string, stops bool, what, job string, take
 			s.logger.Info(what+" completed", "job", job, "trigger", trigger, "path", path)
 		}
 		op.mu.Lock()
-		op.done, op.location, op.checkpointID, op.err = true, path, id, err
+		op.done, op.location, op.checkpointID, op.err, op.finished = true, path, id, err, time.Now()
 		op.mu.Unlock()
 		s.opChanged()
 	}()
 	return trigger, nil
 }
 
+// errBadTrigger is a trigger id a client chose that is refused.
+var errBadTrigger = errors.New("bad triggerId")
+
+// writeOpError answers a trigger that did not start: 400 for a bad
+// trigger id, 503 while too many operations are kept, 409 for a trigger
+// id in use.
+func writeOpError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, errBadTrigger):
+		writeError(w, http.StatusBadRequest, "%v", err)
+	case errors.Is(err, errTooManyOperations):
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+	default:
+		writeError(w, http.StatusConflict, "%v", err)
+	}
+}
+
+// maxBody bounds a request body: the API's are a few fields.
+const maxBody = 64 << 10
+
 // decodeBody decodes an optional JSON body into v.
 func decodeBody(r *http.Request, v any) error {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err != nil {
 		return fmt.Errorf("read request body: %w", err)
 	}
@@ -224,7 +316,7 @@ func (s *Server) handleTriggerSavepoint(w http.ResponseWriter, r *http.Request, 
 		return e.job.TriggerSavepoint(s.ctx, req.TargetDirectory)
 	})
 	if err != nil {
-		writeError(w, http.StatusConflict, "%v", err)
+		writeOpError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, TriggerResponse{RequestID: trigger})
@@ -246,7 +338,7 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, e *jobEntry)
 		return e.job.StopWithSavepoint(s.ctx, req.TargetDirectory, req.Drain)
 	})
 	if err != nil {
-		writeError(w, http.StatusConflict, "%v", err)
+		writeOpError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, TriggerResponse{RequestID: trigger})

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
@@ -76,6 +77,59 @@ type Options struct {
 	RefreshInterval time.Duration
 	// Logger receives the server's logs; default slog.Default().
 	Logger *slog.Logger
+	// AsyncStoreDuration is how long the outcome of a completed
+	// asynchronous operation (savepoint, checkpoint, disposal) is kept
+	// for its client to read (Flink's rest.async.store-duration, default
+	// 5 min); at most MaxOperations are kept (default 1000): a trigger
+	// past it, while that many are in progress, is refused (503).
+	AsyncStoreDuration time.Duration
+	MaxOperations      int
+	// Timeouts of the HTTP server (HTTPTimeouts; zero fields take its
+	// defaults).
+	Timeouts HTTPTimeouts
+}
+
+// HTTPTimeouts bound how long a client may hold a connection of the
+// server: to send its request's header and its body, to read the answer,
+// and idle between requests; and the size of a header.
+type HTTPTimeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+	MaxHeaderBytes                int
+}
+
+// Defaults of HTTPTimeouts: generous for the API's small bodies and
+// answers (a long /metrics scrape included), short enough that a client
+// that stops sending or reading does not hold a connection for ever.
+var DefaultHTTPTimeouts = HTTPTimeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: time.Minute,
+	Idle: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+
+func (t HTTPTimeouts) withDefaults() HTTPTimeouts {
+	d := DefaultHTTPTimeouts
+	if t.ReadHeader > 0 {
+		d.ReadHeader = t.ReadHeader
+	}
+	if t.Read > 0 {
+		d.Read = t.Read
+	}
+	if t.Write > 0 {
+		d.Write = t.Write
+	}
+	if t.Idle > 0 {
+		d.Idle = t.Idle
+	}
+	if t.MaxHeaderBytes > 0 {
+		d.MaxHeaderBytes = t.MaxHeaderBytes
+	}
+	return d
+}
+
+// NewHTTPServer is the http.Server that serves h with the timeouts t
+// (zero fields: DefaultHTTPTimeouts): the API's, and every endpoint of a
+// job's process (the job runner's).
+func NewHTTPServer(h http.Handler, t HTTPTimeouts, logger *slog.Logger) *http.Server {
+	t = t.withDefaults()
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, WriteTimeout: t.Write,
+		IdleTimeout: t.Idle, MaxHeaderBytes: t.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
 }
 
 // Server serves the API and the dashboard for the jobs added to it. It is
@@ -101,6 +155,9 @@ type Server struct {
 	srv   *http.Server
 	ln    net.Listener
 	tls   bool
+
+	// standby: a coordinator waiting for its job's leadership (HA).
+	standby atomic.Bool
 }
 
 // New returns a server with no jobs; Start listens, Handler serves
@@ -108,6 +165,12 @@ type Server struct {
 func New(opts Options) *Server {
 	if opts.Addr == "" {
 		opts.Addr = DefaultAddr
+	}
+	if opts.AsyncStoreDuration <= 0 {
+		opts.AsyncStoreDuration = DefaultAsyncStoreDuration
+	}
+	if opts.MaxOperations <= 0 {
+		opts.MaxOperations = DefaultMaxOperations
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second
@@ -236,8 +299,8 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", s.opts.Addr, err)
 	}
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig,
-		ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug)}
+	srv := NewHTTPServer(s.handler, s.opts.Timeouts, s.logger)
+	srv.TLSConfig = tlsConfig
 	s.srvMu.Lock()
 	s.srv, s.ln, s.tls = srv, ln, tlsConfig != nil
 	s.srvMu.Unlock()
@@ -291,7 +354,11 @@ func (s *Server) Close() error {
 	if srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		err = srv.Shutdown(ctx)
+		if err = srv.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
+			// A connection still busy (or opened and never used, which
+			// Shutdown waits for): cut it.
+			err = srv.Close()
+		}
 	}
 	s.wg.Wait()
 	return err

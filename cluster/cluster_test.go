@@ -2,22 +2,17 @@ package cluster_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,14 +24,18 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/cluster/ha"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/etcdtest"
+	"github.com/sluicehq/sluice/internal/testcerts"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/peerauth"
 	"github.com/sluicehq/sluice/sink/filesink"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
 	"github.com/sluicehq/sluice/state/rocksdb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 type keyCount struct {
@@ -346,9 +345,21 @@ func TestWorkerOfOtherCodeIsRefused(t *testing.T) {
 	}()
 	other := j
 	other.par = 3 // another plan
-	err = other.env(cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, DataListen: "127.0.0.1:0", WorkerID: "odd"}).Execute(ctx)
+	worker := cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, DataListen: "127.0.0.1:0", WorkerID: "odd"}
+	err = other.env(worker).Execute(ctx)
 	if !errors.Is(err, cluster.ErrFingerprintMismatch) {
 		t.Fatalf("worker of another plan: %v, want ErrFingerprintMismatch", err)
+	}
+	// The same plan with other checkpointing or another state backend.
+	for name, opt := range map[string]sluice.Option{
+		"at-least-once checkpoints": sluice.WithCheckpointingMode(sluice.AtLeastOnce),
+		"another interval":          sluice.WithCheckpointing(time.Second, j.cpDir),
+		"unaligned checkpoints":     sluice.WithUnalignedCheckpoints(0),
+		"RocksDB":                   sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{})),
+	} {
+		if err := j.env(worker, opt).Execute(ctx); !errors.Is(err, cluster.ErrFingerprintMismatch) {
+			t.Errorf("worker with %s: %v, want ErrFingerprintMismatch", name, err)
+		}
 	}
 }
 
@@ -368,22 +379,37 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 }
 
-// HA: two coordinators campaign on a real etcd; the workers follow the
-// leader through etcd. The leader stops (suspends, resigning); the standby,
-// given no resume option, takes over, resumes from the checkpoint the
-// job's pointer in etcd names (the leader's last) and finishes the job on
-// the same workers: exactly once.
+// HA: two coordinators campaign on a real etcd, over TLS with a user;
+// the workers follow the leader through etcd. Each coordinator listens on
+// a port of its choice and publishes the port bound. The leader stops
+// (suspends, resigning: not ErrLeadershipLost); the standby, which said it
+// stands by and is given no resume option, takes over, resumes from the
+// checkpoint the job's pointer in etcd names (the leader's last) and
+// finishes the job on the same workers: exactly once.
 func TestStandbyCoordinatorTakesOver(t *testing.T) {
-	endpoints := etcdtest.Start(t)
+	etcd := etcdtest.StartServer(t, etcdtest.WithTLS(testcerts.NewTestCA(t, "etcd CA")), etcdtest.WithAuth("sluice", "etcd password"))
+	endpoints := etcd.Endpoints()
+	withEtcd := func(c cluster.Config) cluster.Config {
+		c.EtcdEndpoints, c.EtcdUsername, c.EtcdPassword, c.EtcdTLSCA = endpoints, "sluice", "etcd password", etcd.CAFile()
+		return c
+	}
 	j := job{records: 9000, keys: 12, rate: 3000, par: 4, cpDir: t.TempDir(), out: t.TempDir()}
+	var standing atomic.Int64
 	coordinator := func(addr string) cluster.Config {
-		return cluster.Config{Role: cluster.RoleCoordinator, Listen: addr, Host: "127.0.0.1", EtcdEndpoints: endpoints,
-			LeaseDuration: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
+		return withEtcd(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr, Host: "127.0.0.1",
+			LeaseDuration: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second,
+			Standby: func(waiting bool) {
+				if waiting {
+					standing.Add(1)
+				} else {
+					standing.Add(-1)
+				}
+			}})
 	}
 	ctxA, suspendA := context.WithCancel(context.Background())
 	defer suspendA()
 	var completedA, lastA atomic.Int64
-	leader, err := j.env(coordinator(freeAddr(t)), sluice.WithCheckpointListener(func(s checkpoint.Stats) {
+	leader, err := j.env(coordinator("127.0.0.1:0"), sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 		if s.Status == checkpoint.StatusCompleted {
 			completedA.Add(1)
 			lastA.Store(s.ID)
@@ -394,11 +420,12 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 	}
 	standby := make(chan *sluice.Job, 1)
 	var logsB testutil.LogRecorder
-	var firstB atomic.Int64 // the checkpoint the standby's first attempt restored
+	var observedB standbyObserver // the root's StandbyObservers hear what Config.Standby does
+	var firstB atomic.Int64       // the checkpoint the standby's first attempt restored
 	ctxB, cancelB := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancelB()
 	go func() {
-		jb, err := j.env(coordinator(freeAddr(t)), sluice.WithLogger(logsB.Logger()), sluice.WithRestoreListener(func(ri sluice.RestoreInfo) {
+		jb, err := j.env(coordinator("127.0.0.1:0"), sluice.WithLogger(logsB.Logger()), sluice.WithObservers(&observedB), sluice.WithRestoreListener(func(ri sluice.RestoreInfo) {
 			firstB.CompareAndSwap(0, ri.CheckpointID)
 		})).ExecuteAsync(ctxB)
 		if err != nil {
@@ -411,8 +438,8 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := cluster.Config{Role: cluster.RoleWorker, Slots: 2, WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0",
-				Host: "127.0.0.1", EtcdEndpoints: endpoints, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
+			c := withEtcd(cluster.Config{Role: cluster.RoleWorker, Slots: 2, WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0",
+				Host: "127.0.0.1", HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second})
 			if err := j.env(c).Execute(ctxB); err != nil {
 				t.Errorf("worker %d: %v", i, err)
 			}
@@ -424,9 +451,17 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		t.Fatal("the standby started while the leader leads")
 	default:
 	}
+	testutil.Await(t, "the standby to say it stands by", func() bool { return standing.Load() == 1 })
+	if got := observedB.said(); !slices.Equal(got, []bool{true}) {
+		t.Fatalf("the standby's StandbyObserver heard %v, want [true]", got)
+	}
+	// The leader published the port it listens on, not :0.
+	if addr := leaderAddr(t, etcd, leader.ID()); strings.HasSuffix(addr, ":0") || !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Fatalf("the leader published %q, want the address it is bound to", addr)
+	}
 	suspendA()
-	if err := leader.Wait(); !errors.Is(err, sluice.ErrJobSuspended) {
-		t.Fatalf("the first leader: %v, want suspended", err)
+	if err := leader.Wait(); !errors.Is(err, sluice.ErrJobSuspended) || errors.Is(err, cluster.ErrLeadershipLost) {
+		t.Fatalf("the first leader: %v, want suspended, not ErrLeadershipLost", err)
 	}
 	var next *sluice.Job
 	select {
@@ -441,6 +476,9 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		t.Fatalf("the second leader's job: %v", err)
 	}
 	wg.Wait()
+	if got := observedB.said(); !slices.Equal(got, []bool{true, false}) {
+		t.Errorf("the second leader's StandbyObserver heard %v, want [true false]", got)
+	}
 	if got := firstB.Load(); got != lastA.Load() {
 		t.Fatalf("the standby restored checkpoint %d, want the first leader's last checkpoint %d", got, lastA.Load())
 	}
@@ -448,6 +486,91 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		t.Fatalf("the standby logged %q; want it to resume from the pointer's checkpoint %d", said, lastA.Load())
 	}
 	checkExact(t, j.out, j.records, j.keys)
+}
+
+// standbyObserver records what a coordinator's StandbyObserver is told.
+type standbyObserver struct {
+	mu    sync.Mutex
+	calls []bool
+}
+
+func (o *standbyObserver) ObserveStandby(waiting bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, waiting)
+}
+
+func (o *standbyObserver) said() []bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.calls)
+}
+
+// leaderAddr is the address the job's leader published in etcd.
+func leaderAddr(t *testing.T, etcd *etcdtest.Server, jobID string) string {
+	t.Helper()
+	s, err := ha.Open(testutil.Context(t, 0), ha.Config{Endpoints: etcd.Endpoints(), TLS: etcd.ClientTLS(), Username: "sluice", Password: "etcd password"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr, _, err := s.Leader(testutil.Context(t, 0), jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// A leader whose leadership goes (its lease revoked, as when it stays
+// paused past it) ends its job with ErrLeadershipLost; a leader that
+// finishes resigns before Wait returns, so a standby need not wait for
+// its lease (a minute here) to expire.
+func TestLeadershipLostAndResigned(t *testing.T) {
+	endpoints := etcdtest.Start(t)
+	coordinator := cluster.Config{Role: cluster.RoleCoordinator, Listen: "127.0.0.1:0", Host: "127.0.0.1", EtcdEndpoints: endpoints,
+		LeaseDuration: time.Minute, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: time.Minute}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	services, err := ha.Open(ctx, ha.Config{Endpoints: endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer services.Close()
+
+	// Lost: the leader key's lease revoked behind the leader's back.
+	lost := job{records: 1 << 40, keys: 4, rate: 1000, par: 1, cpDir: t.TempDir(), out: t.TempDir()}
+	jb, err := lost.env(coordinator).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := services.Client().Get(ctx, "/sluice/jobs/"+jb.ID()+"/leader/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the leader key: %v %v", resp, err)
+	}
+	if _, err := services.Client().Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	if err := jb.Wait(); !errors.Is(err, cluster.ErrLeadershipLost) {
+		t.Fatalf("the job of a leader whose lease was revoked: %v, want ErrLeadershipLost", err)
+	}
+
+	// Finished: no leader key is left once Wait returns.
+	finished := job{records: 200, keys: 4, rate: 4000, par: 2, cpDir: t.TempDir(), out: t.TempDir()}
+	addr := freeAddr(t)
+	c := coordinator
+	c.Listen = addr
+	jb, err = finished.env(c).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := workers(t, finished, addr, 1, 2)
+	if err := jb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := services.Leader(ctx, jb.ID()); !errors.Is(err, ha.ErrNoLeader) {
+		t.Errorf("after the job finished: %v, want no leader (the leader resigned)", err)
+	}
+	wait()
 }
 
 // Stop-with-savepoint of a job at parallelism 4 on two workers, then the
@@ -511,58 +634,46 @@ func TestStopWithSavepointAndRescaleOnWorkers(t *testing.T) {
 	checkExact(t, out, 9000, 18)
 }
 
-// selfSigned returns server and client TLS configurations for 127.0.0.1.
-func selfSigned(t *testing.T) (server, client *tls.Config) {
+// mutualTLS is a process's mutual TLS with a certificate named cn of ca.
+func mutualTLS(t *testing.T, ca *testcerts.CA, cn string) peerauth.Config {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice-test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS13},
-		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+	cert, key := ca.MustIssue(t, cn).Files(t)
+	return peerauth.Config{TLS: true, CertFile: cert, KeyFile: key, TrustFile: ca.File(t)}
 }
 
-// With TLS the control plane and the data plane are encrypted; the job
-// runs exactly once as over plain TCP, and a worker without TLS cannot
-// register.
-func TestJobOnWorkersOverTLS(t *testing.T) {
-	serverTLS, clientTLS := selfSigned(t)
+// With mutual TLS the control plane and the data plane are authenticated
+// and encrypted; the job runs exactly once as over plain TCP. A worker
+// without a certificate, or with one of another CA, never registers.
+func TestJobOnWorkersWithMutualTLS(t *testing.T) {
+	ca := testcerts.NewTestCA(t, "deployment CA")
 	j := job{records: 4000, keys: 8, rate: 8000, par: 4, cpDir: t.TempDir(), out: t.TempDir()}
 	addr := freeAddr(t)
 	hb := func(c cluster.Config) cluster.Config {
-		c.HeartbeatInterval, c.HeartbeatTimeout, c.TLS, c.ClientTLS = 100*time.Millisecond, 2*time.Second, serverTLS, clientTLS
+		c.HeartbeatInterval, c.HeartbeatTimeout = 100*time.Millisecond, 2*time.Second
 		return c
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancel()
-	jb, err := j.env(hb(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr, SlotTimeout: 20 * time.Second})).ExecuteAsync(ctx)
+	coord := hb(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr, SlotTimeout: 20 * time.Second})
+	coord.Security = mutualTLS(t, ca, "coordinator")
+	jb, err := j.env(coord).ExecuteAsync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plainCtx, plainCancel := context.WithTimeout(ctx, 3*time.Second)
-	defer plainCancel()
-	plain := cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, Slots: 4, WorkerID: "plain", DataListen: "127.0.0.1:0", Host: "127.0.0.1",
-		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
-	_ = j.env(plain).Execute(plainCtx) // cannot register: retries until its context ends
-	if ws := jb.Metrics(); len(ws) != 0 {
-		t.Fatalf("a worker without TLS got tasks: %+v", ws)
+	for name, sec := range map[string]peerauth.Config{
+		"no certificate":  {},
+		"another CA":      mutualTLS(t, testcerts.NewTestCA(t, "another CA"), "stranger"),
+		"a shared secret": {Secret: []byte("a secret nobody configured")},
+	} {
+		sctx, scancel := context.WithTimeout(ctx, time.Second)
+		stranger := hb(cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, Slots: 4, WorkerID: "stranger",
+			DataListen: "127.0.0.1:0", Host: "127.0.0.1"})
+		stranger.Security = sec
+		_ = j.env(stranger).Execute(sctx) // cannot register: retries until its context ends
+		scancel()
+		if ws := jb.Metrics(); len(ws) != 0 {
+			t.Fatalf("a worker with %s got tasks: %+v", name, ws)
+		}
 	}
 	var wg sync.WaitGroup
 	for i := range 2 {
@@ -571,6 +682,7 @@ func TestJobOnWorkersOverTLS(t *testing.T) {
 			defer wg.Done()
 			c := hb(cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, Slots: 2, WorkerID: fmt.Sprintf("w%d", i),
 				DataListen: "127.0.0.1:0", Host: "127.0.0.1"})
+			c.Security = mutualTLS(t, ca, c.WorkerID)
 			if err := j.env(c).Execute(ctx); err != nil {
 				t.Errorf("worker %d: %v", i, err)
 			}
@@ -581,6 +693,133 @@ func TestJobOnWorkersOverTLS(t *testing.T) {
 	}
 	wg.Wait()
 	checkExact(t, j.out, j.records, j.keys)
+}
+
+// Listening beyond loopback without authentication is refused, naming
+// the keys; security.internal.insecure accepts it, with a WARN.
+func TestSecureByDefault(t *testing.T) {
+	j := job{records: 10, keys: 2, rate: 1000, par: 1, cpDir: t.TempDir(), out: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	_, err := j.env(cluster.Config{Role: cluster.RoleCoordinator, Listen: ":0"}).ExecuteAsync(ctx)
+	if !errors.Is(err, peerauth.ErrInsecureListen) || !strings.Contains(err.Error(), peerauth.KeyInsecure) {
+		t.Fatalf("a coordinator on every interface without authentication: %v, want ErrInsecureListen naming %s", err, peerauth.KeyInsecure)
+	}
+	err = j.env(cluster.Config{Role: cluster.RoleWorker, Coordinator: "127.0.0.1:1", DataListen: ":0", WorkerID: "w"}).Execute(ctx)
+	if !errors.Is(err, peerauth.ErrInsecureListen) {
+		t.Fatalf("a worker on every interface without authentication: %v, want ErrInsecureListen", err)
+	}
+	var logs syncBuffer
+	c := cluster.Config{Role: cluster.RoleCoordinator, Listen: ":0", SlotTimeout: time.Minute}
+	c.Security.Insecure = true
+	jb, err := j.env(c, sluice.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatalf("with %s: %v", peerauth.KeyInsecure, err)
+	}
+	jb.Cancel()
+	_ = jb.Wait()
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "not authenticated") {
+		t.Errorf("an insecure coordinator did not warn:\n%s", logs.String())
+	}
+}
+
+// A worker that cannot reach its coordinator says so at INFO, with the
+// address it tried, once; its retries say it at DEBUG.
+func TestWorkerSaysItCannotReachItsCoordinator(t *testing.T) {
+	j := job{records: 10, keys: 2, rate: 1000, par: 1, cpDir: t.TempDir(), out: t.TempDir()}
+	addr := freeAddr(t) // nobody listens there
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- j.env(cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, WorkerID: "w", DataListen: "127.0.0.1:0",
+			HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}, sluice.WithLogger(logger)).Execute(wctx)
+	}()
+	testutil.Await(t, "two attempts to reach the coordinator", func() bool {
+		return strings.Count(logs.String(), "cannot reach the coordinator") >= 2
+	})
+	stop()
+	<-done
+	var info, debug int
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if !strings.Contains(l, "cannot reach the coordinator") {
+			continue
+		}
+		if !strings.Contains(l, "coordinator="+addr) {
+			t.Errorf("the line does not name the address tried: %s", l)
+		}
+		switch {
+		case strings.Contains(l, "level=INFO"):
+			info++
+		case strings.Contains(l, "level=DEBUG"):
+			debug++
+		}
+	}
+	if info != 1 || debug == 0 {
+		t.Errorf("%d INFO and %d DEBUG lines about the unreachable coordinator, want one INFO, then DEBUG", info, debug)
+	}
+}
+
+// logMsg is the message of a text log line.
+var logMsg = regexp.MustCompile(`msg=(?:"([^"]*)"|(\S+))`)
+
+// A worker that stops is reported once, at INFO, its cause in words; no
+// gRPC code reaches the log.
+func TestWorkerLossLoggedOnceInWords(t *testing.T) {
+	j := job{records: 1 << 40, keys: 4, rate: 2000, par: 2, cpDir: t.TempDir(), out: t.TempDir()}
+	addr := freeAddr(t)
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	var completed atomic.Int64
+	jb, err := j.env(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr, SlotTimeout: time.Minute,
+		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second},
+		sluice.WithLogger(logger), sluice.WithCheckpointListener(func(s checkpoint.Stats) {
+			if s.Status == checkpoint.StatusCompleted {
+				completed.Add(1)
+			}
+		})).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		jb.Cancel()
+		_ = jb.Wait()
+	}()
+	wctx, stopWorker := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- j.env(cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, Slots: 2, WorkerID: "w2",
+			DataListen: "127.0.0.1:0", Host: "127.0.0.1", HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}).Execute(wctx)
+	}()
+	testutil.Await(t, "a checkpoint on the worker", func() bool { return completed.Load() >= 1 })
+	stopWorker()
+	<-done
+	testutil.Await(t, "the loss logged", func() bool { return strings.Contains(logs.String(), `msg="worker lost"`) })
+	// The loss itself once; the attempt's stop and the restart it causes
+	// (other events) at INFO too.
+	var lines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "w2 lost") && !strings.Contains(l, "level=INFO") {
+			t.Errorf("a failover line not at INFO: %s", l)
+		}
+		if m := logMsg.FindStringSubmatch(l); m != nil && strings.Contains(m[1]+m[2], "lost") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=INFO") || !strings.Contains(lines[0], `msg="worker lost" role=coordinator worker=w2 tasks=`) ||
+		!strings.Contains(lines[0], `cause="connection closed"`) {
+		t.Errorf("the loss of w2 logged as %q, want one INFO line: worker lost, w2, cause \"connection closed\"", lines)
+	}
+	for _, bad := range []string{"rpc error", "code = ", "desc = "} {
+		if strings.Contains(logs.String(), bad) {
+			t.Errorf("the coordinator's log has %q:\n%s", bad, logs.String())
+		}
+	}
 }
 
 // A task failure restarts the job with every slot on the worker it had:

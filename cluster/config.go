@@ -1,14 +1,18 @@
 package cluster
 
 import (
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/cluster/ha"
+	"github.com/sluicehq/sluice/peerauth"
+	"github.com/sluicehq/sluice/runtime/network"
 )
 
 // Role is what a process of a job does.
@@ -74,11 +78,26 @@ type Config struct {
 	EtcdPrefix string
 	// LeaseDuration is the leader's lease (high-availability.etcd.lease-duration).
 	LeaseDuration time.Duration
-	// TLS, when set, secures the control plane and the data plane: the
-	// coordinator serves the control plane with it, a worker serves its
-	// data plane with it; ClientTLS is what processes dial each other
-	// with (its RootCAs, ServerName). Plain TCP when both are nil.
-	TLS, ClientTLS *tls.Config
+	// Etcd's credentials (high-availability.etcd.username,
+	// high-availability.etcd.password) and TLS, PEM files
+	// (high-availability.etcd.tls.ca, high-availability.etcd.tls.cert and
+	// high-availability.etcd.tls.key; the certificate and key only when
+	// etcd wants client certificates).
+	EtcdUsername, EtcdPassword         string
+	EtcdTLSCA, EtcdTLSCert, EtcdTLSKey string
+	// Security is how the processes authenticate each other on the
+	// control and data planes: mutual TLS (security.ssl.internal.*), a
+	// shared secret (security.internal.secret, ...-file), or, beyond the
+	// loopback interface, nothing only with security.internal.insecure.
+	Security peerauth.Config
+	// DataLimits bound what peers can make a worker's data plane hold
+	// (taskmanager.network.max-pending-requests-per-connection,
+	// max-connections-per-peer, connection.idle-timeout).
+	DataLimits network.TransportLimits
+	// Standby, when set, is called on a coordinator with HA with true
+	// when it starts waiting for the job's leadership (a standby, which
+	// serves its health endpoint meanwhile) and false once it leads.
+	Standby func(waiting bool)
 	// WorkerStarted, when set, is called once a worker runs, with its
 	// view: what the metrics collector and API read of a job (Config,
 	// Status, Restarts, Metrics, ...), for the worker's own tasks. A
@@ -88,6 +107,29 @@ type Config struct {
 	// envErr is a bad SLUICE_* variable Flags read, reported by Start
 	// and Run.
 	envErr error
+}
+
+// haConfig is the HA services' configuration of this process.
+func (c Config) haConfig(logger *slog.Logger) ha.Config {
+	return ha.Config{Endpoints: c.EtcdEndpoints, Prefix: c.EtcdPrefix, SessionTTL: c.LeaseDuration, Logger: logger,
+		Username: c.EtcdUsername, Password: c.EtcdPassword, TLSCAFile: c.EtcdTLSCA, TLSCertFile: c.EtcdTLSCert, TLSKeyFile: c.EtcdTLSKey}
+}
+
+// authenticator checks the security configuration and says, at WARN,
+// when this process runs without authentication on purpose.
+func (c Config) authenticator(logger *slog.Logger) (*peerauth.Authenticator, error) {
+	sec := c.Security
+	sec.Logger = logger
+	a, err := peerauth.New(sec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if a == nil && sec.Insecure {
+		logger.Warn("the control and data planes are not authenticated (" + peerauth.KeyInsecure + " is true): " +
+			"anyone who reaches this process's ports can join the job, read its records and write its state; " +
+			"set " + peerauth.KeyTLSEnabled + " with certificates, or " + peerauth.KeySecretFile)
+	}
+	return a, nil
 }
 
 // ParseRole parses coordinator, worker, or single ("").
@@ -111,11 +153,25 @@ var envKeys = []struct{ env, key string }{
 	{"SLUICE_WORKER_ID", "taskmanager.resource-id"},
 	{"SLUICE_SLOTS", "taskmanager.numberOfTaskSlots"},
 	{"SLUICE_HA_ETCD_ENDPOINTS", "high-availability.etcd.endpoints"},
+	{"SLUICE_HA_ETCD_USERNAME", ha.KeyUsername.Name()},
+	{"SLUICE_HA_ETCD_PASSWORD", ha.KeyPassword.Name()},
+	{"SLUICE_HA_ETCD_TLS_CA", ha.KeyTLSCA.Name()},
+	{"SLUICE_HA_ETCD_TLS_CERT", ha.KeyTLSCert.Name()},
+	{"SLUICE_HA_ETCD_TLS_KEY", ha.KeyTLSKey.Name()},
+	{"SLUICE_TLS_CERT", peerauth.KeyTLSCert},
+	{"SLUICE_TLS_KEY", peerauth.KeyTLSKey},
+	{"SLUICE_TLS_CA", peerauth.KeyTLSTruststore},
+	{"SLUICE_INTERNAL_SECRET", peerauth.KeySecret},
+	{"SLUICE_INTERNAL_SECRET_FILE", peerauth.KeySecretFile},
+	{"SLUICE_INSECURE", peerauth.KeyInsecure},
 }
 
 // FromEnv applies SLUICE_ROLE, SLUICE_COORDINATOR (host:port),
-// SLUICE_HOST, SLUICE_WORKER_ID, SLUICE_SLOTS and
-// SLUICE_HA_ETCD_ENDPOINTS when set.
+// SLUICE_HOST, SLUICE_WORKER_ID, SLUICE_SLOTS, SLUICE_HA_ETCD_ENDPOINTS,
+// etcd's SLUICE_HA_ETCD_USERNAME, _PASSWORD, _TLS_CA, _TLS_CERT and
+// _TLS_KEY, and the processes' SLUICE_TLS_CERT, SLUICE_TLS_KEY and
+// SLUICE_TLS_CA (mutual TLS, on when any is set), SLUICE_INTERNAL_SECRET,
+// SLUICE_INTERNAL_SECRET_FILE and SLUICE_INSECURE when set.
 func (c *Config) FromEnv() error {
 	for _, k := range envKeys {
 		v, ok := os.LookupEnv(k.env)
@@ -129,15 +185,20 @@ func (c *Config) FromEnv() error {
 		if err := c.Set(k.key, v); err != nil {
 			return fmt.Errorf("%s: %w", k.env, err)
 		}
+		if strings.HasPrefix(k.env, "SLUICE_TLS_") {
+			c.Security.TLS = true
+		}
 	}
 	return nil
 }
 
 // Flags registers the role flags on fs: --role, --coordinator, --listen,
-// --data-listen, --host, --worker-id, --slots, --etcd, and -D key=value
-// for any key Set takes. It first applies the SLUICE_* variables
-// (FromEnv), which the flags override; a bad variable is reported when
-// the job starts.
+// --data-listen, --host, --worker-id, --slots, --etcd, etcd's
+// --etcd-username, --etcd-tls-ca, --etcd-tls-cert and --etcd-tls-key, the
+// processes' authentication --tls-cert, --tls-key, --tls-ca (mutual TLS),
+// --secret-file and --insecure, and -D key=value for any key Set takes.
+// It first applies the SLUICE_* variables (FromEnv), which the flags
+// override; a bad variable is reported when the job starts.
 func (c *Config) Flags(fs *flag.FlagSet) {
 	c.envErr = c.FromEnv()
 	fs.Func("role", "process role: coordinator, worker, or single (default; $SLUICE_ROLE)", func(s string) (err error) {
@@ -153,6 +214,21 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.Func("etcd", "HA: etcd endpoints, comma separated ($SLUICE_HA_ETCD_ENDPOINTS)", func(s string) error {
 		return c.Set("high-availability.etcd.endpoints", s)
 	})
+	fs.StringVar(&c.EtcdUsername, "etcd-username", c.EtcdUsername, "HA: etcd user ("+ha.KeyUsername.Name()+"; its password from $SLUICE_HA_ETCD_PASSWORD or "+ha.KeyPassword.Name()+")")
+	fs.StringVar(&c.EtcdTLSCA, "etcd-tls-ca", c.EtcdTLSCA, "HA: PEM file of the CA of etcd's certificate ("+ha.KeyTLSCA.Name()+"; $SLUICE_HA_ETCD_TLS_CA)")
+	fs.StringVar(&c.EtcdTLSCert, "etcd-tls-cert", c.EtcdTLSCert, "HA: PEM client certificate for etcd ("+ha.KeyTLSCert.Name()+"; $SLUICE_HA_ETCD_TLS_CERT)")
+	fs.StringVar(&c.EtcdTLSKey, "etcd-tls-key", c.EtcdTLSKey, "HA: PEM key of the etcd client certificate ("+ha.KeyTLSKey.Name()+"; $SLUICE_HA_ETCD_TLS_KEY)")
+	tlsFile := func(dst *string) func(string) error {
+		return func(s string) error {
+			*dst, c.Security.TLS = s, true
+			return nil
+		}
+	}
+	fs.Func("tls-cert", "mutual TLS between the processes: this process's PEM certificate ("+peerauth.KeyTLSCert+"; $SLUICE_TLS_CERT)", tlsFile(&c.Security.CertFile))
+	fs.Func("tls-key", "mutual TLS: the PEM key of --tls-cert ("+peerauth.KeyTLSKey+"; $SLUICE_TLS_KEY)", tlsFile(&c.Security.KeyFile))
+	fs.Func("tls-ca", "mutual TLS: PEM certificates of the CA of every process's certificate ("+peerauth.KeyTLSTruststore+"; $SLUICE_TLS_CA)", tlsFile(&c.Security.TrustFile))
+	fs.StringVar(&c.Security.SecretFile, "secret-file", c.Security.SecretFile, "a file holding the deployment's shared secret, every process proves it holds ("+peerauth.KeySecretFile+"; $SLUICE_INTERNAL_SECRET_FILE)")
+	fs.BoolVar(&c.Security.Insecure, "insecure", c.Security.Insecure, "listen beyond loopback without mutual TLS or a secret: anyone who reaches the ports joins the job ("+peerauth.KeyInsecure+"; $SLUICE_INSECURE)")
 	fs.Var(dynamicFlag{c}, "D", "key=value: a cluster option by its Flink key (repeatable)")
 }
 
@@ -205,9 +281,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.WorkerID == "" {
 		h, _ := os.Hostname()
 		c.WorkerID = fmt.Sprintf("%s-%d", h, os.Getpid())
-	}
-	if (c.TLS == nil) != (c.ClientTLS == nil) {
-		return c, fmt.Errorf("%w: TLS needs both the server and the client configuration (TLS and ClientTLS)", ErrInvalidConfig)
 	}
 	if c.Role == RoleWorker && c.Coordinator == "" && len(c.EtcdEndpoints) == 0 {
 		return c, fmt.Errorf("%w: a worker needs the coordinator's address (--coordinator, $SLUICE_COORDINATOR, jobmanager.rpc.address) or HA endpoints", ErrInvalidConfig)

@@ -11,11 +11,17 @@ import (
 
 	"github.com/sluicehq/sluice/cluster/ha"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/peerauth"
+	"github.com/sluicehq/sluice/runtime/network"
 )
 
-// The keys of a process's role and how the processes of a job find each
-// other; the high-availability.* keys are package ha's. Config.Set takes
-// them one by one, FromConfiguration reads them.
+// The keys of a process's role, how the processes of a job find each
+// other and how they authenticate each other (Config.Security, which
+// package peerauth sets up; the names are peerauth's). Config also takes
+// the keys other packages declare for it: the high-availability.* keys
+// are package ha's, the data plane's bounds (Config.DataLimits) package
+// network's. Config.Set takes them one by one, FromConfiguration reads
+// them.
 var (
 	keyRole = config.Enum("cluster.role", "This process's role: coordinator, worker, or single (the whole job in this process).",
 		ParseRole, "single", "coordinator", "worker")
@@ -34,6 +40,25 @@ var (
 	keyHeartbeatTimeout = config.Duration("heartbeat.timeout", "A process silent this long is lost.").Default(DefaultHeartbeatTimeout)
 	keySlotTimeout      = config.Duration("slot.request.timeout", "How long an attempt waits for enough slots before it fails.").
 				Default(DefaultSlotTimeout)
+
+	// Flink's security.ssl.internal.* with PEM files instead of Java key
+	// stores: cert and key instead of keystore, truststore a PEM bundle.
+	keyTLSEnabled = config.Bool(peerauth.KeyTLSEnabled,
+		"Mutual TLS between the processes of a job, on the control and data planes: each presents "+peerauth.KeyTLSCert+
+			" and verifies the other's against "+peerauth.KeyTLSTruststore+" (--tls-cert, --tls-key, --tls-ca turn it on).").Default(false)
+	keyTLSCert  = config.String(peerauth.KeyTLSCert, "This process's certificate chain, a PEM file; read again when it changes.")
+	keyTLSKey   = config.String(peerauth.KeyTLSKey, "The PEM private key of "+peerauth.KeyTLSCert+".")
+	keyTLSTrust = config.String(peerauth.KeyTLSTruststore,
+		"A PEM file of the certificates of the CA that issued every process's certificate (host names are not checked).")
+	keyHandshakeTimeout = config.Duration(peerauth.KeyHandshakeTimeout, "Bounds a connection's authentication.").
+				Default(peerauth.DefaultHandshakeTimeout).Check(config.Positive)
+	keySecret = config.String(peerauth.KeySecret,
+		"A secret shared by the processes of a job (at least 16 bytes), which each proves it holds by challenge-response: it never crosses the wire. Alone or with mutual TLS.").
+		Sensitive()
+	keySecretFile = config.String(peerauth.KeySecretFile, "A file holding "+peerauth.KeySecret+" (a trailing newline dropped), instead of the key.")
+	keyInsecure   = config.Bool(peerauth.KeyInsecure,
+		"Listen beyond the loopback interface with neither mutual TLS nor a secret: anyone who reaches the ports joins the job. Refused unless true; logged at WARN on every start.").
+		Default(false)
 )
 
 // configKeys in the order they apply: the address before the port.
@@ -63,6 +88,22 @@ var configKeys = config.Fields[Config]{
 	config.Field(ha.KeyEndpoints, func(c *Config, eps []string) { c.EtcdEndpoints = eps }),
 	config.Field(ha.KeyPathRoot, func(c *Config, v string) { c.EtcdPrefix = v }),
 	config.Field(ha.KeyLeaseDuration, func(c *Config, d time.Duration) { c.LeaseDuration = d }),
+	config.Field(ha.KeyUsername, func(c *Config, v string) { c.EtcdUsername = v }),
+	config.Field(ha.KeyPassword, func(c *Config, v string) { c.EtcdPassword = v }),
+	config.Field(ha.KeyTLSCA, func(c *Config, v string) { c.EtcdTLSCA = v }),
+	config.Field(ha.KeyTLSCert, func(c *Config, v string) { c.EtcdTLSCert = v }),
+	config.Field(ha.KeyTLSKey, func(c *Config, v string) { c.EtcdTLSKey = v }),
+	config.Field(keyTLSEnabled, func(c *Config, v bool) { c.Security.TLS = v }),
+	config.Field(keyTLSCert, func(c *Config, v string) { c.Security.CertFile = v }),
+	config.Field(keyTLSKey, func(c *Config, v string) { c.Security.KeyFile = v }),
+	config.Field(keyTLSTrust, func(c *Config, v string) { c.Security.TrustFile = v }),
+	config.Field(keyHandshakeTimeout, func(c *Config, d time.Duration) { c.Security.HandshakeTimeout = d }),
+	config.Field(keySecret, func(c *Config, v string) { c.Security.Secret = []byte(v) }),
+	config.Field(keySecretFile, func(c *Config, v string) { c.Security.SecretFile = v }),
+	config.Field(keyInsecure, func(c *Config, v bool) { c.Security.Insecure = v }),
+	config.Field(network.KeyMaxPendingRequests, func(c *Config, n int) { c.DataLimits.MaxPendingRequests = n }),
+	config.Field(network.KeyMaxConnectionsPerPeer, func(c *Config, n int) { c.DataLimits.MaxConnectionsPerPeer = n }),
+	config.Field(network.KeyIdleTimeout, func(c *Config, d time.Duration) { c.DataLimits.IdleTimeout = d }),
 }
 
 // Set applies a Flink-named option: cluster.role (coordinator, worker),
@@ -71,7 +112,14 @@ var configKeys = config.Fields[Config]{
 // taskmanager.data.port, heartbeat.interval, heartbeat.timeout,
 // slot.request.timeout (durations: "10 s", "500 ms", "1 min"),
 // high-availability.etcd.endpoints (a list; empty: none),
-// high-availability.etcd.path.root, high-availability.etcd.lease-duration.
+// high-availability.etcd.path.root, high-availability.etcd.lease-duration,
+// etcd's user and TLS (high-availability.etcd.username, .password,
+// .tls.ca, .tls.cert, .tls.key), the processes' authentication
+// (security.ssl.internal.enabled, .cert, .key, .truststore,
+// .handshake-timeout; security.internal.secret, .secret-file, .insecure)
+// and the data plane's bounds
+// (taskmanager.network.max-pending-requests-per-connection,
+// .max-connections-per-peer, .connection.idle-timeout).
 func (c *Config) Set(key, value string) error {
 	if key == ha.KeyEndpoints.Name() {
 		c.EtcdEndpoints, _ = config.ParseList(value) // empty: HA off, as --etcd ""
@@ -133,11 +181,18 @@ func FromConfiguration(conf *config.Configuration, earlier *Config) (Config, boo
 }
 
 // fillUnset copies into dst the exported fields of src that dst leaves
-// zero.
+// zero, field by field in the structs it holds (Security, DataLimits).
 func fillUnset(dst *Config, src Config) {
-	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src)
+	fillValue(reflect.ValueOf(dst).Elem(), reflect.ValueOf(src))
+}
+
+func fillValue(d, s reflect.Value) {
 	for i := range d.NumField() {
-		if d.Type().Field(i).IsExported() && d.Field(i).IsZero() && !s.Field(i).IsZero() {
+		switch {
+		case !d.Type().Field(i).IsExported():
+		case d.Field(i).Kind() == reflect.Struct:
+			fillValue(d.Field(i), s.Field(i))
+		case d.Field(i).IsZero() && !s.Field(i).IsZero():
 			d.Field(i).Set(s.Field(i))
 		}
 	}

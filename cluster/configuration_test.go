@@ -9,6 +9,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/peerauth"
+	"github.com/sluicehq/sluice/runtime/network"
 )
 
 // configOf is the cluster configuration env's job starts with.
@@ -114,5 +116,76 @@ func TestConfigFlags(t *testing.T) {
 	c = sluice.ConfigFlags(flag.NewFlagSet("job", flag.ContinueOnError))
 	if err := sluice.NewEnvironment(sluice.WithConfiguration(c)).Err(); err == nil || !strings.Contains(err.Error(), "$SLUICE_CONF_PARALLELISM_DEFAULT") {
 		t.Errorf("bad variable: %v", err)
+	}
+}
+
+// The processes' authentication, etcd's credentials and the data plane's
+// bounds are keys of the cluster's configuration; the secret and the
+// password are masked where the configuration is shown. Over an earlier
+// With the file fills the security settings it leaves unset, field by
+// field.
+func TestClusterSecurityKeys(t *testing.T) {
+	testutil.ClearSluiceEnv(t)
+	p := testutil.WriteConfig(t, `security.ssl.internal.enabled: true
+security.ssl.internal.cert: /etc/sluice/tls/tls.crt
+security.ssl.internal.key: /etc/sluice/tls/tls.key
+security.ssl.internal.truststore: /etc/sluice/tls/ca.crt
+security.ssl.internal.handshake-timeout: 5 s
+security.internal.secret: a-secret-of-the-deployment
+high-availability.etcd.username: sluice
+high-availability.etcd.password: etcd-password
+high-availability.etcd.tls.ca: /etc/etcd/ca.crt
+taskmanager.network.max-pending-requests-per-connection: 16
+taskmanager.network.connection.idle-timeout: 30 s
+`)
+	c, err := sluice.LoadConfiguration(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := sluice.NewEnvironment(sluice.WithConfiguration(c))
+	if err := e.Err(); err != nil {
+		t.Fatal(err)
+	}
+	cc := configOf(t, e)
+	if !cc.Security.TLS || cc.Security.CertFile != "/etc/sluice/tls/tls.crt" || cc.Security.KeyFile != "/etc/sluice/tls/tls.key" ||
+		cc.Security.TrustFile != "/etc/sluice/tls/ca.crt" || cc.Security.HandshakeTimeout != 5*time.Second ||
+		string(cc.Security.Secret) != "a-secret-of-the-deployment" || cc.EtcdUsername != "sluice" || cc.EtcdPassword != "etcd-password" ||
+		cc.EtcdTLSCA != "/etc/etcd/ca.crt" || cc.DataLimits.MaxPendingRequests != 16 || cc.DataLimits.IdleTimeout != 30*time.Second {
+		t.Fatalf("cluster %+v", cc)
+	}
+	if shown := c.String(); strings.Contains(shown, "a-secret-of-the-deployment") || strings.Contains(shown, "etcd-password") {
+		t.Errorf("the configuration shows a secret:\n%s", shown)
+	}
+	e = sluice.NewEnvironment(cluster.With(cluster.Config{Role: cluster.RoleCoordinator, Security: peerauth.Config{CertFile: "/mine.crt"}}), sluice.WithConfiguration(c))
+	if cc := configOf(t, e); cc.Security.CertFile != "/mine.crt" || cc.Security.KeyFile != "/etc/sluice/tls/tls.key" || !cc.Security.TLS {
+		t.Errorf("security over With: %+v", cc.Security)
+	}
+	// A bound the data plane's key refuses names the key and the file.
+	bad := sluice.NewConfiguration()
+	if err := bad.Set(network.KeyMaxPendingRequests.Name(), "0"); err == nil || !strings.Contains(err.Error(), network.KeyMaxPendingRequests.Name()) {
+		t.Errorf("a bound of 0: %v", err)
+	}
+}
+
+// The processes' authentication from the flags and the SLUICE_*
+// variables: --tls-* turn mutual TLS on, as SLUICE_TLS_* do; -D takes
+// the keys.
+func TestSecurityFlagsAndVariables(t *testing.T) {
+	testutil.ClearSluiceEnv(t)
+	t.Setenv("SLUICE_TLS_CA", "/env/ca.crt")
+	t.Setenv("SLUICE_HA_ETCD_PASSWORD", "from-env")
+	fs := flag.NewFlagSet("job", flag.ContinueOnError)
+	cc := cluster.Flags(fs)
+	if err := fs.Parse([]string{"-tls-cert", "/f/tls.crt", "-tls-key", "/f/tls.key", "-etcd-username", "u",
+		"-D", "security.ssl.internal.handshake-timeout=3 s", "-D", "taskmanager.network.max-connections-per-peer=8"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := cc.Security; !s.TLS || s.CertFile != "/f/tls.crt" || s.KeyFile != "/f/tls.key" || s.TrustFile != "/env/ca.crt" ||
+		s.HandshakeTimeout != 3*time.Second || cc.EtcdUsername != "u" || cc.EtcdPassword != "from-env" || cc.DataLimits.MaxConnectionsPerPeer != 8 {
+		t.Errorf("flags and variables: %+v", cc)
+	}
+	var c cluster.Config
+	if err := c.Set("security.internal.insecure", "maybe"); err == nil || !strings.Contains(err.Error(), "security.internal.insecure") {
+		t.Errorf("insecure=maybe: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/cluster/control"
 	"github.com/sluicehq/sluice/cluster/ha"
+	"github.com/sluicehq/sluice/peerauth"
 	"github.com/sluicehq/sluice/runtime"
 )
 
@@ -25,6 +27,13 @@ var ErrFingerprintMismatch = control.ErrFingerprintMismatch
 // ErrWorkerLost fails the attempt whose tasks ran on a worker that
 // stopped answering or whose connection broke.
 var ErrWorkerLost = errors.New("worker lost")
+
+// ErrLeadershipLost ends the job of a coordinator that lost its
+// leadership (its lease expired, another coordinator was elected, a
+// fenced write was refused): Job.Wait's error wraps it (and
+// ErrJobSuspended: the new leader carries the job on). A suspension by
+// the caller (SIGTERM, a cancelled context) does not.
+var ErrLeadershipLost = errors.New("lost the job's leadership")
 
 // StartCoordinator starts the coordinator of the job plan builds: the
 // control plane on cfg.Listen, and the job itself (runtime.Execute) with
@@ -49,24 +58,55 @@ func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Conf
 		logger = slog.Default()
 	}
 	jobID := runtime.JobIDOf(rcfg, g)
+	fingerprint := planFingerprint(g, rcfg)
 	c := &coordinator{cfg: cfg, logger: logger.With("role", "coordinator"), jobID: jobID, specs: g.Tasks(), slots: g.Slots(),
 		changed: make(chan struct{}), current: -1}
+	auth, err := cfg.authenticator(c.logger)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator of job %s: %w", jobID, err)
+	}
+	// Bound before the election: the address published in etcd is the
+	// port bound (not :0), and a standby refuses a bad configuration now.
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator of job %s: listen on %s: %w", jobID, cfg.Listen, err)
+	}
+	if err := peerauth.CheckListen("the control plane", lis.Addr().String(), auth, cfg.Security.Insecure); err != nil {
+		_ = lis.Close()
+		return nil, fmt.Errorf("coordinator of job %s: %w: %w", jobID, ErrInvalidConfig, err)
+	}
 	var epoch int64
-	var release func()
-	jobCtx, stop := context.WithCancel(ctx)
+	var releaseOnce sync.Once
+	var releaseFn func()
+	release := func() {
+		releaseOnce.Do(func() {
+			if releaseFn != nil {
+				releaseFn()
+			}
+		})
+	}
+	jobCtx, stop := context.WithCancelCause(ctx)
 	if len(cfg.EtcdEndpoints) > 0 {
-		services, err := ha.Open(ctx, ha.Config{Endpoints: cfg.EtcdEndpoints, Prefix: cfg.EtcdPrefix, SessionTTL: cfg.LeaseDuration, Logger: logger})
+		services, err := ha.Open(ctx, cfg.haConfig(logger))
 		if err != nil {
-			stop()
+			_ = lis.Close()
+			stop(nil)
 			return nil, fmt.Errorf("coordinator of job %s: %w", jobID, err)
 		}
-		addr := cfg.advertised(cfg.Listen)
+		addr := cfg.advertised(lis.Addr().String())
 		c.logger.Info("campaigning for the job's leadership", "job_id", jobID, "address", addr)
+		if cfg.Standby != nil {
+			cfg.Standby(true)
+		}
 		lead, err := services.Campaign(ctx, jobID, addr)
 		if err != nil {
 			services.Close()
-			stop()
+			_ = lis.Close()
+			stop(nil)
 			return nil, fmt.Errorf("coordinator of job %s: leader election: %w", jobID, err)
+		}
+		if cfg.Standby != nil {
+			cfg.Standby(false)
 		}
 		epoch = lead.Epoch()
 		c.logger.Info("leading the job", "job_id", jobID, "epoch", epoch)
@@ -75,7 +115,7 @@ func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Conf
 			defer cancel()
 			err := lead.PublishCheckpoint(pctx, ha.Pointer{ID: id, Path: dir})
 			if errors.Is(err, ha.ErrFenced) {
-				return &lostLeadership{err}
+				return &lostLeadership{fmt.Errorf("%w: %w", ErrLeadershipLost, err)}
 			}
 			return err
 		}
@@ -97,53 +137,56 @@ func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Conf
 			return lead.PublishResult(pctx, data)
 		}
 		// The leadership is the lock: a paused former leader still holding
-		// the directory's flock must not keep its successor out.
+		// the directory's flock must not keep its successor out. It is
+		// given up where the lock would be released, before Wait returns:
+		// a finishing leader resigns, and a standby takes over at once.
 		rcfg.SkipLock = true
+		rcfg.Unlock = func() error {
+			release()
+			return nil
+		}
 		go func() {
 			select {
 			case <-lead.Lost():
-				c.logger.Error("lost the job's leadership; suspending the job here", "job_id", jobID, "epoch", epoch)
-				stop()
+				c.logger.Error("lost the job's leadership; suspending the job here", "job_id", jobID, "epoch", epoch, "cause", lead.Err())
+				stop(fmt.Errorf("%w: %w", ErrLeadershipLost, lead.Err()))
 			case <-jobCtx.Done():
 			}
 		}()
-		release = func() {
+		releaseFn = func() {
 			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_ = lead.Resign(rctx)
+			if err := lead.Resign(rctx); err != nil {
+				c.logger.Warn("resign the job's leadership; a standby takes over once the lease expires", "err", err)
+			}
 			services.Close()
 		}
 	}
 	srv, err := control.NewServer(control.ServerConfig{
-		ListenAddr: cfg.Listen, TLS: cfg.TLS, HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
-		Fingerprint: g.Fingerprint(), Epoch: epoch, JobID: jobID, Logger: logger,
+		Listener: lis, Auth: auth, Insecure: cfg.Security.Insecure, HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
+		Fingerprint: fingerprint, Epoch: epoch, JobID: jobID, Logger: logger,
 	}, c)
 	if err != nil {
-		stop()
-		if release != nil {
-			release()
-		}
+		stop(nil)
+		release()
 		return nil, fmt.Errorf("coordinator of job %s: %w", jobID, err)
 	}
 	c.srv = srv
-	c.logger.Info("coordinator listening", "address", srv.Addr(), "job_id", jobID, "slots_needed", c.slots, "fingerprint", g.Fingerprint())
+	c.logger.Info("coordinator listening", "address", srv.Addr(), "job_id", jobID, "slots_needed", c.slots, "fingerprint", fingerprint,
+		"authentication", auth.Mode())
 	rcfg.Executor = c
 	job, err := runtime.Execute(jobCtx, plan, rcfg)
 	if err != nil {
 		_ = srv.Close()
-		stop()
-		if release != nil {
-			release()
-		}
+		stop(nil)
+		release()
 		return nil, err
 	}
 	go func() {
 		<-job.Done()
 		_ = srv.Close()
-		stop()
-		if release != nil {
-			release()
-		}
+		stop(nil)
+		release()
 	}()
 	return job, nil
 }
@@ -385,13 +428,29 @@ func (c *coordinator) WorkerLost(id string, cause error) {
 	if errors.Is(cause, control.ErrClosed) {
 		return
 	}
-	c.logger.Warn("worker lost", "worker", id, "tasks", len(tasks), "err", cause)
+	// The one line of the event, its cause in words.
+	c.logger.Info("worker lost", "worker", id, "tasks", len(tasks), "cause", control.Reason(cause), "attempt", attempt)
 	if len(tasks) == 0 || gw == nil {
 		return
 	}
-	err := fmt.Errorf("%w: %s, which ran %d tasks of attempt %d: %w", ErrWorkerLost, id, len(tasks), attempt, cause)
+	err := &workerLost{id: id, tasks: len(tasks), attempt: attempt, cause: cause}
 	_ = gw.Report(runtime.TaskEvent{From: runtime.TaskRef{JobID: c.jobID, Attempt: attempt, Task: tasks[0]}, Kind: runtime.ReportFailed, Err: err})
 }
+
+// workerLost fails the attempt that ran tasks on a lost worker. It is an
+// expected failure (the runtime logs the restart it causes at INFO): its
+// coordinator said why, once.
+type workerLost struct {
+	id             string
+	tasks, attempt int
+	cause          error
+}
+
+func (e *workerLost) Error() string {
+	return fmt.Sprintf("worker %s lost: %s (it ran %d tasks of attempt %d)", e.id, control.Reason(e.cause), e.tasks, e.attempt)
+}
+func (e *workerLost) Unwrap() []error       { return []error{ErrWorkerLost, e.cause} }
+func (e *workerLost) ExpectedFailure() bool { return true }
 
 func (c *coordinator) signal() {
 	c.mu.Lock()

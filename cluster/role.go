@@ -66,9 +66,18 @@ type launcher struct{ cfg Config }
 
 func (l *launcher) Worker() bool { return l.cfg.Role == RoleWorker }
 
-func (l *launcher) Start(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config) (*sluice.Job, error) {
+func (l *launcher) Start(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, standby func(waiting bool)) (*sluice.Job, error) {
 	if l.cfg.Role == RoleCoordinator {
-		return StartCoordinator(ctx, plan, rcfg, l.cfg)
+		cfg := l.cfg
+		if prev := cfg.Standby; standby != nil {
+			cfg.Standby = func(waiting bool) {
+				if prev != nil {
+					prev(waiting)
+				}
+				standby(waiting)
+			}
+		}
+		return StartCoordinator(ctx, plan, rcfg, cfg)
 	}
 	return runtime.Execute(ctx, plan, rcfg)
 }

@@ -41,19 +41,26 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 	logger = logger.With("role", "worker", "worker", cfg.WorkerID)
 	rcfg.Logger = logger
 	jobID := runtime.JobIDOf(rcfg, g)
-	tr, err := network.NewTransport(network.TransportConfig{ListenAddr: cfg.DataListen, ServerTLS: cfg.TLS, ClientTLS: cfg.ClientTLS, Logger: logger})
+	auth, err := cfg.authenticator(logger)
+	if err != nil {
+		return fmt.Errorf("worker %s: %w", cfg.WorkerID, err)
+	}
+	tr, err := network.NewTransport(network.TransportConfig{ListenAddr: cfg.DataListen, Auth: auth, Insecure: cfg.Security.Insecure,
+		Limits: cfg.DataLimits, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("worker %s: data plane: %w", cfg.WorkerID, err)
 	}
 	defer tr.Close()
-	w := &worker{cfg: cfg, rcfg: rcfg, plan: plan, logger: logger, jobID: jobID, fingerprint: g.Fingerprint(), tr: tr,
+	w := &worker{cfg: cfg, rcfg: rcfg, plan: plan, logger: logger, jobID: jobID, fingerprint: planFingerprint(g, rcfg), tr: tr,
 		dataAddr: cfg.advertised(tr.Addr())}
 	if cfg.WorkerStarted != nil {
 		cfg.WorkerStarted(&WorkerView{w: w})
 	}
 	var services *ha.Services
 	if len(cfg.EtcdEndpoints) > 0 {
-		services, err = ha.Open(ctx, ha.Config{Endpoints: cfg.EtcdEndpoints, Prefix: cfg.EtcdPrefix, Logger: logger})
+		hc := cfg.haConfig(logger)
+		hc.SessionTTL = 0 // a worker campaigns for nothing
+		services, err = ha.Open(ctx, hc)
 		if err != nil {
 			return fmt.Errorf("worker %s: %w", cfg.WorkerID, err)
 		}
@@ -62,6 +69,20 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 	defer w.stopRunner()
 	var epoch int64
 	backoff := 100 * time.Millisecond
+	instance := control.NewInstance()
+	// What the worker last said at INFO about reaching its coordinator:
+	// a repeat of the same is logged at DEBUG only.
+	lastSaid := ""
+	say := func(msg string, args ...any) {
+		line := fmt.Sprint(msg, args)
+		level := slog.LevelInfo
+		if line == lastSaid {
+			level = slog.LevelDebug
+		}
+		lastSaid = line
+		logger.Log(context.Background(), level, msg, args...)
+	}
+	logger.Info("worker data plane listening", "address", tr.Addr(), "advertised", w.dataAddr, "authentication", auth.Mode())
 	for {
 		if ended, err := w.jobEnded(); err != nil {
 			logger.Warn("read the job's result", "err", err)
@@ -73,8 +94,10 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 		if services != nil {
 			if leader, _, err := services.Leader(ctx, jobID); err == nil {
 				addr = leader
+			} else if errors.Is(err, ha.ErrNoLeader) {
+				say("no coordinator leads the job yet; waiting for one in etcd", "job_id", jobID, "etcd", cfg.EtcdEndpoints)
 			} else {
-				logger.Debug("no leader of the job yet", "err", err)
+				say("cannot read the job's leader from etcd", "etcd", cfg.EtcdEndpoints, "err", err)
 			}
 		}
 		var client *control.Client
@@ -82,7 +105,7 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 			w.beginSession()
 			dctx, cancel := context.WithTimeout(ctx, cfg.HeartbeatTimeout)
 			client, err = control.Dial(dctx, control.ClientConfig{
-				CoordinatorAddr: addr, TLS: cfg.ClientTLS, WorkerID: cfg.WorkerID, Slots: cfg.Slots, DataAddr: w.dataAddr,
+				CoordinatorAddr: addr, Auth: auth, Instance: instance, WorkerID: cfg.WorkerID, Slots: cfg.Slots, DataAddr: w.dataAddr,
 				Fingerprint: w.fingerprint, Host: cfg.Host, HeartbeatInterval: cfg.HeartbeatInterval,
 				HeartbeatTimeout: cfg.HeartbeatTimeout, MinEpoch: epoch, Logger: logger,
 			}, w)
@@ -95,6 +118,7 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 		if client != nil {
 			backoff = 100 * time.Millisecond
 			epoch = client.Epoch()
+			lastSaid = ""
 			logger.Info("registered with the coordinator", "coordinator", addr, "epoch", epoch, "slots", cfg.Slots, "data", w.dataAddr)
 			report := time.NewTicker(metricsInterval)
 		session:
@@ -104,7 +128,7 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 					if ended, _ := w.jobEnded(); ended != nil {
 						logger.Info("the coordinator is gone and the job has ended", "coordinator", addr, "result", ended.String())
 					} else {
-						logger.Warn("coordinator lost; cancelling the tasks", "coordinator", addr, "err", cause)
+						logger.Info("coordinator lost; cancelling the tasks", "coordinator", addr, "cause", control.Reason(cause))
 					}
 					break session
 				case <-ctx.Done():
@@ -117,7 +141,7 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 			w.stopRunner()
 			_ = client.Close()
 		} else if err != nil {
-			logger.Debug("cannot reach the coordinator yet", "coordinator", addr, "err", err)
+			say("cannot reach the coordinator; retrying", "coordinator", addr, "err", err)
 		}
 		if ctx.Err() != nil {
 			return nil

@@ -20,6 +20,7 @@ var (
 	testHosts    = List("test.hosts", "Hosts.")
 	testMode     = Choice("test.mode", "A mode.", "EXACTLY_ONCE", "AT_LEAST_ONCE")
 	_            = String("test.credential", "A secret whose name does not say so.").Sensitive()
+	testPIN      = Int("test.pin", "A secret number.").Sensitive().Check(AtLeast(1000))
 	_            = String("test.name", "A name.")
 )
 
@@ -322,10 +323,12 @@ func TestFields(t *testing.T) {
 	type settings struct {
 		count int
 		every time.Duration
+		pin   int
 	}
 	fields := Fields[settings]{
 		Field(testCount, func(s *settings, n int) { s.count = n }),
 		Field(testInterval, func(s *settings, d time.Duration) { s.every = d }),
+		Field(testPIN, func(s *settings, n int) { s.pin = n }),
 	}
 	var s settings
 	if err := fields.Set(&s, "test.old-count", "3"); err != nil || s.count != 3 {
@@ -334,6 +337,10 @@ func TestFields(t *testing.T) {
 	if err := fields.Set(&s, "test.count", "0"); err == nil || errors.Is(err, ErrUnknownKey) ||
 		!strings.Contains(err.Error(), `test.count="0": must be at least 1`) {
 		t.Errorf("Set of a value the key's check refuses: %v", err)
+	}
+	if err := fields.Set(&s, "test.pin", "0042"); err == nil || strings.Contains(err.Error(), "0042") ||
+		!strings.Contains(err.Error(), `test.pin="******": must be at least 1000`) {
+		t.Errorf("Set of a secret the key's check refuses shows it: %v", err)
 	}
 	if err := fields.Set(&s, "test.on", "true"); !errors.Is(err, ErrUnknownKey) || fields.Takes("test.on") || !fields.Takes("test.old-count") {
 		t.Errorf("a key not among the fields: %v", err)

@@ -59,13 +59,13 @@ func (fs Fields[C]) Configure(c *C, conf *Configuration) (set bool, err error) {
 
 // Set sets c from one key (or a deprecated name) and its value. The
 // error of a key that is not one of fs wraps ErrUnknownKey; that of a
-// value says key="value": why.
+// value says key="value": why (the value ****** for a Sensitive key).
 func (fs Fields[C]) Set(c *C, key, value string) error {
 	for _, f := range fs {
 		for _, n := range f.names {
 			if n == key {
 				if err := f.set(c, value); err != nil {
-					return fmt.Errorf("%s=%q: %w", key, value, err)
+					return fmt.Errorf("%s=%q: %w", key, mask(key, value), err)
 				}
 				return nil
 			}

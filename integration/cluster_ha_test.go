@@ -200,6 +200,7 @@ var haOptions = slices.Concat(clusterHeartbeats, []string{"-D", "high-availabili
 type haCluster struct {
 	job   *chaosJob
 	args  []string // every process's flags besides the job's
+	tls   *clusterTLS
 	etcd  []string
 	ha    *ha.Services // the test's own view of etcd
 	start time.Time
@@ -218,7 +219,7 @@ type haProc struct {
 // stdout and last log lines are logged, after the processes were killed.
 func startHACluster(t *testing.T, job *chaosJob, args ...string) *haCluster {
 	t.Helper()
-	c := &haCluster{job: job, args: args, etcd: etcdtest.Start(t), start: time.Now()}
+	c := &haCluster{job: job, args: args, etcd: etcdtest.Start(t), start: time.Now(), tls: newClusterTLS(t)}
 	job.extra = append(job.extra, "-job-id", haJobID)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -249,6 +250,7 @@ func (c *haCluster) startCoordinator(ctx context.Context, t *testing.T, name str
 	t.Helper()
 	p := &haProc{name: name, addr: haFreeAddr(t)}
 	all := append([]string{"-role", "coordinator", "-listen", p.addr, "-host", "127.0.0.1", "-etcd", strings.Join(c.etcd, ",")}, haOptions...)
+	all = append(all, c.tls.args(name)...)
 	p.run = c.job.start(t, append(all, c.args...)...)
 	c.procs = append(c.procs, p)
 	if !p.run.awaitStderr(ctx, t, "campaigning for the job's leadership") {
@@ -264,6 +266,7 @@ func (c *haCluster) startWorker(t *testing.T, id string) *haProc {
 	t.Helper()
 	all := append([]string{"-role", "worker", "-etcd", strings.Join(c.etcd, ","), "-slots", "2",
 		"-data-listen", "127.0.0.1:0", "-host", "127.0.0.1", "-worker-id", id}, haOptions...)
+	all = append(all, c.tls.args(id)...)
 	p := &haProc{name: "worker " + id, run: c.job.start(t, append(all, c.args...)...)}
 	c.procs = append(c.procs, p)
 	return p

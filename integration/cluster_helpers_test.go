@@ -5,14 +5,50 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testcerts"
 )
+
+// clusterTLS is the mutual TLS every cluster test runs with: a CA made for
+// the test and a certificate of its own for each process (peerauth's
+// security.ssl.internal.*, through the --tls-* flags).
+type clusterTLS struct {
+	t      *testing.T
+	ca     *testcerts.CA
+	caFile string
+	mu     sync.Mutex
+	issued map[string][]string
+}
+
+func newClusterTLS(t *testing.T) *clusterTLS {
+	t.Helper()
+	ca := testcerts.NewTestCA(t, "cluster test CA")
+	return &clusterTLS{t: t, ca: ca, caFile: ca.File(t), issued: map[string][]string{}}
+}
+
+// args are the flags of process name: its certificate (the same one
+// again when the process is restarted), key and the CA.
+func (c *clusterTLS) args(name string) []string {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a, ok := c.issued[name]; ok {
+		return a
+	}
+	cert, key := c.ca.MustIssue(c.t, name).Files(c.t)
+	a := []string{"-tls-cert", cert, "-tls-key", key, "-tls-ca", c.caFile}
+	c.issued[name] = a
+	return a
+}
 
 // chaosCluster is one chaos job on several processes: a
 // coordinator and workers, each a chaosjob process with the job's flags,
 // the same args, and its role's.
 type chaosCluster struct {
 	job   *chaosJob
+	tls   *clusterTLS
 	args  []string // every process's flags besides the job's: -parallelism, -restarts...
 	coord *chaosRun
 	addr  string // the coordinator's control address
@@ -40,14 +76,14 @@ var listeningAddr = regexp.MustCompile(`msg="coordinator listening".* address=(\
 // processes were killed).
 func startChaosCluster(ctx context.Context, t *testing.T, job *chaosJob, args ...string) *chaosCluster {
 	t.Helper()
-	c := &chaosCluster{job: job, args: args, workers: map[string]*chaosRun{}}
+	c := &chaosCluster{job: job, args: args, workers: map[string]*chaosRun{}, tls: newClusterTLS(t)}
 	t.Cleanup(func() {
 		if t.Failed() {
 			c.logProcs(t)
 		}
 	})
 	coordArgs := []string{"-role", "coordinator", "-listen", "127.0.0.1:0", "-D", "slot.request.timeout=60s"}
-	coordArgs = append(append(coordArgs, clusterHeartbeats...), args...)
+	coordArgs = append(append(append(coordArgs, c.tls.args("coordinator")...), clusterHeartbeats...), args...)
 	c.coord = job.start(t, coordArgs...)
 	c.procs = append(c.procs, clusterProc{"coordinator", c.coord})
 	m := c.coord.awaitMatch(ctx, t, &c.coord.stderr, listeningAddr)
@@ -56,6 +92,9 @@ func startChaosCluster(ctx context.Context, t *testing.T, job *chaosJob, args ..
 			c.coord.cmd.ProcessState, c.coord.stdout.String(), tail(c.coord.stderr.String(), 30))
 	}
 	c.addr = m[1]
+	if !regexp.MustCompile(`msg="coordinator listening".* authentication="mutual TLS"`).MatchString(c.coord.stderr.String()) {
+		t.Fatalf("the coordinator does not say it authenticates its workers with mutual TLS:\n%s", tail(c.coord.stderr.String(), 10))
+	}
 	return c
 }
 
@@ -65,7 +104,7 @@ func (c *chaosCluster) startWorker(t *testing.T, id string, args ...string) *cha
 	t.Helper()
 	all := []string{"-role", "worker", "-coordinator", c.addr, "-slots", "2", "-data-listen", "127.0.0.1:0",
 		"-host", "127.0.0.1", "-worker-id", id}
-	all = append(append(append(all, clusterHeartbeats...), c.args...), args...)
+	all = append(append(append(append(all, c.tls.args(id)...), clusterHeartbeats...), c.args...), args...)
 	r := c.job.start(t, all...)
 	c.workers[id] = r
 	c.procs = append(c.procs, clusterProc{fmt.Sprintf("worker %s (process %d)", id, len(c.procs)), r})
@@ -82,6 +121,35 @@ func (c *chaosCluster) killWorker(t *testing.T, id string) {
 			id, r.cmd.ProcessState, r.stdout.String(), tail(r.stderr.String(), 30))
 	}
 	delete(c.workers, id)
+}
+
+// checkLossesLogged fails the test unless the coordinator logged each of
+// kills (a worker id each) exactly once, at INFO, its cause in words, and
+// never a gRPC status.
+func (c *chaosCluster) checkLossesLogged(t *testing.T, kills []string) {
+	t.Helper()
+	logs := c.coord.stderr.String()
+	want := map[string]int{}
+	for _, id := range kills {
+		want[id]++
+	}
+	for id, n := range want {
+		re := regexp.MustCompile(`(?m)^.*msg="worker lost" role=coordinator worker=` + regexp.QuoteMeta(id) + ` .*$`)
+		lines := re.FindAllString(logs, -1)
+		if len(lines) != n {
+			t.Errorf("the coordinator logged the loss of worker %s %d times, after %d kills", id, len(lines), n)
+		}
+		for _, l := range lines {
+			if !strings.Contains(l, "level=INFO") || !strings.Contains(l, `cause="connection closed"`) {
+				t.Errorf("the loss of a killed worker logged as %s, want INFO with cause \"connection closed\"", l)
+			}
+		}
+	}
+	for _, bad := range []string{"rpc error", "code = Canceled", "desc = "} {
+		if strings.Contains(logs, bad) {
+			t.Errorf("the coordinator logged %q", bad)
+		}
+	}
 }
 
 // restarts counts the coordinator's restarts of the job so far.

@@ -98,7 +98,7 @@ func partitionEpisode(t *testing.T, ipPath, bin string, tc partitionCase) {
 		"-checkpoints", t.TempDir(), "-out", out, "-records", strconv.Itoa(records), "-keys", strconv.Itoa(keys),
 		"-rate", strconv.Itoa(rate), "-parallelism", strconv.Itoa(parallelism), "-restarts", "50",
 	}
-	c := &chaosCluster{workers: map[string]*chaosRun{}}
+	c := &chaosCluster{workers: map[string]*chaosRun{}, tls: newClusterTLS(t)}
 	t.Cleanup(func() {
 		if t.Failed() {
 			c.logProcs(t)
@@ -111,8 +111,8 @@ func partitionEpisode(t *testing.T, ipPath, bin string, tc partitionCase) {
 		c.procs = append(c.procs, clusterProc{name, r})
 		return r
 	}
-	c.coord = startProc("coordinator", "", "-role", "coordinator", "-listen", n.hostIP+":0", "-host", n.hostIP,
-		"-D", "slot.request.timeout=60s")
+	c.coord = startProc("coordinator", "", append([]string{"-role", "coordinator", "-listen", n.hostIP + ":0", "-host", n.hostIP,
+		"-D", "slot.request.timeout=60s"}, c.tls.args("coordinator")...)...)
 	m := c.coord.awaitMatch(ctx, t, &c.coord.stderr, listeningAddr)
 	if m == nil {
 		t.Fatalf("the coordinator ended (%v) before it listened", c.coord.cmd.ProcessState)
@@ -120,8 +120,8 @@ func partitionEpisode(t *testing.T, ipPath, bin string, tc partitionCase) {
 	c.addr = m[1]
 	startWorker := func(id, netns, host string, args ...string) *chaosRun {
 		t.Helper()
-		r := startProc("worker "+id, netns, append([]string{"-role", "worker", "-coordinator", c.addr, "-slots", "2",
-			"-host", host, "-data-listen", host + ":0", "-worker-id", id}, args...)...)
+		r := startProc("worker "+id, netns, append(append([]string{"-role", "worker", "-coordinator", c.addr, "-slots", "2",
+			"-host", host, "-data-listen", host + ":0", "-worker-id", id}, c.tls.args(id)...), args...)...)
 		c.workers[id] = r
 		return r
 	}

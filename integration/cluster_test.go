@@ -84,6 +84,7 @@ func TestClusterExactlyOnceUnderWorkerKills(t *testing.T) {
 		}
 	}
 	kills := 0
+	var killed []string
 	for kills < minKills {
 		// The attempt runs: it completed a checkpoint since the last
 		// restart (or the start).
@@ -98,6 +99,7 @@ func TestClusterExactlyOnceUnderWorkerKills(t *testing.T) {
 		before := c.restarts()
 		c.killWorker(t, id)
 		kills++
+		killed = append(killed, id)
 		c.startWorker(t, id)
 		if !c.awaitCoordinator(ctx, t, "a restart after the kill", func(s string) bool {
 			return strings.Count(s, "job failed; restarting") > before
@@ -114,6 +116,7 @@ func TestClusterExactlyOnceUnderWorkerKills(t *testing.T) {
 		t.Errorf("the coordinator restarted the job %d times after %d kills of workers that ran its tasks", r, kills)
 	}
 	c.checkRestores(t, kills)
+	c.checkLossesLogged(t, killed)
 	n := checkJobOutput(ctx, t, job, keys, perKey)
 	t.Logf("%d kills, %d restarts, %d processes, %d checkpoints, %d restores on the coordinator, %d committed records",
 		kills, c.restarts(), len(c.procs), c.coord.completed(), len(c.coord.restores()), n)

@@ -47,7 +47,7 @@ func TestFlinkHabitClickstreamSessions(t *testing.T) {
 		sluice.WithCheckpointing(100*time.Millisecond, t.TempDir()),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(1, 100*time.Millisecond)),
 		sluice.WithAutoWatermarkInterval(5*time.Millisecond),
-		sluice.WithCheckpointListener(func(s checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {
 				completed.Add(1)
 			}

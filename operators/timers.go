@@ -35,12 +35,31 @@ type timer[K comparable] struct {
 	ns  string
 }
 
-type timerHeap[K comparable] []timer[K]
+// queued is a timer in the heap, with its key's encoded bytes: timers of
+// one timestamp fire in the order of their encoded keys, then of their
+// namespaces, an order that depends on nothing but the timers, so a job
+// restored from a checkpoint (whose timers come back in no particular
+// order) fires them as the job that took it would have.
+type queued[K comparable] struct {
+	timer[K]
+	kb string
+}
 
-func (h timerHeap[K]) Len() int           { return len(h) }
-func (h timerHeap[K]) Less(i, j int) bool { return h[i].ts < h[j].ts }
-func (h timerHeap[K]) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap[K]) Push(x any)        { *h = append(*h, x.(timer[K])) }
+type timerHeap[K comparable] []queued[K]
+
+func (h timerHeap[K]) Len() int { return len(h) }
+func (h timerHeap[K]) Less(i, j int) bool {
+	a, b := &h[i], &h[j]
+	if a.ts != b.ts {
+		return a.ts < b.ts
+	}
+	if a.kb != b.kb {
+		return a.kb < b.kb
+	}
+	return a.ns < b.ns
+}
+func (h timerHeap[K]) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap[K]) Push(x any)   { *h = append(*h, x.(queued[K])) }
 func (h *timerHeap[K]) Pop() any {
 	old := *h
 	t := old[len(old)-1]
@@ -56,8 +75,9 @@ type timerQueue[K comparable] struct {
 	set map[timer[K]]bool // true: live; absent or false: deleted
 }
 
-// add makes t live; it reports whether t was not live before.
-func (q *timerQueue[K]) add(t timer[K]) bool {
+// add makes t live; it reports whether t was not live before. keyBytes
+// gives the encoded key of a timer that is queued anew.
+func (q *timerQueue[K]) add(t timer[K], keyBytes func() string) bool {
 	if q.set == nil {
 		q.set = make(map[timer[K]]bool)
 	}
@@ -69,7 +89,7 @@ func (q *timerQueue[K]) add(t timer[K]) bool {
 		return false
 	}
 	q.set[t] = true
-	heap.Push(&q.h, t)
+	heap.Push(&q.h, queued[K]{timer: t, kb: keyBytes()})
 	return true
 }
 
@@ -85,7 +105,7 @@ func (q *timerQueue[K]) remove(t timer[K]) bool {
 // peek returns the earliest live timer.
 func (q *timerQueue[K]) peek() (timer[K], bool) {
 	for len(q.h) > 0 {
-		t := q.h[0]
+		t := q.h[0].timer
 		if q.set[t] {
 			return t, true
 		}
@@ -96,7 +116,7 @@ func (q *timerQueue[K]) peek() (timer[K], bool) {
 }
 
 func (q *timerQueue[K]) pop() timer[K] {
-	t := heap.Pop(&q.h).(timer[K])
+	t := heap.Pop(&q.h).(queued[K]).timer
 	delete(q.set, t)
 	return t
 }
@@ -131,6 +151,9 @@ type TimerService[K comparable] struct {
 	procAt      int64
 	fire        func(key K, ns string, ts int64, domain TimeDomain) error
 	store       *timerStore[K]
+	// keyBytes is the encoded current key (the keyed backend's), which
+	// orders timers of one timestamp; without a backend, "".
+	keyBytes func() string
 	// err is the first error of writing the timer state from a Register
 	// or Delete method, returned by the operator after the user function.
 	err error
@@ -143,7 +166,7 @@ func newTimerService[K comparable](pts ProcessingTimeService, fire func(K, int64
 // newNamespacedTimerService is a timer service whose timers also carry a
 // namespace, handed back when they fire (window operators).
 func newNamespacedTimerService[K comparable](pts ProcessingTimeService, fire func(K, string, int64, TimeDomain) error) *TimerService[K] {
-	return &TimerService[K]{watermark: MinWatermark, pts: pts, fire: fire}
+	return &TimerService[K]{watermark: MinWatermark, pts: pts, fire: fire, keyBytes: func() string { return "" }}
 }
 
 // CurrentWatermark returns the operator's current event time.
@@ -208,7 +231,7 @@ func (s *TimerService[K]) queue(d TimeDomain) *timerQueue[K] {
 // must be the service's current key.
 func (s *TimerService[K]) register(d TimeDomain, ns string, ts int64) error {
 	t := timer[K]{ts: ts, key: s.current, ns: ns}
-	if !s.queue(d).add(t) {
+	if !s.queue(d).add(t, s.keyBytes) {
 		return nil
 	}
 	if d == ProcessingTime {
@@ -353,6 +376,10 @@ type timerStore[K comparable] struct {
 // record); kc decodes the keys that the backend holds.
 func (s *TimerService[K]) persistIn(b state.KeyedBackend, setKey func(K) error, kc codec.Codec[K]) error {
 	st := &timerStore[K]{setKey: setKey}
+	s.keyBytes = func() string {
+		kb, _ := b.CurrentKey()
+		return string(kb)
+	}
 	for _, h := range []*state.MapState[timerEntry, struct{}]{&st.event, &st.proc} {
 		m, err := state.GetMapState(b, state.MapStateDescriptor[timerEntry, struct{}]{
 			Name: timerStateName, KeyCodec: timerEntryCodec{}, ValueCodec: emptyCodec{}})
@@ -373,7 +400,7 @@ func (s *TimerService[K]) persistIn(b state.KeyedBackend, setKey func(K) error, 
 			}
 			b.SetCurrentKey(kb, kg)
 			return h.IterateKeys(func(e timerEntry) bool {
-				q.add(timer[K]{ts: e.ts, key: k, ns: e.ns})
+				q.add(timer[K]{ts: e.ts, key: k, ns: e.ns}, s.keyBytes)
 				return true
 			})
 		})
@@ -420,3 +447,49 @@ type emptyCodec struct{}
 
 func (emptyCodec) Append(dst []byte, _ struct{}) ([]byte, error) { return dst, nil }
 func (emptyCodec) Decode([]byte) (struct{}, error)               { return struct{}{}, nil }
+
+// RegisteredTimers calls fn with every timer a keyed operator has
+// registered in its keyed backend b (the timers of keyed operators are
+// keyed state; see TimerService): the encoded key, the time domain, the
+// timestamp, and the namespace (the encoded window of a window operator,
+// empty for a process function). The bytes are valid during the call
+// only. An operator that never used timers has none. It reads what a
+// checkpoint of b would hold, for tools that inspect an operator's state
+// (package sluicetest); it changes b's current key.
+func RegisteredTimers(b state.KeyedBackend, fn func(key []byte, domain TimeDomain, ts int64, namespace []byte) error) error {
+	found := false
+	for _, m := range b.States() {
+		found = found || m.Name == timerStateName
+	}
+	if !found {
+		return nil
+	}
+	h, err := state.GetMapState(b, state.MapStateDescriptor[timerEntry, struct{}]{
+		Name: timerStateName, KeyCodec: timerEntryCodec{}, ValueCodec: emptyCodec{}})
+	if err != nil {
+		return fmt.Errorf("timer state: %w", err)
+	}
+	for _, d := range []TimeDomain{EventTime, ProcessingTime} {
+		ns := eventTimersNS
+		if d == ProcessingTime {
+			ns = procTimersNS
+		}
+		h.SetNamespace(ns)
+		err := b.Keys(timerStateName, ns, func(kb []byte, kg int) error {
+			b.SetCurrentKey(kb, kg)
+			var ferr error
+			err := h.IterateKeys(func(e timerEntry) bool {
+				ferr = fn(kb, d, e.ts, []byte(e.ns))
+				return ferr == nil
+			})
+			if ferr != nil {
+				return ferr
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read %s timers: %w", d, err)
+		}
+	}
+	return nil
+}

@@ -1,10 +1,14 @@
 package operators
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand"
 	"slices"
 	"testing"
+
+	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/state"
 )
 
 // fakeClock is a ProcessingTimeService driven by the test.
@@ -275,5 +279,90 @@ func TestTimerErrorStopsFiring(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Fatalf("%d timers fired after an error", calls)
+	}
+}
+
+// Timers of one timestamp fire in the order of their encoded keys
+// (then namespaces), whatever order they were registered in, and so
+// again after a restore, whose timers come back in no particular order:
+// a restored job fires them as the job that took the checkpoint would
+// have (and a test harness as the job does).
+func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
+	kc := codec.DefaultKey[string]()
+	newService := func(b state.KeyedBackend) (*TimerService[string], *[]string) {
+		var fired []string
+		s := newTimerService[string](&fakeClock{}, func(k string, ts int64, _ TimeDomain) error {
+			fired = append(fired, fmt.Sprintf("%s@%d", k, ts))
+			return nil
+		})
+		setKey := func(k string) error {
+			kb, err := kc.Append(nil, k)
+			if err != nil {
+				return err
+			}
+			b.SetCurrentKey(kb, state.KeyGroupFor(kb, b.MaxParallelism()))
+			s.current = k
+			return nil
+		}
+		if err := s.persistIn(b, setKey, kc); err != nil {
+			t.Fatal(err)
+		}
+		return s, &fired
+	}
+	newBackend := func() state.KeyedBackend {
+		b, err := state.HeapBackendFactory(state.BackendOptions{MaxParallelism: 128, Parallelism: 1, KeyGroups: state.RangeFor(128, 1, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	keys := []string{"k7", "k2", "k9", "k1", "k5", "k3", "k8", "k4", "k6"}
+	b := newBackend()
+	s, fired := newService(b)
+	for _, k := range keys {
+		if err := s.store.setKey(k); err != nil {
+			t.Fatal(err)
+		}
+		s.RegisterEventTimeTimer(10)
+		s.RegisterEventTimeTimer(20)
+	}
+	snap, err := b.Snapshot(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.advanceWatermark(30); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, ts := range []int{10, 20} {
+		sorted := slices.Clone(keys)
+		slices.SortFunc(sorted, func(a, b string) int {
+			ka, _ := kc.Append(nil, a)
+			kb, _ := kc.Append(nil, b)
+			return bytes.Compare(ka, kb)
+		})
+		for _, k := range sorted {
+			want = append(want, fmt.Sprintf("%s@%d", k, ts))
+		}
+	}
+	if !slices.Equal(*fired, want) {
+		t.Fatalf("fired\n%v\nwant\n%v", *fired, want)
+	}
+	for range 5 {
+		r := newBackend()
+		if err := r.Restore(bytes.NewReader(buf.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+		rs, rfired := newService(r)
+		if err := rs.advanceWatermark(30); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(*rfired, want) {
+			t.Fatalf("restored, fired\n%v\nwant\n%v", *rfired, want)
+		}
 	}
 }

@@ -222,9 +222,21 @@ type run struct {
 	collector *metrics.Collector
 	metrics   http.Handler
 
-	mu    sync.Mutex
-	job   *sluice.Job
-	ready func() (bool, string)
+	mu      sync.Mutex
+	job     *sluice.Job
+	ready   func() (bool, string)
+	standby bool // a coordinator waiting for the job's leadership
+}
+
+// ObserveStandby notes a coordinator standing by for the job's
+// leadership: it is alive and ready (its probes pass), it has no job yet.
+func (r *run) ObserveStandby(waiting bool) {
+	r.mu.Lock()
+	r.standby = waiting
+	r.mu.Unlock()
+	if waiting {
+		r.logger.Info("standing by: another coordinator leads the job; this one takes over when it goes")
+	}
 }
 
 // job runs the job in this process, or as the coordinator.
@@ -268,10 +280,14 @@ func (r *run) runJob(ctx context.Context, role cluster.Role) error {
 		servers = append(servers, srv)
 		started.MetricsURL = url
 	}
+	r.env.Configure(sluice.WithObservers(r))
 	r.setReady(func() (bool, string) {
 		r.mu.Lock()
-		j := r.job
+		j, standby := r.job, r.standby
 		r.mu.Unlock()
+		if standby {
+			return true, "standby"
+		}
 		if j == nil {
 			return false, "starting"
 		}
@@ -530,7 +546,7 @@ func (r *run) reporter(ports []int) (*http.Server, string, error) {
 
 // serve serves h on ln in the background, over TLS with cert and key.
 func (r *run) serve(ln net.Listener, h http.Handler, cert, key string) (*http.Server, string, error) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(r.logger.Handler(), slog.LevelDebug)}
+	srv := api.NewHTTPServer(h, api.HTTPTimeouts{}, r.logger)
 	scheme := "http"
 	if cert != "" {
 		pair, err := tls.LoadX509KeyPair(cert, key)

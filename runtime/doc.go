@@ -34,7 +34,9 @@
 //	channel_state.go                    unaligned checkpoints' channel state: write, replay
 //	checkpoint_driver.go, gateway.go    the coordinator's goroutine; the messages between
 //	                                    coordinator and tasks
-//	state_restore.go, restore_info.go   restoring operator and keyed state
+//	state_restore.go, restore_info.go   restoring operator and keyed state (InitOperatorState,
+//	                                    with SnapshotOperator and NotifyOperator the seams
+//	                                    package sluicetest runs one operator through)
 //	task_layout.go                      task ids, slots, the plan's fingerprint, partition
 //	                                    ids: what every process of a job agrees on
 //	cluster.go                          a job on several hosts: the coordinator's Executor,

@@ -49,9 +49,12 @@ type Job struct {
 	logger *slog.Logger
 	store  *storage.Storage // nil without a checkpoint directory
 	unlock func() error     // releases the job directory's lock
-	id     string           // the job id: its directory under the checkpoint directory
-	run    string           // this execution's run id, recorded in every _metadata
-	origin string           // the run's lineage (lifecycle.Run.Origin), likewise; set by planStart
+	// suspendCause is why the context given to Execute ended (its
+	// context.Cause); under mu.
+	suspendCause error
+	id           string // the job id: its directory under the checkpoint directory
+	run          string // this execution's run id, recorded in every _metadata
+	origin       string // the run's lineage (lifecycle.Run.Origin), likewise; set by planStart
 
 	// life is the job's life as a deterministic state machine: what the
 	// run starts from, what a failover restores, how the end is recorded.
@@ -206,6 +209,9 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 		return nil, fmt.Errorf("%w: checkpointing is on (interval %v) but no checkpoint directory is set (execution.checkpointing.dir)",
 			checkpoint.ErrInvalidConfig, cfg.Checkpoint.Interval)
 	}
+	if cfg.SkipLock && cfg.Unlock != nil {
+		j.unlock = cfg.Unlock
+	}
 	j.life = j.newMachine()
 	start, err := j.planStart()
 	if err != nil {
@@ -233,7 +239,12 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 		return nil, err
 	}
 	j.status.Store(int32(JobRunning))
-	stop := context.AfterFunc(ctx, j.suspend)
+	stop := context.AfterFunc(ctx, func() {
+		j.mu.Lock()
+		j.suspendCause = context.Cause(ctx)
+		j.mu.Unlock()
+		j.suspend()
+	})
 	go func() {
 		defer stop()
 		j.supervise(a, start.restore, strategy)
@@ -300,7 +311,7 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 		if !ok {
 			break
 		}
-		j.logger.Warn("job failed; restarting", "attempt", j.restarts.Load()+1, "delay", delay, "err", err)
+		j.logger.Log(context.Background(), failureLevel(err, slog.LevelWarn), "job failed; restarting", "attempt", j.restarts.Load()+1, "delay", delay, "err", err)
 		j.status.Store(int32(JobRestarting))
 		select {
 		case <-time.After(delay):
@@ -577,7 +588,7 @@ func (a *attempt) fail(task string, err error) {
 	}
 	a.mu.Unlock()
 	if first {
-		a.job.logger.Error("task failed; stopping the attempt", "task", task, "attempt", a.number, "err", err)
+		a.job.logger.Log(context.Background(), failureLevel(err, slog.LevelError), "task failed; stopping the attempt", "task", task, "attempt", a.number, "err", err)
 	}
 	a.stopAll()
 }
@@ -798,6 +809,13 @@ func (j *Job) Cancel() { j.stop(false) }
 // Wait returns ErrJobSuspended.
 func (j *Job) suspend() { j.stop(true) }
 
+// Suspend stops the job as cancelling the context given to Execute does
+// (its checkpoints stay, no result is recorded, Wait returns
+// ErrJobSuspended), but at once: a task error that follows the call is
+// the stop, never a failure to restart from. It does not wait for the
+// tasks to exit. Package sluicetest crashes a job with it.
+func (j *Job) Suspend() { j.suspend() }
+
 func (j *Job) stop(suspend bool) {
 	j.mu.Lock()
 	if j.err == nil && !j.canceled && !j.suspended && (j.Status() == JobRunning || j.Status() == JobRestarting) {
@@ -830,7 +848,11 @@ func (j *Job) Wait() error {
 		return fmt.Errorf("%w: %w", ErrJobCanceled, context.Canceled)
 	}
 	if j.suspended {
-		return fmt.Errorf("%w: %w", ErrJobSuspended, context.Canceled)
+		cause := j.suspendCause
+		if cause == nil {
+			cause = context.Canceled
+		}
+		return fmt.Errorf("%w: %w", ErrJobSuspended, cause)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -94,6 +95,22 @@ type restartSuppressor interface{ SuppressRestarts() bool }
 func suppressesRestarts(err error) bool {
 	var s restartSuppressor
 	return errors.As(err, &s) && s.SuppressRestarts()
+}
+
+// expectedFailure is an error of a failure that is part of the
+// deployment's life, logged in words where it happened (a worker lost,
+// which its coordinator reports): the attempt's stop and the job's
+// restart it causes are logged at INFO, not as errors.
+type expectedFailure interface{ ExpectedFailure() bool }
+
+// failureLevel is the level of the log lines of a failure: INFO for an
+// expected one, else high.
+func failureLevel(err error, high slog.Level) slog.Level {
+	var e expectedFailure
+	if errors.As(err, &e) && e.ExpectedFailure() {
+		return slog.LevelInfo
+	}
+	return high
 }
 
 // fatalError marks an error of the runtime's own that fails the job

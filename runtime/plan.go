@@ -74,7 +74,11 @@ type Node struct {
 	// Queryable are the keyed states of a keyed node that answer queries
 	// against the running job (Job.QueryState).
 	Queryable []QueryableState
-	Inputs    []*Edge
+	// KeyCodec is, for a keyed node, the codec.Codec[K] (as any) of its
+	// key: what the keyed backend's keys are encoded with (tools that
+	// read keyed state by key, such as package sluicetest, use it).
+	KeyCodec any
+	Inputs   []*Edge
 
 	// Out describes the node's output type; nil for sinks.
 	Out TypeInfo
@@ -212,6 +216,11 @@ type Config struct {
 	// election keeps one coordinator per job instead (a paused former
 	// leader would otherwise hold the lock its successor needs).
 	SkipLock bool
+	// Unlock, with SkipLock, is called where the lock would be released:
+	// once the job ended and its result is recorded, before Wait returns
+	// (or when Execute fails). HA resigns the leadership there, so that a
+	// standby takes over at once.
+	Unlock func() error
 	// InlineThreshold is state.storage.fs.memory-threshold: state streams
 	// up to this many bytes are kept in _metadata. Nil is
 	// storage.DefaultInlineThreshold (20 KiB).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/operators"
@@ -87,6 +88,60 @@ func (t *Task) initState(n *Node, oc *operators.Context) error {
 	if r == nil {
 		return nil
 	}
+	in := stateInit{node: n, oc: oc, restore: r, bytes: &t.att.restoreCounters.bytes}
+	return in.run()
+}
+
+// InitOperatorState gives oc the state backends of one subtask of node n
+// (the subtask oc names by Subtask, Parallelism and MaxParallelism): its
+// operator state backend and, for a keyed node, a keyed backend made by f
+// (nil: the heap backend) for the subtask's key-group range, restored
+// from snap unless snap is nil as a Task restores them before it opens
+// its chain (the same code): operator state redistributed over the new
+// parallelism, keyed state from every old subtask whose key groups
+// overlap the new range, the committables of the old subtasks i with i
+// mod the new parallelism equal to this subtask, and the Restored fields
+// of oc set. job names the job to the backend factory. It is the seam
+// through which package sluicetest's harnesses run one operator outside
+// a Task.
+func InitOperatorState(n *Node, oc *operators.Context, f StateBackendFactory, job string, snap *storage.Snapshot) error {
+	ob, err := state.NewOperatorStateBackend(oc.Subtask, oc.Parallelism)
+	if err != nil {
+		return err
+	}
+	oc.OperatorState = ob
+	if n.Keyed {
+		if f == nil {
+			f = HeapStateBackend
+		}
+		kb, err := f(StateBackendOptions{
+			Job: job, OperatorUID: n.UID, Subtask: oc.Subtask,
+			Parallelism: oc.Parallelism, MaxParallelism: oc.MaxParallelism,
+			KeyGroups: state.RangeFor(oc.MaxParallelism, oc.Parallelism, oc.Subtask),
+		})
+		if err != nil {
+			return fmt.Errorf("create keyed state backend: %w", err)
+		}
+		oc.KeyedState = kb
+	}
+	if snap == nil {
+		return nil
+	}
+	in := stateInit{node: n, oc: oc, restore: newRestoreSnapshot(snap, false)}
+	return in.run()
+}
+
+// stateInit is the restore of one operator's state backends, made
+// already, from a snapshot.
+type stateInit struct {
+	node    *Node
+	oc      *operators.Context
+	restore *restoreSnapshot
+	bytes   *atomic.Int64 // restored bytes are added here (nil: not counted)
+}
+
+func (in *stateInit) run() error {
+	n, oc, r := in.node, in.oc, in.restore
 	olds := r.byUID[n.UID]
 	if len(olds) == 0 {
 		return nil // an operator new to the job starts empty
@@ -101,11 +156,11 @@ func (t *Task) initState(n *Node, oc *operators.Context) error {
 				opHandles = append(opHandles, h.Handle)
 			}
 		}
-		if st.Subtask%t.vertex.Parallelism == t.subtask {
+		if st.Subtask%oc.Parallelism == oc.Subtask {
 			oc.RestoredCommittables = append(oc.RestoredCommittables, st.Committables...)
 		}
 	}
-	if err := t.restoreFrom(r, n, "operator state", opHandles, ob.Restore); err != nil {
+	if err := in.restoreFrom("operator state", opHandles, oc.OperatorState.Restore); err != nil {
 		return err
 	}
 	if oc.KeyedState != nil {
@@ -128,34 +183,41 @@ func (t *Task) initState(n *Node, oc *operators.Context) error {
 			}
 		}
 		if len(incremental) > 0 {
-			return t.restoreIncremental(r, n, oc, incremental)
+			return in.restoreIncremental(incremental)
 		}
-		if err := t.restoreFrom(r, n, "keyed state", kh, oc.KeyedState.Restore); err != nil {
+		if err := in.restoreFrom("keyed state", kh, oc.KeyedState.Restore); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+func (in *stateInit) count(n int64) {
+	if in.bytes != nil {
+		in.bytes.Add(n)
+	}
+}
+
 // restoreIncremental restores an incremental backend from the handles of
 // the old subtasks, downloading the files they reference.
-func (t *Task) restoreIncremental(r *restoreSnapshot, n *Node, oc *operators.Context, handles [][]byte) error {
+func (in *stateInit) restoreIncremental(handles [][]byte) error {
+	r, n, oc := in.restore, in.node, in.oc
 	ib, ok := oc.KeyedState.(state.IncrementalBackend)
 	if !ok {
 		return fmt.Errorf("%w keyed state of operator %q subtask %d: checkpoint %d (%s) holds incremental state of another backend; restore it with that backend, or take a savepoint (always in the canonical format) and restore from it",
-			ErrRestore, n.Name, t.subtask, r.id(), r.snap.Dir)
+			ErrRestore, n.Name, oc.Subtask, r.id(), r.snap.Dir)
 	}
 	download := func(ref []byte) (io.ReadCloser, error) {
 		var h storage.StateHandle
 		if err := json.Unmarshal(ref, &h); err != nil {
 			return nil, fmt.Errorf("file reference %q: %w", ref, err)
 		}
-		t.att.restoreCounters.bytes.Add(h.Size)
+		in.count(h.Size)
 		return r.snap.Open(h)
 	}
 	if err := ib.RestoreIncrementalState(handles, download); err != nil {
 		return fmt.Errorf("%w keyed state of operator %q subtask %d from checkpoint %d (%s): %w",
-			ErrRestore, n.Name, t.subtask, r.id(), r.snap.Dir, err)
+			ErrRestore, n.Name, oc.Subtask, r.id(), r.snap.Dir, err)
 	}
 	if d, ok := ib.(state.RestoreDisclaimer); ok && !r.owned {
 		d.DisclaimRestored()
@@ -164,10 +226,11 @@ func (t *Task) restoreIncremental(r *restoreSnapshot, n *Node, oc *operators.Con
 }
 
 // restoreFrom opens every handle and hands the readers to restore.
-func (t *Task) restoreFrom(r *restoreSnapshot, n *Node, what string, hs []storage.StateHandle, restore func(...io.Reader) error) error {
+func (in *stateInit) restoreFrom(what string, hs []storage.StateHandle, restore func(...io.Reader) error) error {
 	if len(hs) == 0 {
 		return nil
 	}
+	r, n, oc := in.restore, in.node, in.oc
 	readers := make([]io.Reader, 0, len(hs))
 	var closers []io.Closer
 	defer func() {
@@ -176,18 +239,18 @@ func (t *Task) restoreFrom(r *restoreSnapshot, n *Node, what string, hs []storag
 		}
 	}()
 	for _, h := range hs {
-		t.att.restoreCounters.bytes.Add(h.Size)
+		in.count(h.Size)
 		rc, err := r.snap.Open(h)
 		if err != nil {
 			return fmt.Errorf("%w %s of operator %q subtask %d from checkpoint %d (%s): %w",
-				ErrRestore, what, n.Name, t.subtask, r.id(), r.snap.Dir, err)
+				ErrRestore, what, n.Name, oc.Subtask, r.id(), r.snap.Dir, err)
 		}
 		closers = append(closers, rc)
 		readers = append(readers, rc)
 	}
 	if err := restore(readers...); err != nil {
 		return fmt.Errorf("%w %s of operator %q subtask %d from checkpoint %d (%s): %w",
-			ErrRestore, what, n.Name, t.subtask, r.id(), r.snap.Dir, err)
+			ErrRestore, what, n.Name, oc.Subtask, r.id(), r.snap.Dir, err)
 	}
 	return nil
 }

@@ -325,37 +325,58 @@ func (t *Task) notifyAborted(id int64) error {
 // backend of the chain that listens for it.
 func (t *Task) notifyUnits(id int64, complete bool) error {
 	for _, u := range t.units {
-		var ls []operators.CheckpointListener
-		if l, ok := u.op.(operators.CheckpointListener); ok && u.op != nil {
-			ls = append(ls, l)
+		var src SourceDriver
+		if u.op == nil {
+			src = t.src
 		}
-		if u.op == nil && t.src != nil {
-			if l, ok := t.src.(operators.CheckpointListener); ok {
-				ls = append(ls, l)
-			}
-		}
-		if ib, ok := u.ctx.KeyedState.(state.IncrementalBackend); ok {
-			if complete {
-				ib.NotifyCheckpointComplete(id)
-			} else {
-				ib.NotifyCheckpointAborted(id)
-			}
-		} else if l, ok := u.ctx.KeyedState.(operators.CheckpointListener); ok && u.ctx.KeyedState != nil {
-			ls = append(ls, l)
-		}
-		for _, l := range ls {
-			var err error
-			if complete {
-				err = l.NotifyCheckpointComplete(id)
-			} else {
-				err = l.NotifyCheckpointAborted(id)
-			}
-			if err != nil {
-				return operators.Wrap(u.ctx, fmt.Errorf("notify checkpoint %d: %w", id, err))
-			}
+		if err := notifyUnit(u, src, id, complete); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// notifyUnit passes a notification to one operator (or, for a source
+// unit, to the source driver src) and its keyed backend.
+func notifyUnit(u *opUnit, src SourceDriver, id int64, complete bool) error {
+	var ls []operators.CheckpointListener
+	if l, ok := u.op.(operators.CheckpointListener); ok && u.op != nil {
+		ls = append(ls, l)
+	}
+	if u.op == nil && src != nil {
+		if l, ok := src.(operators.CheckpointListener); ok {
+			ls = append(ls, l)
+		}
+	}
+	if ib, ok := u.ctx.KeyedState.(state.IncrementalBackend); ok {
+		if complete {
+			ib.NotifyCheckpointComplete(id)
+		} else {
+			ib.NotifyCheckpointAborted(id)
+		}
+	} else if l, ok := u.ctx.KeyedState.(operators.CheckpointListener); ok && u.ctx.KeyedState != nil {
+		ls = append(ls, l)
+	}
+	for _, l := range ls {
+		var err error
+		if complete {
+			err = l.NotifyCheckpointComplete(id)
+		} else {
+			err = l.NotifyCheckpointAborted(id)
+		}
+		if err != nil {
+			return operators.Wrap(u.ctx, fmt.Errorf("notify checkpoint %d: %w", id, err))
+		}
+	}
+	return nil
+}
+
+// NotifyOperator tells the operator op of node n, opened with oc, and its
+// keyed backend that checkpoint id completed (complete) or was aborted,
+// as a Task does for each operator of its chain (package sluicetest's
+// harnesses notify through it).
+func NotifyOperator(n *Node, oc *operators.Context, op operators.Operator, id int64, complete bool) error {
+	return notifyUnit(&opUnit{node: n, ctx: oc, op: op}, nil, id, complete)
 }
 
 // drainEventTime is the source's part of stop-with-savepoint --drain: the

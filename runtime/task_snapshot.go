@@ -33,37 +33,11 @@ func (c *taskCheckpoints) snapshotSync(a checkpoint.StartCheckpoint) error {
 		outputDone: len(t.partitions) == 0,
 	}
 	c.pending[id] = p
+	incremental := a.Barrier.Options.Kind == checkpoint.KindCheckpoint
 	for _, u := range t.units {
-		us := unitSnapshot{unit: u}
-		if u.op == nil {
-			if s, ok := t.src.(SnapshottingSource); ok {
-				if err := s.SnapshotState(id); err != nil {
-					return operators.Wrap(u.ctx, fmt.Errorf("snapshot source for checkpoint %d: %w", id, err))
-				}
-			}
-		} else if s, ok := u.op.(operators.StateSnapshotter); ok {
-			cm, err := s.SnapshotState(id)
-			if err != nil {
-				return operators.Wrap(u.ctx, err)
-			}
-			us.committables = cm
-		}
-		var err error
-		if us.op, err = u.ctx.OperatorState.Snapshot(id); err != nil {
-			return operators.Wrap(u.ctx, fmt.Errorf("snapshot operator state for checkpoint %d: %w", id, err))
-		}
-		if kb := u.ctx.KeyedState; kb != nil {
-			// Checkpoints of an incremental backend write what changed;
-			// savepoints are always full, in the canonical format.
-			if ib, ok := kb.(state.IncrementalBackend); ok && ib.Incremental() && a.Barrier.Options.Kind == checkpoint.KindCheckpoint {
-				us.incremental, err = ib.SnapshotIncrementalState(id)
-			} else {
-				us.keyed, err = kb.Snapshot(id)
-			}
-			if err != nil {
-				us.op.Release()
-				return operators.Wrap(u.ctx, fmt.Errorf("snapshot keyed state for checkpoint %d: %w", id, err))
-			}
+		us, err := captureUnit(u, t.src, id, incremental)
+		if err != nil {
+			return err
 		}
 		p.units = append(p.units, us)
 	}
@@ -91,6 +65,45 @@ func (c *taskCheckpoints) snapshotSync(a checkpoint.StartCheckpoint) error {
 	}
 	c.maybeAsync(p)
 	return nil
+}
+
+// captureUnit is one operator's synchronous part of checkpoint id: its
+// StateSnapshotter (for a source unit, the source driver's), then the
+// copy-on-write snapshots of its operator and keyed backends; an
+// incremental backend writes only what changed when incremental is set
+// (checkpoints, not savepoints, which are always full, in the canonical
+// format).
+func captureUnit(u *opUnit, src SourceDriver, id int64, incremental bool) (unitSnapshot, error) {
+	us := unitSnapshot{unit: u}
+	if u.op == nil {
+		if s, ok := src.(SnapshottingSource); ok {
+			if err := s.SnapshotState(id); err != nil {
+				return us, operators.Wrap(u.ctx, fmt.Errorf("snapshot source for checkpoint %d: %w", id, err))
+			}
+		}
+	} else if s, ok := u.op.(operators.StateSnapshotter); ok {
+		cm, err := s.SnapshotState(id)
+		if err != nil {
+			return us, operators.Wrap(u.ctx, err)
+		}
+		us.committables = cm
+	}
+	var err error
+	if us.op, err = u.ctx.OperatorState.Snapshot(id); err != nil {
+		return us, operators.Wrap(u.ctx, fmt.Errorf("snapshot operator state for checkpoint %d: %w", id, err))
+	}
+	if kb := u.ctx.KeyedState; kb != nil {
+		if ib, ok := kb.(state.IncrementalBackend); ok && ib.Incremental() && incremental {
+			us.incremental, err = ib.SnapshotIncrementalState(id)
+		} else {
+			us.keyed, err = kb.Snapshot(id)
+		}
+		if err != nil {
+			us.op.Release()
+			return us, operators.Wrap(u.ctx, fmt.Errorf("snapshot keyed state for checkpoint %d: %w", id, err))
+		}
+	}
+	return us, nil
 }
 
 // maybeAsync starts the asynchronous part once the synchronous part is
@@ -172,7 +185,9 @@ func (c *taskCheckpoints) writeRecovering(p *pendingSnapshot) (states []storage.
 			states, err = nil, fmt.Errorf("panic in the asynchronous part: %v", r)
 		}
 	}()
-	return c.write(p)
+	states, sz, err = c.write(p)
+	recordCommittableKinds(states, p.units)
+	return states, sz, err
 }
 
 // snapshotSizes are the figures of a task's asynchronous part: bytes
@@ -191,42 +206,14 @@ func (c *taskCheckpoints) write(p *pendingSnapshot) ([]storage.SubtaskState, sna
 	}
 	states := make([]storage.SubtaskState, 0, len(p.units))
 	for i, us := range p.units {
+		st, usz, err := writeUnit(loc, us, t.subtask, t.vertex.Parallelism, t.vertex.MaxParallelism)
+		if err != nil {
+			return nil, sz, err
+		}
+		sz.written += usz.written
+		sz.state += usz.state
 		u := us.unit
 		owner := fmt.Sprintf("%s-%d", u.node.UID, t.subtask)
-		st := storage.SubtaskState{
-			OperatorUID: u.node.UID, Subtask: t.subtask,
-			Parallelism: t.vertex.Parallelism, MaxParallelism: t.vertex.MaxParallelism,
-			Committables: us.committables,
-		}
-		h, err := writeStream(loc, owner+"-op", us.op)
-		if err != nil {
-			return nil, sz, fmt.Errorf("operator state of %q: %w", u.node.Name, err)
-		}
-		sz.written += h.Size
-		sz.state += h.Size
-		st.OperatorState = []storage.OperatorStateHandle{{Name: operatorStateName, Distribution: storage.DistributeSplit, Handle: h}}
-		if us.keyed != nil || us.incremental != nil {
-			kgr := u.ctx.KeyedState.KeyGroupRange()
-			kh := storage.KeyedStateHandle{KeyGroups: storage.KeyGroupRange{Start: kgr.Start, End: kgr.End}, Backend: backendHeap}
-			if us.keyed != nil {
-				h, err := writeStream(loc, owner+"-keyed", us.keyed)
-				if err != nil {
-					return nil, sz, fmt.Errorf("keyed state of %q: %w", u.node.Name, err)
-				}
-				sz.written += h.Size
-				sz.state += h.Size
-				kh.Handle = &h
-			} else {
-				files, up, err := uploadIncremental(loc, owner, us.incremental)
-				if err != nil {
-					return nil, sz, fmt.Errorf("incremental keyed state of %q: %w", u.node.Name, err)
-				}
-				sz.written += up.CheckpointedSize
-				sz.state += up.StateSize
-				kh.Backend, kh.Files = backendIncremental, files
-			}
-			st.KeyedState = []storage.KeyedStateHandle{kh}
-		}
 		if i == 0 && (len(p.input) > 0 || len(p.output) > 0) {
 			in, out, n, err := writeChannelState(loc, owner+"-channels", p)
 			if err != nil {
@@ -240,6 +227,76 @@ func (c *taskCheckpoints) write(p *pendingSnapshot) ([]storage.SubtaskState, sna
 		states = append(states, st)
 	}
 	return states, sz, nil
+}
+
+// writeUnit is one operator's asynchronous part: it writes the streams
+// captureUnit captured into loc and returns the operator's subtask state
+// (without channel state, which only the head operator holds).
+func writeUnit(loc *storage.Location, us unitSnapshot, subtask, parallelism, maxParallelism int) (storage.SubtaskState, snapshotSizes, error) {
+	var sz snapshotSizes
+	u := us.unit
+	owner := fmt.Sprintf("%s-%d", u.node.UID, subtask)
+	st := storage.SubtaskState{
+		OperatorUID: u.node.UID, Subtask: subtask,
+		Parallelism: parallelism, MaxParallelism: maxParallelism,
+		Committables: us.committables,
+	}
+	h, err := writeStream(loc, owner+"-op", us.op)
+	if err != nil {
+		return st, sz, fmt.Errorf("operator state of %q: %w", u.node.Name, err)
+	}
+	sz.written += h.Size
+	sz.state += h.Size
+	st.OperatorState = []storage.OperatorStateHandle{{Name: operatorStateName, Distribution: storage.DistributeSplit, Handle: h}}
+	if us.keyed != nil || us.incremental != nil {
+		kgr := u.ctx.KeyedState.KeyGroupRange()
+		kh := storage.KeyedStateHandle{KeyGroups: storage.KeyGroupRange{Start: kgr.Start, End: kgr.End}, Backend: backendHeap}
+		if us.keyed != nil {
+			h, err := writeStream(loc, owner+"-keyed", us.keyed)
+			if err != nil {
+				return st, sz, fmt.Errorf("keyed state of %q: %w", u.node.Name, err)
+			}
+			sz.written += h.Size
+			sz.state += h.Size
+			kh.Handle = &h
+		} else {
+			files, up, err := uploadIncremental(loc, owner, us.incremental)
+			if err != nil {
+				return st, sz, fmt.Errorf("incremental keyed state of %q: %w", u.node.Name, err)
+			}
+			sz.written += up.CheckpointedSize
+			sz.state += up.StateSize
+			kh.Backend, kh.Files = backendIncremental, files
+		}
+		st.KeyedState = []storage.KeyedStateHandle{kh}
+	}
+	return st, sz, nil
+}
+
+// SnapshotOperator takes the state of one subtask of node n, whose
+// operator op was opened with oc (made by InitOperatorState), into loc as
+// a Task's checkpoint does: the synchronous part (the operator's
+// StateSnapshotter, then its backends' snapshots; full, in the canonical
+// format, for a savepoint location), then at once the asynchronous part
+// that writes the streams. The SubtaskState is what the Task would
+// acknowledge for that operator. Package sluicetest's harnesses snapshot
+// through it.
+func SnapshotOperator(loc *storage.Location, n *Node, oc *operators.Context, op operators.Operator) (storage.SubtaskState, error) {
+	u := &opUnit{node: n, ctx: oc, op: op}
+	us, err := captureUnit(u, nil, loc.ID(), !loc.IsSavepoint())
+	if err != nil {
+		return storage.SubtaskState{}, err
+	}
+	st, _, err := writeUnit(loc, us, oc.Subtask, oc.Parallelism, oc.MaxParallelism)
+	for _, s := range []state.StateSnapshot{us.op, us.keyed} {
+		if s != nil {
+			s.Release()
+		}
+	}
+	if us.incremental != nil {
+		us.incremental.Release()
+	}
+	return st, err
 }
 
 // incrementalHandleName is the named handle that holds an incremental

@@ -31,6 +31,14 @@ type TypeInfo interface {
 	// watermark through it is reported to seen first.
 	watchWatermarks(out any, seen func(int64)) any
 	decoder(target any) (recordDecoder, error)
+	// Observe wraps out (an operators.Output[T]; nil for one that drops
+	// everything) so that onRecord sees every record, as any, before out
+	// does, and onWatermark (if not nil) every watermark; an error of
+	// either is the Collect's or EmitWatermark's error, and out does not
+	// get that record. It is for test kits (package sluicetest): to read
+	// an operator's side outputs, and to count, or fail at, the records an
+	// operator emits.
+	Observe(out any, onRecord func(v any, ts int64) error, onWatermark func(wm int64) error) any
 }
 
 // TypeOf returns the TypeInfo of T with codec c.
@@ -82,6 +90,43 @@ func (w watermarkWatch[T]) Collect(v T, ts int64) error { return w.out.Collect(v
 func (w watermarkWatch[T]) EmitWatermark(wm int64) error {
 	w.seen(wm)
 	return w.out.EmitWatermark(wm)
+}
+
+func (t *typed[T]) Observe(out any, onRecord func(any, int64) error, onWatermark func(int64) error) any {
+	o := observedOutput[T]{onRecord: onRecord, onWatermark: onWatermark}
+	if out != nil {
+		o.out = out.(operators.Output[T])
+	}
+	return o
+}
+
+// observedOutput reports what passes through an output (TypeInfo.Observe).
+type observedOutput[T any] struct {
+	out         operators.Output[T] // nil: drop
+	onRecord    func(any, int64) error
+	onWatermark func(int64) error
+}
+
+func (o observedOutput[T]) Collect(v T, ts int64) error {
+	if err := o.onRecord(v, ts); err != nil {
+		return err
+	}
+	if o.out == nil {
+		return nil
+	}
+	return o.out.Collect(v, ts)
+}
+
+func (o observedOutput[T]) EmitWatermark(wm int64) error {
+	if o.onWatermark != nil {
+		if err := o.onWatermark(wm); err != nil {
+			return err
+		}
+	}
+	if o.out == nil {
+		return nil
+	}
+	return o.out.EmitWatermark(wm)
 }
 
 // chainOutput hands records to the next operator of the chain as Go values.

@@ -237,6 +237,29 @@ type opSnap struct {
 	states             []opSnapState
 }
 
+// OperatorSnapshotState is one state of an operator state snapshot: its
+// description and its elements, encoded by the state's codec.
+type OperatorSnapshotState struct {
+	Meta     StateMeta
+	Elements [][]byte
+}
+
+// ReadOperatorSnapshot decodes an operator state snapshot (what
+// OperatorStateBackend.Snapshot writes) for tools that read checkpoints:
+// the subtask that wrote it, its parallelism and its states. Nothing is
+// allocated past what the stream holds, whatever lengths it claims;
+// errors wrap ErrCorruptSnapshot.
+func ReadOperatorSnapshot(r io.Reader) (subtask, parallelism int, states []OperatorSnapshotState, err error) {
+	s, err := readOperatorSnapshot(r)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	for _, st := range s.states {
+		states = append(states, OperatorSnapshotState{Meta: st.meta, Elements: st.elems})
+	}
+	return s.index, s.parallelism, states, nil
+}
+
 func readOperatorSnapshot(r io.Reader) (*opSnap, error) {
 	br := bufio.NewReader(r)
 	var magic [5]byte

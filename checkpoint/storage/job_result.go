@@ -115,13 +115,28 @@ func readJobResult(ctx context.Context, b Backend, key string) (*JobResult, erro
 	if err != nil {
 		return nil, fileError(p, err)
 	}
-	body, err := snapshot.Unframe(data, jobResultMagic, "job result")
+	r, err := decodeJobResult(data)
 	if err != nil {
 		return nil, fileError(p, err)
 	}
+	return r, nil
+}
+
+// decodeJobResult decodes a job result file's bytes; what is not one, or
+// not a terminal result, is ErrCorrupt.
+func decodeJobResult(data []byte) (*JobResult, error) {
+	body, err := snapshot.Unframe(data, jobResultMagic, "job result")
+	if err != nil {
+		return nil, err
+	}
 	var r JobResult
 	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fileError(p, fmt.Errorf("%w: job result JSON: %v", ErrCorrupt, err))
+		return nil, fmt.Errorf("%w: job result JSON: %v", ErrCorrupt, err)
+	}
+	switch r.Status {
+	case ResultFinished, ResultCanceled, ResultFailed:
+	default:
+		return nil, fmt.Errorf("%w: job result of status %.40q, not a terminal one", ErrCorrupt, r.Status)
 	}
 	return &r, nil
 }

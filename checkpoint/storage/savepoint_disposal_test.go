@@ -48,11 +48,40 @@ func TestDisposeSavepoint(t *testing.T) {
 		}
 	}
 
+	// Only what the savepoint references goes: a file of someone else's
+	// in its directory stays.
+	dir, err := st.NewSavepointDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := st.SavepointAt(dir, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := write(storage.KindSavepoint, sp)
+	foreign := filepath.Join(filepath.Dir(meta), "notes", "keep.txt")
+	if err := os.MkdirAll(filepath.Dir(foreign), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(foreign, []byte("not the savepoint's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.DisposeSavepoint(context.Background(), nil, meta, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(foreign); err != nil {
+		t.Errorf("disposal deleted a file the savepoint does not reference: %v", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(meta), "*"))
+	if len(left) != 1 || filepath.Base(left[0]) != "notes" {
+		t.Errorf("after disposal the directory holds %v, want the foreign file only", left)
+	}
+
 	loc, err := st.Checkpoint(4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := write(storage.KindCheckpoint, loc)
+	meta = write(storage.KindCheckpoint, loc)
 	if err := storage.DisposeSavepoint(context.Background(), nil, filepath.Dir(meta), nil); !errors.Is(err, storage.ErrNotASavepoint) {
 		t.Fatalf("dispose a checkpoint: %v, want ErrNotASavepoint", err)
 	}

@@ -3,8 +3,7 @@ package control
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
-	"errors"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,23 +12,32 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/peerauth"
 	"github.com/sluicehq/sluice/runtime"
 )
+
+// NewInstance makes a random instance id (ClientConfig.Instance): one per
+// worker process.
+func NewInstance() string { return rand.Text() }
 
 // ClientConfig configures a worker's end of the control plane.
 type ClientConfig struct {
 	// CoordinatorAddr is the coordinator's control address, host:port.
 	CoordinatorAddr string
-	// TLS, when set, dials with TLS (its RootCAs, ServerName); plaintext
-	// otherwise.
-	TLS *tls.Config
+	// Auth authenticates the connection, and the coordinator, before the
+	// worker sends anything (mutual TLS, a shared secret); nil is
+	// plaintext.
+	Auth *peerauth.Authenticator
 	// WorkerID names the worker (Flink's ResourceID): a second session of
-	// the same id replaces the first.
+	// the same id and Instance replaces the first.
 	WorkerID string
+	// Instance is random per worker process (cmp.Or makes one): the
+	// coordinator gives a live session's worker id to the same instance
+	// only.
+	Instance string
 	// Slots is taskmanager.numberOfTaskSlots (default 1).
 	Slots int
 	// DataAddr is the address of the worker's data-plane transport.
@@ -55,6 +63,9 @@ func (c *ClientConfig) fill() error {
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
 	c.HeartbeatTimeout = cmp.Or(c.HeartbeatTimeout, DefaultHeartbeatTimeout)
 	c.Slots = cmp.Or(c.Slots, 1)
+	if c.Instance == "" {
+		c.Instance = NewInstance()
+	}
 	if c.Host == "" {
 		c.Host, _ = os.Hostname()
 	}
@@ -141,12 +152,12 @@ func Dial(ctx context.Context, cfg ClientConfig, h WorkerHandler) (*Client, erro
 	addr := cfg.CoordinatorAddr
 	what := fmt.Sprintf("control: worker %s: register with the coordinator at %s", cfg.WorkerID, addr)
 	creds := insecure.NewCredentials()
-	if cfg.TLS != nil {
-		creds = credentials.NewTLS(cfg.TLS)
+	if cfg.Auth != nil {
+		creds = peerCreds{cfg.Auth}
 	}
 	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(jsonCodec{}), grpc.MaxCallRecvMsgSize(maxFrame), grpc.MaxCallSendMsgSize(maxFrame)))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(jsonCodec{}), grpc.MaxCallRecvMsgSize(maxChunk+1), grpc.MaxCallSendMsgSize(maxChunk+1)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -176,7 +187,7 @@ func Dial(ctx context.Context, cfg ClientConfig, h WorkerHandler) (*Client, erro
 	}()
 	reply, err := handshake(sctx, conn, &frame{Register: &register{
 		Protocol: protocolVersion, WorkerID: cfg.WorkerID, Slots: cfg.Slots, DataAddr: cfg.DataAddr,
-		Fingerprint: cfg.Fingerprint, Host: cfg.Host, MinEpoch: cfg.MinEpoch,
+		Fingerprint: cfg.Fingerprint, Host: cfg.Host, MinEpoch: cfg.MinEpoch, Instance: cfg.Instance,
 		HeartbeatInterval: int64(cfg.HeartbeatInterval), HeartbeatTimeout: int64(cfg.HeartbeatTimeout),
 	}})
 	close(registered)
@@ -196,6 +207,8 @@ func Dial(ctx context.Context, cfg ClientConfig, h WorkerHandler) (*Client, erro
 			what, ErrRefused, ErrFingerprintMismatch, cfg.Fingerprint, r.Fingerprint))
 	case !r.Accepted && r.Code == refusedEpoch:
 		return fail(fmt.Errorf("%s: %w: %w: %s", what, ErrRefused, ErrStaleEpoch, r.Reason))
+	case !r.Accepted && r.Code == refusedIdentity:
+		return fail(fmt.Errorf("%s: %w: %w: %s", what, ErrRefused, ErrIdentityMismatch, r.Reason))
 	case !r.Accepted:
 		return fail(fmt.Errorf("%s: %w: %s", what, ErrRefused, r.Reason))
 	case r.Epoch < cfg.MinEpoch:
@@ -212,12 +225,9 @@ func Dial(ctx context.Context, cfg ClientConfig, h WorkerHandler) (*Client, erro
 		jobID: r.JobID, epoch: r.Epoch, lost: make(chan error, 1),
 	}
 	c.l = newLink(c.log, "coordinator "+addr, r.Epoch, cfg.HeartbeatInterval, cfg.HeartbeatTimeout, &c.pauseBeats, c.in, func(cause error) {
-		// Under c.l.mu: the report comes after every frame handed on.
-		level := slog.LevelWarn
-		if errors.Is(cause, ErrClosed) {
-			level = slog.LevelInfo
-		}
-		c.log.Log(context.Background(), level, "control: coordinator lost", "worker", cfg.WorkerID, "coordinator", addr, "cause", cause)
+		// Under c.l.mu: the report comes after every frame handed on. The
+		// worker reports the loss (Lost), once, in its words.
+		c.log.Debug("control: coordinator lost", "worker", cfg.WorkerID, "coordinator", addr, "cause", cause)
 		cancel()
 		c.in.close(func() {
 			c.lost <- cause
@@ -244,7 +254,7 @@ func Dial(ctx context.Context, cfg ClientConfig, h WorkerHandler) (*Client, erro
 			return &frame{Heartbeat: true, JobID: job, Attempt: attempt}
 		})
 	}()
-	c.log.Info("control: registered with the coordinator", "worker", cfg.WorkerID, "coordinator", addr, "job", r.JobID, "epoch", r.Epoch)
+	c.log.Debug("control: registered with the coordinator", "worker", cfg.WorkerID, "coordinator", addr, "job", r.JobID, "epoch", r.Epoch)
 	return c, nil
 }
 
@@ -264,12 +274,15 @@ func handshake(ctx context.Context, conn *grpc.ClientConn, reg *frame) (handshak
 	if err != nil {
 		return handshaken{}, err
 	}
-	if err := st.SendMsg(b); err != nil {
-		return handshaken{}, fmt.Errorf("%w: send the registration: %w", ErrDisconnected, err)
+	if len(b) > maxRegisterFrame {
+		return handshaken{}, fmt.Errorf("%w: the registration is %d bytes, at most %d", ErrInvalidConfig, len(b), maxRegisterFrame)
 	}
-	f := new(frame)
-	if err := st.RecvMsg(f); err != nil {
-		return handshaken{}, fmt.Errorf("%w: read the registration's answer: %w", ErrDisconnected, err)
+	if err := st.SendMsg(chunks(b)[0]); err != nil {
+		return handshaken{}, fmt.Errorf("%w: send the registration: %s", ErrDisconnected, inWords(err))
+	}
+	f, err := readFrame(st, maxFrame)
+	if err != nil {
+		return handshaken{}, fmt.Errorf("%w: read the registration's answer: %s", ErrDisconnected, inWords(err))
 	}
 	return handshaken{st: st, f: f}, nil
 }
@@ -292,7 +305,7 @@ func (c *Client) Lost() <-chan error { return c.lost }
 // queued are dropped.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
-		c.l.end(fmt.Errorf("%w: worker %s closed its session", ErrClosed, c.cfg.WorkerID))
+		c.l.end(&endCause{kind: ErrClosed, peer: c.l.peer, words: "the worker closed its session"})
 		c.cancel()
 		c.wg.Wait()
 		_ = c.conn.Close()

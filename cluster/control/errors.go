@@ -16,6 +16,9 @@ var (
 	// ErrFingerprintMismatch: the worker built another job plan than the
 	// coordinator's: it runs different code.
 	ErrFingerprintMismatch = errors.New("job plan fingerprint mismatch")
+	// ErrIdentityMismatch: the worker id is bound to another identity
+	// (another certificate), or has a live session of another process.
+	ErrIdentityMismatch = errors.New("worker id bound to another identity")
 	// ErrStaleEpoch: the coordinator's leader epoch is older than one the
 	// worker already followed: it is not the leader any more.
 	ErrStaleEpoch = errors.New("coordinator of an older leader epoch")

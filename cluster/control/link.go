@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // inbox hands items to one goroutine (run) in the order they were put.
@@ -119,23 +123,26 @@ func newLink(log *slog.Logger, peer string, epoch int64, interval, timeout time.
 }
 
 // send encodes f, with the session's epoch, on the caller's goroutine and
-// queues it.
+// queues its chunks.
 func (l *link) send(f *frame) error {
 	f.Epoch = l.epoch
 	b, err := encode(f)
 	if err != nil {
 		return err
 	}
-	return l.enqueue(b)
+	if len(b) > maxFrame {
+		return fmt.Errorf("control: %s frame to %s: %w: %d bytes, the limit is %d", f.kind(), l.peer, errFrameTooLarge, len(b), maxFrame)
+	}
+	return l.enqueue(chunks(b)...)
 }
 
-func (l *link) enqueue(b encoded) error {
+func (l *link) enqueue(bs ...encoded) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended {
 		return fmt.Errorf("control: session with %s ended: %w", l.peer, l.cause)
 	}
-	l.queue = append(l.queue, b)
+	l.queue = append(l.queue, bs...)
 	select {
 	case l.wake <- struct{}{}:
 	default:
@@ -200,7 +207,7 @@ func (l *link) runSender(s stream) {
 			default:
 			}
 			if err := s.SendMsg(b); err != nil {
-				l.end(fmt.Errorf("%w: send to %s: %w", ErrDisconnected, l.peer, err))
+				l.end(&endCause{kind: ErrDisconnected, peer: l.peer, words: inWords(err)})
 				return
 			}
 		}
@@ -212,13 +219,9 @@ func (l *link) runSender(s stream) {
 // inconsistent ones are dropped; the rest go to handle, in order.
 func (l *link) runReceiver(s stream, handle func(*frame)) {
 	for {
-		f := new(frame)
-		if err := s.RecvMsg(f); err != nil {
-			if errors.Is(err, io.EOF) {
-				l.end(fmt.Errorf("%w: %s closed the stream", ErrDisconnected, l.peer))
-			} else {
-				l.end(fmt.Errorf("%w: receive from %s: %w", ErrDisconnected, l.peer, err))
-			}
+		f, err := readFrame(s, maxFrame)
+		if err != nil {
+			l.end(&endCause{kind: ErrDisconnected, peer: l.peer, words: inWords(err)})
 			return
 		}
 		l.lastRecv.Store(time.Now().UnixNano())
@@ -238,6 +241,56 @@ func (l *link) runReceiver(s stream, handle func(*frame)) {
 	}
 }
 
+// endCause is why a session ended: its kind (ErrDisconnected,
+// ErrHeartbeatTimeout, ErrReplaced, ErrClosed), the peer, and the cause
+// in words.
+type endCause struct {
+	kind        error
+	peer, words string
+}
+
+func (e *endCause) Error() string { return e.kind.Error() + ": " + e.peer + ": " + e.words }
+func (e *endCause) Unwrap() error { return e.kind }
+
+// Reason is why a session ended, in the words an operator reads in a log
+// line ("connection closed", "nothing from worker w2 for 2.1s
+// (heartbeat.timeout 2s)"): the cause of WorkerLost and Client.Lost
+// without its kind and peer.
+func Reason(err error) string {
+	var e *endCause
+	if errors.As(err, &e) {
+		return e.words
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// inWords says why a stream ended as an operator reads it, not as gRPC
+// codes it: "connection closed" for a peer that went away (its process
+// died, it closed the stream, the connection broke).
+func inWords(err error) string {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled):
+		return "connection closed"
+	case errors.Is(err, errFrameTooLarge), errors.Is(err, errMalformed):
+		return err.Error()
+	}
+	if st, ok := status.FromError(err); ok {
+		switch st.Code() {
+		case codes.Canceled, codes.Unavailable:
+			return "connection closed"
+		case codes.DeadlineExceeded:
+			return "timed out"
+		case codes.ResourceExhausted:
+			return "a message past the size limit"
+		}
+		return st.Message()
+	}
+	return err.Error()
+}
+
 // runMonitor sends a heartbeat every interval and ends the link when
 // nothing arrived for the timeout.
 func (l *link) runMonitor(heartbeat func() *frame) {
@@ -250,7 +303,8 @@ func (l *link) runMonitor(heartbeat func() *frame) {
 		case <-t.C:
 		}
 		if silent := time.Since(time.Unix(0, l.lastRecv.Load())); silent > l.timeout {
-			l.end(fmt.Errorf("%w: nothing from %s for %s (heartbeat.timeout %s)", ErrHeartbeatTimeout, l.peer, silent.Round(time.Millisecond), l.timeout))
+			l.end(&endCause{kind: ErrHeartbeatTimeout, peer: l.peer,
+				words: fmt.Sprintf("nothing from %s for %s (heartbeat.timeout %s)", l.peer, silent.Round(time.Millisecond), l.timeout)})
 			return
 		}
 		if !l.paused.Load() {

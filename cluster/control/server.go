@@ -3,24 +3,26 @@ package control
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/peerauth"
 	"github.com/sluicehq/sluice/runtime"
 )
 
@@ -35,9 +37,15 @@ type ServerConfig struct {
 	// ListenAddr is the TCP address to listen on, host:port (port 0 picks
 	// a free one: see Server.Addr).
 	ListenAddr string
-	// TLS, when set, serves TLS with it (its certificates); plaintext
-	// otherwise.
-	TLS *tls.Config
+	// Listener, when set, is served instead of listening on ListenAddr
+	// (a coordinator binds its port before it is elected, to publish it);
+	// the server closes it.
+	Listener net.Listener
+	// Auth authenticates every connection before gRPC reads a byte of it
+	// (mutual TLS, a shared secret); nil is plaintext, which NewServer
+	// refuses beyond the loopback interface unless Insecure.
+	Auth     *peerauth.Authenticator
+	Insecure bool
 	// HeartbeatInterval (heartbeat.interval, default 10 s) and
 	// HeartbeatTimeout (heartbeat.timeout, default 50 s, more than the
 	// interval).
@@ -59,7 +67,7 @@ func (c *ServerConfig) fill() error {
 		c.Logger = slog.Default()
 	}
 	switch {
-	case c.ListenAddr == "":
+	case c.ListenAddr == "" && c.Listener == nil:
 		return fmt.Errorf("control: %w: no listen address (host:port, port 0 picks one)", ErrInvalidConfig)
 	case c.JobID == "":
 		return fmt.Errorf("control: %w: no job id", ErrInvalidConfig)
@@ -89,6 +97,9 @@ type WorkerInfo struct {
 	Host        string
 	// RemoteAddr is where its session comes from.
 	RemoteAddr string
+	// Identity is what its connection proved (peerauth): the principal a
+	// worker id is bound to.
+	Identity   peerauth.Identity
 	Registered time.Time
 }
 
@@ -127,9 +138,15 @@ type Server struct {
 	served     chan struct{}
 	pauseBeats atomic.Bool // test hook
 
-	mu        sync.Mutex
-	closed    bool
-	workers   map[string]*session
+	// unregistered counts the streams waiting for their registration.
+	unregistered atomic.Int64
+
+	mu      sync.Mutex
+	closed  bool
+	workers map[string]*session
+	// bound is the principal each worker id registered with: another
+	// principal never takes the id.
+	bound     map[string]string
 	attempt   int
 	deployed  bool
 	placement []string
@@ -140,6 +157,7 @@ type Server struct {
 // session is a registered worker's session.
 type session struct {
 	info      WorkerInfo
+	instance  string
 	l         *link
 	announced bool // WorkerRegistered was queued; under l.mu
 
@@ -157,26 +175,40 @@ func NewServer(cfg ServerConfig, h CoordinatorHandler) (*Server, error) {
 	if h == nil {
 		return nil, fmt.Errorf("control: %w: no coordinator handler", ErrInvalidConfig)
 	}
-	lis, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return nil, fmt.Errorf("control: listen on %s: %w", cfg.ListenAddr, err)
+	lis := cfg.Listener
+	if lis == nil {
+		var err error
+		if lis, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			return nil, fmt.Errorf("control: listen on %s: %w", cfg.ListenAddr, err)
+		}
+	}
+	if err := peerauth.CheckListen("the control plane", lis.Addr().String(), cfg.Auth, cfg.Insecure); err != nil {
+		_ = lis.Close()
+		return nil, fmt.Errorf("control: %w", err)
 	}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(jsonCodec{}),
-		grpc.MaxRecvMsgSize(maxFrame),
-		grpc.MaxSendMsgSize(maxFrame),
+		// Frames travel in chunks: gRPC reads one chunk at a time.
+		grpc.MaxRecvMsgSize(maxChunk + 1),
+		grpc.MaxSendMsgSize(maxChunk + 1),
+		grpc.MaxConcurrentStreams(maxStreamsPerConn),
+		// The connection's authentication and HTTP/2 preface.
+		grpc.ConnectionTimeout(registerTimeout),
 		// Pings close the connection of a peer that stopped reading, so a
 		// send blocked on its flow control ends.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: max(cfg.HeartbeatInterval, time.Second), Timeout: cfg.HeartbeatTimeout}),
 	}
-	if cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	if cfg.Auth != nil {
+		opts = append(opts, grpc.Creds(peerCreds{cfg.Auth}))
 	}
 	s := &Server{
-		cfg: cfg, log: cfg.Logger, h: h, lis: lis, srv: grpc.NewServer(opts...),
+		cfg: cfg, log: cfg.Logger, h: h, srv: grpc.NewServer(opts...),
 		events: newInbox(), dispatched: make(chan struct{}), served: make(chan struct{}),
-		workers: map[string]*session{},
+		workers: map[string]*session{}, bound: map[string]string{},
 	}
+	s.lis = peerauth.LimitPerPeer(lis, maxConnsPerPeer, func(remote string) {
+		s.log.Warn("control: connection refused: too many from one address", "remote", remote, "limit", maxConnsPerPeer)
+	})
 	s.srv.RegisterService(&serviceDesc, s)
 	go func() {
 		defer close(s.dispatched)
@@ -184,11 +216,11 @@ func NewServer(cfg ServerConfig, h CoordinatorHandler) (*Server, error) {
 	}()
 	go func() {
 		defer close(s.served)
-		if err := s.srv.Serve(lis); err != nil {
+		if err := s.srv.Serve(s.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.log.Error("control: serving the workers' sessions stopped", "addr", s.Addr(), "err", err)
 		}
 	}()
-	s.log.Info("control: coordinator listening", "addr", s.Addr(), "job", cfg.JobID, "epoch", cfg.Epoch, "tls", cfg.TLS != nil)
+	s.log.Debug("control: coordinator listening", "addr", s.Addr(), "job", cfg.JobID, "epoch", cfg.Epoch, "authentication", cfg.Auth.Mode())
 	return s, nil
 }
 
@@ -223,7 +255,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	for _, ss := range sessions {
-		ss.l.end(fmt.Errorf("%w: the coordinator shut down", ErrClosed))
+		ss.l.end(&endCause{kind: ErrClosed, peer: ss.l.peer, words: "the coordinator shut down"})
 	}
 	s.srv.Stop()
 	<-s.served
@@ -495,17 +527,38 @@ func (s *Server) session(st grpc.ServerStream) error {
 
 	ctx := st.Context()
 	remote := "unknown"
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		remote = p.Addr.String()
+	var id peerauth.Identity
+	if p, ok := peer.FromContext(ctx); ok {
+		if p.Addr != nil {
+			remote = p.Addr.String()
+		}
+		id = peerIdentity(p.AuthInfo)
 	}
+	if n := s.unregistered.Add(1); n > maxUnregistered {
+		s.unregistered.Add(-1)
+		s.log.Warn("control: stream refused: too many streams waiting for their registration", "remote", remote, "limit", maxUnregistered)
+		return status.Error(codes.ResourceExhausted, "control: too many registrations at once")
+	}
+	registering := true
+	doneRegistering := func() {
+		if registering {
+			registering = false
+			s.unregistered.Add(-1)
+		}
+	}
+	defer doneRegistering()
 	first := make(chan *frame, 1)
 	ready := make(chan *session, 1)
 	s.wg.Add(1)
 	go func() { // the receiver: the registration, then the session's frames
 		defer s.wg.Done()
-		f := new(frame)
-		if err := st.RecvMsg(f); err != nil {
-			s.log.Debug("control: a stream ended before registering", "remote", remote, "err", err)
+		f, err := readFrame(st, maxRegisterFrame)
+		if err != nil {
+			level := slog.LevelDebug
+			if errors.Is(err, errFrameTooLarge) || errors.Is(err, errMalformed) {
+				level = slog.LevelWarn
+			}
+			s.log.Log(context.Background(), level, "control: a stream ended before registering", "remote", remote, "identity", id, "err", inWords(err))
 			close(first)
 			return
 		}
@@ -517,26 +570,28 @@ func (s *Server) session(st grpc.ServerStream) error {
 		}
 	}()
 
-	timer := time.NewTimer(s.cfg.HeartbeatTimeout)
+	timeout := min(s.cfg.HeartbeatTimeout, registerTimeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var f *frame
 	select {
 	case f = <-first:
 		if f == nil {
-			return status.Error(codes.Canceled, "control: the stream ended before registering")
+			return status.Error(codes.InvalidArgument, "control: no registration")
 		}
 	case <-timer.C:
-		s.log.Warn("control: a worker's stream sent no registration within heartbeat.timeout", "remote", remote, "timeout", s.cfg.HeartbeatTimeout)
-		return status.Errorf(codes.DeadlineExceeded, "control: no registration within heartbeat.timeout %s", s.cfg.HeartbeatTimeout)
+		s.log.Warn("control: a stream sent no registration in time", "remote", remote, "identity", id, "timeout", timeout)
+		return status.Error(codes.DeadlineExceeded, "control: no registration in time")
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	ss, refusal := s.admit(f, remote)
+	ss, refusal := s.admit(f, remote, id)
+	doneRegistering()
 	if ss == nil {
-		if b, err := encode(&frame{Epoch: s.cfg.Epoch, JobID: s.cfg.JobID, RegisterReply: refusal}); err == nil {
-			_ = st.SendMsg(b) // the worker reads the reason, or learns it from the status
+		if b, err := encode(&frame{RegisterReply: refusal}); err == nil {
+			_ = st.SendMsg(chunks(b)[0]) // the worker reads the reason, or learns it from the status
 		}
-		return status.Errorf(codes.FailedPrecondition, "control: registration refused: %s", refusal.Reason)
+		return status.Error(codes.FailedPrecondition, "control: registration refused")
 	}
 	ready <- ss
 	s.wg.Add(1)
@@ -548,33 +603,56 @@ func (s *Server) session(st grpc.ServerStream) error {
 		})
 	}()
 	ss.l.runSender(st)
-	return status.Error(codes.Unavailable, ss.l.err().Error())
+	return status.Error(codes.Aborted, "the coordinator ended the session: "+ss.l.err().Error())
+}
+
+// checkID refuses an identifier of a registration that is empty (when
+// required), longer than maxIDLen, or not printable; the reason never
+// repeats the value.
+func checkID(field, v string, required bool) string {
+	switch {
+	case v == "" && required:
+		return "no " + field
+	case len(v) > maxIDLen:
+		return fmt.Sprintf("a %s of %d bytes (at most %d)", field, len(v), maxIDLen)
+	case !utf8.ValidString(v) || strings.ContainsFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }):
+		return fmt.Sprintf("a %s with bytes that are not printable text", field)
+	}
+	return ""
 }
 
 // admit checks a registration: a new session, its reply queued first and
-// WorkerRegistered queued, or nil and the refusal.
-func (s *Server) admit(f *frame, remote string) (*session, *registerReply) {
-	reply := &registerReply{
-		Epoch: s.cfg.Epoch, JobID: s.cfg.JobID, Fingerprint: s.cfg.Fingerprint,
-		HeartbeatInterval: int64(s.cfg.HeartbeatInterval), HeartbeatTimeout: int64(s.cfg.HeartbeatTimeout),
-	}
+// WorkerRegistered queued, or nil and the refusal. A refusal says why and
+// nothing of the coordinator's job but, for a plan that differs, the
+// coordinator's fingerprint.
+func (s *Server) admit(f *frame, remote string, identity peerauth.Identity) (*session, *registerReply) {
+	reply := &registerReply{}
 	refuse := func(code, reason string) (*session, *registerReply) {
 		reply.Code, reply.Reason = code, reason
-		s.log.Warn("control: worker registration refused", "remote", remote, "reason", reason)
+		s.log.Warn("control: worker registration refused", "remote", remote, "identity", identity, "reason", reason)
 		return nil, reply
 	}
 	r := f.Register
-	switch {
-	case r == nil:
+	if r == nil {
 		return refuse(refusedInvalid, fmt.Sprintf("the first message is a %s, not a registration", f.kind()))
+	}
+	for _, id := range []struct {
+		field, v string
+		required bool
+	}{{"worker id", r.WorkerID, true}, {"host", r.Host, false}, {"data address", r.DataAddr, false},
+		{"fingerprint", r.Fingerprint, true}, {"instance", r.Instance, false}} {
+		if why := checkID(id.field, id.v, id.required); why != "" {
+			return refuse(refusedInvalid, "the registration has "+why)
+		}
+	}
+	switch {
 	case r.Protocol != protocolVersion:
 		return refuse(refusedProtocol, fmt.Sprintf("worker %s speaks control protocol %d, the coordinator %d", r.WorkerID, r.Protocol, protocolVersion))
-	case r.WorkerID == "":
-		return refuse(refusedInvalid, "no worker id")
 	case r.Slots < 1:
 		return refuse(refusedInvalid, fmt.Sprintf("worker %s offers %d slots", r.WorkerID, r.Slots))
 	case r.Fingerprint != s.cfg.Fingerprint:
-		return refuse(refusedFingerprint, fmt.Sprintf("worker %s built job plan %s, the coordinator %s: the worker runs different code", r.WorkerID, r.Fingerprint, s.cfg.Fingerprint))
+		reply.Fingerprint = s.cfg.Fingerprint
+		return refuse(refusedFingerprint, fmt.Sprintf("worker %s built job plan %s, the coordinator %s: the worker runs different code or configuration", r.WorkerID, r.Fingerprint, s.cfg.Fingerprint))
 	case r.MinEpoch > s.cfg.Epoch:
 		return refuse(refusedEpoch, fmt.Sprintf("worker %s followed leader epoch %d, this coordinator's is %d: it is not the leader", r.WorkerID, r.MinEpoch, s.cfg.Epoch))
 	}
@@ -583,23 +661,37 @@ func (s *Server) admit(f *frame, remote string) (*session, *registerReply) {
 			"worker", r.WorkerID, "worker_interval", time.Duration(r.HeartbeatInterval), "worker_timeout", time.Duration(r.HeartbeatTimeout),
 			"interval", s.cfg.HeartbeatInterval, "timeout", s.cfg.HeartbeatTimeout)
 	}
+	id := r.WorkerID
+	// The worker id is bound to the principal that registered it first,
+	// and a live session is taken over only by its own process.
+	s.mu.Lock()
+	bound, isBound := s.bound[id]
+	old := s.workers[id]
+	s.mu.Unlock()
+	switch {
+	case isBound && bound != identity.Principal:
+		return refuse(refusedIdentity, fmt.Sprintf("worker id %s is bound to another identity than this connection's (%s)", id, identity))
+	case old != nil && old.instance != r.Instance:
+		return refuse(refusedIdentity, fmt.Sprintf("worker id %s has a live session of another process (from %s): "+
+			"it is taken over only once that session ends (heartbeat.timeout %s)", id, old.info.RemoteAddr, s.cfg.HeartbeatTimeout))
+	}
 	reply.Accepted = true
+	reply.Epoch, reply.JobID, reply.Fingerprint = s.cfg.Epoch, s.cfg.JobID, s.cfg.Fingerprint
+	reply.HeartbeatInterval, reply.HeartbeatTimeout = int64(s.cfg.HeartbeatInterval), int64(s.cfg.HeartbeatTimeout)
 
 	ss := &session{
 		info: WorkerInfo{
 			ID: r.WorkerID, Slots: r.Slots, DataAddr: r.DataAddr, Fingerprint: r.Fingerprint,
-			Host: r.Host, RemoteAddr: remote, Registered: time.Now(),
+			Host: r.Host, RemoteAddr: remote, Identity: identity, Registered: time.Now(),
 		},
-		pending: map[uint64]chan error{}, queries: map[uint64]chan *queryReply{},
+		instance: r.Instance,
+		pending:  map[uint64]chan error{},
+		queries:  map[uint64]chan *queryReply{},
 	}
-	id := r.WorkerID
 	ss.l = newLink(s.log, "worker "+id, s.cfg.Epoch, s.cfg.HeartbeatInterval, s.cfg.HeartbeatTimeout, &s.pauseBeats, s.events, func(cause error) {
-		// Under ss.l.mu: after every frame of the session handed on.
-		level := slog.LevelWarn
-		if errors.Is(cause, ErrClosed) {
-			level = slog.LevelInfo
-		}
-		s.log.Log(context.Background(), level, "control: worker lost", "worker", id, "cause", cause)
+		// Under ss.l.mu: after every frame of the session handed on. The
+		// handler reports the loss (once, in its words).
+		s.log.Debug("control: worker lost", "worker", id, "cause", cause)
 		s.mu.Lock()
 		if s.workers[id] == ss {
 			delete(s.workers, id) // before WorkerLost runs: Workers() agrees with it
@@ -618,19 +710,39 @@ func (s *Server) admit(f *frame, remote string) (*session, *registerReply) {
 		s.mu.Unlock()
 		return refuse(refusedClosed, "the coordinator is shutting down")
 	}
-	old := s.workers[id]
+	if cur := s.workers[id]; cur != old || (s.bound[id] != "" && s.bound[id] != identity.Principal) {
+		s.mu.Unlock() // another registration of the id came in between
+		return refuse(refusedIdentity, fmt.Sprintf("worker id %s registered concurrently from elsewhere", id))
+	}
 	s.workers[id] = ss
+	s.bindLocked(id, identity.Principal)
 	s.mu.Unlock()
 	if old != nil {
-		old.l.end(fmt.Errorf("%w: worker %s from %s, on a new stream from %s", ErrReplaced, id, old.info.RemoteAddr, remote))
+		old.l.end(&endCause{kind: ErrReplaced, peer: old.l.peer, words: fmt.Sprintf("registered again, from %s (was %s)", remote, old.info.RemoteAddr)})
 	}
 	info := ss.info
 	ss.l.locked(func() {
 		ss.announced = true
 		s.events.put(func() { s.h.WorkerRegistered(info) })
 	})
-	s.log.Info("control: worker registered", "worker", id, "host", r.Host, "slots", r.Slots, "data_addr", r.DataAddr, "remote", remote)
+	s.log.Debug("control: worker registered", "worker", id, "host", r.Host, "slots", r.Slots, "data_addr", r.DataAddr, "remote", remote, "identity", identity)
 	return ss, nil
+}
+
+// maxBound bounds the worker ids remembered with their principal; past
+// it, those without a session are forgotten.
+const maxBound = 4096
+
+// bindLocked binds worker id to principal. s.mu is held.
+func (s *Server) bindLocked(id, principal string) {
+	if _, ok := s.bound[id]; !ok && len(s.bound) >= maxBound {
+		for w := range s.bound {
+			if s.workers[w] == nil {
+				delete(s.bound, w)
+			}
+		}
+	}
+	s.bound[id] = principal
 }
 
 // received handles a frame of a registered worker on its receiver.

@@ -192,7 +192,7 @@ func TestStaleMessagesDropped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.enqueue(b); err != nil {
+		if err := l.enqueue(chunks(b)...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -267,9 +267,13 @@ func TestStaleMessagesDropped(t *testing.T) {
 // old one (ErrReplaced) comes before WorkerRegistered of the new one.
 func TestReregistrationReplaces(t *testing.T) {
 	s, coord, _ := newServer(t, nil)
-	first, _, _ := dial(t, s, "w1", nil)
+	first, _, _ := dial(t, s, "w1", func(c *ClientConfig) { c.Instance = "process-1" })
 	coord.await(t, "the first registration", 1)
-	dial(t, s, "w1", func(c *ClientConfig) { c.DataAddr = "10.0.0.9:7001" })
+	// Another process with the id is refused while the session lives.
+	if _, _, _, err := tryDial(t, s.Addr(), "w1", func(c *ClientConfig) { c.Instance = "process-2" }); !errors.Is(err, ErrIdentityMismatch) {
+		t.Fatalf("Dial of another process as w1: %v, want ErrIdentityMismatch", err)
+	}
+	dial(t, s, "w1", func(c *ClientConfig) { c.DataAddr, c.Instance = "10.0.0.9:7001", "process-1" })
 	ev := coord.await(t, "the second registration", 3)
 	if l, ok := ev[1].(lostEvent); !ok || l.worker != "w1" || !errors.Is(l.cause, ErrReplaced) {
 		t.Errorf("second event %#v, want w1 lost with ErrReplaced", ev[1])

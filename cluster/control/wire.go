@@ -2,7 +2,9 @@ package control
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -13,12 +15,107 @@ import (
 )
 
 // protocolVersion is the version of the frames; both sides must speak
-// the same.
-const protocolVersion = 1
+// the same. Version 2 carries every frame in chunks.
+const protocolVersion = 2
 
-// maxFrame bounds one encoded frame (an acknowledgement with inline state
-// may pass gRPC's default of 4 MiB).
-const maxFrame = 64 << 20
+// Bounds of what a peer can make the other side read.
+const (
+	// maxFrame bounds one encoded frame of a registered session (an
+	// acknowledgement with inline state may pass gRPC's default of 4 MiB).
+	maxFrame = 64 << 20
+	// maxChunk bounds one gRPC message: a frame travels as chunks of at
+	// most this many bytes (and a flag byte), so what gRPC reads before
+	// the session knows its peer is at most one chunk.
+	maxChunk = 32 << 10
+	// maxRegisterFrame bounds the first frame of a session, the
+	// registration: one chunk of at most this many bytes.
+	maxRegisterFrame = 4 << 10
+	// maxIDLen bounds the identifiers of a registration (worker id, host,
+	// data address, fingerprint, instance).
+	maxIDLen = 256
+	// maxStreamsPerConn bounds the concurrent streams of one connection
+	// (a worker opens one at a time).
+	maxStreamsPerConn = 4
+	// maxUnregistered bounds the streams, of every connection, that have
+	// not registered yet.
+	maxUnregistered = 64
+	// maxConnsPerPeer bounds the connections open at once from one IP
+	// address (several workers may share a host).
+	maxConnsPerPeer = 64
+	// registerTimeout bounds the wait for a stream's registration.
+	registerTimeout = 10 * time.Second
+)
+
+// Chunk flags: the first byte of every gRPC message.
+const (
+	chunkLast byte = 0 // the frame's last (or only) chunk
+	chunkMore byte = 1 // more chunks of the frame follow
+)
+
+// chunks splits an encoded frame into the gRPC messages that carry it.
+func chunks(b []byte) []encoded {
+	out := make([]encoded, 0, len(b)/maxChunk+1)
+	for {
+		n := min(len(b), maxChunk)
+		flag := chunkMore
+		if n == len(b) {
+			flag = chunkLast
+		}
+		c := make(encoded, 1+n)
+		c[0] = flag
+		copy(c[1:], b[:n])
+		out = append(out, c)
+		b = b[n:]
+		if flag == chunkLast {
+			return out
+		}
+	}
+}
+
+// errFrameTooLarge is a frame past the receiver's limit; the session ends.
+var errFrameTooLarge = errors.New("control: frame too large")
+
+// readFrame reads the chunks of one frame from s and decodes it; the
+// frame may be at most limit bytes.
+func readFrame(s interface{ RecvMsg(any) error }, limit int) (*frame, error) {
+	var buf []byte
+	for {
+		var chunk rawMsg
+		if err := s.RecvMsg(&chunk); err != nil {
+			return nil, err
+		}
+		if len(chunk) == 0 || chunk[0] > chunkMore {
+			return nil, fmt.Errorf("%w: a message without a chunk flag", errMalformed)
+		}
+		if len(buf)+len(chunk)-1 > limit {
+			return nil, fmt.Errorf("%w: more than %d bytes", errFrameTooLarge, limit)
+		}
+		if buf == nil && chunk[0] == chunkLast {
+			buf = chunk[1:] // one chunk: no copy
+		} else {
+			buf = append(buf, chunk[1:]...)
+		}
+		if chunk[0] == chunkLast {
+			break
+		}
+	}
+	return decodeFrame(buf)
+}
+
+// errMalformed is a frame that is not one.
+var errMalformed = errors.New("control: malformed frame")
+
+// decodeFrame decodes one frame's JSON.
+func decodeFrame(b []byte) (*frame, error) {
+	f := new(frame)
+	if err := json.Unmarshal(b, f); err != nil {
+		return nil, fmt.Errorf("%w: %w", errMalformed, err)
+	}
+	return f, nil
+}
+
+// rawMsg is a gRPC message as its bytes.
+type rawMsg []byte
 
 // Deployment describes what one worker runs of one attempt of the job.
 type Deployment struct {
@@ -53,6 +150,10 @@ type register struct {
 	Host        string `json:"host"`
 	// MinEpoch is the newest leader epoch the worker followed.
 	MinEpoch int64 `json:"min_epoch,omitempty"`
+	// Instance is random per worker process: a worker id is taken over
+	// only by the same process (its new session), never by another one
+	// while the session lives.
+	Instance string `json:"instance"`
 	// The worker's heartbeat settings, nanoseconds, for a warning when
 	// they do not fit the coordinator's.
 	HeartbeatInterval int64 `json:"heartbeat_interval"`
@@ -66,19 +167,21 @@ const (
 	refusedEpoch       = "epoch"
 	refusedInvalid     = "invalid"
 	refusedClosed      = "closed"
+	refusedIdentity    = "identity"
 )
 
-// registerReply answers register.
+// registerReply answers register. A refusal carries the code and the
+// reason only (and the coordinator's fingerprint when it is the reason).
 type registerReply struct {
 	Accepted bool   `json:"accepted"`
 	Code     string `json:"code,omitempty"`
 	Reason   string `json:"reason,omitempty"`
 	// Epoch, JobID, Fingerprint: the coordinator's.
-	Epoch             int64  `json:"epoch"`
-	JobID             string `json:"job_id"`
-	Fingerprint       string `json:"fingerprint"`
-	HeartbeatInterval int64  `json:"heartbeat_interval"`
-	HeartbeatTimeout  int64  `json:"heartbeat_timeout"`
+	Epoch             int64  `json:"epoch,omitempty"`
+	JobID             string `json:"job_id,omitempty"`
+	Fingerprint       string `json:"fingerprint,omitempty"`
+	HeartbeatInterval int64  `json:"heartbeat_interval,omitempty"`
+	HeartbeatTimeout  int64  `json:"heartbeat_timeout,omitempty"`
 }
 
 // deployReply is the worker's answer to a Deploy frame of the same Seq.
@@ -271,6 +374,9 @@ func (jsonCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if b, ok := v.(encoded); ok {
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
+	if b, ok := v.(*encoded); ok {
+		return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("control codec: %w", err)
@@ -279,6 +385,10 @@ func (jsonCodec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (jsonCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if raw, ok := v.(*rawMsg); ok {
+		*raw = data.Materialize()
+		return nil
+	}
 	if err := json.Unmarshal(data.Materialize(), v); err != nil {
 		return fmt.Errorf("control codec: %w", err)
 	}

@@ -2,9 +2,11 @@ package ha
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -48,6 +50,11 @@ type Config struct {
 	Username, Password string
 	// TLS, when set, is used to connect (https endpoints).
 	TLS *tls.Config
+	// TLSCAFile, TLSCertFile and TLSKeyFile make TLS from PEM files when
+	// it is nil (high-availability.etcd.tls.ca: the CA of etcd's
+	// certificate; high-availability.etcd.tls.cert and .key: a client
+	// certificate, for an etcd that asks for one).
+	TLSCAFile, TLSCertFile, TLSKeyFile string
 	// Logger receives the services' log lines and the etcd client's
 	// warnings; slog.Default() when nil.
 	Logger *slog.Logger
@@ -61,7 +68,8 @@ var ErrInvalidConfig = errors.New("invalid high-availability configuration")
 // high-availability.etcd.lease-duration and
 // high-availability.etcd.client.connection-timeout (durations: "15 s",
 // "500 ms", "1 min"), high-availability.etcd.username,
-// high-availability.etcd.password.
+// high-availability.etcd.password and high-availability.etcd.tls.ca,
+// .cert and .key.
 func (c *Config) Set(key, value string) error {
 	var err error
 	switch key {
@@ -73,10 +81,16 @@ func (c *Config) Set(key, value string) error {
 		c.SessionTTL, err = KeyLeaseDuration.Parse(value)
 	case "high-availability.etcd.client.connection-timeout":
 		c.DialTimeout, err = config.ParseDuration(value)
-	case "high-availability.etcd.username":
+	case KeyUsername.Name():
 		c.Username = value
-	case "high-availability.etcd.password":
+	case KeyPassword.Name():
 		c.Password = value
+	case KeyTLSCA.Name():
+		c.TLSCAFile = value
+	case KeyTLSCert.Name():
+		c.TLSCertFile = value
+	case KeyTLSKey.Name():
+		c.TLSKeyFile = value
 	default:
 		return fmt.Errorf("%w: unknown option %q", ErrInvalidConfig, key)
 	}
@@ -84,6 +98,32 @@ func (c *Config) Set(key, value string) error {
 		return fmt.Errorf("%w: %s=%q: %w", ErrInvalidConfig, key, value, err)
 	}
 	return nil
+}
+
+// tlsFromFiles is the client TLS of the PEM files.
+func (c Config) tlsFromFiles() (*tls.Config, error) {
+	t := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.TLSCAFile != "" {
+		b, err := os.ReadFile(c.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, KeyTLSCA.Name(), err)
+		}
+		t.RootCAs = x509.NewCertPool()
+		if !t.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("%w: %s %s holds no PEM certificate", ErrInvalidConfig, KeyTLSCA.Name(), c.TLSCAFile)
+		}
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return nil, fmt.Errorf("%w: %s and %s go together", ErrInvalidConfig, KeyTLSCert.Name(), KeyTLSKey.Name())
+	}
+	if c.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s and %s: %w", ErrInvalidConfig, KeyTLSCert.Name(), KeyTLSKey.Name(), err)
+		}
+		t.Certificates = []tls.Certificate{cert}
+	}
+	return t, nil
 }
 
 // withDefaults fills the zero fields and checks the others.
@@ -112,6 +152,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.TLS == nil && (c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSKeyFile != "") {
+		t, err := c.tlsFromFiles()
+		if err != nil {
+			return c, err
+		}
+		c.TLS = t
+	}
+	if c.Password != "" && c.Username == "" {
+		return c, fmt.Errorf("%w: %s is set without %s", ErrInvalidConfig, KeyPassword.Name(), KeyUsername.Name())
 	}
 	return c, nil
 }

@@ -28,6 +28,15 @@ var (
 	// KeyLeaseDuration is a leader's lease.
 	KeyLeaseDuration = config.Duration("high-availability.etcd.lease-duration",
 		"A leader's lease: how long a leader that stopped answering keeps its leadership.").Default(DefaultSessionTTL)
+	// KeyUsername and KeyPassword authenticate with etcd.
+	KeyUsername = config.String("high-availability.etcd.username", "etcd's user, with high-availability.etcd.password.")
+	KeyPassword = config.String("high-availability.etcd.password", "The password of high-availability.etcd.username.").Sensitive()
+	// KeyTLSCA, KeyTLSCert and KeyTLSKey are etcd's TLS, PEM files.
+	KeyTLSCA = config.String("high-availability.etcd.tls.ca",
+		"A PEM file of the CA of etcd's certificate, for https endpoints; unset: the system's roots.")
+	KeyTLSCert = config.String("high-availability.etcd.tls.cert",
+		"A PEM client certificate for an etcd that asks for one, with high-availability.etcd.tls.key.")
+	KeyTLSKey = config.String("high-availability.etcd.tls.key", "The PEM key of high-availability.etcd.tls.cert.")
 )
 
 // parseType reads high-availability.type: whether HA is on.

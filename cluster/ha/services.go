@@ -10,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 )
@@ -70,15 +72,65 @@ func Open(ctx context.Context, cfg Config) (*Services, error) {
 		})},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ha: connect to etcd %v: %w", cfg.Endpoints, err)
+		return nil, fmt.Errorf("ha: connect to etcd %v: %s: %w", cfg.Endpoints, whyRefused(cfg, err), err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	if _, err := client.Get(cctx, cfg.Prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("ha: etcd %v does not answer: %w", cfg.Endpoints, err)
+		return nil, fmt.Errorf("ha: etcd %v: %s: %w", cfg.Endpoints, whyRefused(cfg, err), err)
 	}
 	return &Services{cfg: cfg, client: client, log: cfg.Logger}, nil
+}
+
+// whyRefused says, naming the keys to check, why etcd did not answer.
+func whyRefused(cfg Config, err error) string {
+	msg := err.Error()
+	if cfg.Username != "" && !errors.Is(err, rpctypes.ErrAuthFailed) && !errors.Is(err, rpctypes.ErrGRPCAuthFailed) {
+		// The client hides a refused login behind its dial's timeout:
+		// ask etcd about the user alone.
+		if perr := probeLogin(cfg); perr != nil {
+			err = perr
+		}
+	}
+	switch {
+	case errors.Is(err, rpctypes.ErrAuthFailed), errors.Is(err, rpctypes.ErrGRPCAuthFailed):
+		return fmt.Sprintf("authentication failed for user %q (%s, %s)", cfg.Username, KeyUsername.Name(), KeyPassword.Name())
+	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrGRPCPermissionDenied):
+		return fmt.Sprintf("user %q may not read %s/ (%s)", cfg.Username, cfg.Prefix, KeyUsername.Name())
+	case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrGRPCUserEmpty),
+		errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrGRPCInvalidAuthToken):
+		return fmt.Sprintf("etcd wants a user (%s, %s)", KeyUsername.Name(), KeyPassword.Name())
+	case strings.Contains(msg, "certificate") || strings.Contains(msg, "tls:") || strings.Contains(msg, "x509"):
+		return fmt.Sprintf("TLS failed (%s, %s, %s; https endpoints)", KeyTLSCA.Name(), KeyTLSCert.Name(), KeyTLSKey.Name())
+	case cfg.TLS != nil:
+		return fmt.Sprintf("no answer (with TLS from %s, %s, %s: https endpoints and etcd's CA?)", KeyTLSCA.Name(), KeyTLSCert.Name(), KeyTLSKey.Name())
+	}
+	return "no answer (high-availability.etcd.endpoints)"
+}
+
+// probeLogin logs in as cfg's user on a client of its own: the error
+// etcd gives a wrong password (nil when the login works or etcd does not
+// answer).
+func probeLogin(cfg Config) error {
+	c, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: cfg.DialTimeout, TLS: cfg.TLS, Logger: zap.NewNop()})
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	sctx, scancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
+	_, err = c.Status(sctx, cfg.Endpoints[0]) // answered, if only "user name is empty"
+	scancel()
+	if err != nil && !errors.Is(err, rpctypes.ErrUserEmpty) && !errors.Is(err, rpctypes.ErrGRPCUserEmpty) {
+		return nil // etcd does not answer at all (TLS, the network)
+	}
+	// etcd checks a password with bcrypt: slow on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), max(cfg.DialTimeout, 10*time.Second))
+	defer cancel()
+	if _, err := c.Authenticate(ctx, cfg.Username, cfg.Password); errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrGRPCAuthFailed) {
+		return err
+	}
+	return nil
 }
 
 // Close closes the etcd client, after which no call succeeds. Leaderships
@@ -237,10 +289,28 @@ type storedPointer struct {
 	Epoch int64  `json:"epoch"`
 }
 
+// maxPointerPath bounds the path of a checkpoint pointer.
+const maxPointerPath = 4096
+
+// ErrBadPointer is wrapped by the error of a checkpoint key that holds
+// no valid pointer.
+var ErrBadPointer = errors.New("not a checkpoint pointer")
+
+// decodePointer decodes the checkpoint key's value: a checkpoint id of 1
+// or more and a path (a directory, no control character), or
+// ErrBadPointer naming the key.
 func decodePointer(key string, value []byte) (storedPointer, error) {
 	var p storedPointer
 	if err := json.Unmarshal(value, &p); err != nil {
-		return p, fmt.Errorf("ha: %s holds no checkpoint pointer: %w", key, err)
+		return storedPointer{}, fmt.Errorf("ha: %s: %w: %w", key, ErrBadPointer, err)
+	}
+	switch {
+	case p.ID < 1:
+		return storedPointer{}, fmt.Errorf("ha: %s: %w: checkpoint id %d", key, ErrBadPointer, p.ID)
+	case p.Path == "" || len(p.Path) > maxPointerPath || strings.ContainsFunc(p.Path, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return storedPointer{}, fmt.Errorf("ha: %s: %w: a path of %d bytes that is empty, too long or not plain text", key, ErrBadPointer, len(p.Path))
+	case len(p.RunID) > 256:
+		return storedPointer{}, fmt.Errorf("ha: %s: %w: a run id of %d bytes", key, ErrBadPointer, len(p.RunID))
 	}
 	return p, nil
 }

@@ -116,7 +116,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		addr = api.DefaultAddr
 	}
 	fs.StringVar(&o.address, "address", addr, "address of the job's API server (env SLUICE_ADDRESS)")
-	fs.StringVar(&o.token, "token", getenv("SLUICE_TOKEN"), "bearer token of the API server (env SLUICE_TOKEN)")
+	// The variable's token is read after parsing, never shown as the
+	// flag's default in the usage text.
+	fs.StringVar(&o.token, "token", "", "bearer token of the API server (default: env SLUICE_TOKEN)")
 	fs.StringVar(&o.caCert, "ca-cert", getenv("SLUICE_CA_CERT"), "PEM file of the certificate(s) to trust for a server with TLS (--address https://...), besides the system's (env SLUICE_CA_CERT)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the server and for savepoints")
 	fs.Int64Var(&o.checkpoint, "checkpoint", 0, "checkpoints: the checkpoint to show (default: the latest completed)")
@@ -137,6 +139,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			return exitOK
 		}
 		return exitUsage
+	}
+	if o.token == "" {
+		o.token = getenv("SLUICE_TOKEN")
 	}
 	if len(pos) == 0 {
 		fs.Usage()

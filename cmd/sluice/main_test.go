@@ -240,3 +240,24 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// The usage text never shows the token of $SLUICE_TOKEN (as the --token
+// flag's default); the variable still sets the token.
+func TestUsageHidesToken(t *testing.T) {
+	const secret = "s3cr3t-t0k3n"
+	env := map[string]string{"SLUICE_TOKEN": secret}
+	for _, args := range [][]string{nil, {"-h"}, {"--no-such-flag"}} {
+		var out, errb bytes.Buffer
+		run(context.Background(), args, &out, &errb, func(k string) string { return env[k] })
+		if strings.Contains(out.String()+errb.String(), secret) {
+			t.Errorf("sluice %v printed the token:\n%s", args, errb.String())
+		}
+		if !strings.Contains(errb.String(), "SLUICE_TOKEN") {
+			t.Errorf("sluice %v: the usage does not mention SLUICE_TOKEN:\n%s", args, errb.String())
+		}
+	}
+	s := serve(t, testjob.Options{Name: "token-from-env"})
+	if code, _, errs := s.sluice(t, "jobs"); code != 0 {
+		t.Fatalf("jobs with the token from $SLUICE_TOKEN: exit %d: %s", code, errs)
+	}
+}

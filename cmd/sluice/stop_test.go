@@ -4,17 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/internal/testcerts"
 	"github.com/sluicehq/sluice/internal/testjob"
 )
 
@@ -226,7 +219,7 @@ func TestStopServerGone(t *testing.T) {
 // A server with TLS and a self-signed certificate: the CLI reaches it at
 // https:// with --ca-cert (or SLUICE_CA_CERT), and refuses it without.
 func TestTLSWithCACert(t *testing.T) {
-	certFile, keyFile := selfSigned(t)
+	certFile, keyFile := testcerts.SelfSigned(t, "sluice test").Files(t)
 	run := testjob.Start(t, testjob.Options{Name: "secure"})
 	a := api.New(api.Options{Addr: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile, PollInterval: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -254,34 +247,4 @@ func TestTLSWithCACert(t *testing.T) {
 	if code, _, errs := runCLI(t, env, "--ca-cert", keyFile, "jobs"); code != 2 || !strings.Contains(errs, "no PEM certificate") {
 		t.Errorf("--ca-cert of a key: exit %d %s", code, errs)
 	}
-}
-
-// selfSigned writes a self-signed certificate for 127.0.0.1 and its key.
-func selfSigned(t *testing.T) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
 }

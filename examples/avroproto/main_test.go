@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
+	"github.com/sluicehq/sluice/state"
 )
 
 // The example runs to its end on the embedded broker and fake registry,
@@ -12,6 +16,29 @@ import (
 func TestAvroProtoExample(t *testing.T) {
 	if err := run(context.Background(), 120, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The running totals alone, in a harness: per customer, one total per
+// order, growing, as the example's own check wants them; and the state a
+// customer ends with.
+func TestRunningTotals(t *testing.T) {
+	in := orders(60)
+	h := sluicetest.KeyedProcess(t, func(o Order) string { return o.Customer }, sluice.KeyedProcessFunction[string, Order, Running](&runningTotals{}),
+		sluicetest.WithParallelism(2))
+	for _, o := range in {
+		h.ProcessElement(o, sluicetest.NoTimestamp)
+	}
+	got := map[string][]Running{}
+	for _, r := range h.Values() {
+		got[r.Customer] = append(got[r.Customer], r)
+	}
+	if err := check(got, in); err != nil {
+		t.Fatal(err)
+	}
+	last := got["ada"][len(got["ada"])-1]
+	if acc, _ := sluicetest.Value(h, "ada", state.ValueStateDescriptor[Running]{Name: "running"}); acc != last {
+		t.Fatalf("ada's state %v, last total %v", acc, last)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/sluicehq/sluice/internal/testcerts"
 )
 
 // startEtcd runs a one-member etcd in this process, on loopback ports
@@ -187,4 +189,31 @@ func short(cs []int64) string {
 		return fmt.Sprint(cs)
 	}
 	return fmt.Sprintf("%v ... %v (%d)", cs[:6], cs[len(cs)-6:], len(cs))
+}
+
+// demoCertificates makes a CA in dir and a certificate of their own for
+// each of names, and returns each one's flags: --tls-cert, --tls-key and
+// --tls-ca.
+func demoCertificates(dir string, names ...string) (map[string][]string, error) {
+	ca, err := testcerts.NewCA("clustercount demo CA")
+	if err != nil {
+		return nil, err
+	}
+	caFile, err := ca.WriteFile(dir, "ca")
+	if err != nil {
+		return nil, err
+	}
+	args := map[string][]string{}
+	for _, name := range names {
+		leaf, err := ca.Issue(name, "127.0.0.1", "localhost")
+		if err != nil {
+			return nil, err
+		}
+		cert, key, err := leaf.WriteFiles(dir, name)
+		if err != nil {
+			return nil, err
+		}
+		args[name] = []string{"--tls-cert", cert, "--tls-key", key, "--tls-ca", caFile}
+	}
+	return args, nil
 }

@@ -160,7 +160,7 @@ func runDemo(ctx context.Context, job jobFlags, opts demoOptions) (err error) {
 			_ = os.RemoveAll(work)
 		}
 	}()
-	for _, sub := range []string{"etcd", "checkpoints", "logs"} {
+	for _, sub := range []string{"etcd", "checkpoints", "logs", "tls"} {
 		if err := os.MkdirAll(filepath.Join(work, sub), 0o755); err != nil {
 			return err
 		}
@@ -223,13 +223,21 @@ func runDemo(ctx context.Context, job jobFlags, opts demoOptions) (err error) {
 	if err != nil {
 		return err
 	}
+	// Mutual TLS between the processes: a CA made for the demo, and a
+	// certificate of its own for each process (in production: files from
+	// a Secret, or cert-manager's; see deploy/kubernetes).
+	tlsArgs, err := demoCertificates(filepath.Join(work, "tls"), "coordinator", "w1", "w2", "w3")
+	if err != nil {
+		return err
+	}
+	d.say("demo", "mutual TLS between the processes: a CA made for the demo, a certificate per process in %s", filepath.Join(work, "tls"))
 	cluster := []string{
 		"--etcd", endpoint,
 		"-D", "high-availability.etcd.path.root=/clustercount-" + suffix,
 		"-D", "heartbeat.interval=200ms", "-D", "heartbeat.timeout=3s", "-D", "slot.request.timeout=30s",
 	}
-	coord, err := d.cs.start("coordinator", append(append([]string{"--role", "coordinator", "--listen", coordAddr, "--host", "127.0.0.1"},
-		cluster...), job.args()...)...)
+	coord, err := d.cs.start("coordinator", append(append(append([]string{"--role", "coordinator", "--listen", coordAddr, "--host", "127.0.0.1"},
+		cluster...), tlsArgs["coordinator"]...), job.args()...)...)
 	if err != nil {
 		return err
 	}
@@ -241,8 +249,8 @@ func runDemo(ctx context.Context, job jobFlags, opts demoOptions) (err error) {
 		return err
 	}
 	startWorker := func(id string) error {
-		w, err := d.cs.start(id, append(append([]string{"--role", "worker", "--worker-id", id, "--coordinator", coordAddr,
-			"--slots", fmt.Sprint(slotsPerWorker), "--data-listen", "127.0.0.1:0", "--host", "127.0.0.1"}, cluster...), job.args()...)...)
+		w, err := d.cs.start(id, append(append(append([]string{"--role", "worker", "--worker-id", id, "--coordinator", coordAddr,
+			"--slots", fmt.Sprint(slotsPerWorker), "--data-listen", "127.0.0.1:0", "--host", "127.0.0.1"}, cluster...), tlsArgs[id]...), job.args()...)...)
 		if err != nil {
 			return err
 		}
@@ -392,7 +400,7 @@ func (d *demo) show(e event) {
 	case "leading the job":
 		d.say("coordinator", "leads job %s (elected in etcd, epoch %d)", e.str("job_id"), e.num("epoch"))
 	case "coordinator listening":
-		d.say("coordinator", "listening at %s; the job needs %d slots", e.str("address"), e.num("slots_needed"))
+		d.say("coordinator", "listening at %s (workers authenticated by %s); the job needs %d slots", e.str("address"), e.str("authentication"), e.num("slots_needed"))
 	case "worker registered":
 		d.registered[e.str("worker")] = true
 		d.say("coordinator", "worker %s registered: %d slots, data plane at %s", e.str("worker"), e.num("slots"), e.str("data"))
@@ -418,8 +426,7 @@ func (d *demo) show(e event) {
 		d.say("coordinator", "checkpoint %d completed in %dms (state %s); %d of %d counts committed so far",
 			e.num("checkpoint"), e.num("duration_ms"), size(e.num("state_bytes")), d.out.records(), d.total)
 	case "worker lost":
-		cause, _, _ := strings.Cut(e.str("err"), ": ")
-		d.say("coordinator", "worker %s lost (it ran %d tasks): %s", e.str("worker"), e.num("tasks"), cause)
+		d.say("coordinator", "worker %s lost (it ran %d tasks): %s", e.str("worker"), e.num("tasks"), e.str("cause"))
 	case "job failed; restarting":
 		d.say("coordinator", "job failed; restart %d from the latest checkpoint in %v", e.num("attempt"), time.Duration(e.num("delay")))
 	case "waiting for task slots":

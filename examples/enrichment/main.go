@@ -149,52 +149,9 @@ func run(numOrders int, interval time.Duration) error {
 		sluice.WithCheckpointing(interval, chkDir),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(3, 100*time.Millisecond)),
 	)
-	orderSrc, err := kafkasource.NewSource(seeds, kafkasource.Topics(ordersTopic), func(r *kgo.Record) (Order, error) {
-		f := strings.Split(string(r.Value), ",")
-		if len(f) != 3 {
-			return Order{}, fmt.Errorf("order %q: want id,customer,amount", r.Value)
-		}
-		amount, err := strconv.ParseInt(f[2], 10, 64)
-		return Order{ID: f[0], Customer: f[1], Amount: amount}, err
-	}, kafkasource.Logger(log))
-	if err != nil {
+	if err := addPipeline(env, seeds, ordersTopic, customersTopic, output, "enrichment-"+suffix, int64(numOrders/2), log); err != nil {
 		return err
 	}
-	customerSrc, err := kafkatable.NewSource(seeds, customersTopic, codec.String{}, customerCodec{}, kafkasource.Logger(log))
-	if err != nil {
-		return err
-	}
-	// Event time is the Kafka record's timestamp. The customer table
-	// changes seldom: a partition without news for a while is idle, so it
-	// does not hold the orders back.
-	orderStream := sluice.FromSource(env, orderSrc, sluice.ForBoundedOutOfOrderness[Order](100*time.Millisecond), "orders", sluice.UID("orders"))
-	customerTable := table.FromChangelog(sluice.FromSource(env, customerSrc,
-		sluice.ForBoundedOutOfOrderness[table.Change[string, Customer]](100*time.Millisecond).WithIdleness(300*time.Millisecond),
-		"customers", sluice.UID("customers")))
-	// One injected failure, midway: the job restarts from its latest
-	// checkpoint and the output stays exactly once.
-	var seen, failed atomic.Int64
-	orderStream = sluice.Filter(orderStream, func(o Order) (bool, error) {
-		if o.ID == tick {
-			return false, nil
-		}
-		if seen.Add(1) == int64(numOrders/2) && failed.Add(1) == 1 {
-			return false, fmt.Errorf("injected failure at order %s", o.ID)
-		}
-		return true, nil
-	}, sluice.UID("maybe-fail"))
-	enriched := table.TemporalJoin(orderStream, func(o Order) string { return o.Customer }, customerTable.Versioned(0),
-		func(o Order, c Customer) (Enriched, error) {
-			return Enriched{Order: o, Name: c.Name, Tier: c.Tier}, nil
-		},
-		sluice.UID("enrich"))
-	snk, err := kafkasink.NewSink(seeds, func(e Enriched) (*kgo.Record, error) {
-		return &kgo.Record{Topic: output, Key: []byte(e.ID), Value: []byte(e.Customer + "," + e.Name + "," + e.Tier)}, nil
-	}, kafkasink.Logger(log))
-	if err != nil {
-		return err
-	}
-	sluice.SinkTo(enriched, snk, sluice.UID("output"))
 	job, err := env.ExecuteAsync(ctx)
 	if err != nil {
 		return err
@@ -264,6 +221,65 @@ func run(numOrders int, interval time.Duration) error {
 		return fmt.Errorf("job: %w", err)
 	}
 	return check(got, want, job.Restarts())
+}
+
+// addPipeline adds the job to env: the orders read from their topic with
+// event time (the Kafka record's timestamp), the customer changelog read
+// as a table from its compacted topic, each order joined with the version
+// of its customer valid at the order's time, and the result written to
+// output in Kafka transactions (the transactional ids start with
+// txnPrefix). Its failAt-th order fails the job once (0: never), to show a
+// restart. Orders with the id tick end the input: they move the watermark
+// and are dropped before the join. The program and its tests build the
+// job with it.
+func addPipeline(env *sluice.Environment, seeds []string, ordersTopic, customersTopic, output, txnPrefix string, failAt int64, log *slog.Logger) error {
+	orderSrc, err := kafkasource.NewSource(seeds, kafkasource.Topics(ordersTopic), func(r *kgo.Record) (Order, error) {
+		f := strings.Split(string(r.Value), ",")
+		if len(f) != 3 {
+			return Order{}, fmt.Errorf("order %q: want id,customer,amount", r.Value)
+		}
+		amount, err := strconv.ParseInt(f[2], 10, 64)
+		return Order{ID: f[0], Customer: f[1], Amount: amount}, err
+	}, kafkasource.Logger(log))
+	if err != nil {
+		return err
+	}
+	customerSrc, err := kafkatable.NewSource(seeds, customersTopic, codec.String{}, customerCodec{}, kafkasource.Logger(log))
+	if err != nil {
+		return err
+	}
+	// Event time is the Kafka record's timestamp. The customer table
+	// changes seldom: a partition without news for a while is idle, so it
+	// does not hold the orders back.
+	orderStream := sluice.FromSource(env, orderSrc, sluice.ForBoundedOutOfOrderness[Order](100*time.Millisecond), "orders", sluice.UID("orders"))
+	customerTable := table.FromChangelog(sluice.FromSource(env, customerSrc,
+		sluice.ForBoundedOutOfOrderness[table.Change[string, Customer]](100*time.Millisecond).WithIdleness(300*time.Millisecond),
+		"customers", sluice.UID("customers")))
+	// One injected failure, midway: the job restarts from its latest
+	// checkpoint and the output stays exactly once.
+	var seen, failed atomic.Int64
+	orderStream = sluice.Filter(orderStream, func(o Order) (bool, error) {
+		if o.ID == tick {
+			return false, nil
+		}
+		if seen.Add(1) == failAt && failed.Add(1) == 1 {
+			return false, fmt.Errorf("injected failure at order %s", o.ID)
+		}
+		return true, nil
+	}, sluice.UID("maybe-fail"))
+	enriched := table.TemporalJoin(orderStream, func(o Order) string { return o.Customer }, customerTable.Versioned(0),
+		func(o Order, c Customer) (Enriched, error) {
+			return Enriched{Order: o, Name: c.Name, Tier: c.Tier}, nil
+		},
+		sluice.UID("enrich"))
+	snk, err := kafkasink.NewSink(seeds, func(e Enriched) (*kgo.Record, error) {
+		return &kgo.Record{Topic: output, Key: []byte(e.ID), Value: []byte(e.Customer + "," + e.Name + "," + e.Tier)}, nil
+	}, kafkasink.TransactionalIDPrefix(txnPrefix), kafkasink.Logger(log))
+	if err != nil {
+		return err
+	}
+	sluice.SinkTo(enriched, snk, sluice.UID("output"))
+	return nil
 }
 
 // consumeCommitted reads topic under read_committed until it holds n

@@ -181,8 +181,16 @@ func environment(dir, outDir string, log *slog.Logger, completed chan<- int64, r
 	gen := source.NewDatagen(reading, source.DatagenCount(readings), source.DatagenRate(2000))
 	rs := sluice.FromSource(env, gen, sluice.ForMonotonousTimestamps[Reading]().
 		WithTimestampAssigner(func(r Reading, _ int64) int64 { return r.At }), "readings", sluice.UID("readings"))
+	sums := sumPerWindow(rs)
+	sluice.SinkTo(sums, filesink.New[WindowSum](outDir, nil, filesink.WithLogger(log)), sluice.Name("files"), sluice.UID("files"))
+	return env
+}
+
+// sumPerWindow sums each sensor's readings in tumbling event-time windows
+// (a ProcessWindowFunction over the window's elements).
+func sumPerWindow(rs *sluice.Stream[Reading]) *sluice.Stream[WindowSum] {
 	windows := sluice.Window(sluice.KeyBy(rs, func(r Reading) string { return r.Sensor }), sluice.TumblingEventTimeWindows(window))
-	sums := sluice.ProcessWindow(windows, sluice.ProcessWindowFunc[string, Reading, WindowSum](
+	return sluice.ProcessWindow(windows, sluice.ProcessWindowFunc[string, Reading, WindowSum](
 		func(ctx *sluice.WindowContext[string], in []Reading, out sluice.Collector[WindowSum]) error {
 			s := WindowSum{Sensor: ctx.Key(), Start: ctx.Window().Start, End: ctx.Window().End}
 			for _, r := range in {
@@ -192,15 +200,13 @@ func environment(dir, outDir string, log *slog.Logger, completed chan<- int64, r
 			out.Collect(s)
 			return nil
 		}), sluice.Name("sum per window"), sluice.UID("sums"))
-	sluice.SinkTo(sums, filesink.New[WindowSum](outDir, nil, filesink.WithLogger(log)), sluice.Name("files"), sluice.UID("files"))
-	return env
 }
 
-// expected computes the windows without the job.
-func expected() []WindowSum {
+// expected computes the windows of the first n readings without the job.
+func expected(n int64) []WindowSum {
 	byWindow := map[[2]any]*WindowSum{}
 	size := window.Milliseconds()
-	for i := int64(0); i < readings; i++ {
+	for i := range n {
 		r := reading(i)
 		start := r.At - r.At%size
 		k := [2]any{r.Sensor, start}
@@ -235,7 +241,7 @@ func sorted(ws []WindowSum) []WindowSum {
 
 // check compares the committed output with the plain computation.
 func check(got []WindowSum, out *printer) error {
-	want := expected()
+	want := expected(readings)
 	got = sorted(got)
 	if slices.Equal(got, want) {
 		out.printf("output exact: %d windows (%d sensors x %d), each once, with the counts and sums of a plain computation\n",

@@ -100,6 +100,37 @@ func words(line string) []string {
 	return strings.FieldsFunc(strings.ToLower(line), func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' })
 }
 
+// addPipeline adds the job to env: lines from the input topic, split into
+// words, a running count per word in keyed state, and the counts written
+// to the output topic in Kafka transactions (exactly once; the
+// transactional ids start with txnPrefix). The program and its tests
+// build the job with it.
+func addPipeline(env *sluice.Environment, seeds []string, input, output, txnPrefix string, log *slog.Logger) error {
+	src, err := kafkasource.NewSource(seeds, kafkasource.Topics(input),
+		func(r *kgo.Record) (string, error) { return string(r.Value), nil }, kafkasource.Logger(log))
+	if err != nil {
+		return err
+	}
+	lines := sluice.FromSource(env, src, sluice.NoWatermarks[string](), "lines", sluice.UID("lines"))
+	split := sluice.FlatMap(lines, func(line string, c sluice.Collector[string]) error {
+		for _, w := range words(line) {
+			c.Collect(w)
+		}
+		return nil
+	}, sluice.Name("split"), sluice.UID("split"))
+	counts := sluice.Process[string, string, WordCount](sluice.KeyBy(split, func(w string) string { return w }),
+		&countWords{}, sluice.Name("count"), sluice.UID("count"))
+	snk, err := kafkasink.NewSink(seeds, func(wc WordCount) (*kgo.Record, error) {
+		return &kgo.Record{Topic: output, Key: []byte(wc.Word), Value: strconv.AppendInt(nil, wc.Count, 10)}, nil
+	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(txnPrefix),
+		kafkasink.TransactionTimeout(5*time.Minute), kafkasink.Logger(log))
+	if err != nil {
+		return err
+	}
+	sluice.SinkTo(counts, snk, sluice.Name("output"), sluice.UID("output"))
+	return nil
+}
+
 // printer serialises what the job's goroutines print.
 type printer struct{ mu sync.Mutex }
 
@@ -182,28 +213,9 @@ func run(interval, lineGap time.Duration) error {
 			}
 		}),
 	)
-	src, err := kafkasource.NewSource(seeds, kafkasource.Topics(input),
-		func(r *kgo.Record) (string, error) { return string(r.Value), nil }, kafkasource.Logger(log))
-	if err != nil {
+	if err := addPipeline(env, seeds, input, output, "wordcount-"+suffix, log); err != nil {
 		return err
 	}
-	lines := sluice.FromSource(env, src, sluice.NoWatermarks[string](), "lines", sluice.UID("lines"))
-	split := sluice.FlatMap(lines, func(line string, c sluice.Collector[string]) error {
-		for _, w := range words(line) {
-			c.Collect(w)
-		}
-		return nil
-	}, sluice.Name("split"), sluice.UID("split"))
-	counts := sluice.Process[string, string, WordCount](sluice.KeyBy(split, func(w string) string { return w }),
-		&countWords{}, sluice.Name("count"), sluice.UID("count"))
-	snk, err := kafkasink.NewSink(seeds, func(wc WordCount) (*kgo.Record, error) {
-		return &kgo.Record{Topic: output, Key: []byte(wc.Word), Value: strconv.AppendInt(nil, wc.Count, 10)}, nil
-	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix("wordcount-"+suffix),
-		kafkasink.TransactionTimeout(5*time.Minute), kafkasink.Logger(log))
-	if err != nil {
-		return err
-	}
-	sluice.SinkTo(counts, snk, sluice.Name("output"), sluice.UID("output"))
 	job, err := env.ExecuteAsync(ctx)
 	if err != nil {
 		return err

@@ -351,10 +351,61 @@ type Volume struct {
 		Medium    string `yaml:"medium"`
 		SizeLimit string `yaml:"sizeLimit"`
 	} `yaml:"emptyDir"`
-	ConfigMap             any `yaml:"configMap"`
-	Secret                any `yaml:"secret"`
-	PersistentVolumeClaim any `yaml:"persistentVolumeClaim"`
-	Projected             any `yaml:"projected"`
+	ConfigMap             any                 `yaml:"configMap"`
+	Secret                *SecretVolumeSource `yaml:"secret"`
+	PersistentVolumeClaim any                 `yaml:"persistentVolumeClaim"`
+	Projected             any                 `yaml:"projected"`
+}
+
+// SecretVolumeSource mounts a Secret's keys as files.
+type SecretVolumeSource struct {
+	SecretName  string `yaml:"secretName"`
+	DefaultMode *int   `yaml:"defaultMode"`
+	Optional    *bool  `yaml:"optional"`
+	Items       []struct {
+		Key  string `yaml:"key"`
+		Path string `yaml:"path"`
+		Mode *int   `yaml:"mode"`
+	} `yaml:"items"`
+}
+
+// Certificate is cert-manager.io/v1 Certificate: the fields the overlay
+// uses.
+type Certificate struct {
+	TypeMeta `yaml:",inline"`
+	Metadata ObjectMeta `yaml:"metadata"`
+	Spec     struct {
+		IsCA        bool     `yaml:"isCA"`
+		CommonName  string   `yaml:"commonName"`
+		DNSNames    []string `yaml:"dnsNames"`
+		IPAddresses []string `yaml:"ipAddresses"`
+		SecretName  string   `yaml:"secretName"`
+		Duration    string   `yaml:"duration"`
+		RenewBefore string   `yaml:"renewBefore"`
+		Usages      []string `yaml:"usages"`
+		PrivateKey  *struct {
+			Algorithm      string `yaml:"algorithm"`
+			Size           int    `yaml:"size"`
+			RotationPolicy string `yaml:"rotationPolicy"`
+		} `yaml:"privateKey"`
+		IssuerRef struct {
+			Name  string `yaml:"name"`
+			Kind  string `yaml:"kind"`
+			Group string `yaml:"group"`
+		} `yaml:"issuerRef"`
+	} `yaml:"spec"`
+}
+
+// Issuer is cert-manager.io/v1 Issuer: self-signed or a CA.
+type Issuer struct {
+	TypeMeta `yaml:",inline"`
+	Metadata ObjectMeta `yaml:"metadata"`
+	Spec     struct {
+		SelfSigned *struct{} `yaml:"selfSigned"`
+		CA         *struct {
+			SecretName string `yaml:"secretName"`
+		} `yaml:"ca"`
+	} `yaml:"spec"`
 }
 
 // Service is v1 Service.
@@ -474,9 +525,9 @@ type Object struct {
 	TypeMeta
 	Metadata ObjectMeta
 	// Value is the decoded document: a *Deployment, *StatefulSet,
-	// *Service, *ConfigMap, *Secret, *ServiceAccount or
-	// *PodDisruptionBudget, or nil for a kind this package does not
-	// know (the test refuses those).
+	// *Service, *ConfigMap, *Secret, *ServiceAccount,
+	// *PodDisruptionBudget, *Certificate or *Issuer, or nil for a kind
+	// this package does not know (the test refuses those).
 	Value any
 }
 
@@ -499,6 +550,8 @@ type Manifests struct {
 	Secrets              []*Secret
 	ServiceAccounts      []*ServiceAccount
 	PodDisruptionBudgets []*PodDisruptionBudget
+	Certificates         []*Certificate
+	Issuers              []*Issuer
 }
 
 // Workload is a Deployment's or a StatefulSet's pods.
@@ -558,14 +611,23 @@ const KustomizationFile = "kustomization.yaml"
 
 // Load reads every *.yaml and *.yml file under dir: kustomization.yaml
 // into Kustomization, every document of the others into Objects and the
-// list of its kind. A document that is not YAML, has a duplicate key, or
+// list of its kind. A subdirectory with a kustomization.yaml of its own
+// is an overlay, left to a Load of its own. A document that is not YAML, has a duplicate key, or
 // has a field its kind's type lacks is an error naming the file, the
 // document and the field.
 func Load(dir string) (*Manifests, error) {
 	m := &Manifests{Dir: dir}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil {
 			return err
+		}
+		if d.IsDir() {
+			if path != dir {
+				if _, serr := os.Stat(filepath.Join(path, KustomizationFile)); serr == nil {
+					return filepath.SkipDir
+				}
+			}
+			return nil
 		}
 		ext := filepath.Ext(path)
 		if ext != ".yaml" && ext != ".yml" {
@@ -651,6 +713,12 @@ func (m *Manifests) addFile(rel string, data []byte) error {
 		case "PodDisruptionBudget":
 			p := &PodDisruptionBudget{}
 			m.PodDisruptionBudgets, v = append(m.PodDisruptionBudgets, p), p
+		case "Certificate":
+			c := &Certificate{}
+			m.Certificates, v = append(m.Certificates, c), c
+		case "Issuer":
+			i := &Issuer{}
+			m.Issuers, v = append(m.Issuers, i), i
 		}
 		if v != nil {
 			if err := yaml.UnmarshalStrict(raw, v); err != nil {

@@ -4,6 +4,10 @@
 // own, its data in the test's temporary directory, no log output, stopped
 // when the test ends. Tests only; no production code imports it.
 //
+// WithTLS serves the clients over TLS (https endpoints) with a
+// certificate of a test CA; WithAuth turns etcd's authentication on, with
+// a user that may read and write every key.
+//
 // Clients reach the server through a small TCP forwarder whose address,
 // the endpoint, stays the same across Stop and Restart. Stop cuts every
 // client connection at once, as etcd dying or a network partition would
@@ -12,6 +16,9 @@
 package etcdtest
 
 import (
+	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,9 +27,27 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/sluicehq/sluice/internal/testcerts"
 )
+
+// Option configures a server.
+type Option func(*Server)
+
+// WithTLS serves the clients over TLS with a certificate ca issues for
+// 127.0.0.1: the endpoints are https, clients trust ca (CAFile).
+func WithTLS(ca *testcerts.CA) Option { return func(s *Server) { s.ca = ca } }
+
+// WithAuth turns etcd's authentication on: user, with password, may read
+// and write every key under "/" (and a root user exists, as etcd needs).
+func WithAuth(user, password string) Option {
+	return func(s *Server) { s.user, s.password = user, password }
+}
 
 // readyBound bounds the wait for the server to serve: a healthy start
 // takes a fraction of a second; past the bound the test fails instead of
@@ -31,9 +56,9 @@ const readyBound = 60 * time.Second
 
 // Start starts an etcd server for the test and returns its client
 // endpoints. The server is stopped when the test ends.
-func Start(t testing.TB) (endpoints []string) {
+func Start(t testing.TB, opts ...Option) (endpoints []string) {
 	t.Helper()
-	return StartServer(t).Endpoints()
+	return StartServer(t, opts...).Endpoints()
 }
 
 // Server is an embedded etcd server that a test can stop and restart, to
@@ -43,6 +68,11 @@ type Server struct {
 	t   testing.TB
 	dir string
 	ln  net.Listener // the endpoint, for the server's lifetime
+
+	// TLS and authentication (WithTLS, WithAuth).
+	ca                     *testcerts.CA
+	caFile, cert, key      string
+	user, password, rootPW string
 
 	mu     sync.Mutex // held by Stop and Restart while they work
 	e      *embed.Etcd
@@ -56,7 +86,7 @@ type Server struct {
 
 // StartServer starts an etcd server for the test, stopped when the test
 // ends.
-func StartServer(t testing.TB) *Server {
+func StartServer(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -69,6 +99,21 @@ func StartServer(t testing.TB) *Server {
 		peer:  url.URL{Scheme: "http", Host: "127.0.0.1:0"},
 		conns: map[net.Conn]struct{}{},
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.ca != nil {
+		leaf, err := s.ca.Issue("etcd", "127.0.0.1", "localhost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.cert, s.key, err = leaf.WriteFiles(s.dir, "etcd-server"); err != nil {
+			t.Fatal(err)
+		}
+		if s.caFile, err = s.ca.WriteFile(s.dir, "etcd-ca"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s.wg.Go(s.accept)
 	t.Cleanup(s.close)
 	s.mu.Lock()
@@ -76,11 +121,72 @@ func StartServer(t testing.TB) *Server {
 	if err := s.start(); err != nil {
 		t.Fatalf("etcdtest: %v", err)
 	}
+	if s.user != "" {
+		if err := s.enableAuth(); err != nil {
+			t.Fatalf("etcdtest: enable authentication: %v", err)
+		}
+	}
 	return s
 }
 
 // Endpoints are the server's client URLs, the same across restarts.
-func (s *Server) Endpoints() []string { return []string{"http://" + s.ln.Addr().String()} }
+func (s *Server) Endpoints() []string {
+	if s.ca != nil {
+		return []string{"https://" + s.ln.Addr().String()}
+	}
+	return []string{"http://" + s.ln.Addr().String()}
+}
+
+// CAFile is the PEM file of the CA of the server's certificate
+// (WithTLS), "" without TLS.
+func (s *Server) CAFile() string { return s.caFile }
+
+// ClientTLS is what a client dials the server with (WithTLS), nil
+// without TLS.
+func (s *Server) ClientTLS() *tls.Config {
+	if s.ca == nil {
+		return nil
+	}
+	return &tls.Config{RootCAs: s.ca.Pool(), MinVersion: tls.VersionTLS12}
+}
+
+// enableAuth makes the root user and the test's user, with a role that
+// reads and writes every key under "/", and turns authentication on.
+func (s *Server) enableAuth() error {
+	c, err := clientv3.New(clientv3.Config{Endpoints: s.Endpoints(), TLS: s.ClientTLS(), DialTimeout: readyBound, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), readyBound)
+	defer cancel()
+	s.rootPW = "root-" + s.password
+	ignoreExists := func(err error) error {
+		if errors.Is(err, rpctypes.ErrRoleAlreadyExist) || errors.Is(err, rpctypes.ErrGRPCRoleAlreadyExist) {
+			return nil
+		}
+		return err
+	}
+	steps := []func() error{
+		func() error { _, err := c.UserAdd(ctx, "root", s.rootPW); return err },
+		func() error { _, err := c.RoleAdd(ctx, "root"); return ignoreExists(err) },
+		func() error { _, err := c.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := c.UserAdd(ctx, s.user, s.password); return err },
+		func() error { _, err := c.RoleAdd(ctx, "readwrite"); return ignoreExists(err) },
+		func() error {
+			_, err := c.RoleGrantPermission(ctx, "readwrite", "/", clientv3.GetPrefixRangeEnd("/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := c.UserGrantRole(ctx, s.user, "readwrite"); return err },
+		func() error { _, err := c.AuthEnable(ctx); return err },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Stop cuts the clients' connections and stops the server, keeping its
 // data. Stopping a stopped server does nothing.
@@ -131,6 +237,11 @@ func (s *Server) stop() {
 func (s *Server) start() error {
 	client := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
 	cfg := embed.NewConfig()
+	if s.ca != nil {
+		client.Scheme = "https"
+		// No TrustedCAFile: etcd would then want client certificates.
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: s.cert, KeyFile: s.key}
+	}
 	cfg.Name = "etcdtest"
 	cfg.Dir = s.dir
 	cfg.ListenClientUrls = []url.URL{client}
@@ -142,6 +253,9 @@ func (s *Server) start() error {
 	// A test's data need survive a restart of the server, not of the
 	// machine.
 	cfg.UnsafeNoFsync = true
+	// Passwords hashed at bcrypt's least cost: a login takes
+	// milliseconds, not seconds, under the race detector.
+	cfg.BcryptCost = 4
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("start etcd in %s: %w", s.dir, err)

@@ -28,7 +28,21 @@ func IsConnector(path string) bool {
 // included, as `go list -deps` prints them.
 func Deps(t testing.TB, dir string) []string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".")
+	return goList(t, dir, "-deps", "-f", "{{.ImportPath}}")
+}
+
+// Imports returns the import paths the package in dir imports itself
+// (not those of its dependencies), as `go list -f {{.Imports}}` prints
+// them.
+func Imports(t testing.TB, dir string) []string {
+	t.Helper()
+	return goList(t, dir, "-f", `{{join .Imports " "}}`)
+}
+
+// goList runs `go list args .` in dir and returns the words it prints.
+func goList(t testing.TB, dir string, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", append(append([]string{"list"}, args...), ".")...)
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {
@@ -36,7 +50,7 @@ func Deps(t testing.TB, dir string) []string {
 		if ee, ok := err.(*exec.ExitError); ok {
 			msg = string(ee.Stderr)
 		}
-		t.Fatalf("go list -deps in %s: %v %s", dir, err, msg)
+		t.Fatalf("go list %s in %s: %v %s", strings.Join(args, " "), dir, err, msg)
 	}
 	return strings.Fields(string(out))
 }

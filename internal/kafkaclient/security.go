@@ -500,7 +500,9 @@ func ParseJAAS(s string) (JAAS, error) {
 			return JAAS{}, err
 		}
 		if eq.kind != tokEquals {
-			return JAAS{}, fmt.Errorf("offset %d: want '=' after option %q", eq.pos, key)
+			// Not named: a word without '=' may be a password whose name
+			// was left out.
+			return JAAS{}, fmt.Errorf("offset %d: want '=' after the option name at offset %d", eq.pos, tok.pos)
 		}
 		val, err := t.next()
 		if err != nil {

@@ -2,17 +2,12 @@ package kafkaclient
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/sluicehq/sluice/internal/testcerts"
 )
 
 func TestParseJAAS(t *testing.T) {
@@ -69,7 +66,10 @@ func TestParseJAASErrors(t *testing.T) {
 		{`m required password="` + secret + `";  n required;`, "exactly one login module"},
 		{`m password="` + secret + `";`, "control flag"},
 		{`m always;`, "control flag"},
-		{`m required password "` + secret + `";`, "want '=' after option \"password\""},
+		{`m required password "` + secret + `";`, "want '=' after the option name at offset 11"},
+		// A typo: the password's name left out, the password alone.
+		{`m required username="u" ` + secret + `;`, "want '=' after the option name at offset 24"},
+		{`m required username="u" password:` + secret + `;`, "want '=' after the option name"},
 		{`m required password=;`, "want the value of option \"password\""},
 		{`m required password="` + secret + `;`, "quoted string not closed"},
 		{`m required /* ` + secret, "comment /* not closed"},
@@ -215,38 +215,19 @@ func TestOAuthBearer(t *testing.T) {
 	}
 }
 
-// pki is a CA with the certificates it issued, as PEM files in a
-// directory.
+// pki is a CA (internal/testcerts) with the certificates it issued, as
+// PEM files in a directory.
 type pki struct {
-	t    *testing.T
-	dir  string
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	t   *testing.T
+	dir string
+	ca  *testcerts.CA
 }
 
 func newPKI(t *testing.T, name string) *pki {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	p := &pki{t: t, dir: t.TempDir(), cert: cert, key: key}
-	p.write(name+".pem", pemOf("CERTIFICATE", der))
+	p := &pki{t: t, dir: t.TempDir(), ca: testcerts.NewTestCA(t, name)}
+	p.write(name+".pem", p.ca.PEM)
 	return p
-}
-
-func pemOf(typ string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
 
 func (p *pki) write(name string, data []byte) string {
@@ -258,37 +239,17 @@ func (p *pki) write(name string, data []byte) string {
 	return path
 }
 
-func (p *pki) caFile() string { return filepath.Join(p.dir, p.cert.Subject.CommonName+".pem") }
+func (p *pki) caFile() string { return filepath.Join(p.dir, p.ca.Cert.Subject.CommonName+".pem") }
 
-// issue returns the PEM of a certificate for cn (and the names) and of
-// its PKCS#8 key.
+// issue returns the PEM of a certificate for cn (and the names; a
+// client's has none) and of its PKCS#8 key.
 func (p *pki) issue(cn string, client bool, names ...string) (certPEM, keyPEM []byte) {
 	p.t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		p.t.Fatal(err)
+	if client && len(names) == 0 {
+		names = []string{cn}
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	if client {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	}
-	for _, n := range names {
-		if ip := net.ParseIP(n); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, n)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	k, _ := x509.MarshalPKCS8PrivateKey(key)
-	return pemOf("CERTIFICATE", der), pemOf("PRIVATE KEY", k)
+	leaf := p.ca.MustIssue(p.t, cn, names...)
+	return leaf.CertPEM, leaf.KeyPEM
 }
 
 func (p *pki) serverConfig(names ...string) *tls.Config {
@@ -299,7 +260,7 @@ func (p *pki) serverConfig(names ...string) *tls.Config {
 		p.t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(p.cert)
+	pool.AddCert(p.ca.Cert)
 	return &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
 }
 

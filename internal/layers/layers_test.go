@@ -34,7 +34,11 @@ var layers = []struct {
 	{"internal/kafkaclient", 2},
 	{"internal/importcheck", 0},
 	{"internal/testutil", 0},
-	{"internal/etcdtest", 0},
+	{"internal/testcerts", 0}, // test certificates, made at test time
+	{"internal/etcdtest", 1},  // a real etcd in tests, with TLS from testcerts
+	// How the processes of a deployment authenticate each other (mTLS,
+	// shared secret), for the control and data planes.
+	{"peerauth", 0},
 	{"internal/deploycheck", 0}, // the deployment files' test (Dockerfile, deploy/kubernetes)
 	{"formats/registry", 5},     // Schema Registry client, wire format, generic serde
 	{"formats/avro", 8},         // Avro serde
@@ -84,6 +88,13 @@ var layers = []struct {
 	{"tracing", 60},
 	{"metrics", 60},
 	{"inspect", 60},
+	// The test kit users test their pipelines with: operator harnesses
+	// and the job runner on the API; the Kafka clusters of tests; the
+	// dockerized one, its own package so that nothing else links
+	// testcontainers.
+	{"sluicetest", 61},
+	{"sluicetest/kafkatest", 62},
+	{"sluicetest/kafkatest/kafkacontainer", 63},
 	// The job runner, which wires api, metrics and tracing.
 	{"runner", 65},
 	// The CLI.
@@ -108,7 +119,8 @@ const anything = 100
 // state/rocksdb is one too: it needs cgo, which the user API must not.
 var connectors = []string{"sink/kafka", "sink/filesink", "source/kafka", "state/rocksdb"}
 
-var noConnectorImports = []string{"api", "tracing", "metrics", "inspect", "runtime", ""}
+var noConnectorImports = []string{"api", "tracing", "metrics", "inspect", "runtime", "",
+	"sluicetest", "sluicetest/kafkatest", "sluicetest/kafkatest/kafkacontainer"}
 
 // connectorExceptions are imports of a connector by a package of
 // noConnectorImports that are still to be turned into registrations.

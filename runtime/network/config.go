@@ -3,6 +3,7 @@ package network
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Defaults of Config, the same as Flink's network stack.
@@ -139,4 +140,39 @@ func mustConfig(c Config, who string) Config {
 		panic(fmt.Sprintf("%s: %v", who, err))
 	}
 	return c.withDefaults()
+}
+
+// ---- The bounds of the data plane's transport ----
+
+// Defaults of TransportLimits.
+const (
+	DefaultMaxPendingRequests    = 1024
+	DefaultMaxConnectionsPerPeer = 64
+	DefaultIdleTimeout           = time.Minute
+)
+
+// TransportLimits bound what the peers of a Transport can make it hold;
+// zero fields take the defaults.
+type TransportLimits struct {
+	// MaxPendingRequests (taskmanager.network.max-pending-requests-per-connection,
+	// 1024): a request past it is refused, its channel fails naming the key.
+	MaxPendingRequests int
+	// MaxConnectionsPerPeer (taskmanager.network.max-connections-per-peer,
+	// 64): a connection past it is closed as soon as it is accepted.
+	MaxConnectionsPerPeer int
+	// IdleTimeout (taskmanager.network.connection.idle-timeout, 1 min).
+	IdleTimeout time.Duration
+}
+
+func (l TransportLimits) withDefaults() TransportLimits {
+	if l.MaxPendingRequests <= 0 {
+		l.MaxPendingRequests = DefaultMaxPendingRequests
+	}
+	if l.MaxConnectionsPerPeer <= 0 {
+		l.MaxConnectionsPerPeer = DefaultMaxConnectionsPerPeer
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	return l
 }

@@ -2,7 +2,6 @@ package network
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/peerauth"
 )
 
 // DefaultRequestTimeout is how long a partition request waits for its
@@ -47,10 +48,15 @@ type TransportConfig struct {
 	// ListenAddr is the TCP address to listen on ("127.0.0.1:0" when
 	// empty: a free port on the loopback interface).
 	ListenAddr string
-	// ServerTLS, if set, makes the listener speak TLS; ClientTLS, if set,
-	// makes dialled connections speak TLS (with ServerName taken from the
-	// address when empty). Both ends of a connection must agree.
-	ServerTLS, ClientTLS *tls.Config
+	// Auth authenticates every connection, both ways, before its first
+	// frame (mutual TLS, a shared secret; see package peerauth); nil is
+	// plain TCP, which NewTransport refuses beyond the loopback interface
+	// unless Insecure. Both ends of a connection must agree.
+	Auth     *peerauth.Authenticator
+	Insecure bool
+	// Limits bound what peers can make this transport hold; zero fields
+	// take their defaults.
+	Limits TransportLimits
 	// Logger receives connection events and protocol errors (nothing
 	// when nil).
 	Logger *slog.Logger
@@ -98,9 +104,9 @@ type Transport struct {
 // pendingRequest is a partition request that arrived before its partition
 // was published. Its fields are guarded by the transport's mu.
 type pendingRequest struct {
-	c    *conn
-	f    frame
-	done chan struct{} // closed when served, cancelled or dropped
+	c     *conn
+	f     frame
+	timer *time.Timer // answers "not found" after RequestTimeout
 }
 
 // NewTransport listens on cfg.ListenAddr and starts accepting connections.
@@ -111,6 +117,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -121,6 +128,11 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("network: transport: listen on %s: %w", cfg.ListenAddr, err)
+	}
+	if err := peerauth.CheckListen("the data plane", ln.Addr().String(), cfg.Auth, cfg.Insecure); err != nil {
+		cancel()
+		_ = ln.Close()
+		return nil, fmt.Errorf("network: transport: %w", err)
 	}
 	t := &Transport{
 		cfg:       cfg,
@@ -134,11 +146,13 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		accepted:  map[*conn]struct{}{},
 	}
 	t.log = log.With("transport", t.addr)
-	if cfg.ServerTLS != nil {
-		t.ln = tls.NewListener(ln, cfg.ServerTLS)
-	}
-	t.wg.Add(1)
+	t.ln = peerauth.LimitPerPeer(ln, cfg.Limits.MaxConnectionsPerPeer, func(remote string) {
+		t.log.Warn("connection refused: too many from one address", "peer", remote, "limit", cfg.Limits.MaxConnectionsPerPeer,
+			"key", KeyMaxConnectionsPerPeer.Name())
+	})
+	t.wg.Add(2)
 	go t.acceptLoop()
+	go t.closeIdle()
 	return t, nil
 }
 
@@ -158,12 +172,11 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closed = true
-	conns := make([]*conn, 0, len(t.dialled)+len(t.accepted))
-	for _, c := range t.dialled {
-		conns = append(conns, c)
-	}
-	for c := range t.accepted {
-		conns = append(conns, c)
+	conns := t.connsLocked()
+	for _, reqs := range t.pending {
+		for _, req := range reqs {
+			req.timer.Stop()
+		}
 	}
 	t.mu.Unlock()
 	t.cancel()
@@ -199,7 +212,7 @@ func (t *Transport) Publish(id PartitionID, p *ResultPartition) {
 	admitted := make([]admission, 0, len(reqs))
 	for _, req := range reqs {
 		delete(req.c.pending, req.f.ch)
-		close(req.done)
+		req.timer.Stop()
 		admitted = append(admitted, t.admitLocked(req.c, req.f, p))
 	}
 	t.mu.Unlock()
@@ -305,13 +318,7 @@ func (t *Transport) Stats() TransportStats {
 		MaxQueuedBytes:  int(t.maxQueued.Load()),
 	}
 	t.mu.Lock()
-	conns := make([]*conn, 0, len(t.dialled)+len(t.accepted))
-	for _, c := range t.dialled {
-		conns = append(conns, c)
-	}
-	for c := range t.accepted {
-		conns = append(conns, c)
-	}
+	conns := t.connsLocked()
 	s.DialledConnections, s.AcceptedConnections = len(t.dialled), len(t.accepted)
 	for _, reqs := range t.pending {
 		s.PendingRequests += len(reqs)
@@ -373,15 +380,22 @@ func (t *Transport) serveConn(nc net.Conn) {
 		return
 	}
 	c := newConn(t, nc.RemoteAddr().String(), false)
-	c.nc = nc
 	t.accepted[c] = struct{}{}
-	t.wg.Add(2)
+	t.wg.Add(1)
 	t.mu.Unlock()
 	t.log.Debug("connection accepted", "peer", c.addr)
-	go c.writeLoop(nc)
 	go func() {
 		defer t.wg.Done()
-		c.readLoop(nc)
+		// Authenticated before its first frame is read; a peer that is
+		// not gets nothing from this side.
+		ac, id, err := t.cfg.Auth.Server(c.ctx, nc)
+		if err != nil {
+			t.log.Warn("connection refused: the peer is not authenticated", "peer", c.addr, "err", err)
+			c.close(fmt.Errorf("%w: %w", ErrConnectionLost, err))
+			return
+		}
+		t.log.Debug("connection authenticated", "peer", c.addr, "identity", id)
+		c.run(ac)
 	}()
 }
 
@@ -464,12 +478,19 @@ func (t *Transport) request(c *conn, f frame) error {
 	}
 	p := t.published[f.id]
 	if p == nil {
-		req := &pendingRequest{c: c, f: f, done: make(chan struct{})}
+		if len(c.pending) >= t.cfg.Limits.MaxPendingRequests {
+			t.mu.Unlock()
+			c.sendError(f.ch, codeInvalid, fmt.Sprintf("%d partition requests of this connection wait for their partition already (%s)",
+				len(c.pending), KeyMaxPendingRequests.Name()))
+			return nil
+		}
+		req := &pendingRequest{c: c, f: f}
 		t.pending[f.id] = append(t.pending[f.id], req)
 		c.pending[f.ch] = req
-		t.wg.Add(1)
+		// No goroutine waits: a timer answers "not found" if it fires.
+		req.timer = time.AfterFunc(t.cfg.RequestTimeout, func() { t.requestTimedOut(req) })
+		c.touch()
 		t.mu.Unlock()
-		go t.awaitPublish(req)
 		return nil
 	}
 	a := t.admitLocked(c, f, p)
@@ -478,21 +499,11 @@ func (t *Transport) request(c *conn, f frame) error {
 	return nil
 }
 
-// awaitPublish answers req with "not found" once RequestTimeout passes
+// requestTimedOut answers req with "not found": RequestTimeout passed
 // without its partition being published.
-func (t *Transport) awaitPublish(req *pendingRequest) {
-	defer t.wg.Done()
-	timer := time.NewTimer(t.cfg.RequestTimeout)
-	defer timer.Stop()
-	select {
-	case <-req.done:
-		return
-	case <-t.ctx.Done():
-		return
-	case <-timer.C:
-	}
+func (t *Transport) requestTimedOut(req *pendingRequest) {
 	t.mu.Lock()
-	dropped := t.dropPendingLocked(req)
+	dropped := !t.closed && t.dropPendingLocked(req)
 	t.mu.Unlock()
 	if dropped {
 		t.log.Warn("partition request timed out", "partition", string(req.f.id), "peer", req.c.addr, "after", t.cfg.RequestTimeout)
@@ -515,7 +526,8 @@ func (t *Transport) dropPendingLocked(req *pendingRequest) bool {
 			t.pending[req.f.id] = reqs
 		}
 		delete(req.c.pending, req.f.ch)
-		close(req.done)
+		req.timer.Stop()
+		req.c.touch()
 		return true
 	}
 	return false
@@ -541,4 +553,43 @@ func (t *Transport) forget(c *conn) {
 		t.dropPendingLocked(req)
 	}
 	t.mu.Unlock()
+}
+
+// connsLocked lists every connection, dialled and accepted. t.mu is held.
+func (t *Transport) connsLocked() []*conn {
+	conns := make([]*conn, 0, len(t.dialled)+len(t.accepted))
+	for _, c := range t.dialled {
+		conns = append(conns, c)
+	}
+	for c := range t.accepted {
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// closeIdle closes the connections that carried no channel (and no
+// pending request) for the idle timeout: a peer cannot hold a connection
+// open doing nothing, and a cached connection nobody uses is let go.
+func (t *Transport) closeIdle() {
+	defer t.wg.Done()
+	idle := t.cfg.Limits.IdleTimeout
+	tick := time.NewTicker(max(idle/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		t.mu.Lock()
+		conns := t.connsLocked()
+		t.mu.Unlock()
+		now := time.Now()
+		for _, c := range conns {
+			if since := c.idleSince(); !since.IsZero() && now.Sub(since) >= idle {
+				t.log.Debug("closing an idle connection", "connection", c.String(), "idle", now.Sub(since).Round(time.Millisecond))
+				c.close(fmt.Errorf("%w: idle for %v (%s)", ErrConnectionLost, idle, KeyIdleTimeout.Name()))
+			}
+		}
+	}
 }

@@ -3,7 +3,6 @@ package network
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,12 @@ import (
 // readBufferSize is the read buffer of a connection: a frame that fits is
 // decoded in place.
 const readBufferSize = 64 << 10
+
+// maxHeldEvents bounds the priority events a channel holds until the
+// messages sent before them arrive: a producer has at most one per
+// concurrent checkpoint in flight (unaligned barriers, the markers that
+// cancel them).
+const maxHeldEvents = 64
 
 // closeFlushTimeout bounds the write of the error frame that tells a peer
 // why its connection is closed.
@@ -53,6 +58,10 @@ type conn struct {
 	// Guarded by the transport's mu.
 	pending map[uint64]*pendingRequest
 
+	// lastBusy is when a channel or request was last added or removed
+	// (unix nanoseconds): the idle timeout counts from it.
+	lastBusy atomic.Int64
+
 	wmu         sync.Mutex
 	prio        []byte // frames to write before normal
 	normal      []byte
@@ -71,6 +80,7 @@ func newConn(t *Transport, addr string, dialler bool) *conn {
 		kick:    make(chan struct{}, 1),
 		pending: map[uint64]*pendingRequest{},
 	}
+	c.touch()
 	if dialler {
 		c.consumers = map[uint64]*remoteChannel{}
 		c.nextID = 1
@@ -90,21 +100,47 @@ func (c *conn) String() string {
 	return "connection from " + c.addr
 }
 
-// dial connects to the peer, then runs the writer and the reader.
+// touch notes that a channel or request came or went.
+func (c *conn) touch() { c.lastBusy.Store(time.Now().UnixNano()) }
+
+// idleSince is when the connection last carried a channel or a pending
+// request; the zero Time while it carries one.
+func (c *conn) idleSince() time.Time {
+	c.t.mu.Lock()
+	pending := len(c.pending)
+	c.t.mu.Unlock()
+	c.mu.Lock()
+	busy := pending+len(c.consumers)+len(c.producers) > 0 || c.closed
+	c.mu.Unlock()
+	if busy {
+		return time.Time{}
+	}
+	return time.Unix(0, c.lastBusy.Load())
+}
+
+// dial connects to the peer and authenticates it, then runs the writer
+// and the reader.
 func (c *conn) dial() {
 	defer c.t.wg.Done()
 	d := &net.Dialer{Timeout: c.t.cfg.RequestTimeout}
-	var nc net.Conn
-	var err error
-	if cfg := c.t.cfg.ClientTLS; cfg != nil {
-		nc, err = (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(c.ctx, "tcp", c.addr)
-	} else {
-		nc, err = d.DialContext(c.ctx, "tcp", c.addr)
-	}
+	nc, err := d.DialContext(c.ctx, "tcp", c.addr)
 	if err != nil {
 		c.close(fmt.Errorf("%w: dial %s: %w", ErrConnectionLost, c.addr, err))
 		return
 	}
+	nc, id, err := c.t.cfg.Auth.Client(c.ctx, nc)
+	if err != nil {
+		c.close(fmt.Errorf("%w: %s: %w", ErrConnectionLost, c.addr, err))
+		return
+	}
+	c.t.log.Debug("connected", "peer", c.addr, "identity", id)
+	c.run(nc)
+}
+
+// run attaches the authenticated connection nc and runs the writer and,
+// on this goroutine, the reader; it closes nc when c was closed
+// meanwhile.
+func (c *conn) run(nc net.Conn) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -114,7 +150,6 @@ func (c *conn) dial() {
 	c.nc = nc
 	c.t.wg.Add(1)
 	c.mu.Unlock()
-	c.t.log.Debug("connected", "peer", c.addr)
 	go c.writeLoop(nc)
 	c.readLoop(nc)
 }
@@ -141,8 +176,15 @@ func (c *conn) close(err error) {
 		}
 		close(c.done)
 		c.t.forget(c)
+		// A connection that carried channels and was lost (its peer's
+		// process went, the network broke) is an expected event of a
+		// failover: INFO, once; anything else that ends one is WARN.
 		level := slog.LevelDebug
-		if (len(consumers) > 0 || len(producers) > 0) && !errors.Is(err, ErrTransportClosed) {
+		switch {
+		case len(consumers) == 0 && len(producers) == 0, errors.Is(err, ErrTransportClosed):
+		case errors.Is(err, ErrConnectionLost):
+			level = slog.LevelInfo
+		default:
 			level = slog.LevelWarn
 		}
 		c.t.log.Log(context.Background(), level, "connection closed", "connection", c.String(),
@@ -470,6 +512,7 @@ func (c *conn) addConsumer(r *remoteChannel, bufSize int) bool {
 	r.conn, r.id = c, c.nextID
 	c.nextID++
 	c.consumers[r.id] = r
+	c.touch()
 	if int64(bufSize) > c.maxData.Load() {
 		c.maxData.Store(int64(bufSize))
 	}
@@ -480,6 +523,7 @@ func (c *conn) removeConsumer(id uint64) {
 	c.mu.Lock()
 	delete(c.consumers, id)
 	c.mu.Unlock()
+	c.touch()
 }
 
 // addProducer registers s; false if c is closed.
@@ -490,6 +534,7 @@ func (c *conn) addProducer(s *serverChannel) bool {
 		return false
 	}
 	c.producers[s.id] = s
+	c.touch()
 	return true
 }
 
@@ -506,6 +551,7 @@ func (c *conn) removeProducer(id uint64) *serverChannel {
 	defer c.mu.Unlock()
 	s := c.producers[id]
 	delete(c.producers, id)
+	c.touch()
 	return s
 }
 
@@ -652,6 +698,9 @@ func (r *remoteChannel) onEvent(f *frame) error {
 	if f.prio {
 		if f.seq < r.applied || (r.held.len() > 0 && f.seq <= r.held.at(r.held.len()-1).seq) {
 			return r.outOfOrder(f)
+		}
+		if r.held.len() >= maxHeldEvents {
+			return fmt.Errorf("%w: channel %d: more than %d priority events ahead of the messages sent before them", ErrProtocol, r.id, maxHeldEvents)
 		}
 		r.held.pushBack(heldEvent{ev: f.ev, seq: f.seq, backlog: f.backlog})
 		r.releaseHeld()

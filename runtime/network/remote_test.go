@@ -1,14 +1,7 @@
 package network_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -16,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/internal/testcerts"
+	"github.com/sluicehq/sluice/peerauth"
 	"github.com/sluicehq/sluice/runtime/network"
 	"github.com/sluicehq/sluice/runtime/network/event"
 )
@@ -557,84 +552,89 @@ func TestRemoteWiringRefused(t *testing.T) {
 	}
 }
 
-// selfSigned returns a certificate for 127.0.0.1 and a pool that trusts
-// it.
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+// deploymentAuth makes authenticators of one deployment: mutual TLS with
+// certificates of one CA.
+func deploymentAuth(t *testing.T, ca *testcerts.CA, cn string) *peerauth.Authenticator {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, key := ca.MustIssue(t, cn).Files(t)
+	a, err := peerauth.New(peerauth.Config{TLS: true, CertFile: cert, KeyFile: key, TrustFile: ca.File(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "sluice network test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+	return a
 }
 
-// TestRemoteTLS: with TLS on both ends the exchange works; a consumer
-// that does not trust the certificate, or does not speak TLS, fails its
-// channel instead.
-func TestRemoteTLS(t *testing.T) {
-	cert, pool := selfSigned(t)
-	prod := newTransport(t, network.TransportConfig{ServerTLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}})
-	cons := newTransport(t, network.TransportConfig{ClientTLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}})
-	cfg := network.Config{BufferSize: 256, ExclusiveBuffersPerChannel: 1, FloatingBuffersPerGate: 1}
-	wake := make(chan struct{}, 1)
-	p := network.NewResultPartition("p", 2, cfg, nil)
-	g := network.NewInputGate("g", 2, cfg, wake)
-	wire := overTCP(prod, cons, "")
-	wire(t, p, 0, g, 0)
-	wire(t, p, 1, g, 1)
-	ctx := testCtx(t)
-	done := produce(ctx, p, 500, 100)
-	c := newConsumer(t, g)
-	if err := c.runUntilFinished(ctx, wake); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	checkRecords(t, c, 0, 0, 500)
-	checkRecords(t, c, 1, 1, 500)
-
-	for _, tc := range []struct {
-		name   string
-		client *tls.Config
-		want   []error
-		says   string
-	}{
-		{"untrusted certificate", &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS13}, []error{network.ErrConnectionLost}, "certificate"},
-		{"plain TCP", nil, []error{network.ErrConnectionLost, network.ErrProtocol}, ""},
-	} {
-		other := newTransport(t, network.TransportConfig{ClientTLS: tc.client})
-		wake := make(chan struct{}, 1)
-		g := network.NewInputGate(tc.name, 1, cfg, wake)
-		if err := other.ConnectRemote(g, 0, prod.Addr(), newPartitionID(t), 0); err != nil {
+// TestRemoteAuth: with mutual TLS (or a shared secret) on both ends the
+// exchange works; a consumer with no certificate, one of another CA, a
+// wrong secret or no authentication at all fails its channel, and the
+// real consumer then still reads the subpartition.
+func TestRemoteAuth(t *testing.T) {
+	ca := testcerts.NewTestCA(t, "deployment CA")
+	secret := func(s string) *peerauth.Authenticator {
+		a, err := peerauth.New(peerauth.Config{Secret: []byte(s)})
+		if err != nil {
 			t.Fatal(err)
 		}
-		err := awaitGateErr(t, g, wake)
-		if !isOneOf(err, tc.want...) || !strings.Contains(err.Error(), tc.says) {
-			t.Errorf("%s: gate error %v", tc.name, err)
-		}
-		g.Release()
+		return a
+	}
+	for _, mode := range []struct {
+		name       string
+		prod, cons *peerauth.Authenticator
+	}{
+		{"mutual TLS", deploymentAuth(t, ca, "producer"), deploymentAuth(t, ca, "consumer")},
+		{"shared secret", secret("the deployment's secret"), secret("the deployment's secret")},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			prod := newTransport(t, network.TransportConfig{Auth: mode.prod})
+			cons := newTransport(t, network.TransportConfig{Auth: mode.cons})
+			cfg := network.Config{BufferSize: 256, ExclusiveBuffersPerChannel: 1, FloatingBuffersPerGate: 1}
+			p := network.NewResultPartition("p", 2, cfg, nil)
+			id := newPartitionID(t)
+			prod.Publish(id, p)
+
+			// Strangers first: each asks for subpartition 0 and is refused.
+			for _, tc := range []struct {
+				name string
+				auth *peerauth.Authenticator
+			}{
+				{"no authentication", nil},
+				{"no certificate", secret("a secret of someone else")},
+				{"another CA", deploymentAuth(t, testcerts.NewTestCA(t, "another CA"), "consumer")},
+			} {
+				other := newTransport(t, network.TransportConfig{Auth: tc.auth})
+				wake := make(chan struct{}, 1)
+				g := network.NewInputGate(tc.name, 1, cfg, wake)
+				if err := other.ConnectRemote(g, 0, prod.Addr(), id, 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := awaitGateErr(t, g, wake); !isOneOf(err, network.ErrConnectionLost, network.ErrProtocol) {
+					t.Errorf("%s: gate error %v, want the connection refused", tc.name, err)
+				}
+				g.Release()
+			}
+			if st := prod.Stats(); st.ServedChannels != 0 {
+				t.Fatalf("the producer serves a stranger: %+v", st)
+			}
+
+			wake := make(chan struct{}, 1)
+			g := network.NewInputGate("g", 2, cfg, wake)
+			for sub := range 2 {
+				if err := cons.ConnectRemote(g, sub, prod.Addr(), id, sub); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx := testCtx(t)
+			done := produce(ctx, p, 500, 100)
+			c := newConsumer(t, g)
+			if err := c.runUntilFinished(ctx, wake); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			checkRecords(t, c, 0, 0, 500)
+			checkRecords(t, c, 1, 1, 500)
+		})
 	}
 }
 

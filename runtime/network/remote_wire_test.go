@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -252,6 +253,7 @@ func TestCorruptFramesFromProducerFailTheConsumer(t *testing.T) {
 		{"message out of order", buffer(1, 8), "message 1 arrived when 0 was expected"},
 		{"channel never requested", appendBuffer(nil, 2, 0, 0, []byte{1}), "never requested"},
 		{"request from the producer", appendRequest(nil, 1, 0, 1, 64, "x"), "partition request frame from the producer"},
+		{"too many priority events ahead", priorityEvents(maxHeldEvents + 1), fmt.Sprintf("more than %d priority events", maxHeldEvents)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -298,6 +300,16 @@ func TestCorruptFramesFromProducerFailTheConsumer(t *testing.T) {
 			fp.expectClosedWith(tc.want)
 		})
 	}
+}
+
+// priorityEvents are n priority events from message 1 on: message 0
+// never comes, so each is held until it does.
+func priorityEvents(n int) []byte {
+	var b []byte
+	for i := range n {
+		b, _ = appendEvent(b, 1, uint64(i+1), 0, true, event.Watermark{Timestamp: int64(i)})
+	}
+	return b
 }
 
 // TestCorruptFramesFromConsumerCloseTheConnection: a consumer breaking

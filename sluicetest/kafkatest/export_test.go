@@ -1,0 +1,4 @@
+package kafkatest
+
+// JavaMajor is javaMajor, for the tests.
+var JavaMajor = javaMajor
