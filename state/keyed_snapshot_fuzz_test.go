@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"math"
 	"reflect"
 	"runtime/metrics"
 	"testing"
@@ -215,13 +216,22 @@ func FuzzReadKeyedSnapshot(f *testing.F) {
 // costs far less than ReadMemStats.
 func checkAllocs(t *testing.T, in []byte, decode func()) {
 	t.Helper()
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	before := s[0].Value.Uint64()
-	decode()
-	metrics.Read(s)
+	// The heap's allocation counter is the process's: other tests and the
+	// runtime allocate beside decode. decode allocates the same on every
+	// call, so the least of a few calls is its own figure; only that one
+	// must stay within the limit.
 	limit := uint64(1<<20) + 1024*uint64(len(in))
-	if n := s[0].Value.Uint64() - before; n > limit {
-		t.Fatalf("reading %d bytes allocated %d bytes (limit %d)", len(in), n, limit)
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	least := uint64(math.MaxUint64)
+	for range 3 {
+		metrics.Read(s)
+		before := s[0].Value.Uint64()
+		decode()
+		metrics.Read(s)
+		least = min(least, s[0].Value.Uint64()-before)
+		if least <= limit {
+			return
+		}
 	}
+	t.Fatalf("reading %d bytes allocated %d bytes (limit %d), the least of 3 reads", len(in), least, limit)
 }

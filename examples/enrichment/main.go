@@ -244,17 +244,8 @@ func addPipeline(env *sluice.Environment, seeds []string, ordersTopic, customers
 	if err != nil {
 		return err
 	}
-	customerSrc, err := kafkatable.NewSource(seeds, customersTopic, codec.String{}, customerCodec{}, kafkasource.Logger(log))
-	if err != nil {
-		return err
-	}
-	// Event time is the Kafka record's timestamp. The customer table
-	// changes seldom: a partition without news for a while is idle, so it
-	// does not hold the orders back.
+	// Event time is the Kafka record's timestamp.
 	orderStream := sluice.FromSource(env, orderSrc, sluice.ForBoundedOutOfOrderness[Order](100*time.Millisecond), "orders", sluice.UID("orders"))
-	customerTable := table.FromChangelog(sluice.FromSource(env, customerSrc,
-		sluice.ForBoundedOutOfOrderness[table.Change[string, Customer]](100*time.Millisecond).WithIdleness(300*time.Millisecond),
-		"customers", sluice.UID("customers")))
 	// One injected failure, midway: the job restarts from its latest
 	// checkpoint and the output stays exactly once.
 	var seen, failed atomic.Int64
@@ -267,11 +258,22 @@ func addPipeline(env *sluice.Environment, seeds []string, ordersTopic, customers
 		}
 		return true, nil
 	}, sluice.UID("maybe-fail"))
+	// [start tables]
+	customerSrc, err := kafkatable.NewSource(seeds, customersTopic, codec.String{}, customerCodec{}, kafkasource.Logger(log))
+	if err != nil {
+		return err
+	}
+	// The customer table changes seldom: a partition without news for a
+	// while is idle, so it does not hold the orders back.
+	customerTable := table.FromChangelog(sluice.FromSource(env, customerSrc,
+		sluice.ForBoundedOutOfOrderness[table.Change[string, Customer]](100*time.Millisecond).WithIdleness(300*time.Millisecond),
+		"customers", sluice.UID("customers")))
 	enriched := table.TemporalJoin(orderStream, func(o Order) string { return o.Customer }, customerTable.Versioned(0),
 		func(o Order, c Customer) (Enriched, error) {
 			return Enriched{Order: o, Name: c.Name, Tier: c.Tier}, nil
 		},
 		sluice.UID("enrich"))
+	// [end tables]
 	snk, err := kafkasink.NewSink(seeds, func(e Enriched) (*kgo.Record, error) {
 		return &kgo.Record{Topic: output, Key: []byte(e.ID), Value: []byte(e.Customer + "," + e.Name + "," + e.Tier)}, nil
 	}, kafkasink.TransactionalIDPrefix(txnPrefix), kafkasink.Logger(log))

@@ -18,6 +18,7 @@ import (
 	_ "github.com/sluicehq/sluice/checkpoint/storage/s3"
 	_ "github.com/sluicehq/sluice/cluster"
 	_ "github.com/sluicehq/sluice/runner"
+	_ "github.com/sluicehq/sluice/runtime/autoscaler"
 	_ "github.com/sluicehq/sluice/sink/kafka"
 	_ "github.com/sluicehq/sluice/source/kafka"
 	_ "github.com/sluicehq/sluice/state/rocksdb"
@@ -42,6 +43,8 @@ var sections = []struct{ pkg, title, intro string }{
 	{module + "/cluster/ha", "High availability", "Leader election and the checkpoint pointer in etcd (package cluster/ha), and etcd's user and TLS; read by package cluster."},
 	{module + "/runtime/network", "The data plane's bounds",
 		"What the peers of a worker's data plane can make it hold (package runtime/network's `TransportLimits`), read by package cluster."},
+	{module + "/runtime/autoscaler", "The autoscaler",
+		"Flink's autoscaler (package runtime/autoscaler, `job.autoscaler.*`): per-vertex parallelism from busy time, input rate and the Kafka lag to catch up; off by default."},
 	{module + "/runner", "The job runner", "A job run as a program (package runner): the REST API, metrics, traces, logging and signals."},
 }
 

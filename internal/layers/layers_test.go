@@ -40,6 +40,7 @@ var layers = []struct {
 	// shared secret), for the control and data planes.
 	{"peerauth", 0},
 	{"internal/deploycheck", 0}, // the deployment files' test (Dockerfile, deploy/kubernetes)
+	{"internal/docscheck", 0},   // the documentation's test (links, code from compiled files, sentinel errors)
 	{"formats/registry", 5},     // Schema Registry client, wire format, generic serde
 	{"formats/avro", 8},         // Avro serde
 	{"formats/protobuf", 8},     // Protobuf serde
@@ -72,6 +73,8 @@ var layers = []struct {
 	{"runtime/lifecycle", 30},
 	// The runtime.
 	{"runtime", 40},
+	// Deciding a running job's parallelism from its metrics.
+	{"runtime/autoscaler", 42},
 	// The control plane between a coordinator and its workers (gRPC).
 	{"cluster/control", 45},
 	// The user API and what reads a running job.
@@ -89,12 +92,11 @@ var layers = []struct {
 	{"metrics", 60},
 	{"inspect", 60},
 	// The test kit users test their pipelines with: operator harnesses
-	// and the job runner on the API; the Kafka clusters of tests; the
-	// dockerized one, its own package so that nothing else links
-	// testcontainers.
+	// and the job runner on the API; the Kafka clusters of tests. (The
+	// dockerized one, sluicetest/kafkatest/kafkacontainer, is a module of
+	// its own so that nothing in this one links testcontainers.)
 	{"sluicetest", 61},
 	{"sluicetest/kafkatest", 62},
-	{"sluicetest/kafkatest/kafkacontainer", 63},
 	// The job runner, which wires api, metrics and tracing.
 	{"runner", 65},
 	// The CLI.
@@ -120,7 +122,7 @@ const anything = 100
 var connectors = []string{"sink/kafka", "sink/filesink", "source/kafka", "state/rocksdb"}
 
 var noConnectorImports = []string{"api", "tracing", "metrics", "inspect", "runtime", "",
-	"sluicetest", "sluicetest/kafkatest", "sluicetest/kafkatest/kafkacontainer"}
+	"sluicetest", "sluicetest/kafkatest"}
 
 // connectorExceptions are imports of a connector by a package of
 // noConnectorImports that are still to be turned into registrations.

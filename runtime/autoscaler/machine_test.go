@@ -1,0 +1,284 @@
+package autoscaler
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/datadriven"
+)
+
+// TestScenarios runs testdata/*: a simulated job (one source, a pipeline
+// of vertices each processing up to cap records per second per subtask)
+// fed by producers at a rate, its figures given to the machine every
+// tick, its decisions applied at once.
+//
+//	job [window= stabilization= scale-down= catch-up= restart= target= boundary=
+//	    min= max= up-factor= down-factor= aggregator= scaling= backlog= mode=]
+//	<name> [source] p= max= cap= [partitions=] [in=(from:ship,...)] [ratio=]   one line per vertex
+//	----
+//	rate r=<records/s> | r=(a,b,...) a rate per tick, in turn [lag=<records>]
+//	run for= every= [downtime=]    prints each evaluation that differs from the one before
+func TestScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		s := &sim{}
+		datadriven.RunTest(t, path, s.run)
+	})
+}
+
+var shortKeys = map[string]string{
+	"window": "job.autoscaler.metrics.window", "stabilization": "job.autoscaler.stabilization.interval",
+	"scale-down": "job.autoscaler.scale-down.interval", "catch-up": "job.autoscaler.catch-up.duration",
+	"restart": "job.autoscaler.restart.time", "target": "job.autoscaler.utilization.target",
+	"boundary": "job.autoscaler.target.utilization.boundary", "min": "job.autoscaler.vertex.min-parallelism",
+	"max": "job.autoscaler.vertex.max-parallelism", "up-factor": "job.autoscaler.scale-up.max-factor",
+	"down-factor": "job.autoscaler.scale-down.max-factor", "aggregator": "job.autoscaler.metrics.busy-time.aggregator",
+	"scaling": "job.autoscaler.scaling.enabled", "backlog": "job.autoscaler.backlog-processing.lag-threshold",
+	"mode": "job.autoscaler.scaling.key-group.partitions.adjust.mode",
+}
+
+// simVertex is a vertex of the simulated job.
+type simVertex struct {
+	p          int
+	cap        float64 // records per second one subtask processes
+	ratio      float64 // records out per record in
+	partitions int
+	in, out    float64
+	busy       []float64 // seconds
+}
+
+type sim struct {
+	m     *Machine
+	topo  Topology
+	vs    []*simVertex
+	now   time.Duration
+	rates []float64
+	tick  int
+	lag   float64
+	last  string
+}
+
+func (s *sim) run(t *testing.T, d *datadriven.TestData) string {
+	switch d.Cmd {
+	case "job":
+		return s.job(t, d)
+	case "rate":
+		s.rates = nil
+		for _, v := range d.Vals("r") {
+			r, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				d.Fatalf(t, "rate %q: %v", v, err)
+			}
+			s.rates = append(s.rates, r)
+		}
+		s.tick = 0
+		if d.Has("lag") {
+			s.lag = float64(d.Int(t, "lag", 0))
+		}
+		return s.state()
+	case "run":
+		return s.advance(t, d)
+	}
+	d.Fatalf(t, "unknown command")
+	return ""
+}
+
+func (s *sim) job(t *testing.T, d *datadriven.TestData) string {
+	conf := config.New()
+	for _, a := range d.Args {
+		key, ok := shortKeys[a.Key]
+		if !ok || len(a.Vals) != 1 {
+			d.Fatalf(t, "argument %s: not a setting", a.Key)
+		}
+		if err := conf.Set(key, a.Vals[0]); err != nil {
+			return "error: " + err.Error()
+		}
+	}
+	cfg, err := FromConfiguration(conf)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	s.topo, s.vs, s.now, s.lag, s.last = Topology{}, nil, 0, 0, ""
+	names := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+		fields := strings.Fields(line)
+		v := Vertex{Name: fields[0], MaxParallelism: 128}
+		sv := &simVertex{p: 1, cap: math.Inf(1), ratio: 1}
+		for _, f := range fields[1:] {
+			k, val, _ := strings.Cut(f, "=")
+			num := func() float64 {
+				x, err := strconv.ParseFloat(val, 64)
+				if err != nil {
+					d.Fatalf(t, "%s: %v", f, err)
+				}
+				return x
+			}
+			switch k {
+			case "source":
+				v.Source = true
+			case "p":
+				sv.p = int(num())
+			case "max":
+				v.MaxParallelism = int(num())
+			case "cap":
+				sv.cap = num()
+			case "ratio":
+				sv.ratio = num()
+			case "partitions":
+				sv.partitions = int(num())
+			case "in":
+				for _, e := range strings.Split(strings.Trim(val, "()"), ",") {
+					from, ship, _ := strings.Cut(e, ":")
+					idx, ok := names[from]
+					if !ok {
+						d.Fatalf(t, "%s: no vertex %q before", line, from)
+					}
+					in := Input{From: idx}
+					switch ship {
+					case "hash":
+						in.Ship = Hash
+					case "forward":
+						in.Ship = Forward
+					}
+					v.Inputs = append(v.Inputs, in)
+				}
+			default:
+				d.Fatalf(t, "%s: unknown %s", line, k)
+			}
+		}
+		names[v.Name] = len(s.topo.Vertices)
+		s.topo.Vertices = append(s.topo.Vertices, v)
+		sv.busy = make([]float64, sv.p)
+		s.vs = append(s.vs, sv)
+	}
+	if s.m, err = New(cfg, s.topo); err != nil {
+		return "error: " + err.Error()
+	}
+	return fmt.Sprintf("window=%s stabilization=%s scale-down=%s catch-up=%s restart=%s utilization=%.3g [%.3g,%.3g]",
+		cfg.MetricsWindow, cfg.Stabilization, cfg.ScaleDownInterval, cfg.CatchUpDuration, cfg.RestartTime,
+		cfg.TargetUtilization, cfg.UtilizationMin, cfg.UtilizationMax)
+}
+
+// flow is the records each vertex takes in per record the source reads.
+func (s *sim) flow() []float64 {
+	f := make([]float64, len(s.vs))
+	for i, v := range s.topo.Vertices {
+		if v.Source {
+			f[i] = 1
+			continue
+		}
+		for _, in := range v.Inputs {
+			f[i] += f[in.From] * s.vs[in.From].ratio
+		}
+	}
+	return f
+}
+
+func (s *sim) step(dt time.Duration) {
+	rate := 0.0
+	if len(s.rates) > 0 {
+		rate = s.rates[s.tick%len(s.rates)]
+	}
+	s.tick++
+	sec := dt.Seconds()
+	f := s.flow()
+	limit := math.Inf(1) // records per second the source may read
+	for i, v := range s.vs {
+		if f[i] > 0 {
+			limit = min(limit, float64(v.p)*v.cap/f[i])
+		}
+	}
+	available := s.lag + rate*sec
+	read := min(available, limit*sec)
+	s.lag = available - read
+	for i, v := range s.vs {
+		in := read * f[i]
+		v.in += in
+		v.out += in * v.ratio
+		for k := range v.busy {
+			v.busy[k] += in / float64(v.p) / v.cap
+		}
+	}
+	s.now += dt
+}
+
+func (s *sim) snapshot() Snapshot {
+	snap := Snapshot{Time: time.Unix(0, 0).Add(s.now), Running: true}
+	for i, v := range s.vs {
+		f := Figures{Parallelism: v.p, RecordsIn: int64(v.in), RecordsOut: int64(v.out), Lag: -1, Partitions: v.partitions}
+		for _, b := range v.busy {
+			f.Busy = append(f.Busy, time.Duration(b*float64(time.Second)))
+		}
+		if s.topo.Vertices[i].Source {
+			f.Lag = int64(s.lag)
+		}
+		snap.Vertices = append(snap.Vertices, f)
+	}
+	return snap
+}
+
+func (s *sim) advance(t *testing.T, d *datadriven.TestData) string {
+	end := s.now + d.Duration(t, "for", time.Minute)
+	every := d.Duration(t, "every", 10*time.Second)
+	downtime := d.Duration(t, "downtime", 0)
+	var out []string
+	for s.now < end {
+		s.step(every)
+		ev, err := s.m.Observe(s.snapshot())
+		if err != nil {
+			if errors.Is(err, ErrTopology) {
+				return "error: " + err.Error()
+			}
+			d.Fatalf(t, "%v", err)
+		}
+		key := summary(ev)
+		if key != s.last || ev.Outcome == Scale || ev.Outcome == Recommend {
+			out = append(out, fmt.Sprintf("%s %s", clock(s.now), ev))
+		}
+		s.last = key
+		if ev.Outcome == Scale {
+			s.apply(ev.Parallelism, downtime)
+			out = append(out, fmt.Sprintf("%s rescaled, %s", clock(s.now), s.state()))
+		}
+	}
+	return strings.Join(append(out, s.state()), "\n")
+}
+
+// apply rescales the simulated job: new tasks, the input of the downtime
+// in the backlog.
+func (s *sim) apply(p map[int]int, downtime time.Duration) {
+	for i, v := range s.vs {
+		if np, ok := p[i]; ok {
+			v.p = np
+		}
+		v.in, v.out, v.busy = 0, 0, make([]float64, v.p)
+	}
+	if len(s.rates) > 0 {
+		s.lag += s.rates[s.tick%len(s.rates)] * downtime.Seconds()
+	}
+	s.now += downtime
+}
+
+func summary(ev Evaluation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %v %v", ev.Outcome, ev.Until, ev.Backlog)
+	for _, v := range ev.Vertices {
+		fmt.Fprintf(&b, "|%s %d %s", v.Change, v.NewParallelism, v.Reason)
+	}
+	return b.String()
+}
+
+func clock(d time.Duration) string { return "t=" + time.Unix(0, 0).Add(d).UTC().Format(time.TimeOnly) }
+
+func (s *sim) state() string {
+	parts := make([]string, len(s.vs))
+	for i, v := range s.vs {
+		parts[i] = fmt.Sprintf("%s p=%d", s.topo.Vertices[i].Name, v.p)
+	}
+	return fmt.Sprintf("job: %s lag=%d", strings.Join(parts, " "), int64(s.lag))
+}
