@@ -80,8 +80,12 @@ var layers = []struct {
 	// The user API and what reads a running job.
 	{"", 50},
 	{"internal/backpressure", 50},
+	// Tables on the user API: changelogs, joins, materialized tables.
+	{"table", 52},
 	// One job on several processes, plugged into the user API.
 	{"cluster", 55},
+	// Tables from and to Kafka (compacted topics), Views.
+	{"table/kafkatable", 55},
 	// Around the engine.
 	{"api", 60},
 	{"tracing", 60},
