@@ -113,6 +113,7 @@ func ProcessKeyedBroadcast[K comparable, IN, BC, OUT any](ks *KeyedStream[K, IN]
 	}
 	n, _ := newNode[OUT](env, "KeyedBroadcastProcess", opts, true)
 	n.Keyed, n.KeyCodec = true, ks.keyCodec
+	env.bindQueryables(n, ks.keyCodec)
 	decls := b.decls
 	n.Build = func(out any) (operators.Operator, []any, error) {
 		op := operators.NewKeyedBroadcastProcess(cloneFunction(fn), ks.keyOf, ks.keyCodec, decls, out.(operators.Output[OUT]))

@@ -52,6 +52,11 @@ type Environment struct {
 	standbyObservers []StandbyObserver
 	// conf is the configuration of WithConfiguration.
 	conf *Configuration
+	// pendingQueryables are the queryable states declared on operators
+	// not yet bound to their key codec (bindQueryables); queryNames the
+	// bound ones' names, with their operator's name.
+	pendingQueryables map[*runtime.Node][]queryableDecl
+	queryNames        map[string]string
 }
 
 // Option configures an Environment.
@@ -61,7 +66,8 @@ type Option func(*Environment)
 // 1, max parallelism 128, 32 KiB network buffers, a 100 ms buffer timeout,
 // 2 exclusive buffers per channel and 8 floating buffers per gate.
 func NewEnvironment(opts ...Option) *Environment {
-	e := &Environment{cfg: runtime.DefaultConfig(), uids: map[string]string{}}
+	e := &Environment{cfg: runtime.DefaultConfig(), uids: map[string]string{},
+		pendingQueryables: map[*runtime.Node][]queryableDecl{}, queryNames: map[string]string{}}
 	for _, o := range opts {
 		o(e)
 	}
@@ -227,6 +233,7 @@ func (e *Environment) Plan() *runtime.Plan { return &e.plan }
 // stops, keeping its latest checkpoint for the next run; Job.Cancel
 // cancels it.
 func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
+	e.checkQueryables()
 	if len(e.errs) > 0 {
 		return nil, errors.Join(e.errs...)
 	}
@@ -270,6 +277,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 // the cause).
 func (e *Environment) Execute(ctx context.Context) error {
 	if l, err := e.Launcher(); err == nil && l != nil && l.Worker() {
+		e.checkQueryables()
 		if len(e.errs) > 0 {
 			return errors.Join(e.errs...)
 		}

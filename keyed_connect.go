@@ -56,6 +56,7 @@ func KeyedCoProcess[K comparable, A, B, OUT any](c *ConnectedKeyedStreams[K, A, 
 	env := c.a.stream.env
 	n, _ := newNode[OUT](env, "KeyedCoProcess", opts, true)
 	n.Keyed, n.KeyCodec = true, c.a.keyCodec
+	env.bindQueryables(n, c.a.keyCodec)
 	a, b := c.a, c.b
 	n.Build = func(out any) (operators.Operator, []any, error) {
 		op := operators.NewKeyedCoProcess(cloneFunction(fn), a.keyOf, b.keyOf, a.keyCodec, out.(operators.Output[OUT]))

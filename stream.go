@@ -27,6 +27,7 @@ type opSettings struct {
 	maxParallelism  int
 	disableChaining bool
 	codec           any
+	queryables      []queryableDecl
 }
 
 // Name names the operator in logs, metrics and errors.
@@ -99,6 +100,9 @@ func newNode[OUT any](env *Environment, defName string, opts []OpOption, out boo
 		env.addErr(fmt.Errorf("%w: uid %q of operator %q is already used by operator %q", ErrInvalidOption, n.UID, n.Name, prev))
 	}
 	env.uids[n.UID] = n.Name
+	if len(set.queryables) > 0 {
+		env.pendingQueryables[n] = set.queryables
+	}
 	if set.parallelism < 0 || set.maxParallelism < 0 {
 		env.addErr(fmt.Errorf("%w: operator %q: parallelism must not be negative", ErrInvalidOption, n.Name))
 	}
@@ -247,6 +251,7 @@ func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedProcessF
 	s := ks.stream
 	n, _ := newNode[OUT](s.env, "KeyedProcess", opts, true)
 	n.Keyed, n.KeyCodec = true, ks.keyCodec
+	s.env.bindQueryables(n, ks.keyCodec)
 	n.Build = func(out any) (operators.Operator, []any, error) {
 		op := operators.NewKeyedProcess(cloneFunction(fn), ks.keyOf, ks.keyCodec, out.(operators.Output[OUT]))
 		return op, []any{op}, nil

@@ -119,7 +119,8 @@ func millis(d time.Duration) int64 {
 // clock does.
 //
 //	late := sluice.NewOutputTag[Click]("late-clicks")
-//	ws := sluice.Window(sluice.KeyBy(clicks, Click.User), sluice.TumblingEventTimeWindows(time.Minute)).
+//	byUser := sluice.KeyBy(clicks, func(c Click) string { return c.User })
+//	ws := sluice.Window(byUser, sluice.TumblingEventTimeWindows(time.Minute)).
 //		AllowedLateness(10 * time.Second).
 //		SideOutputLateData(late)
 //	counts := sluice.AggregateWindow(ws, countClicks{}, sluice.UID("clicks-per-minute"))

@@ -22,6 +22,8 @@
 //	POST  /jobs/:jobid/savepoints                 {"target-directory", "cancel-job"}
 //	POST  /jobs/:jobid/stop                       {"targetDirectory", "drain"}
 //	GET   /jobs/:jobid/savepoints/:triggerid      the savepoint's status and location
+//	GET   /jobs/:jobid/queryable-state            (Sluice) the names of the job's queryable states
+//	GET   /jobs/:jobid/queryable-state/:name?key=k  (Sluice) k's current value, from the subtask owning it
 //	POST  /savepoint-disposal                     {"savepoint-path"}: delete a savepoint
 //	GET   /savepoint-disposal/:triggerid          the disposal's status
 //	GET   /jobs/:jobid/checkpoints/timeline       (Sluice) the checkpoints the server kept, for charts

@@ -256,6 +256,9 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 			continue
 		}
 		url := fill.Replace(strings.ReplaceAll(p, "{triggerid}", triggers[p]))
+		if strings.Contains(p, "{name}") {
+			url = strings.ReplaceAll(url, "{name}", testjob.QueryableCount) + "?key=1"
+		}
 		status, ct, body := e.request(t, http.MethodGet, url, nil)
 		if status == http.StatusNotFound {
 			t.Errorf("GET %s (%s): 404 %s", url, p, body)

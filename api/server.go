@@ -418,6 +418,8 @@ func (s *Server) routes() http.Handler {
 	api("POST /jobs/{jobid}/savepoints", s.withJob(s.handleTriggerSavepoint))
 	api("GET /jobs/{jobid}/savepoints/{triggerid}", s.withJob(s.handleSavepointStatus))
 	api("POST /jobs/{jobid}/stop", s.withJob(s.handleStop))
+	api("GET /jobs/{jobid}/queryable-state", s.withJob(s.handleQueryableStates))
+	api("GET /jobs/{jobid}/queryable-state/{name}", s.withJob(s.handleQueryState))
 	api("POST /savepoint-disposal", s.handleDisposeSavepoint)
 	api("GET /savepoint-disposal/{triggerid}", s.handleDisposalStatus)
 	if s.opts.Metrics != nil {

@@ -106,7 +106,8 @@ func (j job) env(c cluster.Config, opts ...sluice.Option) *sluice.Environment {
 	}
 	s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen", sluice.UID("gen"), sluice.Parallelism(srcPar))
 	counts := sluice.Process[int64, int64, keyCount](sluice.KeyBy(s, func(v int64) int64 { return v % j.keys }),
-		&runningCount{fail: j.failAt}, sluice.Name("count"), sluice.UID("count"))
+		&runningCount{fail: j.failAt}, sluice.Name("count"), sluice.UID("count"),
+		sluice.QueryableValueState[int64]("count", state.ValueStateDescriptor[int64]{Name: "count"}))
 	sluice.SinkTo(counts, filesink.New[keyCount](j.out, codec.JSON[keyCount]{}), sluice.Name("files"), sluice.UID("files"))
 	return env
 }
@@ -200,6 +201,34 @@ func TestJobOnThreeWorkers(t *testing.T) {
 	}
 	views := make(chan *cluster.WorkerView, 3)
 	wait := workers(t, j, addr, 3, 2, func(v *cluster.WorkerView) { views <- v })
+	// The coordinator runs no task: a query goes to the worker running
+	// the subtask that owns the key, over the control plane.
+	answered := map[int64]bool{}
+	testutil.Await(t, "every key's count answered by its subtask on its worker", func() bool {
+		for k := range j.keys {
+			res, err := jb.QueryState(ctx, "count", fmt.Sprint(k))
+			if errors.Is(err, sluice.ErrQueryUnavailable) {
+				return false // deploying
+			}
+			if err != nil {
+				t.Fatalf("query of key %d: %v", k, err)
+			}
+			if want := ownerOf(t, k, j.par); res.Subtask != want {
+				t.Fatalf("key %d answered by subtask %d, its key group is subtask %d's", k, res.Subtask, want)
+			}
+			var n int64
+			if res.Found {
+				if err := json.Unmarshal(res.Value, &n); err != nil || n < 1 || n > j.records/j.keys+1 {
+					t.Fatalf("key %d: count %s (%v)", k, res.Value, err)
+				}
+				answered[k] = true
+			}
+		}
+		return len(answered) == int(j.keys)
+	})
+	if _, err := jb.QueryState(ctx, "count", "x"); !errors.Is(err, sluice.ErrQueryKey) {
+		t.Fatalf("a key that does not parse: %v", err)
+	}
 	// The coordinator serves every task's figures, from the workers.
 	testutil.Await(t, "task metrics of the 12 tasks from the 3 workers", func() bool {
 		ms := jb.Metrics()
@@ -846,4 +875,14 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// ownerOf is the subtask owning key k at parallelism par (max
+// parallelism 128).
+func ownerOf(t *testing.T, k int64, par int) int {
+	b, err := codec.DefaultKey[int64]().Append(nil, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state.OperatorIndexFor(state.KeyGroupFor(b, 128), 128, par)
 }

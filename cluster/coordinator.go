@@ -228,7 +228,14 @@ type coordinator struct {
 	metrics map[string][]runtime.TaskMetrics
 }
 
+// QueryState routes a query against the job's state to the worker
+// running the task that owns the key (runtime.QueryRouter).
+func (c *coordinator) QueryState(ctx context.Context, attempt int, task checkpoint.TaskID, name string, key []byte) ([]byte, bool, error) {
+	return c.srv.QueryState(ctx, attempt, task, name, key)
+}
+
 var (
+	_ runtime.QueryRouter        = (*coordinator)(nil)
 	_ runtime.Executor           = (*coordinator)(nil)
 	_ runtime.MetricsSource      = (*coordinator)(nil)
 	_ control.CoordinatorHandler = (*coordinator)(nil)

@@ -196,6 +196,7 @@ type worker struct {
 var (
 	_ control.WorkerHandler    = (*worker)(nil)
 	_ control.SavepointLocator = (*worker)(nil)
+	_ control.QueryHandler     = (*worker)(nil)
 	_ runtime.TaskStopper      = (*worker)(nil)
 )
 
@@ -325,6 +326,16 @@ func (w *worker) DrainEventTime(to runtime.TaskRef) error {
 		return err
 	}
 	return g.(runtime.TaskStopper).DrainEventTime(to)
+}
+
+// QueryState answers a query routed to one of the worker's tasks
+// (control.QueryHandler).
+func (w *worker) QueryState(ctx context.Context, attempt int, task checkpoint.TaskID, name string, key []byte) ([]byte, bool, error) {
+	r := w.runnerNow()
+	if r == nil {
+		return nil, false, fmt.Errorf("worker: query %q of task %d: %w: no tasks deployed", name, task, runtime.ErrQueryUnavailable)
+	}
+	return r.QueryState(ctx, attempt, task, name, key)
 }
 
 func (w *worker) SetSavepointDir(id int64, dir string) {

@@ -1,7 +1,15 @@
-// Package codec owns the encoding of typed values to bytes and back: the
-// Codec interface that every network edge, keyed state and checkpoint uses,
-// and the built-in codecs for []byte, string, the integer types, JSON and
-// Binary (CBOR behind a format byte, the default of composite types).
+// Package codec turns typed values into bytes and back. A Kafka source
+// decodes and a Kafka sink encodes with a codec (codec.JSON[Order]{} for
+// a topic of JSON, codec.String{}, codec.Bytes{}, codec.Int[int64]{}, a
+// Schema Registry serde of formats/avro, formats/protobuf or
+// formats/jsonschema, or your own Codec); keyed state, window contents
+// and records between subtasks use codec.Default when given none: the
+// built-in codecs for []byte, string and integers, and Binary (CBOR
+// behind a format byte, honouring `json` tags) for composite types.
+// Example shows both; docs/state.md says what a changed struct restores.
+//
+// The package owns the Codec interface that every network edge, keyed
+// state and checkpoint uses, and the built-in codecs.
 package codec
 
 import (

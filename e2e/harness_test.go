@@ -189,24 +189,30 @@ func (j *job[Out]) output(t *testing.T) []Out {
 
 // runUnderCrashes runs the job with two crashes in the maybe-crash maps
 // (within their first mapSpan records), two in the operators under test
-// (within their first len(want) outputs) and one in the sink's commits
+// (within their first opSpan outputs) and one in the sink's commits
 // (within the first commitSpan), and fails t unless several struck, one
-// at least in the operators, and the committed output, each record as
-// fmt.Sprint prints it, is want as a multiset (what names the records).
-func (j *job[Out]) runUnderCrashes(t *testing.T, rng *rand.Rand, mapSpan, commitSpan int64, want []string, what string) *sluice.Job {
+// at least in the operators, and check finds nothing wrong with the
+// committed output, each record as fmt.Sprint prints it (sameAs(want):
+// want as a multiset); what names the records.
+func (j *job[Out]) runUnderCrashes(t *testing.T, rng *rand.Rand, mapSpan, commitSpan, opSpan int64, check func(got []string) string, what string) *sluice.Job {
 	t.Helper()
-	j.mapCrash, j.opCrash, j.commitCrash = newCrashes(rng, 2, mapSpan), newCrashes(rng, 2, int64(len(want))), newCrashes(rng, 1, commitSpan)
+	j.mapCrash, j.opCrash, j.commitCrash = newCrashes(rng, 2, mapSpan), newCrashes(rng, 2, opSpan), newCrashes(rng, 1, commitSpan)
 	job := j.run(t)
 	crashes := j.crashed()
 	if j.opCrash.count() == 0 || crashes < 3 {
 		t.Fatalf("%d crashes injected (%d in the operators under test); the test needs several", crashes, j.opCrash.count())
 	}
 	got := j.committed(t)
-	if d := sameMultiset(got, want); d != "" {
+	if d := check(got); d != "" {
 		t.Fatalf("committed %s differ from the plain evaluation: %s", what, d)
 	}
 	t.Logf("%d crashes, %d restarts, %d %s committed", crashes, job.Restarts(), len(got), what)
 	return job
+}
+
+// sameAs is the check that the output is want as a multiset.
+func sameAs(want []string) func(got []string) string {
+	return func(got []string) string { return sameMultiset(got, want) }
 }
 
 // committed is what the file sink committed, each record as fmt.Sprint

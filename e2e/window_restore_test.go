@@ -109,7 +109,7 @@ func TestWindowsExactlyOnceUnderFailures(t *testing.T) {
 	const records = 3000
 	want := restoreWant(records)
 	r := windowsJob(t, records, 6000)
-	job := r.runUnderCrashes(t, rng, records, 20, want, "window results")
+	job := r.runUnderCrashes(t, rng, records, 20, int64(len(want)), sameAs(want), "window results")
 	// Two crashes in one attempt (before it stops) cost one restart.
 	if job.Restarts() < 1 || job.Restarts() > r.crashed() {
 		t.Errorf("job restarted %d times for %d crashes", job.Restarts(), r.crashed())

@@ -155,7 +155,7 @@ func TestTriggersAndEvictorsExactlyOnceUnderFailures(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	const records = 2000
 	want := trigWant(records)
-	triggersJob(t, records, 5000).runUnderCrashes(t, rng, records, 15, want, "firings")
+	triggersJob(t, records, 5000).runUnderCrashes(t, rng, records, 15, int64(len(want)), sameAs(want), "firings")
 }
 
 // TestTriggersAndEvictorsRescale stops the job with a savepoint midway

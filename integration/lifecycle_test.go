@@ -177,9 +177,10 @@ func TestSuspendOnSIGTERM(t *testing.T) {
 			const keys, perKey, suspends = 16, 150, 6
 			ctx := jobContext(t, 4*time.Minute)
 			adm := kadm.NewClient(newClient(t))
-			// 2400 records at 300/s: 8 s of counting, more than six runs
-			// of at most a second each use.
-			job := newKeyedJob(ctx, t, adm, keys, perKey, c.mode, 300)
+			// 2400 records at 150/s: 16 s of counting, more than six runs
+			// use (a second or so each, up to 3.5 s on a loaded machine,
+			// where a run that waits for its checkpoint gets further).
+			job := newKeyedJob(ctx, t, adm, keys, perKey, c.mode, 150)
 			job.backend = c.backend
 			job.extra = append([]string{"-interval", "100ms"}, c.extra...)
 			var latest int64 // the newest checkpoint a suspended run completed

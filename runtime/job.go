@@ -472,6 +472,7 @@ func (a *attempt) startTasks() {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
+			defer close(t.exitCh)
 			defer t.exited.Store(true)
 			err := t.run()
 			switch {
@@ -632,7 +633,7 @@ func (a *attempt) deploy() error {
 		mb := newMailbox(wake)
 		t := &Task{
 			job: j, att: a, id: s.ID, vertex: s.Vertex, subtask: s.Subtask, name: s.Name, ctx: a.ctx,
-			wake: wake, mailbox: mb, upstream: s.Upstream,
+			wake: wake, mailbox: mb, upstream: s.Upstream, exitCh: make(chan struct{}),
 			timers: &processingTime{mailbox: mb, timers: map[*time.Timer]struct{}{}},
 			logger: j.logger.With("vertex", s.Vertex.Name, "subtask", s.Subtask),
 		}

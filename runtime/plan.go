@@ -71,6 +71,9 @@ type Node struct {
 	DisableChaining bool
 	// Keyed nodes get a keyed state backend for their key-group range.
 	Keyed bool
+	// Queryable are the keyed states of a keyed node that answer queries
+	// against the running job (Job.QueryState).
+	Queryable []QueryableState
 	// KeyCodec is, for a keyed node, the codec.Codec[K] (as any) of its
 	// key: what the keyed backend's keys are encoded with (tools that
 	// read keyed state by key, such as package sluicetest, use it).

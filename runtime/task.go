@@ -75,8 +75,10 @@ type Task struct {
 	counters taskCounters
 	recsIn   int64
 	// exited is set once the task goroutine returned (for the
-	// cancellation timeout's report of the tasks still running).
+	// cancellation timeout's report of the tasks still running); exitCh
+	// is closed then (queries waiting for an answer stop waiting).
 	exited atomic.Bool
+	exitCh chan struct{}
 }
 
 // gateInput is one input gate of a task and what it needs to read it.

@@ -15,7 +15,7 @@
 // do:
 //
 //	h := sluicetest.New(t, func(in *sluice.Stream[Click]) *sluice.Stream[Count] {
-//		return sluice.Process(sluice.KeyBy(in, Click.UserID), &countClicks{}, sluice.UID("count"))
+//		return sluice.Process(sluice.KeyBy(in, func(c Click) string { return c.UserID }), &countClicks{}, sluice.UID("count"))
 //	})
 //	h.ProcessElement(Click{UserID: "ann"}, 1_000)
 //	h.ProcessWatermark(60_000)           // fires the event-time timers due

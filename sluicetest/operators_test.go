@@ -196,6 +196,7 @@ func (alertOver) ProcessBroadcastElement(ctx *sluice.KeyedBroadcastContext[strin
 // A keyed broadcast function: a rule reaches every subtask; its broadcast
 // state is every subtask's and survives a restore at another parallelism.
 func TestKeyedBroadcastHarness(t *testing.T) {
+	// [start broadcast]
 	decl := []sluice.BroadcastStateDeclaration{sluice.DeclareBroadcastState(rulesDesc)}
 	h := sluicetest.KeyedBroadcastProcess(t, func(c click) string { return c.User }, sluice.KeyedBroadcastProcessFunction[string, click, user, string](alertOver{}),
 		decl, sluicetest.WithParallelism(2), sluicetest.WithOperatorOptions(sluice.UID("alerts")))
@@ -211,6 +212,7 @@ func TestKeyedBroadcastHarness(t *testing.T) {
 	if got := h.Values(); !slices.Equal(got, []string{"u1 over: 6"}) {
 		t.Fatalf("alerts: %v", got)
 	}
+	// [end broadcast]
 	r := sluicetest.KeyedBroadcastProcess(t, func(c click) string { return c.User }, sluice.KeyedBroadcastProcessFunction[string, click, user, string](alertOver{}),
 		decl, sluicetest.WithParallelism(3), sluicetest.WithOperatorOptions(sluice.UID("alerts")), sluicetest.RestoreFrom(h.Snapshot().Path))
 	for i := range 3 {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/peerauth"
 	"github.com/sluicehq/sluice/runtime"
 )
@@ -98,6 +99,13 @@ type WorkerHandler interface {
 	Deploy(d Deployment) error
 	// Cancel cancels the worker's tasks of the attempt.
 	Cancel(jobID string, attempt int)
+}
+
+// QueryHandler is implemented by a WorkerHandler that answers queries
+// against its tasks' state (runtime.TaskRunner's QueryState), on a
+// goroutine of the query's own: it may wait for the task.
+type QueryHandler interface {
+	QueryState(ctx context.Context, attempt int, task checkpoint.TaskID, name string, key []byte) ([]byte, bool, error)
 }
 
 // SavepointLocator is implemented by a WorkerHandler that takes the
@@ -379,6 +387,10 @@ func (c *Client) dispatch(f *frame) {
 		c.deploy(f)
 		return
 	}
+	if f.Query != nil {
+		c.query(f)
+		return
+	}
 	if f.RegisterReply != nil || (f.Cancel == nil && f.Trigger == nil && f.Notify == nil && f.AllowFinish == nil &&
 		f.StopTask == nil && f.Drain == nil && f.Savepoint == nil) {
 		c.log.Debug("control: unexpected message from the coordinator dropped", "worker", c.cfg.WorkerID, "message", f.kind())
@@ -418,6 +430,41 @@ func (c *Client) dispatch(f *frame) {
 	if err != nil {
 		c.log.Debug("control: a task did not take the coordinator's message", "worker", c.cfg.WorkerID, "message", f.kind(), "err", err)
 	}
+}
+
+// queryTimeout bounds how long a worker waits for its task to answer a
+// query (the coordinator's caller has its own deadline).
+const queryTimeout = 10 * time.Second
+
+// query answers a query on a goroutine of its own, so that a task slow to
+// answer holds up nothing else the coordinator sends.
+func (c *Client) query(f *frame) {
+	q := *f.Query
+	reply := func(value []byte, found bool, err error) {
+		_ = c.l.send(&frame{JobID: f.JobID, Attempt: f.Attempt, Seq: f.Seq, QueryReply: &queryReply{Value: value, Found: found, Err: toWire(err)}})
+	}
+	h, ok := c.h.(QueryHandler)
+	if why := c.stale(f.JobID, f.Attempt); why != "" || !ok {
+		if !ok {
+			why = "the worker answers no queries"
+		}
+		reply(nil, false, fmt.Errorf("control: worker %s: query %q of task %d: %w: %s", c.cfg.WorkerID, q.Name, q.Task, runtime.ErrQueryUnavailable, why))
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
+		defer cancel()
+		go func() { // the session's end ends the wait (Close waits for it)
+			select {
+			case <-c.l.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		reply(h.QueryState(ctx, f.Attempt, q.Task, q.Name, q.Key))
+	}()
 }
 
 // deploy makes the deployment's attempt current, hands it to the handler

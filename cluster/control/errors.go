@@ -3,6 +3,7 @@ package control
 import (
 	"errors"
 
+	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/runtime/network"
 )
 
@@ -58,8 +59,10 @@ func (e *RemoteError) Is(target error) bool { return e.Sentinel != nil && target
 
 // wireSentinels are the errors callers match with errors.Is across the
 // control plane, by their text: a worker's deployment refused for want of
-// network buffers fails the job with the same sentinel as in one process.
-var wireSentinels = []error{network.ErrInsufficientNetworkBuffers}
+// network buffers fails the job with the same sentinel as in one process;
+// a query a worker could not answer is refused with the same status.
+var wireSentinels = []error{network.ErrInsufficientNetworkBuffers,
+	runtime.ErrQueryUnavailable, runtime.ErrUnknownQueryableState, runtime.ErrQueryKey}
 
 // SuppressRestarts reports whether the sender's error suppressed restarts.
 func (e *RemoteError) SuppressRestarts() bool { return e.Suppress }

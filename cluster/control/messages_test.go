@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime"
 )
 
@@ -193,5 +195,56 @@ func TestMessagesInOrder(t *testing.T) {
 	}
 	if e, ok := ev[n].(runtime.TaskEvent); !ok || e.Kind != runtime.ReportFinished {
 		t.Errorf("last message %#v, want finished after every ack", ev[n])
+	}
+}
+
+// queryWorker is a worker that answers queries: the key back as the
+// value, or for the name "gone" that its task is unavailable.
+type queryWorker struct{ workerRecorder }
+
+func (q *queryWorker) QueryState(_ context.Context, attempt int, task checkpoint.TaskID, name string, key []byte) ([]byte, bool, error) {
+	if name == "gone" {
+		return nil, false, fmt.Errorf("task %d: %w", task, runtime.ErrQueryUnavailable)
+	}
+	return fmt.Appendf(nil, `{"attempt":%d,"task":%d,"key":%q}`, attempt, task, key), true, nil
+}
+
+// TestQueryRoundTrip: a query goes to the worker the placement names for
+// its task and comes back with its answer; an error keeps its sentinel
+// across the wire; a worker that answers no queries, and a task of no
+// deployed attempt, are unavailable.
+func TestQueryRoundTrip(t *testing.T) {
+	s, coord, _ := newServer(t, nil)
+	log, _ := testLogger(t)
+	c, err := Dial(testutil.Context(t, 0), ClientConfig{CoordinatorAddr: s.Addr(), WorkerID: "w1", Slots: 4, DataAddr: "10.0.0.9:7000",
+		Fingerprint: testFingerprint, Host: "host-w1", Logger: log}, &queryWorker{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _, _ = dial(t, s, "w2", nil)
+	coord.await(t, "the registrations", 2)
+	ctx := context.Background()
+	if _, _, err := s.QueryState(ctx, 3, 0, "count", []byte("k")); !errors.Is(err, runtime.ErrQueryUnavailable) {
+		t.Fatalf("a query before any deployment: %v", err)
+	}
+	// Task 0 on w1, task 1 on w2.
+	for _, w := range []string{"w1", "w2"} {
+		if err := s.Deploy(ctx, w, Deployment{Attempt: 3, Tasks: nil, Placement: []string{"w1", "w2"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, found, err := s.QueryState(ctx, 3, 0, "count", []byte("k7"))
+	if err != nil || !found || string(v) != `{"attempt":3,"task":0,"key":"k7"}` {
+		t.Fatalf("query: %s %v %v", v, found, err)
+	}
+	if _, _, err := s.QueryState(ctx, 3, 0, "gone", []byte("k")); !errors.Is(err, runtime.ErrQueryUnavailable) {
+		t.Fatalf("an unavailable task: %v, want ErrQueryUnavailable across the wire", err)
+	}
+	if _, _, err := s.QueryState(ctx, 3, 1, "count", []byte("k")); !errors.Is(err, runtime.ErrQueryUnavailable) {
+		t.Fatalf("a worker that answers no queries: %v", err)
+	}
+	if _, _, err := s.QueryState(ctx, 2, 0, "count", []byte("k")); !errors.Is(err, runtime.ErrQueryUnavailable) {
+		t.Fatalf("a query of an older attempt: %v", err)
 	}
 }

@@ -163,6 +163,7 @@ type session struct {
 
 	pmu     sync.Mutex
 	pending map[uint64]chan error
+	queries map[uint64]chan *queryReply
 }
 
 // NewServer listens on cfg.ListenAddr and serves the workers' sessions,
@@ -318,6 +319,47 @@ func (s *Server) Deploy(ctx context.Context, workerID string, d Deployment) erro
 		return fmt.Errorf("%s: %w: %w", what, ErrDeployFailed, err)
 	}
 	return nil
+}
+
+// QueryState asks the worker running task (of the deployed attempt) for
+// the value of key in its queryable state name: runtime.QueryRouter's
+// call, for the coordinator's Executor. Its errors keep the runtime's
+// sentinels (ErrQueryUnavailable and the others) across the wire; a task
+// of no registered worker, or of another attempt, is unavailable.
+func (s *Server) QueryState(ctx context.Context, attempt int, task checkpoint.TaskID, name string, key []byte) ([]byte, bool, error) {
+	what := fmt.Sprintf("control: query %q of task %d", name, task)
+	s.mu.Lock()
+	var w string
+	if t := int(task); s.deployed && s.attempt == attempt && t >= 0 && t < len(s.placement) {
+		w = s.placement[t]
+	}
+	ss := s.workers[w]
+	s.seq++
+	seq := s.seq
+	s.mu.Unlock()
+	if ss == nil {
+		return nil, false, fmt.Errorf("%s: %w: no worker of attempt %d runs it", what, runtime.ErrQueryUnavailable, attempt)
+	}
+	reply := make(chan *queryReply, 1)
+	ss.pmu.Lock()
+	ss.queries[seq] = reply
+	ss.pmu.Unlock()
+	defer func() {
+		ss.pmu.Lock()
+		delete(ss.queries, seq)
+		ss.pmu.Unlock()
+	}()
+	if err := ss.l.send(&frame{JobID: s.cfg.JobID, Attempt: attempt, Seq: seq, Query: &queryMsg{Task: task, Name: name, Key: key}}); err != nil {
+		return nil, false, fmt.Errorf("%s on worker %s: %w: %w", what, w, runtime.ErrQueryUnavailable, err)
+	}
+	select {
+	case r := <-reply:
+		return r.Value, r.Found, r.Err.err()
+	case <-ss.l.done:
+		return nil, false, fmt.Errorf("%s on worker %s: %w: %w", what, w, runtime.ErrQueryUnavailable, ss.l.err())
+	case <-ctx.Done():
+		return nil, false, fmt.Errorf("%s on worker %s: %w", what, w, ctx.Err())
+	}
 }
 
 // Cancel asks the worker to cancel its tasks of the attempt. It does not
@@ -644,6 +686,7 @@ func (s *Server) admit(f *frame, remote string, identity peerauth.Identity) (*se
 		},
 		instance: r.Instance,
 		pending:  map[uint64]chan error{},
+		queries:  map[uint64]chan *queryReply{},
 	}
 	ss.l = newLink(s.log, "worker "+id, s.cfg.Epoch, s.cfg.HeartbeatInterval, s.cfg.HeartbeatTimeout, &s.pauseBeats, s.events, func(cause error) {
 		// Under ss.l.mu: after every frame of the session handed on. The
@@ -707,6 +750,8 @@ func (s *Server) received(ss *session, f *frame) {
 	switch {
 	case f.DeployReply != nil:
 		ss.resolve(f.Seq, f.DeployReply.Err.err())
+	case f.QueryReply != nil:
+		ss.answer(f.Seq, f.QueryReply)
 	case f.Ack != nil, f.Decline != nil, f.Event != nil, f.Metrics != nil:
 		ss.l.push(func() { s.deliver(ss, f) })
 	default:
@@ -752,6 +797,17 @@ func (ss *session) forget(seq uint64) {
 	ss.pmu.Lock()
 	delete(ss.pending, seq)
 	ss.pmu.Unlock()
+}
+
+// answer hands a worker's query reply to the query waiting for it.
+func (ss *session) answer(seq uint64, r *queryReply) {
+	ss.pmu.Lock()
+	ch := ss.queries[seq]
+	delete(ss.queries, seq)
+	ss.pmu.Unlock()
+	if ch != nil {
+		ch <- r
+	}
 }
 
 func (ss *session) resolve(seq uint64, err error) {

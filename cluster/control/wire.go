@@ -217,13 +217,30 @@ type taskEventMsg struct {
 	Err  *wireError            `json:"err,omitempty"`
 }
 
+// queryMsg asks a worker for the value of a key in a queryable state of
+// one of its tasks (runtime.QueryRouter); key is the encoded key.
+type queryMsg struct {
+	Task checkpoint.TaskID `json:"task"`
+	Name string            `json:"name"`
+	Key  []byte            `json:"key"`
+}
+
+// queryReply answers the queryMsg of the same Seq: the value as JSON, or
+// the error.
+type queryReply struct {
+	Value []byte     `json:"value,omitempty"`
+	Found bool       `json:"found,omitempty"`
+	Err   *wireError `json:"err,omitempty"`
+}
+
 // frame is one message on the stream: the header (leader epoch, job,
 // attempt) and exactly one payload.
 type frame struct {
 	Epoch   int64  `json:"epoch"`
 	JobID   string `json:"job,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
-	// Seq pairs a Deploy with its DeployReply.
+	// Seq pairs a Deploy with its DeployReply, a Query with its
+	// QueryReply.
 	Seq uint64 `json:"seq,omitempty"`
 
 	Register      *register      `json:"register,omitempty"`
@@ -245,6 +262,9 @@ type frame struct {
 	Event   *taskEventMsg                  `json:"event,omitempty"`
 	// Metrics are the figures of the worker's tasks of the attempt.
 	Metrics *metricsMsg `json:"metrics,omitempty"`
+
+	Query      *queryMsg   `json:"query,omitempty"`
+	QueryReply *queryReply `json:"query_reply,omitempty"`
 }
 
 // metricsMsg carries a worker's task figures (runtime.TaskMetrics).
@@ -287,6 +307,10 @@ func (f *frame) kind() string {
 		return "task-event"
 	case f.Metrics != nil:
 		return "metrics"
+	case f.Query != nil:
+		return "query"
+	case f.QueryReply != nil:
+		return "query-reply"
 	}
 	return "empty"
 }

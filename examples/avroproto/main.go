@@ -138,6 +138,7 @@ func run(ctx context.Context, n int, interval time.Duration) error {
 	defer fake.Close()
 	fmt.Printf("Embedded Kafka broker at %v, in-process Schema Registry at %s.\n", seeds, fake.URL())
 
+	// [start serdes]
 	reg, err := registry.NewClient(fake.URL())
 	if err != nil {
 		return err
@@ -155,6 +156,7 @@ func run(ctx context.Context, n int, interval time.Duration) error {
 	if err != nil {
 		return err
 	}
+	// [end serdes]
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
@@ -187,8 +189,10 @@ func run(ctx context.Context, n int, interval time.Duration) error {
 	defer os.RemoveAll(chkDir)
 	env := sluice.NewEnvironment(sluice.WithJobName("avroproto"), sluice.WithParallelism(2), sluice.WithLogger(log),
 		sluice.WithCheckpointing(interval, chkDir))
+	// [start source]
 	src, err := kafkasource.NewSource(seeds, kafkasource.Topics(input), in.Decoder(),
 		kafkasource.Bounded(), kafkasource.Logger(log))
+	// [end source]
 	if err != nil {
 		return err
 	}

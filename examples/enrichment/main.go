@@ -1,9 +1,10 @@
-// Command enrichment joins a stream of orders with a customer changelog
-// held in keyed state, Kafka to Kafka, exactly once: the two topics are
-// keyed by customer id and connected (sluice.ConnectKeyed +
-// KeyedCoProcess); the customer side keeps the latest version of each
-// customer in keyed state, the order side enriches each order with it, or
-// keeps the order in keyed state until its customer arrives.
+// Command enrichment joins a stream of orders with a customer table kept
+// in a compacted Kafka topic, Kafka to Kafka, exactly once: the customer
+// changelog is a table (package table/kafkatable reads its keys, values
+// and tombstones), and each order is joined with the version of its
+// customer valid at the order's time (table.TemporalJoin: event time, as
+// Flink's temporal join; the join's watermark holds an order back until
+// the customer table has caught up with it).
 //
 //	go run ./examples/enrichment                                # embedded broker
 //	KAFKA_BROKERS=127.0.0.1:9092 go run ./examples/enrichment   # your broker
@@ -13,7 +14,9 @@
 // orders, runs the job with a checkpoint every 200 ms and one injected
 // failure midway (the job restarts from its latest checkpoint), reads the
 // output under read_committed until every order is there, and checks it:
-// every order exactly once, with its customer's name.
+// every order exactly once, with its customer's name and the tier the
+// customer had when the order was placed (some customers move from silver
+// to gold while orders come in).
 package main
 
 import (
@@ -36,14 +39,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/codec"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
-	"github.com/sluicehq/sluice/state"
+	"github.com/sluicehq/sluice/table"
+	"github.com/sluicehq/sluice/table/kafkatable"
 )
 
-// Customer is a changelog record: the latest version of a customer.
+// Customer is a customer's row: the value of the customer table, keyed
+// by customer id.
 type Customer struct {
-	ID, Name, Tier string
+	Name, Tier string
+}
+
+// customerCodec reads and writes a customer as "name,tier".
+type customerCodec struct{}
+
+func (customerCodec) Append(dst []byte, c Customer) ([]byte, error) {
+	return fmt.Appendf(dst, "%s,%s", c.Name, c.Tier), nil
+}
+
+func (customerCodec) Decode(b []byte) (Customer, error) {
+	name, tier, ok := strings.Cut(string(b), ",")
+	if !ok {
+		return Customer{}, fmt.Errorf("customer %q: want name,tier", b)
+	}
+	return Customer{Name: name, Tier: tier}, nil
 }
 
 // Order is an order of a customer.
@@ -58,50 +79,11 @@ type Enriched struct {
 	Name, Tier string
 }
 
-// enrich keeps each customer's latest version in keyed state and enriches
-// the orders of that customer; orders that arrive before their customer
-// wait in keyed state.
-type enrich struct {
-	customer state.ValueState[Customer]
-	waiting  state.ListState[Order]
-}
-
-func (e *enrich) Open(ctx *sluice.OperatorContext) error {
-	var err error
-	if e.customer, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[Customer]{Name: "customer"}); err != nil {
-		return err
-	}
-	e.waiting, err = state.GetListState(ctx.KeyedState, state.ListStateDescriptor[Order]{Name: "waiting-orders"})
-	return err
-}
-
-// ProcessElement1 takes an order.
-func (e *enrich) ProcessElement1(_ *sluice.KeyedContext[string], o Order, out sluice.Collector[Enriched]) error {
-	c, ok, err := e.customer.Value()
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return e.waiting.Add(o)
-	}
-	out.Collect(Enriched{Order: o, Name: c.Name, Tier: c.Tier})
-	return nil
-}
-
-// ProcessElement2 takes a changelog record.
-func (e *enrich) ProcessElement2(_ *sluice.KeyedContext[string], c Customer, out sluice.Collector[Enriched]) error {
-	if err := e.customer.Update(c); err != nil {
-		return err
-	}
-	waiting, err := e.waiting.Get()
-	if err != nil {
-		return err
-	}
-	for _, o := range waiting {
-		out.Collect(Enriched{Order: o, Name: c.Name, Tier: c.Tier})
-	}
-	return e.waiting.Clear()
-}
+// tick is the id of the records that end the input: written to every
+// partition of the orders topic with a timestamp past every order, they
+// move the watermark past the last orders (an unbounded source's
+// watermark follows its records) and are dropped before the join.
+const tick = "tick"
 
 func main() {
 	orders := flag.Int("orders", 600, "orders to write")
@@ -124,7 +106,7 @@ func run(numOrders int, interval time.Duration) error {
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
-	fmt.Println("Sluice enrichment: orders x customer changelog (keyed co-process, keyed state) -> Kafka, exactly once.")
+	fmt.Println("Sluice enrichment: orders x customer table (temporal join, event time) -> Kafka, exactly once.")
 	var seeds []string
 	if v := strings.TrimSpace(os.Getenv("KAFKA_BROKERS")); v != "" {
 		seeds = strings.Split(v, ",")
@@ -144,8 +126,13 @@ func run(numOrders int, interval time.Duration) error {
 		return err
 	}
 	defer admCl.Close()
+	compact := "compact"
 	for _, t := range []string{ordersTopic, customersTopic, output} {
-		if _, err := kadm.NewClient(admCl).CreateTopic(ctx, 2, 1, nil, t); err != nil {
+		var conf map[string]*string
+		if t == customersTopic {
+			conf = map[string]*string{"cleanup.policy": &compact}
+		}
+		if _, err := kadm.NewClient(admCl).CreateTopic(ctx, 2, 1, conf, t); err != nil {
 			return fmt.Errorf("create topic %s: %w", t, err)
 		}
 	}
@@ -174,27 +161,45 @@ func run(numOrders int, interval time.Duration) error {
 		_ = job.Wait()
 	}()
 
-	// The changelog (every customer, then a new tier for every third) and
-	// the orders, interleaved as live topics would get them.
-	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	// The changelog (every customer, then gold for every third, some while
+	// orders come in) and the orders, interleaved as live topics would
+	// get them, each a millisecond after the one before: an order's tier
+	// is the one its customer had at the order's time.
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return err
 	}
 	defer prod.Close()
+	partition := func(key string) int32 { n, _ := strconv.Atoi(key); return int32(n % 2) }
+	start := time.Now().Add(-time.Minute)
 	var recs []*kgo.Record
-	for i := range customers {
-		recs = append(recs, &kgo.Record{Topic: customersTopic, Key: []byte(strconv.Itoa(i)), Value: []byte(customerName(i) + ",silver")})
+	add := func(topic, key, value string) {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: partition(key), Key: []byte(key), Value: []byte(value),
+			Timestamp: start.Add(time.Duration(len(recs)) * time.Millisecond)})
 	}
-	want := map[string]string{} // order id -> customer id
+	for i := range customers {
+		add(customersTopic, strconv.Itoa(i), customerName(i)+",silver")
+	}
+	want := map[string]wantOrder{}
+	gold := map[int]bool{}
 	for i := range numOrders {
-		c := strconv.Itoa(i * 7 % customers)
+		c := i * 7 % customers
 		id := fmt.Sprintf("o%04d", i)
-		want[id] = c
-		recs = append(recs, &kgo.Record{Topic: ordersTopic, Key: []byte(c), Value: fmt.Appendf(nil, "%s,%s,%d", id, c, i%90+10)})
+		tier := "silver"
+		if gold[c] {
+			tier = "gold"
+		}
+		want[id] = wantOrder{customer: strconv.Itoa(c), tier: tier}
+		add(ordersTopic, strconv.Itoa(c), fmt.Sprintf("%s,%d,%d", id, c, i%90+10))
 		if i%(numOrders/customers+1) == 0 && i/customers < customers && (i/customers)%3 == 0 {
 			cid := i / customers
-			recs = append(recs, &kgo.Record{Topic: customersTopic, Key: []byte(strconv.Itoa(cid)), Value: []byte(customerName(cid) + ",gold")})
+			gold[cid] = true
+			add(customersTopic, strconv.Itoa(cid), customerName(cid)+",gold")
 		}
+	}
+	end := start.Add(time.Duration(len(recs))*time.Millisecond + time.Second)
+	for p := range int32(2) {
+		recs = append(recs, &kgo.Record{Topic: ordersTopic, Partition: p, Value: []byte(tick + ",0,0"), Timestamp: end})
 	}
 	go func() {
 		for _, r := range recs {
@@ -218,11 +223,15 @@ func run(numOrders int, interval time.Duration) error {
 	return check(got, want, job.Restarts())
 }
 
-// addPipeline adds the job to env: the orders and the customer changelog
-// read from their topics, keyed by customer and connected, enriched, and
-// written to output in Kafka transactions (the transactional ids start
-// with txnPrefix). Its failAt-th order fails the job once (0: never), to
-// show a restart. The program and its tests build the job with it.
+// addPipeline adds the job to env: the orders read from their topic with
+// event time (the Kafka record's timestamp), the customer changelog read
+// as a table from its compacted topic, each order joined with the version
+// of its customer valid at the order's time, and the result written to
+// output in Kafka transactions (the transactional ids start with
+// txnPrefix). Its failAt-th order fails the job once (0: never), to show a
+// restart. Orders with the id tick end the input: they move the watermark
+// and are dropped before the join. The program and its tests build the
+// job with it.
 func addPipeline(env *sluice.Environment, seeds []string, ordersTopic, customersTopic, output, txnPrefix string, failAt int64, log *slog.Logger) error {
 	orderSrc, err := kafkasource.NewSource(seeds, kafkasource.Topics(ordersTopic), func(r *kgo.Record) (Order, error) {
 		f := strings.Split(string(r.Value), ",")
@@ -235,34 +244,39 @@ func addPipeline(env *sluice.Environment, seeds []string, ordersTopic, customers
 	if err != nil {
 		return err
 	}
-	customerSrc, err := kafkasource.NewSource(seeds, kafkasource.Topics(customersTopic), func(r *kgo.Record) (Customer, error) {
-		f := strings.Split(string(r.Value), ",")
-		if len(f) != 2 {
-			return Customer{}, fmt.Errorf("customer %q: want name,tier", r.Value)
-		}
-		return Customer{ID: string(r.Key), Name: f[0], Tier: f[1]}, nil
-	}, kafkasource.Logger(log))
-	if err != nil {
-		return err
-	}
-	orderStream := sluice.FromSource(env, orderSrc, sluice.NoWatermarks[Order](), "orders", sluice.UID("orders"))
+	// Event time is the Kafka record's timestamp.
+	orderStream := sluice.FromSource(env, orderSrc, sluice.ForBoundedOutOfOrderness[Order](100*time.Millisecond), "orders", sluice.UID("orders"))
 	// One injected failure, midway: the job restarts from its latest
 	// checkpoint and the output stays exactly once.
 	var seen, failed atomic.Int64
-	orderStream = sluice.Map(orderStream, func(o Order) (Order, error) {
-		if seen.Add(1) == failAt && failed.Add(1) == 1 {
-			return o, fmt.Errorf("injected failure at order %s", o.ID)
+	orderStream = sluice.Filter(orderStream, func(o Order) (bool, error) {
+		if o.ID == tick {
+			return false, nil
 		}
-		return o, nil
+		if seen.Add(1) == failAt && failed.Add(1) == 1 {
+			return false, fmt.Errorf("injected failure at order %s", o.ID)
+		}
+		return true, nil
 	}, sluice.UID("maybe-fail"))
-	customerStream := sluice.FromSource(env, customerSrc, sluice.NoWatermarks[Customer](), "customers", sluice.UID("customers"))
-	enriched := sluice.KeyedCoProcess(sluice.ConnectKeyed(
-		sluice.KeyBy(orderStream, func(o Order) string { return o.Customer }),
-		sluice.KeyBy(customerStream, func(c Customer) string { return c.ID })),
-		sluice.KeyedCoProcessFunction[string, Order, Customer, Enriched](&enrich{}), sluice.UID("enrich"))
+	// [start tables]
+	customerSrc, err := kafkatable.NewSource(seeds, customersTopic, codec.String{}, customerCodec{}, kafkasource.Logger(log))
+	if err != nil {
+		return err
+	}
+	// The customer table changes seldom: a partition without news for a
+	// while is idle, so it does not hold the orders back.
+	customerTable := table.FromChangelog(sluice.FromSource(env, customerSrc,
+		sluice.ForBoundedOutOfOrderness[table.Change[string, Customer]](100*time.Millisecond).WithIdleness(300*time.Millisecond),
+		"customers", sluice.UID("customers")))
+	enriched := table.TemporalJoin(orderStream, func(o Order) string { return o.Customer }, customerTable.Versioned(0),
+		func(o Order, c Customer) (Enriched, error) {
+			return Enriched{Order: o, Name: c.Name, Tier: c.Tier}, nil
+		},
+		sluice.UID("enrich"))
+	// [end tables]
 	snk, err := kafkasink.NewSink(seeds, func(e Enriched) (*kgo.Record, error) {
 		return &kgo.Record{Topic: output, Key: []byte(e.ID), Value: []byte(e.Customer + "," + e.Name + "," + e.Tier)}, nil
-	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(txnPrefix), kafkasink.Logger(log))
+	}, kafkasink.TransactionalIDPrefix(txnPrefix), kafkasink.Logger(log))
 	if err != nil {
 		return err
 	}
@@ -300,22 +314,29 @@ func consumeCommitted(ctx context.Context, seeds []string, topic string, n int, 
 	return got, nil
 }
 
+// wantOrder is what an order must be enriched with.
+type wantOrder struct{ customer, tier string }
+
 // check verifies the output: every order exactly once, with its
-// customer's id and name.
-func check(got []*kgo.Record, want map[string]string, restarts int64) error {
+// customer's id and name, and the tier the customer had at the order's
+// time.
+func check(got []*kgo.Record, want map[string]wantOrder, restarts int64) error {
 	count := map[string]int{}
 	tiers := map[string]int{}
 	for _, r := range got {
 		id := string(r.Key)
 		count[id]++
 		f := strings.Split(string(r.Value), ",")
-		c, ok := want[id]
+		w, ok := want[id]
 		if !ok || len(f) != 3 {
 			return fmt.Errorf("unexpected output record %s=%s", r.Key, r.Value)
 		}
-		ci, _ := strconv.Atoi(c)
-		if f[0] != c || f[1] != customerName(ci) {
-			return fmt.Errorf("order %s enriched as %s, want customer %s (%s)", id, r.Value, c, customerName(ci))
+		ci, _ := strconv.Atoi(w.customer)
+		if f[0] != w.customer || f[1] != customerName(ci) {
+			return fmt.Errorf("order %s enriched as %s, want customer %s (%s)", id, r.Value, w.customer, customerName(ci))
+		}
+		if f[2] != w.tier {
+			return fmt.Errorf("order %s enriched with tier %s, but its customer was %s at the order's time", id, f[2], w.tier)
 		}
 		tiers[f[2]]++
 	}
@@ -327,7 +348,7 @@ func check(got []*kgo.Record, want map[string]string, restarts int64) error {
 	if restarts < 1 {
 		return fmt.Errorf("the job restarted %d times; the injected failure did not happen", restarts)
 	}
-	fmt.Printf("Exactly once: all %d orders enriched once each (tiers %v) across %d restart(s).\n", len(want), tiers, restarts)
+	fmt.Printf("Exactly once: all %d orders enriched once each, with the tier of their time (%v), across %d restart(s).\n", len(want), tiers, restarts)
 	return nil
 }
 

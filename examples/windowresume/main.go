@@ -45,6 +45,8 @@ const (
 	sensors  = 4
 	stepMs   = 5
 	window   = time.Second
+	// rate is the readings generated per second of wall time.
+	rate = 2000
 )
 
 // Reading is one input record.
@@ -104,11 +106,15 @@ func run(cutAfter int, w interface{ Write([]byte) (int, error) }) error {
 	out.printf("Sluice window resume: %d readings of %d sensors -> 1 s event-time windows in RocksDB -> files, exactly once.\n",
 		readings, sensors)
 
-	// Run 1: cut short after cutAfter checkpoints.
+	// Run 1: cut short after cutAfter checkpoints. Its input comes at a
+	// tenth of the rate, so that it outlasts them however slow the
+	// checkpoints of a loaded machine are (30 s of input against the
+	// second or so they take); the rate changes neither the records nor
+	// their windows.
 	completed := make(chan int64, 64)
 	ctx, suspend := context.WithCancel(context.Background())
 	defer suspend()
-	env1 := environment(dir, outDir, log, completed, nil)
+	env1 := environment(dir, outDir, log, rate/10, completed, nil)
 	job, err := env1.ExecuteAsync(ctx)
 	if err != nil {
 		return fmt.Errorf("start run 1: %w", err)
@@ -136,7 +142,7 @@ func run(cutAfter int, w interface{ Write([]byte) (int, error) }) error {
 	// the end of the input.
 	var restored sluice.RestoreInfo
 	var restoredOnce sync.Once
-	env2 := environment(dir, outDir, log, nil, func(r sluice.RestoreInfo) {
+	env2 := environment(dir, outDir, log, rate, nil, func(r sluice.RestoreInfo) {
 		restoredOnce.Do(func() { restored = r })
 	})
 	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
@@ -156,9 +162,10 @@ func run(cutAfter int, w interface{ Write([]byte) (int, error) }) error {
 	return check(got, out)
 }
 
-// environment builds the job; completed gets the id of every completed
-// checkpoint, restored the restore.
-func environment(dir, outDir string, log *slog.Logger, completed chan<- int64, restored func(sluice.RestoreInfo), extra ...sluice.Option) *sluice.Environment {
+// environment builds the job, its source generating rate readings per
+// second; completed gets the id of every completed checkpoint, restored
+// the restore.
+func environment(dir, outDir string, log *slog.Logger, rate float64, completed chan<- int64, restored func(sluice.RestoreInfo), extra ...sluice.Option) *sluice.Environment {
 	opts := []sluice.Option{
 		sluice.WithJobName("windowresume"),
 		sluice.WithParallelism(2),
@@ -178,7 +185,7 @@ func environment(dir, outDir string, log *slog.Logger, completed chan<- int64, r
 		opts = append(opts, sluice.WithRestoreListener(restored))
 	}
 	env := sluice.NewEnvironment(append(opts, extra...)...)
-	gen := source.NewDatagen(reading, source.DatagenCount(readings), source.DatagenRate(2000))
+	gen := source.NewDatagen(reading, source.DatagenCount(readings), source.DatagenRate(rate))
 	rs := sluice.FromSource(env, gen, sluice.ForMonotonousTimestamps[Reading]().
 		WithTimestampAssigner(func(r Reading, _ int64) int64 { return r.At }), "readings", sluice.UID("readings"))
 	sums := sumPerWindow(rs)

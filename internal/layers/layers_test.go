@@ -40,6 +40,7 @@ var layers = []struct {
 	// shared secret), for the control and data planes.
 	{"peerauth", 0},
 	{"internal/deploycheck", 0}, // the deployment files' test (Dockerfile, deploy/kubernetes)
+	{"internal/docscheck", 0},   // the documentation's test (links, code from compiled files, sentinel errors)
 	{"formats/registry", 5},     // Schema Registry client, wire format, generic serde
 	{"formats/avro", 8},         // Avro serde
 	{"formats/protobuf", 8},     // Protobuf serde
@@ -79,8 +80,12 @@ var layers = []struct {
 	// The user API and what reads a running job.
 	{"", 50},
 	{"internal/backpressure", 50},
+	// Tables on the user API: changelogs, joins, materialized tables.
+	{"table", 52},
 	// One job on several processes, plugged into the user API.
 	{"cluster", 55},
+	// Tables from and to Kafka (compacted topics), Views.
+	{"table/kafkatable", 55},
 	// Around the engine.
 	{"api", 60},
 	{"tracing", 60},

@@ -118,7 +118,8 @@ func Start(t testing.TB, o Options) *Run {
 		sluice.WithCodec[source.Record](source.RecordCodec{}), sluice.UID("gen"))
 	counts := sluice.Process[int64, source.Record, int64](
 		sluice.KeyBy(recs, func(r source.Record) int64 { return r.Key }),
-		&count{slow: o.Slow, failOnce: o.FailOnce}, sluice.Name("count"), sluice.UID("count"))
+		&count{slow: o.Slow, failOnce: o.FailOnce}, sluice.Name("count"), sluice.UID("count"),
+		sluice.QueryableValueState[int64](QueryableCount, countState))
 	sluice.SinkTo(counts, sink.NewDiscard[int64](), sluice.Name("discard"), sluice.UID("discard"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), SafetyNet)
@@ -206,6 +207,12 @@ func (r *Run) Wait(t testing.TB) error {
 	return r.Job.Wait()
 }
 
+// QueryableCount is the name under which the job's counts answer
+// queries (Job.QueryState, the REST API).
+const QueryableCount = "count"
+
+var countState = state.ValueStateDescriptor[int64]{Name: "count"}
+
 // CountPerKey returns the process function of the test job: it counts
 // records per key in a ValueState[int64] named "count" and emits each new
 // count, sleeping slow per record first.
@@ -223,7 +230,7 @@ type count struct {
 
 func (c *count) Open(ctx *sluice.OperatorContext) error {
 	var err error
-	c.count, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[int64]{Name: "count"})
+	c.count, err = state.GetValueState(ctx.KeyedState, countState)
 	return err
 }
 

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -144,6 +145,36 @@ func SessionCounts(clicks [][]Click, gap time.Duration, skip map[int]bool) map[W
 			w.N++
 		}
 		out[w] = true
+	}
+	return out
+}
+
+// MergeSessions merges the sessions of each user that intersect, bounds
+// included, transitively, summing their counts. A session window fires
+// for good when the watermark passes its end, so a click that arrives
+// behind the watermark but is not late (its own window still ends after
+// it) starts a session of its own where a plain evaluation merges it
+// with the session that fired: such pieces of one plain session
+// intersect, and merged they are that session.
+func MergeSessions(ws []Window) []Window {
+	byUser := map[string][]Window{}
+	for _, w := range ws {
+		byUser[w.User] = append(byUser[w.User], w)
+	}
+	var out []Window
+	for _, us := range byUser {
+		slices.SortFunc(us, func(a, b Window) int { return cmp.Compare(a.Start, b.Start) })
+		cur := us[0]
+		for _, w := range us[1:] {
+			if w.Start > cur.End {
+				out = append(out, cur)
+				cur = w
+				continue
+			}
+			cur.End = max(cur.End, w.End)
+			cur.N += w.N
+		}
+		out = append(out, cur)
 	}
 	return out
 }

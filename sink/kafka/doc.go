@@ -1,9 +1,28 @@
-// Package kafka owns Sluice's Kafka sink, built on franz-go: writers for the
-// delivery guarantees none, at-least-once and exactly-once, the exactly-once
-// committer that finishes transactions from their committables (a raw
-// EndTxn with the stored producer id and epoch), the bounded pool of
-// transactional ids per subtask, and the abort of lingering transactions
-// at startup.
+// Package kafka writes a job's output to Kafka, exactly once when the
+// job's checkpoints are (Flink's KafkaSink):
+//
+//	snk, err := kafka.NewSink(seeds, kafka.ValueSerializer("clicks-per-minute", codec.JSON[UserMinute]{}))
+//	sluice.SinkTo(perMinute, snk, sluice.UID("per-minute-out"))
+//
+// With exactly-once checkpoints (the default mode) each subtask writes a
+// checkpoint interval's records into one Kafka transaction that commits
+// when the checkpoint completes, so a read_committed consumer sees every
+// record once whatever failures the job recovers from. Nothing to set:
+// the guarantee follows the checkpointing mode, and the transactional id
+// prefix is <job id>-<sink uid>. Guarantee, TransactionalIDPrefix,
+// TransactionTimeout (15 min; the broker's transaction.max.timeout.ms
+// must allow it) and ClientOptions change them; KeyValueSerializer writes
+// keys; OnSerializerError says what to do with a record the serializer
+// refuses. ExampleNewSink runs a job on an embedded broker; docs/kafka.md
+// and docs/exactly-once.md are the guides.
+//
+// # How it works
+//
+// The package owns the writers for the delivery guarantees none,
+// at-least-once and exactly-once, the exactly-once committer that
+// finishes transactions from their committables (a raw EndTxn with the
+// stored producer id and epoch), the bounded pool of transactional ids
+// per subtask, and the abort of lingering transactions at startup.
 //
 // The sink settles its defaults from the job it is part of (BindJob, see
 // sink.JobAware): without Guarantee its delivery guarantee follows the

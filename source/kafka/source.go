@@ -1,18 +1,43 @@
-// Package kafka owns Sluice's Kafka source, built on franz-go: the
-// subscription (topics by list or pattern), the deterministic assignment
-// of partitions (splits) to subtasks and the discovery of new ones, the
-// starting and stopping offsets, the reader that consumes its partitions
-// directly (no consumer-group rebalancing) and hands out their records in
-// turn, a bounded batch per partition, each to its partition's split
-// output (so that the job's watermark strategy runs per partition, see
-// source.ReaderOutput), its snapshot (next offset per
-// partition) and restore, the commit of offsets back to a group for lag
-// monitoring, and the policies for records that cannot be decoded (the
-// decoder refuses them or panics). Its reader reports its figures to the
-// metrics collector (metrics_report.go, through metrics/report) and its
-// split states are decoded for inspect (inspect.go, through
-// inspect/decode); the client configuration it shares with the Kafka
-// sink is internal/kafkaclient's.
+// Package kafka reads Kafka topics as a job's input, exactly once with
+// the job's checkpoints (Flink's KafkaSource):
+//
+//	src, err := kafka.NewSource(seeds, kafka.Topics("clicks"), kafka.ValueDecoder(codec.JSON[Click]{}))
+//	clicks := sluice.FromSource(env, src,
+//		sluice.ForBoundedOutOfOrderness[Click](5*time.Second).
+//			WithTimestampAssigner(func(c Click, _ int64) int64 { return c.TS }).
+//			WithIdleness(time.Minute),
+//		"clicks", sluice.UID("clicks"))
+//
+// The source reads read_committed, from the earliest offsets on the job's
+// first start (StartFrom: Latest, Committed, Timestamp, Offsets) and from
+// its checkpoint's offsets after that; the offsets live in the job's
+// checkpoints, not in a consumer group (GroupID commits them to one for
+// lag monitoring). The watermark strategy given to FromSource runs per
+// partition, with its idleness. TopicPattern subscribes to the topics a
+// regular expression matches, new ones included
+// (PartitionDiscoveryInterval). A record the decoder refuses fails the
+// job naming topic, partition and offset (FailOnBadRecord), or is skipped
+// (SkipBadRecords) or copied to a dead-letter topic (DeadLetterTopic).
+// Bounded stops at the offsets that were the latest at the first start.
+// The examples: ExampleNewSource runs a job on an embedded broker,
+// Example_options shows the options; docs/kafka.md is the guide.
+//
+// # How it works
+//
+// The package owns the subscription (topics by list or pattern), the
+// deterministic assignment of partitions (splits) to subtasks and the
+// discovery of new ones, the starting and stopping offsets, the reader
+// that consumes its partitions directly (no consumer-group rebalancing)
+// and hands out their records in turn, a bounded batch per partition,
+// each to its partition's split output (so that the job's watermark
+// strategy runs per partition, see source.ReaderOutput), its snapshot
+// (next offset per partition) and restore, the commit of offsets back to
+// a group for lag monitoring, and the policies for records that cannot be
+// decoded (the decoder refuses them or panics). Its reader reports its
+// figures to the metrics collector (metrics_report.go, through
+// metrics/report) and its split states are decoded for inspect
+// (inspect.go, through inspect/decode); the client configuration it
+// shares with the Kafka sink is internal/kafkaclient's.
 package kafka
 
 import (

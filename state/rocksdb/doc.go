@@ -1,4 +1,16 @@
-// Package rocksdb owns the RocksDB keyed state backend (through
+// Package rocksdb keeps a job's keyed state in RocksDB on local disk, for
+// state larger than memory, with incremental checkpoints and local
+// recovery (Flink's EmbeddedRocksDBStateBackend):
+//
+//	env := sluice.NewEnvironment(sluice.WithStateBackend(rocksdb.Factory(localDir, rocksdb.Options{})))
+//
+// or, from a configuration, state.backend.type: rocksdb with the
+// state.backend.rocksdb.* keys (importing this package declares them).
+// The zero Options are the defaults; Options.Set takes Flink's key names.
+// ExampleFactory runs a job on it; docs/state.md compares it with the
+// heap backend.
+//
+// The package owns the RocksDB keyed state backend (through
 // github.com/linxGnu/grocksdb on the system's librocksdb) and its
 // incremental checkpoints.
 //

@@ -60,14 +60,18 @@ const (
 	DefaultCompactionStyle  = UniversalCompaction // state.backend.rocksdb.compaction.style
 )
 
-// Options configures a Backend. The zero value of every field but Dir means
-// its default; the Flink option each field stands for is in its comment, and
-// Set takes those names.
+// Options configures a Backend. The zero value of every field means its
+// default (Dir's is set by Factory); the Flink option each field stands
+// for is in its comment, and Set takes those names.
 type Options struct {
 	// Dir is the subtask's local working directory (Flink:
 	// state.backend.rocksdb.localdir plus a per-subtask part). The
-	// database lives in Dir/db, local checkpoints in Dir/checkpoints.
-	// Required; created if missing.
+	// database lives in Dir/db, local checkpoints in Dir/checkpoints;
+	// created if missing. Leave it empty for Factory, which sets it for
+	// every subtask under its base directory (and with the
+	// state.backend.rocksdb.localdir key, under that one, by default the
+	// system's temporary directory); only a Backend made with New itself
+	// needs it.
 	Dir string
 	// MaxParallelism is the number of key groups (at most 32768); 0 means
 	// state.DefaultMaxParallelism.
