@@ -12,7 +12,8 @@ GO ?= go
 # so every recipe runs with it, as .ci/run and scripts/* do.
 export GOTOOLCHAIN ?= go1.27.3
 # Unit test flags. Every unit package runs with the race detector; the
-# runtime, runtime/network and checkpoint packages must (issue 2).
+# runtime, runtime/network and checkpoint packages must: their
+# concurrency is what the race detector checks.
 UNIT_FLAGS ?= -race -timeout 15m
 INTEGRATION_FLAGS ?= -race -count=1 -timeout 20m
 # `make bench BENCH=Exchange BENCH_PKGS=./runtime/...`

@@ -1,61 +1,25 @@
 package sluice_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testjob"
 	"github.com/sluicehq/sluice/source"
 )
 
-const ijLower, ijUpper = -20, 30 // ms
-
-func buildIntervalJoin(r *twoRun, left, right *sluice.Stream[twoEv]) *sluice.Stream[string] {
-	crash := r.opCrash
-	fn := sluice.ProcessJoinFunc[twoEv, twoEv, string](func(ctx *sluice.JoinContext, l, rr twoEv, out sluice.Collector[string]) error {
-		if crash.hit() {
-			return fmt.Errorf("join of %d and %d: %w", l.I, rr.I, errInjectedCrash)
-		}
-		out.Collect(fmt.Sprintf("%d+%d@%d", l.I, rr.I, ctx.Timestamp()))
-		return nil
-	})
-	return sluice.ProcessIntervalJoin(
-		sluice.IntervalJoin(sluice.KeyBy(left, twoKey), sluice.KeyBy(right, twoKey)).
-			Between(ijLower*time.Millisecond, ijUpper*time.Millisecond).UpperBoundExclusive(),
-		fn, sluice.UID("interval-join"), sluice.Parallelism(r.opPar))
-}
-
-// wantIntervalJoin is the plain evaluation: every pair of one key with
-// the right timestamp in [left+lower, left+upper).
-func wantIntervalJoin(n int64) []string {
-	left, right := twoInputs(n)
-	var out []string
-	for _, l := range left {
-		for _, r := range right {
-			if d := r.Ts - l.Ts; l.Key == r.Key && d >= ijLower && d < ijUpper {
-				out = append(out, fmt.Sprintf("%d+%d@%d", l.I, r.I, max(l.Ts, r.Ts)))
-			}
-		}
-	}
-	return out
-}
-
-func TestIntervalJoinExactlyOnceUnderFailures(t *testing.T) {
-	runTwoUnderFailures(t, buildIntervalJoin, wantIntervalJoin(2000))
-}
-
-func TestIntervalJoinRescale(t *testing.T) {
-	runTwoRescale(t, buildIntervalJoin, wantIntervalJoin(2000))
-}
-
+// A lower bound above the upper bound is refused.
 func TestIntervalJoinRefusesBadBounds(t *testing.T) {
-	env := newEnv()
-	s := sluice.FromSource(env, source.FromSlice([]twoEv{{}}), sluice.NoWatermarks[twoEv](), "s")
-	ks := sluice.KeyBy(s, twoKey)
+	env := testjob.NewEnv()
+	s := sluice.FromSource(env, source.FromSlice(tenNumbers), sluice.NoWatermarks[int64](), "s")
+	ks := sluice.KeyBy(s, identity)
 	sluice.ProcessIntervalJoin(sluice.IntervalJoin(ks, ks).Between(time.Second, 0),
-		sluice.ProcessJoinFunc[twoEv, twoEv, int](func(*sluice.JoinContext, twoEv, twoEv, sluice.Collector[int]) error { return nil }))
-	if err := execute(t, env); err == nil {
+		sluice.ProcessJoinFunc[int64, int64, int](func(*sluice.JoinContext, int64, int64, sluice.Collector[int]) error { return nil }))
+	if err := testjob.Execute(t, env); err == nil {
 		t.Fatal("a lower bound above the upper bound was accepted")
 	}
 }
+
+// identity keys a record by itself.
+func identity(v int64) int64 { return v }

@@ -6,6 +6,11 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/memory"
+
+	// The Kafka connectors declare the taskmanager.memory.kafka.* keys
+	// (their memory_share.go); a program that uses them links them.
+	_ "github.com/sluicehq/sluice/sink/kafka"
+	_ "github.com/sluicehq/sluice/source/kafka"
 )
 
 // The taskmanager.memory.* keys reach the memory configuration, in

@@ -18,8 +18,8 @@ import (
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
 )
 
-// The real-broker part of the "Flink habits" suite (issue 24; the rest
-// is the root's and the CLI's flink_habits_test.go): the clickstream job
+// The real-broker part of the "Flink habits" suite (the rest
+// is e2e's and the CLI's flink_habits_test.go): the clickstream job
 // a Flink user writes, with nothing but FromSource's strategy and the
 // sinks' defaults. Clicks with their event time in the payload (the
 // record timestamps are the producer's) on 4 partitions read by 2

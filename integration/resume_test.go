@@ -1,6 +1,6 @@
 package integration
 
-// Resuming is the default (issue 24): the chaos job, a separate OS
+// Resuming is the default: the chaos job, a separate OS
 // process on the real broker, is started again after a SIGKILL and after
 // failing for good, each time with no option at all, and continues from
 // its latest checkpoint; the committed output is one run's.
@@ -45,7 +45,7 @@ func TestKilledJobResumesWithNoOption(t *testing.T) {
 }
 
 // The job fails for good (an injected failure, no restart strategy: the
-// exit of issue 24's broker kill under transaction version 1). Its result
+// exit of a job whose broker was killed under transaction version 1). Its result
 // is FAILED with its latest checkpoint retained (the default retention
 // keeps a failed job's checkpoints), and the next start, with no option,
 // resumes from that checkpoint and finishes with the exact output. This

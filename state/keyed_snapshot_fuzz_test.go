@@ -6,11 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
-	"math"
 	"reflect"
-	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // fuzzRecord is a KeyedRecord copied out of the reader's callback, empty
@@ -208,30 +208,11 @@ func FuzzReadKeyedSnapshot(f *testing.F) {
 	})
 }
 
-// checkAllocs runs decode and fails t if it allocated more than a reader
-// of len(in) bytes may: a fixed 1 MiB (with the 64 KiB read buffer) plus
-// 1 KiB per input byte. A length or count read from the input that sizes
-// an allocation before the data is there goes past it. runtime/metrics
-// counts small objects a span at a time, well within the fixed part, and
-// costs far less than ReadMemStats.
+// checkAllocs fails t if decode allocates more than a reader of len(in)
+// bytes may: a fixed 1 MiB (with the 64 KiB read buffer) plus
+// 1 KiB per input byte. Only decode's own allocations count
+// (testutil.CheckAllocated).
 func checkAllocs(t *testing.T, in []byte, decode func()) {
 	t.Helper()
-	// The heap's allocation counter is the process's: other tests and the
-	// runtime allocate beside decode. decode allocates the same on every
-	// call, so the least of a few calls is its own figure; only that one
-	// must stay within the limit.
-	limit := uint64(1<<20) + 1024*uint64(len(in))
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	least := uint64(math.MaxUint64)
-	for range 3 {
-		metrics.Read(s)
-		before := s[0].Value.Uint64()
-		decode()
-		metrics.Read(s)
-		least = min(least, s[0].Value.Uint64()-before)
-		if least <= limit {
-			return
-		}
-	}
-	t.Fatalf("reading %d bytes allocated %d bytes (limit %d), the least of 3 reads", len(in), least, limit)
+	testutil.CheckAllocated(t, "reading", in, 1<<20, 1024, decode)
 }

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sink"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/state/rocksdb"
 )
 
@@ -51,35 +51,17 @@ func runQuery[T any](t *testing.T, g *Generator, build func(*sluice.Stream[Event
 	return out.Values()
 }
 
-// sameMultiset fails unless got and want hold the same values as often.
+// sameMultiset fails unless got and want hold the same values as often
+// (sluicetest.CheckExactlyOnce).
 func sameMultiset[T comparable](t *testing.T, name string, got, want []T) {
 	t.Helper()
 	if len(want) == 0 {
 		t.Fatalf("%s: the plain evaluation is empty: the input is too small to check anything", name)
 	}
-	diff := map[T]int{}
-	for _, v := range want {
-		diff[v]++
-	}
-	for _, v := range got {
-		diff[v]--
-	}
-	var missing, extra []string
-	for v, n := range diff {
-		switch {
-		case n > 0:
-			missing = append(missing, fmt.Sprintf("%+v x%d", v, n))
-		case n < 0:
-			extra = append(extra, fmt.Sprintf("%+v x%d", v, -n))
-		}
-	}
-	if len(missing)+len(extra) > 0 {
-		t.Fatalf("%s: %d results, want %d; missing %d (e.g. %v), unexpected %d (e.g. %v)", name, len(got), len(want),
-			len(missing), first(missing), len(extra), first(extra))
+	if err := sluicetest.CheckExactlyOnce(got, want); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
 }
-
-func first(s []string) []string { return s[:min(len(s), 3)] }
 
 // TestQueries runs every query on the heap and on RocksDB and compares it
 // with the plain evaluation of the same events.

@@ -2,8 +2,9 @@ package snapshot
 
 import (
 	"bytes"
-	"runtime/metrics"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // fuzzMetadata are real metadata values, one per kind of handle, whose
@@ -135,21 +136,11 @@ func checkAccepted(t *testing.T, md *Metadata) {
 	}
 }
 
-// checkAllocs runs decode and fails t if it allocated more than a decoder
-// of len(in) bytes may: a fixed 1 MiB plus 1 KiB per input byte (JSON
-// makes a struct of a few hundred bytes out of "{},"). A length or count
-// read from the input that sizes an allocation before the data is there
-// goes past it. runtime/metrics counts small objects a span at a time,
-// well within the fixed part, and costs far less than ReadMemStats.
+// checkAllocs fails t if decode allocates more than a decoder of len(in)
+// bytes may: a fixed 1 MiB plus 1 KiB per input byte (JSON
+// makes a struct of a few hundred bytes out of "{},"). Only decode's own allocations count
+// (testutil.CheckAllocated).
 func checkAllocs(t *testing.T, in []byte, decode func()) {
 	t.Helper()
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	before := s[0].Value.Uint64()
-	decode()
-	metrics.Read(s)
-	limit := uint64(1<<20) + 1024*uint64(len(in))
-	if n := s[0].Value.Uint64() - before; n > limit {
-		t.Fatalf("decoding %d bytes allocated %d bytes (limit %d)", len(in), n, limit)
-	}
+	testutil.CheckAllocated(t, "decoding", in, 1<<20, 1024, decode)
 }

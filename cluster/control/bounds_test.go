@@ -29,14 +29,6 @@ func goroutinesIn(fn string) int {
 	return n
 }
 
-// heapInUse is the live heap after a collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse
-}
-
 // Streams that never register are bounded: at most maxStreamsPerConn per
 // connection (HTTP/2 holds the rest back), maxUnregistered in all (the
 // rest are refused at once), and each ends after registerTimeout. 2 000
@@ -46,7 +38,7 @@ func heapInUse() uint64 {
 func TestUnregisteredStreamsBounded(t *testing.T) {
 	s, _, _ := newServer(t, nil)
 	const conns, perConn = 25, 80
-	before, heapBefore := goroutinesIn("control.(*Server).session("), heapInUse()
+	before, heapBefore := goroutinesIn("control.(*Server).session("), testutil.HeapInUse()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -78,7 +70,7 @@ func TestUnregisteredStreamsBounded(t *testing.T) {
 		peak = goroutinesIn("control.(*Server).session(") - before
 		return peak >= maxUnregistered
 	})
-	heapPeak = int(heapInUse()) - int(heapBefore)
+	heapPeak = int(testutil.HeapInUse()) - int(heapBefore)
 	wg.Wait()
 	// A few more may be on their way out, refused.
 	if peak > maxUnregistered+8 {
@@ -120,7 +112,7 @@ func TestFirstFrameBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heapBefore := heapInUse()
+	heapBefore := testutil.HeapInUse()
 	// As one message: refused by gRPC from its length.
 	if err := send(append(encoded{chunkLast}, b...)); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("an 8 MiB first message: %v, want ResourceExhausted", err)
@@ -138,7 +130,7 @@ func TestFirstFrameBounded(t *testing.T) {
 	if err := send(chunks(small)...); err == nil {
 		t.Error("a 10 KiB registration was answered")
 	}
-	if grown := int(heapInUse()) - int(heapBefore); grown > 16<<20 {
+	if grown := int(testutil.HeapInUse()) - int(heapBefore); grown > 16<<20 {
 		t.Errorf("the server's heap grew by %d bytes", grown)
 	}
 	testutil.Await(t, "the refusals logged", func() bool { return strings.Count(logs.String(), "frame too large") >= 2 })

@@ -1,7 +1,7 @@
 package main
 
-// The CLI's part of the "Flink habits" suite (issue 24, item 5; the rest
-// is the root's flink_habits_test.go): a job configured as a Flink user
+// The CLI's part of the "Flink habits" suite (the rest
+// is e2e/flink_habits_test.go): a job configured as a Flink user
 // configures it, with a checkpoint directory and no savepoint directory,
 // stops with a savepoint; where there is no directory at all, the error
 // names the CLI's flag and the configuration keys.

@@ -106,6 +106,7 @@ var layers = []struct {
 	{"bench", anything},
 	{"bench/...", anything},
 	{"integration", anything},
+	{"e2e", anything}, // the in-process tests of whole jobs
 	{"integration/...", anything},
 	{"internal/testjob", anything},
 	{"internal/layers", anything},

@@ -1,16 +1,18 @@
-// Package testjob runs the small real jobs that the observability tests
-// (metrics, tracing, api, cmd/sluice) observe: a datagen source of
-// parallelism 2, a keyed count and a discarding sink, with checkpoints into
-// a temporary directory and a listener that records every checkpoint.
+// Package testjob runs real jobs in tests. Start runs the small job that
+// the observability tests (metrics, tracing, api, cmd/sluice) observe: a
+// datagen source of parallelism 2, a keyed count and a discarding sink,
+// with checkpoints into a temporary directory and a listener that records
+// every checkpoint. NewEnv, Execute, MustStart and StopWithSavepoint
+// (execute.go) are what every test that runs a job of its own shares (the
+// root package's and e2e's): quiet logs, and a safety net that turns a
+// hang into a failure.
 package testjob
 
 import (
 	"context"
 	"errors"
 	"github.com/sluicehq/sluice/internal/testutil"
-	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"sync"
 	"testing"
@@ -92,7 +94,7 @@ func Start(t testing.TB, o Options) *Run {
 	opts := []sluice.Option{
 		sluice.WithJobName(o.Name),
 		sluice.WithParallelism(2),
-		sluice.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		QuietLogger(),
 		sluice.WithCheckpointListener(r.record),
 		sluice.WithBufferTimeout(10 * time.Millisecond),
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime/network"
 )
 
@@ -23,7 +24,7 @@ func TestDryPoolBlocksProducerThenResumes(t *testing.T) {
 	const records = 2000
 	rec := make([]byte, 40)
 	done := make(chan error, 1)
-	wctx := testCtx(t)
+	wctx := testutil.Context(t, 0)
 	go func() {
 		for i := range records {
 			rec[0] = byte(i)
@@ -86,7 +87,7 @@ func TestMemoryBoundedWhateverIsWritten(t *testing.T) {
 		network.Connect(p, i, gates[i], 0)
 	}
 	done := make(chan error, 1)
-	wctx := testCtx(t)
+	wctx := testutil.Context(t, 0)
 	go func() {
 		rec := make([]byte, 1000) // spans buffers
 		for i := range 3000 {
@@ -153,7 +154,7 @@ func TestReleaseUnblocksBlockedWriter(t *testing.T) {
 	g := network.NewInputGate("g", 1, cfg, nil)
 	network.Connect(p, 0, g, 0)
 	done := make(chan error, 1)
-	wctx := testCtx(t)
+	wctx := testutil.Context(t, 0)
 	go func() {
 		for {
 			if err := p.WriteRecord(wctx, 0, make([]byte, 100)); err != nil {
@@ -185,7 +186,7 @@ func TestContextCancelUnblocksBlockedWriter(t *testing.T) {
 	p := network.NewResultPartition("p", 1, cfg, nil)
 	g := network.NewInputGate("g", 1, cfg, nil)
 	network.Connect(p, 0, g, 0)
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(testutil.Context(t, 0))
 	done := make(chan error, 1)
 	go func() {
 		for {
@@ -212,7 +213,7 @@ func TestGateReleaseUnblocksProducer(t *testing.T) {
 	g := network.NewInputGate("g", 1, cfg, nil)
 	network.Connect(p, 0, g, 0)
 	done := make(chan error, 1)
-	wctx := testCtx(t)
+	wctx := testutil.Context(t, 0)
 	go func() {
 		for range 1000 {
 			if err := p.WriteRecord(wctx, 0, make([]byte, 100)); err != nil {
@@ -243,7 +244,7 @@ func TestAvailableAndWake(t *testing.T) {
 	p := network.NewResultPartition("p", 1, cfg, wakeP)
 	g := network.NewInputGate("g", 1, cfg, nil)
 	network.Connect(p, 0, g, 0)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	full := make([]byte, 15)
 	for p.Available() {
 		if err := p.WriteRecord(ctx, 0, full); err != nil {
@@ -279,7 +280,7 @@ func TestWriteRawAndErrors(t *testing.T) {
 	p := network.NewResultPartition("p", 1, cfg, nil)
 	g := network.NewInputGate("g", 1, cfg, nil)
 	network.Connect(p, 0, g, 0)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	// A persisted buffer of output channel state: two framed records.
 	raw := []byte{2, 'h', 'i', 3, 'y', 'o', 'u'}
 	if err := p.WriteRaw(ctx, 0, raw); err != nil {

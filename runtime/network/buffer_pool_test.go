@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime/network"
 )
 
@@ -66,7 +67,7 @@ func TestGatesBorrowFloatingBuffersWithinPool(t *testing.T) {
 	if err := pool.Reserve(reserve, "test"); err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	type side struct {
 		g    *network.InputGate
 		wake chan struct{}

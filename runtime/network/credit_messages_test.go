@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime/network/event"
 )
 
@@ -102,7 +103,7 @@ func TestProducerSendsOnlyAgainstCredit(t *testing.T) {
 	sp := p.subs[0]
 	fc := &fakeConsumer{t: t}
 	sp.attach(fc)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	buf := func(tag byte) []byte { return append([]byte{15}, fullRecord(16, tag)[:15]...) }
 	write := func(tags ...byte) {
 		for _, tag := range tags {

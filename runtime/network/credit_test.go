@@ -3,6 +3,8 @@ package network
 import (
 	"bytes"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // fullRecord returns a record that, framed, fills exactly one buffer of
@@ -51,7 +53,7 @@ func TestCreditExclusiveThenFloatingThenBacklog(t *testing.T) {
 	p := NewResultPartition("p", 1, cfg, wakeP)
 	g := NewInputGate("g", 1, cfg, wakeG)
 	Connect(p, 0, g, 0)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 
 	// Pool: 1*2 + 3 = 5 buffers. Buffers 1-2 go to exclusive credit, 3-5 to
 	// floating credit; 6-10 stay in the backlog and hold the whole pool.
@@ -148,7 +150,7 @@ func TestFloatingGoesToWaitingChannelsFairly(t *testing.T) {
 		ps[i] = NewResultPartition("p", 1, cfg, nil)
 		Connect(ps[i], 0, g, i)
 	}
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	write := func(ch int, tags ...byte) {
 		for _, tag := range tags {
 			if err := ps[ch].WriteRecord(ctx, 0, fullRecord(16, tag)); err != nil {
@@ -233,7 +235,7 @@ func TestFloatingSkipsChannelThatNoLongerNeedsIt(t *testing.T) {
 	p1 := NewResultPartition("p1", 1, cfg, nil)
 	Connect(p0, 0, g, 0)
 	Connect(p1, 0, g, 1)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	for _, tag := range []byte{'a', 'b', 'c'} { // a: exclusive, b: floating, c: backlog
 		if err := p0.WriteRecord(ctx, 0, fullRecord(16, tag)); err != nil {
 			t.Fatal(err)
@@ -274,7 +276,7 @@ func TestRecycleTwicePanics(t *testing.T) {
 	p := NewResultPartition("p", 1, cfg, nil)
 	g := NewInputGate("g", 1, cfg, nil)
 	Connect(p, 0, g, 0)
-	if err := p.WriteRecord(testCtx(t), 0, []byte("x")); err != nil {
+	if err := p.WriteRecord(testutil.Context(t, 0), 0, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	p.FlushAll()
@@ -298,7 +300,7 @@ func TestBufferFlushedWhenFull(t *testing.T) {
 	p := NewResultPartition("p", 1, cfg, nil)
 	g := NewInputGate("g", 1, cfg, nil)
 	Connect(p, 0, g, 0)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	if err := p.WriteRecord(ctx, 0, make([]byte, 5)); err != nil { // 6 bytes framed
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/runtime/network"
 
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime/network/event"
 )
 
@@ -38,7 +39,7 @@ func fifoWithSpanningRecordsAndEvents(t *testing.T, bufferSize int) {
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	want := make([][]elem, 2) // by subpartition
-	wctx := testCtx(t)
+	wctx := testutil.Context(t, 0)
 	var ops []func() error
 	for i := range 5000 {
 		sub := rng.IntN(2)
@@ -141,7 +142,7 @@ func TestEndOfPartition(t *testing.T) {
 	p1 := network.NewResultPartition("p1", 1, cfg, nil)
 	network.Connect(p0, 0, g, 0)
 	network.Connect(p1, 0, g, 1)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	if err := p0.WriteRecord(ctx, 0, []byte("last words")); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestBlockUnblock(t *testing.T) {
 	p1 := network.NewResultPartition("p1", 1, cfg, nil)
 	network.Connect(p0, 0, g, 0)
 	network.Connect(p1, 0, g, 1)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	for i := range 3 {
 		for _, p := range []*network.ResultPartition{p0, p1} {
 			if err := p.WriteRecord(ctx, 0, []byte{byte(i)}); err != nil {
@@ -337,7 +338,7 @@ func TestRecordSpaceEdges(t *testing.T) {
 		{10, 400},  // outgrows the room
 	}
 	var want []elem
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	errc := make(chan error, 1)
 	go func() {
 		for i, w := range writes {

@@ -155,11 +155,3 @@ func await(t *testing.T, what string, cond func() bool) {
 		time.Sleep(100 * time.Microsecond)
 	}
 }
-
-// testCtx returns a context that ends the test's waits if the code under
-// test deadlocks, so that a bug fails the test instead of hanging it.
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}

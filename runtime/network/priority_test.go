@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime/network"
 	"github.com/sluicehq/sluice/runtime/network/event"
 )
@@ -40,7 +41,7 @@ func smallExchange(exclusive, floating int) (*network.ResultPartition, *network.
 
 func mustWrite(t *testing.T, p *network.ResultPartition, tag byte, n int) {
 	t.Helper()
-	if err := p.WriteRecord(testCtx(t), 0, bytes.Repeat([]byte{tag}, n)); err != nil {
+	if err := p.WriteRecord(testutil.Context(t, 0), 0, bytes.Repeat([]byte{tag}, n)); err != nil {
 		t.Fatal(err)
 	}
 }

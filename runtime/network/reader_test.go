@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime/network/event"
 )
 
@@ -209,7 +210,7 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 			Connect(p, 0, g, 0)
 			r := NewRecordReader()
 			rec := make([]byte, size)
-			ctx := testCtx(t)
+			ctx := testutil.Context(t, 0)
 			n := 0
 			step := func() {
 				if err := p.WriteRecord(ctx, 0, rec); err != nil {
@@ -292,7 +293,7 @@ func FuzzFraming(f *testing.F) {
 		p := NewResultPartition("p", 1, cfg, nil)
 		g := NewInputGate("g", 1, cfg, nil)
 		Connect(p, 0, g, 0)
-		ctx := testCtx(t)
+		ctx := testutil.Context(t, 0)
 		for _, o := range ops {
 			var err error
 			switch {

@@ -14,29 +14,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testcerts"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/peerauth"
 )
-
-// liveHeap is the live heap after a collection.
-func liveHeap() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapInuse)
-}
-
-// awaitCond polls cond until it holds, failing the test after the
-// safety net.
-func awaitCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // 2 000 requests for partitions never published, on one connection: at
 // most MaxPendingRequests wait (no goroutine each), the others are
@@ -48,7 +28,7 @@ func TestPendingRequestsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	goroutines, heap := runtime.NumGoroutine(), liveHeap()
+	goroutines, heap := runtime.NumGoroutine(), int64(testutil.HeapInUse())
 	nc, err := net.Dial("tcp", tr.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -74,12 +54,12 @@ func TestPendingRequestsBounded(t *testing.T) {
 	if grown := runtime.NumGoroutine() - goroutines; grown > 10 {
 		t.Errorf("%d goroutines more for %d pending requests", grown, limit)
 	}
-	if grown := liveHeap() - heap; grown > 8<<20 {
+	if grown := int64(testutil.HeapInUse()) - heap; grown > 8<<20 {
 		t.Errorf("the heap grew by %d bytes", grown)
 	}
 	// Closing the connection drops them.
 	_ = nc.Close()
-	awaitCond(t, "the pending requests dropped", func() bool { return tr.Stats().PendingRequests == 0 })
+	testutil.Await(t, "the pending requests dropped", func() bool { return tr.Stats().PendingRequests == 0 })
 }
 
 // Connections from one address past MaxConnectionsPerPeer are closed at
@@ -136,12 +116,12 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	if _, err := nc.Write(appendHello(nil)); err != nil {
 		t.Fatal(err)
 	}
-	awaitCond(t, "the connection accepted", func() bool { return tr.Stats().AcceptedConnections == 1 })
+	testutil.Await(t, "the connection accepted", func() bool { return tr.Stats().AcceptedConnections == 1 })
 	_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.ReadAll(nc); err != nil {
 		t.Fatalf("the idle connection: %v, want it closed by the transport", err)
 	}
-	awaitCond(t, "the idle connection forgotten", func() bool { return tr.Stats().AcceptedConnections == 0 })
+	testutil.Await(t, "the idle connection forgotten", func() bool { return tr.Stats().AcceptedConnections == 0 })
 }
 
 // A refused stranger learns nothing: a plain TCP client asking a

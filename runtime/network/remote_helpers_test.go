@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime/network"
 )
 
@@ -73,7 +74,7 @@ func overTCP(prod, cons *network.Transport, addr string) wiring {
 // error, and returns it.
 func awaitGateErr(t *testing.T, g *network.InputGate, wake chan struct{}) error {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	for {
 		if err := g.Err(); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime/network"
 	"github.com/sluicehq/sluice/runtime/network/event"
 )
@@ -122,7 +123,7 @@ func (sc scenario) run(t *testing.T, wire wiring) scenarioResult {
 	defer p.Release()
 	res := scenarioResult{channels: make([]channelResult, subs), written: make([][]prioWritten, subs)}
 
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	var progress atomic.Int64
 	var producing atomic.Bool
 	producing.Store(true)

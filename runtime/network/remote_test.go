@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/internal/testcerts"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/peerauth"
 	"github.com/sluicehq/sluice/runtime/network"
 	"github.com/sluicehq/sluice/runtime/network/event"
@@ -40,7 +41,7 @@ func TestRemoteChannelsMultiplexedBothWays(t *testing.T) {
 	a := newTransport(t, network.TransportConfig{})
 	b := newTransport(t, network.TransportConfig{})
 	cfg := network.Config{BufferSize: 128, ExclusiveBuffersPerChannel: 1, FloatingBuffersPerGate: 2}
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	const records = 400
 	type side struct {
 		p     *network.ResultPartition
@@ -126,7 +127,7 @@ func TestRemoteMemoryBoundedUnderSlowConsumer(t *testing.T) {
 	for i := range subs {
 		wire(t, p, i, g, i)
 	}
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	const records, size = 150, 700 // each spans buffers
 	done := produce(ctx, p, records, size)
 	var produced error
@@ -252,7 +253,7 @@ func newBrokenSetup(t *testing.T) *brokenSetup {
 	}
 	t.Cleanup(s.p.Release)
 	t.Cleanup(s.g.Release)
-	s.done = produce(testCtx(t), s.p, 5000, 40)
+	s.done = produce(testutil.Context(t, 0), s.p, 5000, 40)
 	// Some data arrives, then the producer is stuck on the consumer's
 	// credit.
 	await(t, "data at the consumer", func() bool { return s.g.Stats().QueuedBuffers > 0 })
@@ -367,7 +368,7 @@ func TestRemoteEndedChannelSurvivesTheConnection(t *testing.T) {
 	p := network.NewResultPartition("p", 1, cfg, nil)
 	g := network.NewInputGate("g", 1, cfg, wake)
 	overTCP(prod, cons, "")(t, p, 0, g, 0)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	if err := <-produce(ctx, p, 3, 10); err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +404,7 @@ func TestRemoteRequestBeforePublish(t *testing.T) {
 		}
 	}
 	await(t, "both requests to wait at the producer", func() bool { return prod.Stats().PendingRequests == 2 })
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	done := produce(ctx, p, 300, 30)
 	await(t, "the unpublished producer to block", func() bool { return p.Stats().BlockedWriters > 0 })
 	prod.Publish(id, p)
@@ -623,7 +624,7 @@ func TestRemoteAuth(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ctx := testCtx(t)
+			ctx := testutil.Context(t, 0)
 			done := produce(ctx, p, 500, 100)
 			c := newConsumer(t, g)
 			if err := c.runUntilFinished(ctx, wake); err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime/network/event"
 )
 
@@ -285,7 +286,7 @@ func TestCorruptFramesFromProducerFailTheConsumer(t *testing.T) {
 				t.Fatalf("request %+v", f)
 			}
 			fp.write(tc.reply)
-			ctx := testCtx(t)
+			ctx := testutil.Context(t, 0)
 			for g.Err() == nil {
 				select {
 				case <-wake:

@@ -97,7 +97,7 @@ func TestExactlyOnceRetriesInitProducerID(t *testing.T) {
 			logs := &testutil.LogRecorder{}
 			s := eosSink(t, seeds, "retry", append(c.opts, noClientRetries, Logger(slog.New(logs)))...)
 			w, cm := writerAndCommitter(t, s)
-			ctx := testCtx(t)
+			ctx := testutil.Context(t, 0)
 			for cp := int64(1); cp <= 2; cp++ {
 				writeAll(t, w, fmt.Sprint("v", cp))
 				if err := cm.Commit(ctx, cp, [][]byte{prepare(t, w, cp)}); err != nil {
@@ -154,7 +154,7 @@ func TestExactlyOnceCommitRetriesEndTxn(t *testing.T) {
 	s := eosSink(t, seeds, "commit", tv1(), noClientRetries, Logger(slog.New(slog.DiscardHandler)), CommitRetryBackoff(time.Millisecond, 10*time.Millisecond))
 	w, cm := writerAndCommitter(t, s)
 	writeAll(t, w, "v1")
-	if err := cm.Commit(testCtx(t), 1, [][]byte{prepare(t, w, 1)}); err != nil {
+	if err := cm.Commit(testutil.Context(t, 0), 1, [][]byte{prepare(t, w, 1)}); err != nil {
 		t.Fatalf("commit through %d failures: %v", failed.Load(), err)
 	}
 	if failed.Load() != 3 {
@@ -165,7 +165,7 @@ func TestExactlyOnceCommitRetriesEndTxn(t *testing.T) {
 	s = eosSink(t, seeds, "commit", tv1(), noClientRetries, Logger(slog.New(slog.DiscardHandler)), CommitRetryBackoff(time.Millisecond, 10*time.Millisecond))
 	w, cm = writerAndCommitter(t, s)
 	writeAll(t, w, "v1")
-	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(testutil.Context(t, 0), 300*time.Millisecond)
 	defer cancel()
 	err := cm.Commit(ctx, 1, [][]byte{prepare(t, w, 1)})
 	if !errors.Is(err, ErrCommitFailed) || !errors.Is(err, kerr.CoordinatorLoadInProgress) {

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/source"
@@ -155,7 +156,7 @@ func TestSerializerErrorPolicies(t *testing.T) {
 				}
 				c, _ := s.NewCommitter(wctx(0, 1))
 				defer c.Close()
-				if err := c.Commit(testCtx(t), id, cs); err != nil {
+				if err := c.Commit(testutil.Context(t, 0), id, cs); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -233,7 +234,7 @@ func TestSerializerErrorPolicies(t *testing.T) {
 					}
 					c, _ := s.NewCommitter(wctx(0, 1))
 					defer c.Close()
-					if err := c.Commit(testCtx(t), 1, cs); err != nil {
+					if err := c.Commit(testutil.Context(t, 0), 1, cs); err != nil {
 						t.Fatal(err)
 					}
 				} else {
@@ -278,7 +279,7 @@ func readRecords(t *testing.T, seeds []string, topic string, n int) []*kgo.Recor
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	var got []*kgo.Record
 	for len(got) < n {
 		fs := cl.PollFetches(ctx)
@@ -295,7 +296,7 @@ func readRecords(t *testing.T, seeds []string, topic string, n int) []*kgo.Recor
 func awaitTimedOut(t *testing.T, seeds []string, id string) {
 	t.Helper()
 	adm := adminClient(t, seeds)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	for {
 		ds, err := adm.DescribeTransactions(ctx, id)
 		if d, ok := ds[id]; err == nil && ok && d.Err == nil && d.State != "Ongoing" {
@@ -342,7 +343,7 @@ func TestTransactionLostAfterTimeout(t *testing.T) {
 			cm := committable(t, b)
 			awaitTimedOut(t, seeds, cm.TransactionalID)
 
-			err = c.Commit(testCtx(t), 5, [][]byte{b})
+			err = c.Commit(testutil.Context(t, 0), 5, [][]byte{b})
 			if ignore {
 				if err != nil {
 					t.Fatalf("commit with IgnoreFailuresAfterTransactionTimeout: %v", err)
@@ -359,7 +360,7 @@ func TestTransactionLostAfterTimeout(t *testing.T) {
 				// The id is free again: later intervals commit.
 				for cp := int64(6); cp <= 7; cp++ {
 					writeAll(t, w, fmt.Sprint("v", cp))
-					if err := c.Commit(testCtx(t), cp, [][]byte{prepare(t, w, cp)}); err != nil {
+					if err := c.Commit(testutil.Context(t, 0), cp, [][]byte{prepare(t, w, cp)}); err != nil {
 						t.Fatalf("commit %d after the loss: %v", cp, err)
 					}
 				}
@@ -374,7 +375,7 @@ func TestTransactionLostAfterTimeout(t *testing.T) {
 			// committer: the same terminal error.
 			fresh, _ := NewCommitter(seeds, TransactionTimeout(time.Second))
 			defer fresh.Close()
-			checkLost(t, fresh.Commit(testCtx(t), 5, [][]byte{b}), cm, 3)
+			checkLost(t, fresh.Commit(testutil.Context(t, 0), 5, [][]byte{b}), cm, 3)
 		})
 	}
 }

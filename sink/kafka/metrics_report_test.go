@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/metrics/report"
 	"github.com/sluicehq/sluice/sink"
 )
@@ -34,7 +35,7 @@ func TestWriterReportsItsSubtask(t *testing.T) {
 	}
 	c, _ := s.NewCommitter(wctx(0, 2))
 	defer c.Close()
-	if err := c.Commit(testCtx(t), 1, cs); err != nil {
+	if err := c.Commit(testutil.Context(t, 0), 1, cs); err != nil {
 		t.Fatal(err)
 	}
 	figures := func(w sink.Writer[string]) map[string]float64 {

@@ -2,10 +2,8 @@ package kafka
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/testutil"
 	"io"
 	"log/slog"
 	"slices"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/kafkaclient"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/source"
 )
@@ -38,11 +37,6 @@ func cluster(t *testing.T, partitions int32, topics ...string) []string {
 	return testutil.KafkaCluster(t, partitions, topics...)
 }
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	return testutil.Context(t, 30*time.Second)
-}
-
 // readAll reads topic with the isolation level until it has n records and
 // returns their values; it fails the test if they do not arrive.
 func readAll(t *testing.T, seeds []string, topic string, level kgo.IsolationLevel, n int) []string {
@@ -53,7 +47,7 @@ func readAll(t *testing.T, seeds []string, topic string, level kgo.IsolationLeve
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	var got []string
 	for len(got) < n {
 		fs := cl.PollFetches(ctx)
@@ -82,7 +76,7 @@ func adminClient(t *testing.T, seeds []string) *kadm.Client {
 func stableOffsets(t *testing.T, seeds []string, topic string) (lso, end map[int32]int64) {
 	t.Helper()
 	adm := adminClient(t, seeds)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	s, err := adm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +288,7 @@ func TestAtLeastOnceChecksEveryPromise(t *testing.T) {
 		t.Fatal(err)
 	}
 	ww := w.(*writer[[]byte])
-	if err := ww.cl.Flush(testCtx(t)); err != nil {
+	if err := ww.cl.Flush(testutil.Context(t, 0)); err != nil {
 		t.Fatalf("franz-go Flush: %v (expected nil: it does not report record errors)", err)
 	}
 	_, err = w.(sink.PrecommittingWriter[[]byte]).PrepareCommit(1)
@@ -352,7 +346,7 @@ func TestExactlyOncePoolRotationAndCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 
 	var ids []string
 	for cp := int64(1); cp <= 3; cp++ {
@@ -442,7 +436,7 @@ func TestExactlyOnceAbortedCheckpointTakesOverflowID(t *testing.T) {
 	defer w.Close()
 	c, _ := s.NewCommitter(wctx(0, 1))
 	defer c.Close()
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	tw := w.(*transactionalWriter[string])
 
 	writeAll(t, w, "a1")
@@ -605,7 +599,7 @@ func TestExactlyOnceCommitAfterWriterIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Commit(testCtx(t), 7, [][]byte{b}); err != nil {
+	if err := c.Commit(testutil.Context(t, 0), 7, [][]byte{b}); err != nil {
 		t.Fatalf("commit from the committable: %v", err)
 	}
 	if got := readAll(t, seeds, "out", kgo.ReadCommitted(), 4); len(got) != 4 {
@@ -614,7 +608,7 @@ func TestExactlyOnceCommitAfterWriterIsGone(t *testing.T) {
 	// A re-commit by yet another committer succeeds too.
 	c2, _ := NewCommitter(seeds)
 	defer c2.Close()
-	if err := c2.Commit(testCtx(t), 7, [][]byte{b}); err != nil {
+	if err := c2.Commit(testutil.Context(t, 0), 7, [][]byte{b}); err != nil {
 		t.Fatalf("re-commit: %v", err)
 	}
 }
@@ -671,7 +665,7 @@ func TestExactlyOnceAbortsLingeringAtRestore(t *testing.T) {
 	b := prepare(t, w, 2)
 	c, _ := s.NewCommitter(rc)
 	defer c.Close()
-	if err := c.Commit(testCtx(t), 2, [][]byte{b}); err != nil {
+	if err := c.Commit(testutil.Context(t, 0), 2, [][]byte{b}); err != nil {
 		t.Fatal(err)
 	}
 	if got := readAll(t, seeds, "out", kgo.ReadCommitted(), 1); fmt.Sprint(got) != "[new]" {
@@ -726,7 +720,7 @@ func TestExactlyOnceCloseKeepsPrecommitted(t *testing.T) {
 	}
 	c, _ := s.NewCommitter(wctx(0, 1))
 	defer c.Close()
-	if err := c.Commit(testCtx(t), 1, [][]byte{b}); err != nil {
+	if err := c.Commit(testutil.Context(t, 0), 1, [][]byte{b}); err != nil {
 		t.Fatal(err)
 	}
 	lso, end := stableOffsets(t, seeds, "out")
@@ -752,7 +746,7 @@ func TestExactlyOnceRecommitAfterReuseAndDataLoss(t *testing.T) {
 	defer w.Close()
 	c, _ := s.NewCommitter(wctx(0, 1))
 	defer c.Close()
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	var bs [][]byte
 	for cp := int64(1); cp <= 3; cp++ { // 1 and 3 both on moved-0-0
 		writeAll(t, w, fmt.Sprint("v", cp), fmt.Sprint("w", cp))
@@ -844,7 +838,7 @@ func TestExactlyOnceTransactionVersion1(t *testing.T) {
 	defer w.Close()
 	c, _ := s.NewCommitter(wctx(0, 1))
 	defer c.Close()
-	ctx := testCtx(t)
+	ctx := testutil.Context(t, 0)
 	seen := map[string]bool{}
 	var want []string
 	for cp := int64(1); cp <= 5; cp++ {
@@ -907,7 +901,7 @@ func TestCommitterOfAtLeastOnceSinkCommitsRestoredTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Commit(testCtx(t), 3, [][]byte{b}); err != nil {
+	if err := c.Commit(testutil.Context(t, 0), 3, [][]byte{b}); err != nil {
 		t.Fatalf("commit of the restored committable: %v", err)
 	}
 	if got := readAll(t, seeds, "out", kgo.ReadCommitted(), 3); len(got) != 3 {

@@ -3,9 +3,10 @@ package kafka
 import (
 	"errors"
 	"math"
-	"runtime/metrics"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // FuzzDecodeSplitState: DecodeSplitState never panics and allocates in
@@ -53,21 +54,11 @@ func FuzzDecodeSplitState(f *testing.F) {
 	})
 }
 
-// checkAllocs runs decode and fails t if it allocated more than a decoder
-// of len(in) bytes may: a fixed 1 MiB plus 256 bytes per input byte (the
-// error quotes the input in hex). A length read from the input that sizes
-// an allocation before the data is there goes past it. runtime/metrics
-// counts small objects a span at a time, well within the fixed part, and
-// costs far less than ReadMemStats.
+// checkAllocs fails t if decode allocates more than a decoder of len(in)
+// bytes may: a fixed 1 MiB plus 256 bytes per input byte (the
+// error quotes the input in hex). Only decode's own allocations count
+// (testutil.CheckAllocated).
 func checkAllocs(t *testing.T, in []byte, decode func()) {
 	t.Helper()
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	before := s[0].Value.Uint64()
-	decode()
-	metrics.Read(s)
-	limit := uint64(1<<20) + 256*uint64(len(in))
-	if n := s[0].Value.Uint64() - before; n > limit {
-		t.Fatalf("decoding %d bytes allocated %d bytes (limit %d)", len(in), n, limit)
-	}
+	testutil.CheckAllocated(t, "decoding", in, 1<<20, 256, decode)
 }
