@@ -105,10 +105,6 @@ func countsOf(evs []twoEv, key func(twoEv) int64) map[int64]int64 {
 	return m
 }
 
-// joinedCounts renders a result row of the count joins: key, left count,
-// right count.
-func joinedCounts(k, l, r int64) string { return fmt.Sprintf("%d/%d/%d", k, l, r) }
-
 func parseJoinedCounts(s string) (k, l, r int64, err error) {
 	f := strings.Split(s, "/")
 	if len(f) != 3 {
