@@ -70,6 +70,7 @@ var layers = []struct {
 	{"source/kafka", 30},
 	// The job's life as a deterministic state machine.
 	{"runtime/lifecycle", 30},
+	{"runtime/scaling", 30},
 	// The runtime.
 	{"runtime", 40},
 	// The control plane between a coordinator and its workers (gRPC).
