@@ -583,3 +583,20 @@ type HealthStatus struct {
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
 }
+
+// ParallelismBounds are a vertex's parallelism bounds in
+// JobVertexResourceRequirements.
+type ParallelismBounds struct {
+	LowerBound int `json:"lowerBound"`
+	UpperBound int `json:"upperBound"`
+}
+
+// JobVertexResourceRequirements is one vertex's entry of
+// JobResourceRequirements.
+type JobVertexResourceRequirements struct {
+	Parallelism ParallelismBounds `json:"parallelism"`
+}
+
+// JobResourceRequirements is the body of GET and PUT
+// /jobs/:jobid/resource-requirements: the bounds by vertex id.
+type JobResourceRequirements map[string]JobVertexResourceRequirements

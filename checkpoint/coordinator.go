@@ -86,12 +86,12 @@ type Coordinator struct {
 }
 
 type pendingCheckpoint struct {
-	barrier    Barrier
-	trigger    time.Time
-	awaiting   map[TaskID]bool
-	states     []snapshot.SubtaskState
-	savepoint  *SavepointRequest
-	final      bool
+	barrier   Barrier
+	trigger   time.Time
+	awaiting  map[TaskID]bool
+	states    []snapshot.SubtaskState
+	savepoint *SavepointRequest
+	final     bool
 	// stop: a checkpoint after whose barrier the sources read nothing
 	// more, the job stopping once it completed (TriggerStop).
 	stop       bool
