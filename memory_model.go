@@ -3,7 +3,9 @@ package sluice
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/sluicehq/sluice/memory"
@@ -20,9 +22,10 @@ var ErrInsufficientNetworkBuffers = network.ErrInsufficientNetworkBuffers
 
 // WithProcessMemory sets taskmanager.memory.process.size: the memory of
 // the whole process, which Execute splits (package memory) into an
-// overhead, managed memory for RocksDB, network buffers, the Kafka
-// clients' buffers and the task heap, and from which it sets the Go
-// runtime's soft limit (debug.SetMemoryLimit) unless $GOMEMLIMIT is set.
+// overhead, managed memory for RocksDB, network buffers, the shares of
+// the connectors the program imports (the Kafka clients' buffers) and
+// the task heap, and from which it sets the Go runtime's soft limit
+// (debug.SetMemoryLimit) unless $GOMEMLIMIT is set.
 // Without it the shares are those of memory.DefaultProcessSize and the Go
 // limit is left alone.
 func WithProcessMemory(bytes int64) Option {
@@ -53,11 +56,14 @@ func (e *Environment) installMemory() error {
 	limit := memory.ApplyGoLimit(b, os.Getenv)
 	e.cfg.Network.Pool = processNetworkPool(b, e.cfg.Network.BufferSize)
 	if l := e.cfg.Logger; l != nil {
-		l.Debug("memory budget", slog.Int64("process", b.Process), slog.Bool("explicit", b.Explicit),
+		attrs := []any{slog.Int64("process", b.Process), slog.Bool("explicit", b.Explicit),
 			slog.Int64("managed", b.Managed), slog.Int64("network", b.Network),
-			slog.Int("network.buffers", network.BuffersFor(b.Network, e.cfg.Network.BufferSize)),
-			slog.Int64("kafka.source", b.KafkaSource), slog.Int64("kafka.sink", b.KafkaSink),
-			slog.Int64("task.heap", b.TaskHeap), slog.Int64("go.limit", limit))
+			slog.Int("network.buffers", network.BuffersFor(b.Network, e.cfg.Network.BufferSize))}
+		// The connectors' shares, by name ("kafka.source", "kafka.sink").
+		for _, name := range slices.Sorted(maps.Keys(b.Shares)) {
+			attrs = append(attrs, slog.Int64(name, b.Shares[name]))
+		}
+		l.Debug("memory budget", append(attrs, slog.Int64("task.heap", b.TaskHeap), slog.Int64("go.limit", limit))...)
 	}
 	return nil
 }

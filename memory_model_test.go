@@ -36,7 +36,7 @@ func TestMemoryKeys(t *testing.T) {
 	}
 	m := e.memory
 	if m.ProcessSize != 1<<30 || m.ManagedFraction != 0.25 || m.NetworkFraction != 0.05 || m.NetworkMin != 8<<20 || m.NetworkMax != 64<<20 ||
-		m.OverheadFraction != 0.2 || m.OverheadMin != 16<<20 || m.OverheadMax != 2<<30 || m.KafkaSourceFraction != 0.15 || m.KafkaSinkFraction <= 0 || m.KafkaSinkFraction > 1e-300 {
+		m.OverheadFraction != 0.2 || m.OverheadMin != 16<<20 || m.OverheadMax != 2<<30 || m.Fractions["kafka.source"] != 0.15 || m.Fractions["kafka.sink"] <= 0 || m.Fractions["kafka.sink"] > 1e-300 {
 		t.Errorf("memory configuration %+v", m)
 	}
 	old := memory.Current()
@@ -50,7 +50,7 @@ func TestMemoryKeys(t *testing.T) {
 	// quarter, 204.8 MiB; network 0.05 → 40.96 MiB, within [8, 64].
 	const mib = 1 << 20
 	near := func(got int64, wantMiB float64) bool { d := float64(got) - wantMiB*mib; return d > -2 && d < 2 }
-	if !b.Explicit || b.Process != 1<<30 || !near(b.Overhead, 204.8) || !near(b.Managed, 204.8) || !near(b.Network, 40.96) || b.KafkaSink != 0 {
+	if !b.Explicit || b.Process != 1<<30 || !near(b.Overhead, 204.8) || !near(b.Managed, 204.8) || !near(b.Network, 40.96) || b.Shares["kafka.sink"] != 0 {
 		t.Errorf("installed budget %+v", b)
 	}
 	for k, v := range map[string]string{

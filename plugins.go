@@ -15,7 +15,8 @@ import "github.com/sluicehq/sluice/config"
 //   - github.com/sluicehq/sluice/state/rocksdb: state.backend.type
 //     rocksdb (state.RegisterBackendType) and its keys;
 //   - github.com/sluicehq/sluice/source/kafka, sink/kafka: the Kafka
-//     client properties (kafka.properties.*);
+//     client properties (kafka.properties.*) and their memory shares
+//     (taskmanager.memory.kafka.*.fraction, memory.RegisterShare);
 //   - github.com/sluicehq/sluice/runner: the job as a program, and its
 //     rest.*, metrics.*, log.* and traces.* keys.
 func init() {
@@ -33,6 +34,8 @@ func init() {
 	hint("the state.backend.rocksdb.* keys are read by github.com/sluicehq/sluice/state/rocksdb", "state.backend.rocksdb.")
 	hint("the Kafka client properties are read by the Kafka connectors, github.com/sluicehq/sluice/source/kafka and sink/kafka",
 		"kafka.properties.")
+	hint("the Kafka connectors' memory shares are declared by github.com/sluicehq/sluice/source/kafka and sink/kafka",
+		"taskmanager.memory.kafka.")
 	hint("a key of the job runner, github.com/sluicehq/sluice/runner",
 		"rest.", "metrics.reporter.", "log.", "traces.reporter.", "security.ssl.rest.", "execution.signal.action")
 }

@@ -78,7 +78,10 @@ func (s *Server) handleVertex(w http.ResponseWriter, r *http.Request, e *jobEntr
 }
 
 // subtaskMetricValues are the metrics of one subtask that
-// GET /jobs/:jobid/vertices/:vertexid/metrics lists, with Flink's names.
+// GET /jobs/:jobid/vertices/:vertexid/metrics lists, with Flink's names:
+// the task's, its operators' user-defined metrics, and its connectors'
+// (the Kafka source's records lag and offsets, the Kafka sink's
+// transactions).
 func subtaskMetricValues(m runtime.TaskMetrics) [][2]string {
 	i := strconv.FormatInt
 	out := [][2]string{
@@ -92,7 +95,8 @@ func subtaskMetricValues(m runtime.TaskMetrics) [][2]string {
 		{"accumulateIdleTimeMs", i(m.IdleTime.Milliseconds(), 10)},
 		{"accumulateBackPressuredTimeMs", i(m.BackPressuredTime.Milliseconds(), 10)},
 	}
-	return append(out, userMetricValues(m.User)...)
+	out = append(out, userMetricValues(m.User)...)
+	return append(out, connectorMetricValues(m.Connectors)...)
 }
 
 // handleVertexMetrics is GET /jobs/:jobid/vertices/:vertexid/metrics: as

@@ -339,7 +339,7 @@ func (r *Report) subtask(snap *storage.Snapshot, st storage.SubtaskState) Subtas
 		s.States = append(s.States, *byState[name])
 	}
 	for i, c := range st.Committables {
-		p := decodeCommittable(c)
+		p := decodeCommittable(st.CommittableKind, c)
 		p.Operator, p.Subtask, p.Index = st.OperatorUID, st.Subtask, i
 		r.Pending = append(r.Pending, p)
 	}

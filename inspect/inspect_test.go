@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/checkpoint/snapshot"
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/inspect"
@@ -155,6 +156,55 @@ func TestInspectSavepoint(t *testing.T) {
 	for _, s := range ops["files"].Subtasks {
 		if s.Commits == 0 {
 			t.Errorf("files subtask %d has no committable", s.Index)
+		}
+	}
+
+	// The savepoint records the kind of the sink's committables beside
+	// them, which decides their decoder.
+	mdPath := sp // the savepoint's _metadata
+	raw, err := os.ReadFile(mdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := snapshot.DecodeMetadata(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := 0
+	for i, st := range md.Subtasks {
+		if len(st.Committables) > 0 {
+			if st.CommittableKind != filesink.CommittableKind {
+				t.Errorf("%s#%d: committables of kind %q, want %q", st.OperatorUID, st.Subtask, st.CommittableKind, filesink.CommittableKind)
+			}
+			kinds++
+		}
+		md.Subtasks[i].CommittableKind = ""
+	}
+	if kinds == 0 {
+		t.Fatal("no subtask with committables in the savepoint's metadata")
+	}
+	// A savepoint of an earlier version, which recorded no kind: its
+	// committables still decode, by the decoder that takes them.
+	old, err := snapshot.EncodeMetadata(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(old), "committable_kind") {
+		t.Fatal("the rewritten metadata still records kinds")
+	}
+	if err := os.WriteFile(mdPath, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err := inspect.Load(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Pending) != len(r.Pending) || len(o.Problems) != 0 {
+		t.Fatalf("the savepoint without kinds: %d committables (%v), want %d", len(o.Pending), o.Problems, len(r.Pending))
+	}
+	for i, c := range o.Pending {
+		if c.Kind != "file" || f(c).Final != f(r.Pending[i]).Final {
+			t.Errorf("committable of a savepoint without kinds %+v: %s", c, c)
 		}
 	}
 

@@ -9,7 +9,8 @@ import (
 )
 
 // The taskmanager.memory.* keys of the memory model, which
-// Config.Configure reads.
+// Config.Configure reads; a share's fraction is declared with the share
+// (RegisterShare), once the program imports its connector.
 var (
 	keyProcessSize = config.MemorySize("taskmanager.memory.process.size",
 		"The process's memory budget; unset: the shares of "+config.FormatMemorySize(DefaultProcessSize)+", and no Go memory limit.").
@@ -24,12 +25,8 @@ var (
 	keyOverheadFraction = fraction("taskmanager.memory.jvm-overhead.fraction",
 		"Memory the Go runtime does not account (the program's text, C libraries, cgo stacks), within its min and max.",
 		DefaultOverheadFraction)
-	keyOverheadMin         = config.MemorySize("taskmanager.memory.jvm-overhead.min", "The least overhead.").Default(DefaultOverheadMin)
-	keyOverheadMax         = config.MemorySize("taskmanager.memory.jvm-overhead.max", "The most overhead.").Default(DefaultOverheadMax)
-	keyKafkaSourceFraction = fraction("taskmanager.memory.kafka.source.fraction",
-		"The Kafka source readers' fetched records.", DefaultKafkaSourceFraction)
-	keyKafkaSinkFraction = fraction("taskmanager.memory.kafka.sink.fraction",
-		"The Kafka sink producers' buffers.", DefaultKafkaSinkFraction)
+	keyOverheadMin = config.MemorySize("taskmanager.memory.jvm-overhead.min", "The least overhead.").Default(DefaultOverheadMin)
+	keyOverheadMax = config.MemorySize("taskmanager.memory.jvm-overhead.max", "The most overhead.").Default(DefaultOverheadMax)
 )
 
 func sizeAtLeast(least int64) func(int64) error {
@@ -86,7 +83,6 @@ func (c *Config) Configure(conf *config.Configuration) error {
 	frac(keyOverheadFraction, &c.OverheadFraction)
 	size(keyOverheadMin, &c.OverheadMin)
 	size(keyOverheadMax, &c.OverheadMax)
-	frac(keyKafkaSourceFraction, &c.KafkaSourceFraction)
-	frac(keyKafkaSinkFraction, &c.KafkaSinkFraction)
+	errs = append(errs, c.configureShares(conf)...)
 	return errors.Join(errs...)
 }

@@ -2,17 +2,19 @@
 // TaskManager memory model: one process budget
 // (taskmanager.memory.process.size) split into an overhead outside
 // Sluice's accounting, managed memory (RocksDB's one block cache and
-// write buffers per process), network buffers, the Kafka clients'
-// buffers, and the rest, the task heap; and the Go runtime's soft memory
-// limit (GOMEMLIMIT) derived from it.
+// write buffers per process), network buffers, the shares the
+// connectors the program imports declare for their clients' buffers
+// (RegisterShare: the Kafka source's and sink's), and the rest, the
+// task heap; and the Go runtime's soft memory limit (GOMEMLIMIT) derived
+// from it.
 //
 // The runtime installs the budget of the job it runs (Install); the
 // connectors and state backends read it (Current) to size what the user
-// did not size: the Kafka source's fetch sizes and buffered records, the
-// Kafka sink's buffers per transactional producer, RocksDB's shared
-// cache and write buffers. Every share is a function of the budget and
-// of the number of subtasks sharing it, so it is computed and tested
-// here, without I/O.
+// did not size: RocksDB's shared cache and write buffers here
+// (RocksDBShare), the Kafka source's fetch sizes and buffered records and
+// the Kafka sink's buffers per producer in the connectors, from their
+// shares. Every part is a function of the budget and of the number of
+// subtasks sharing it, computed without I/O.
 package memory
 
 import (
@@ -50,15 +52,6 @@ const (
 	DefaultOverheadMin int64 = 32 << 20
 	// DefaultOverheadMax is taskmanager.memory.jvm-overhead.max.
 	DefaultOverheadMax int64 = 1 << 30
-	// DefaultKafkaSourceFraction is taskmanager.memory.kafka.source.fraction
-	// (no Flink equivalent: Flink's Kafka clients live on the task heap,
-	// unaccounted): the records the Kafka sources' readers of the process
-	// hold, fetched ahead of the tasks.
-	DefaultKafkaSourceFraction = 0.1
-	// DefaultKafkaSinkFraction is taskmanager.memory.kafka.sink.fraction
-	// (no Flink equivalent): the records the Kafka sinks' producers of the
-	// process buffer.
-	DefaultKafkaSinkFraction = 0.05
 )
 
 // ErrInvalid is matched by the errors of Config.Budget.
@@ -84,17 +77,18 @@ type Config struct {
 	// taskmanager.memory.jvm-overhead.{fraction,min,max}.
 	OverheadFraction         float64
 	OverheadMin, OverheadMax int64
-	// KafkaSourceFraction and KafkaSinkFraction are
-	// taskmanager.memory.kafka.{source,sink}.fraction of the Sluice
-	// memory.
-	KafkaSourceFraction, KafkaSinkFraction float64
+	// Fractions are the fractions of the Sluice memory of the shares
+	// connectors declare (RegisterShare), by share name ("kafka.source":
+	// taskmanager.memory.kafka.source.fraction); a share missing or 0
+	// takes its default. A name no imported package declares is refused.
+	Fractions map[string]float64
 }
 
 // ZeroSize, as a size of Config, means 0 bytes rather than the default.
 const ZeroSize int64 = -1
 
 // Budget is a process's memory split by Config.Budget. Process =
-// Overhead + Managed + Network + KafkaSource + KafkaSink + TaskHeap.
+// Overhead + Managed + Network + the Shares + TaskHeap.
 type Budget struct {
 	// Process is the whole; Explicit says it was configured, which is
 	// when GoLimit applies.
@@ -109,10 +103,11 @@ type Budget struct {
 	// Network is what the network buffers of the process's tasks may
 	// take.
 	Network int64
-	// KafkaSource is what the Kafka source readers of the process may
-	// hold in fetched records; KafkaSink what the Kafka sink producers may
-	// buffer.
-	KafkaSource, KafkaSink int64
+	// Shares are the bytes of each share the connectors declared, by
+	// name (ConnectorShare.Of): what the Kafka source readers of the process may
+	// hold in fetched records (kafka.source), what the Kafka sink
+	// producers may buffer (kafka.sink).
+	Shares map[string]int64
 	// TaskHeap is the rest: operators, heap state, records in flight.
 	TaskHeap int64
 	// GoLimit is the soft limit of the Go runtime (debug.SetMemoryLimit):
@@ -142,8 +137,8 @@ func size(v, d int64) int64 {
 // Budget splits the process size as Flink does: the overhead is its
 // fraction of the process, clamped to [min, max]; of the rest, the Sluice
 // memory, managed memory is its fraction (or its size), network memory
-// its fraction clamped to [min, max], the Kafka buffers their fractions;
-// the task heap what remains, which must not be negative.
+// its fraction clamped to [min, max], the connectors' shares their
+// fractions; the task heap what remains, which must not be negative.
 func (c Config) Budget() (Budget, error) {
 	b := Budget{Process: c.ProcessSize, Explicit: c.ProcessSize != 0}
 	if !b.Explicit {
@@ -156,8 +151,6 @@ func (c Config) Budget() (Budget, error) {
 		{"taskmanager.memory.managed.fraction", c.ManagedFraction},
 		{"taskmanager.memory.network.fraction", c.NetworkFraction},
 		{"taskmanager.memory.jvm-overhead.fraction", c.OverheadFraction},
-		{"taskmanager.memory.kafka.source.fraction", c.KafkaSourceFraction},
-		{"taskmanager.memory.kafka.sink.fraction", c.KafkaSinkFraction},
 	}
 	for _, f := range fracs {
 		if f.v < 0 || f.v >= 1 || math.IsNaN(f.v) {
@@ -206,12 +199,14 @@ func (c Config) Budget() (Budget, error) {
 	if err != nil {
 		return Budget{}, err
 	}
-	b.KafkaSource = int64(float64(sluice) * frac(c.KafkaSourceFraction, DefaultKafkaSourceFraction))
-	b.KafkaSink = int64(float64(sluice) * frac(c.KafkaSinkFraction, DefaultKafkaSinkFraction))
-	b.TaskHeap = sluice - b.Managed - b.Network - b.KafkaSource - b.KafkaSink
+	var shared int64
+	if b.Shares, shared, err = c.budgetShares(sluice); err != nil {
+		return Budget{}, err
+	}
+	b.TaskHeap = sluice - b.Managed - b.Network - shared
 	if b.TaskHeap < 0 {
-		return Budget{}, fmt.Errorf("%w: taskmanager.memory.process.size %d: managed %d + network %d + Kafka buffers %d+%d exceed the %d past the overhead",
-			ErrInvalid, b.Process, b.Managed, b.Network, b.KafkaSource, b.KafkaSink, sluice)
+		return Budget{}, fmt.Errorf("%w: taskmanager.memory.process.size %d: managed %d + network %d + the connectors' shares %d %v exceed the %d past the overhead",
+			ErrInvalid, b.Process, b.Managed, b.Network, shared, b.Shares, sluice)
 	}
 	b.GoLimit = b.Process - b.Overhead - int64(float64(b.Managed)*(1-ManagedGoFraction))
 	return b, nil
@@ -251,62 +246,6 @@ func ApplyGoLimit(b Budget, getenv func(string) string) int64 {
 	}
 	debug.SetMemoryLimit(b.GoLimit)
 	return b.GoLimit
-}
-
-// RecordOverhead is what a buffered Kafka record costs beyond its key and
-// value: franz-go's Record, the pointer to it, its share of the batch.
-const RecordOverhead = 256
-
-// KafkaReader is how one Kafka source reader is sized.
-type KafkaReader struct {
-	// FetchMaxBytes and FetchMaxPartitionBytes are franz-go's (Kafka's
-	// fetch.max.bytes and max.partition.fetch.bytes): compressed bytes per
-	// fetch and per partition of a fetch.
-	FetchMaxBytes, FetchMaxPartitionBytes int32
-	// MaxBufferedBytes and MaxBufferedRecords bound the fetched records
-	// the reader holds before the task takes them (key, value and
-	// RecordOverhead each): past either it fetches no more.
-	MaxBufferedBytes   int64
-	MaxBufferedRecords int
-}
-
-// KafkaReaderShare sizes each of readers readers sharing b.KafkaSource:
-// half of a reader's share is records held, the rest what the client
-// fetches ahead and decompresses. The fetch sizes bound compressed
-// bytes, and a batch of small similar records decompresses to many times
-// its size (and each record costs RecordOverhead more), so a fetch is a
-// 32nd of the share, a partition's part of it a 64th.
-func (b Budget) KafkaReaderShare(readers int) KafkaReader {
-	s := Share(b.KafkaSource, readers, 1<<20)
-	return KafkaReader{
-		FetchMaxBytes:          int32(min(max(s/32, 64<<10), 50<<20)),
-		FetchMaxPartitionBytes: int32(min(max(s/64, 16<<10), 1<<20)),
-		MaxBufferedBytes:       s / 2,
-		MaxBufferedRecords:     int(max(s/2/RecordOverhead, 1024)),
-	}
-}
-
-// KafkaProducer is how one Kafka producer is sized.
-type KafkaProducer struct {
-	// MaxBufferedBytes and MaxBufferedRecords are franz-go's: key and
-	// value bytes, and records, buffered before Produce blocks.
-	MaxBufferedBytes   int64
-	MaxBufferedRecords int
-	// BatchMaxBytes is franz-go's ProducerBatchMaxBytes (Kafka's
-	// batch.size is the nearest).
-	BatchMaxBytes int32
-}
-
-// KafkaProducerShare sizes each of producers producers alive sharing
-// b.KafkaSink (a sink's subtasks times the transactional ids each keeps
-// a client for).
-func (b Budget) KafkaProducerShare(producers int) KafkaProducer {
-	s := Share(b.KafkaSink, producers, 256<<10)
-	return KafkaProducer{
-		MaxBufferedBytes:   s,
-		MaxBufferedRecords: int(max(s/RecordOverhead, 256)),
-		BatchMaxBytes:      int32(min(max(s/4, 16<<10), 1000012)),
-	}
 }
 
 // ManagedGoFraction is the part of managed memory a RocksDB backend keeps

@@ -2,11 +2,23 @@ package memory
 
 import (
 	"errors"
+	"math"
+	"reflect"
 	"runtime/debug"
+	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 const mib = 1 << 20
+
+// Two shares as a program that imports connectors has (the Kafka
+// source's and sink's defaults).
+var (
+	testIn  = RegisterShare("test.in", "A connector's fetched records.", 0.1)
+	testOut = RegisterShare("test.out", "A connector's producer buffers.", 0.05)
+)
 
 func near(a, b int64) bool { return a-b <= 2 && b-a <= 2 }
 
@@ -37,15 +49,15 @@ func TestBudgetSplitsTheProcess(t *testing.T) {
 				got, want int64
 			}{
 				{"overhead", b.Overhead, m(tc.overhead)}, {"managed", b.Managed, m(tc.managed)},
-				{"network", b.Network, m(tc.network)}, {"kafka source", b.KafkaSource, m(tc.source)},
-				{"kafka sink", b.KafkaSink, m(tc.sink)}, {"task heap", b.TaskHeap, m(tc.heap)},
+				{"network", b.Network, m(tc.network)}, {"source share", testIn.Of(b), m(tc.source)},
+				{"sink share", testOut.Of(b), m(tc.sink)}, {"task heap", b.TaskHeap, m(tc.heap)},
 				{"go limit", b.GoLimit, m(tc.goLimit)},
 			} {
 				if !near(f.got, f.want) {
 					t.Errorf("%s = %d, want %d", f.name, f.got, f.want)
 				}
 			}
-			if sum := b.Overhead + b.Managed + b.Network + b.KafkaSource + b.KafkaSink + b.TaskHeap; sum != b.Process {
+			if sum := b.Overhead + b.Managed + b.Network + testIn.Of(b) + testOut.Of(b) + b.TaskHeap; sum != b.Process {
 				t.Errorf("parts sum to %d, process %d", sum, b.Process)
 			}
 			if !b.Explicit {
@@ -77,6 +89,10 @@ func TestBudgetRefuses(t *testing.T) {
 		{ProcessSize: 100 * mib, ManagedFraction: 0.9, NetworkFraction: 0.2},
 		{NetworkMin: 2 << 30},
 		{OverheadMin: -7},
+		{Fractions: map[string]float64{"test.in": 1}},
+		{Fractions: map[string]float64{"test.out": -0.5}},
+		{Fractions: map[string]float64{"nobody.declares": 0.1}},
+		{ProcessSize: 100 * mib, Fractions: map[string]float64{"test.in": 0.5, "test.out": 0.3}},
 	} {
 		if b, err := c.Budget(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: budget %+v, err %v; want ErrInvalid", c, b, err)
@@ -84,20 +100,8 @@ func TestBudgetRefuses(t *testing.T) {
 	}
 }
 
-func TestShares(t *testing.T) {
-	b := Budget{KafkaSource: 64 * mib, KafkaSink: 16 * mib, Managed: 80 * mib}
-	r := b.KafkaReaderShare(4) // 16 MiB each
-	if r.MaxBufferedBytes != 8*mib || r.FetchMaxBytes != 512<<10 || r.FetchMaxPartitionBytes != 256<<10 || r.MaxBufferedRecords != 8*mib/RecordOverhead {
-		t.Errorf("reader share %+v", r)
-	}
-	// A large share keeps franz-go's limits.
-	if r := (Budget{KafkaSource: 1 << 40}).KafkaReaderShare(1); r.FetchMaxBytes != 50<<20 || r.FetchMaxPartitionBytes != 1<<20 {
-		t.Errorf("large reader share %+v", r)
-	}
-	p := b.KafkaProducerShare(8) // 2 MiB each
-	if p.MaxBufferedBytes != 2*mib || p.MaxBufferedRecords != 2*mib/RecordOverhead || p.BatchMaxBytes != 512<<10 {
-		t.Errorf("producer share %+v", p)
-	}
+func TestRocksDBShare(t *testing.T) {
+	b := Budget{Managed: 80 * mib}
 	// Native 60 MiB: 30 of memtables over 3 backends, 30 of cache; Go
 	// part 20 MiB over 3 backends, two buffers each.
 	d := b.RocksDBShare(3, 0.5)
@@ -135,7 +139,49 @@ func TestInstall(t *testing.T) {
 	b, _ := Config{ProcessSize: 512 * mib}.Budget()
 	old := Install(b)
 	defer Install(old)
-	if Current() != b {
+	if !reflect.DeepEqual(Current(), b) {
 		t.Errorf("Current %+v, want %+v", Current(), b)
 	}
+}
+
+// A connector's share is its fraction of the memory past the overhead,
+// read from taskmanager.memory.<name>.fraction once declared; 0 there is
+// none, not the default.
+func TestConnectorShares(t *testing.T) {
+	conf := config.New()
+	for k, v := range map[string]string{"taskmanager.memory.process.size": "1000m", ShareKey("test.in"): "0.2", ShareKey("test.out"): "0"} {
+		if err := conf.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var c Config
+	if err := c.Configure(conf); err != nil {
+		t.Fatal(err)
+	}
+	if c.Fractions["test.in"] != 0.2 || c.Fractions["test.out"] != math.SmallestNonzeroFloat64 {
+		t.Fatalf("fractions %v", c.Fractions)
+	}
+	b, err := c.Budget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := testIn.Of(b); !near(got, 180*mib) { // 0.2 of 900 MiB
+		t.Errorf("%s share %d, want 180 MiB", testIn.Name(), got)
+	}
+	if got := testOut.Of(b); got != 0 {
+		t.Errorf("%s share %d, want none", testOut.Name(), got)
+	}
+	err = conf.Set(ShareKey("test.in"), "2")
+	if err == nil {
+		err = c.Configure(conf)
+	}
+	if err == nil || !strings.Contains(err.Error(), ShareKey("test.in")) {
+		t.Errorf("a fraction of 2: %v, want an error naming the key", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a share declared twice did not panic")
+		}
+	}()
+	RegisterShare("test.in", "again", 0.1)
 }

@@ -50,12 +50,9 @@ type Collector struct {
 type jobEntry struct {
 	job   Job
 	rates *backpressure.Sampler
-	// readers and sinks are the connectors' reporters (connectors.go).
-	readers map[readerKey]Reporter
-	sinks   map[string]Reporter
 }
 
-type readerKey struct {
+type taskKey struct {
 	vertex  string
 	subtask int
 }
@@ -113,7 +110,7 @@ func (c *Collector) RemoveJob(name string) {
 func (c *Collector) entry(name string) *jobEntry {
 	e := c.jobs[name]
 	if e == nil {
-		e = &jobEntry{rates: backpressure.NewSampler(MinRateWindow), readers: map[readerKey]Reporter{}}
+		e = &jobEntry{rates: backpressure.NewSampler(MinRateWindow)}
 		c.jobs[name] = e
 	}
 	return e
@@ -169,15 +166,13 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads every job and sends its metrics.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	type snap struct {
-		name    string
-		e       *jobEntry
-		readers map[readerKey]Reporter
-		sinks   map[string]Reporter
+		name string
+		e    *jobEntry
 	}
 	c.mu.Lock()
 	snaps := make([]snap, 0, len(c.jobs))
 	for name, e := range c.jobs {
-		snaps = append(snaps, snap{name, e, cloneMap(e.readers), cloneMap(e.sinks)})
+		snaps = append(snaps, snap{name, e})
 	}
 	c.mu.Unlock()
 	em := emitter{ch: ch, flink: c.flink}
@@ -185,18 +180,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if s.e.job != nil {
 			collectJob(em, s.name, s.e)
 		}
-		collectReaders(em, s.name, s.readers)
-		collectSinks(em, s.name, s.sinks)
 	}
 	c.durations.Collect(ch)
-}
-
-func cloneMap[K comparable, V any](m map[K]V) map[K]V {
-	out := make(map[K]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func collectJob(em emitter, name string, e *jobEntry) {
@@ -237,17 +222,18 @@ func collectJob(em emitter, name string, e *jobEntry) {
 
 	tasks := j.Metrics()
 	rates := e.rates.Rates(tasks)
-	figures := map[readerKey]checkpoint.TaskFigures{}
+	figures := map[taskKey]checkpoint.TaskFigures{}
 	if last != nil {
 		for _, t := range last.Tasks {
 			if t.Acknowledged {
-				figures[readerKey{t.Vertex, t.Subtask}] = t.Figures
+				figures[taskKey{t.Vertex, t.Subtask}] = t.Figures
 			}
 		}
 	}
 	for i, t := range tasks {
 		sub := strconv.Itoa(t.Subtask)
 		collectUser(em.ch, name, t)
+		collectConnectors(em, name, t)
 		counter(descRecordsIn, float64(t.RecordsIn), t.Vertex, sub)
 		counter(descRecordsOut, float64(t.RecordsOut), t.Vertex, sub)
 		counter(descBytesIn, float64(t.BytesIn), t.Vertex, sub)
@@ -260,7 +246,7 @@ func collectJob(em emitter, name string, e *jobEntry) {
 		counter(descAccBP, float64(t.BackPressuredTime.Milliseconds()), t.Vertex, sub)
 		gauge(descInputWM, float64(t.InputWatermark), t.Vertex, sub)
 		gauge(descOutputWM, float64(t.OutputWatermark), t.Vertex, sub)
-		if f, ok := figures[readerKey{t.Vertex, t.Subtask}]; ok {
+		if f, ok := figures[taskKey{t.Vertex, t.Subtask}]; ok {
 			gauge(descAlignment, float64(f.Alignment.Nanoseconds()), t.Vertex, sub)
 			gauge(descStartDelay, float64(f.StartDelay.Nanoseconds()), t.Vertex, sub)
 		}

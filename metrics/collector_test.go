@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testjob"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/metrics/report"
+	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/source/kafka"
 )
@@ -57,6 +58,25 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string][]series {
 		}
 	}
 	return out
+}
+
+// wantValue is the value one series of a name, whose labels include
+// these, must have.
+type wantValue struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// checkValues fails the test for every wanted series that is missing or
+// has another value.
+func checkValues(t *testing.T, all map[string][]series, wants ...wantValue) {
+	t.Helper()
+	for _, w := range wants {
+		if got, ok := value(all, w.name, w.labels); !ok || got != w.value {
+			t.Errorf("%s%v = %v (present %t), want %v", w.name, w.labels, got, ok, w.value)
+		}
+	}
 }
 
 // value returns the value of the one series of name whose labels include
@@ -241,50 +261,60 @@ func TestBackpressureOfSlowJob(t *testing.T) {
 	}
 }
 
-// fakeKafkaSource makes readers that report fixed partitions.
-type fakeKafkaSource struct{ parts []kafka.PartitionMetrics }
-
-func (s fakeKafkaSource) Bounded() bool { return true }
-func (s fakeKafkaSource) NewReader(ctx source.ReaderContext) (source.Reader[int], error) {
-	return &fakeReader{parts: s.parts}, nil
+// connectorJob is a running job of one task whose connectors are the
+// reporters given, read as the runtime reads them (runtime.TaskMetrics).
+type connectorJob struct {
+	name, vertex, operator string
+	subtask                int
+	reporters              []report.Reporter
 }
 
+func (j connectorJob) Config() runtime.Config    { return runtime.Config{JobName: j.name} }
+func (j connectorJob) Status() runtime.JobStatus { return runtime.JobRunning }
+func (j connectorJob) Restarts() int64           { return 0 }
+func (j connectorJob) Metrics() []runtime.TaskMetrics {
+	return []runtime.TaskMetrics{{Vertex: j.vertex, Subtask: j.subtask, Status: runtime.TaskRunning,
+		Connectors: report.Read(j.operator, j.reporters...)}}
+}
+func (j connectorJob) CheckpointStats() (checkpoint.JobStats, bool) {
+	return checkpoint.JobStats{}, false
+}
+func (j connectorJob) LastRestore() (runtime.RestoreInfo, bool) { return runtime.RestoreInfo{}, false }
+
+// registryOf is a registry (pedantic: it checks that the collector
+// describes what it reports) of a collector of opts that reads j.
+func registryOf(j metrics.Job, opts ...metrics.Option) *prometheus.Registry {
+	c := metrics.NewCollector(opts...)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	c.AddJob(j)
+	return reg
+}
+
+// fakeReader reports fixed partitions as a Kafka reader does.
 type fakeReader struct{ parts []kafka.PartitionMetrics }
 
-func (r *fakeReader) PollNext(source.Output[int]) (source.Status, error) {
-	return source.EndOfInput, nil
-}
-func (r *fakeReader) Available() <-chan struct{}        { return nil }
-func (r *fakeReader) Close() error                      { return nil }
-func (r *fakeReader) Metrics() []kafka.PartitionMetrics { return r.parts }
-
-// Report reports the fixed partitions as a Kafka reader does.
 func (r *fakeReader) Report(emit func(report.Sample)) { kafka.ReportPartitions(r.parts, emit) }
 
-// The readers an instrumented source makes report their partitions.
+// The figures of a task's Kafka reader are exported with the task's and
+// the reader's operator's labels.
 func TestKafkaSourceMetrics(t *testing.T) {
-	c := metrics.NewCollector()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	src := metrics.InstrumentSource[int](c, "kafka-job", "orders", fakeKafkaSource{parts: []kafka.PartitionMetrics{
+	all := gather(t, registryOf(connectorJob{name: "kafka-job", vertex: "orders -> parse", operator: "orders", subtask: 1, reporters: []report.Reporter{&fakeReader{[]kafka.PartitionMetrics{
 		{Topic: "orders", Partition: 0, CurrentOffset: 100, CommittedOffset: 90, HighWatermark: 150, LastStableOffset: 150, Lag: 50},
 		{Topic: "orders", Partition: 1, CurrentOffset: 7, CommittedOffset: -1, HighWatermark: -1, LastStableOffset: -1, Lag: -1},
-	}})
-	if !src.Bounded() {
-		t.Fatal("the wrapper hides Bounded")
-	}
-	if _, err := src.NewReader(source.ReaderContext{Subtask: 1, Parallelism: 2}); err != nil {
-		t.Fatal(err)
-	}
-	all := gather(t, reg)
-	p0 := map[string]string{"job_name": "kafka-job", "vertex": "orders", "subtask": "1", "topic": "orders", "partition": "0"}
-	p1 := map[string]string{"job_name": "kafka-job", "vertex": "orders", "subtask": "1", "topic": "orders", "partition": "1"}
+		{Topic: "orders", Partition: 2, CurrentOffset: 3, CommittedOffset: -1, HighWatermark: 23, LastStableOffset: 23, Lag: 20},
+	}}}}))
+	sub := map[string]string{"job_name": "kafka-job", "vertex": "orders -> parse", "subtask": "1", "operator": "orders"}
+	p0 := map[string]string{"job_name": "kafka-job", "vertex": "orders -> parse", "subtask": "1", "operator": "orders", "topic": "orders", "partition": "0"}
+	p1 := map[string]string{"job_name": "kafka-job", "vertex": "orders -> parse", "subtask": "1", "operator": "orders", "topic": "orders", "partition": "1"}
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
 		want   float64
 		ok     bool
 	}{
+		{"sluice_kafka_source_records_lag_max", sub, 50, true},
+		{"sluice_kafka_source_pendingRecords", sub, 70, true},
 		{"sluice_kafka_source_currentOffset", p0, 100, true},
 		{"sluice_kafka_source_committedOffset", p0, 90, true},
 		{"sluice_kafka_source_highWatermark", p0, 150, true},
@@ -292,16 +322,33 @@ func TestKafkaSourceMetrics(t *testing.T) {
 		{"sluice_kafka_source_currentOffset", p1, 7, true},
 		{"sluice_kafka_source_committedOffset", p1, 0, false},
 		{"sluice_kafka_source_recordsLag", p1, 0, false},
-		{"sluice_kafka_source_pendingRecords", map[string]string{"job_name": "kafka-job", "subtask": "1"}, 50, true},
 	} {
 		got, ok := value(all, c.name, c.labels)
 		if ok != c.ok || got != c.want {
 			t.Errorf("%s%v = %v (present %t), want %v (present %t)", c.name, c.labels, got, ok, c.want, c.ok)
 		}
 	}
-	// No job was added: only the Kafka series are there.
-	if len(all["sluice_job_numRestarts"]) != 0 {
-		t.Errorf("job series without a job: %v", all["sluice_job_numRestarts"])
+
+	// Under Flink's names: its Prometheus reporter's names for the
+	// KafkaSource's metrics, the groups' values as labels.
+	fl := gather(t, registryOf(connectorJob{name: "kafka-job", vertex: "orders -> parse", operator: "orders", subtask: 1, reporters: []report.Reporter{&fakeReader{[]kafka.PartitionMetrics{
+		{Topic: "orders", Partition: 0, CurrentOffset: 100, CommittedOffset: 90, HighWatermark: 150, LastStableOffset: 150, Lag: 50},
+	}}}}, metrics.WithFlinkNames()))
+	op := map[string]string{"job_name": "kafka-job", "task_name": "orders -> parse", "subtask_index": "1", "operator_name": "orders"}
+	fp0 := map[string]string{"job_name": "kafka-job", "subtask_index": "1", "operator_name": "orders", "topic": "orders", "partition": "0"}
+	checkValues(t, fl,
+		wantValue{"flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max", op, 50},
+		wantValue{"flink_taskmanager_job_task_operator_pendingRecords", op, 50},
+		wantValue{"flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset", fp0, 100},
+		wantValue{"flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_committedOffset", fp0, 90})
+}
+
+// InstrumentSource is deprecated: the runtime reports the readers, and
+// the wrapper returns the source as it is.
+func TestInstrumentSourceIsTheSource(t *testing.T) {
+	src := source.FromSlice([]int{1})
+	if got := metrics.InstrumentSource[int](metrics.NewCollector(), "job", "v", src); got != source.Source[int](src) {
+		t.Errorf("InstrumentSource returned %T, want the source itself", got)
 	}
 }
 

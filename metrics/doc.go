@@ -1,13 +1,15 @@
 // Package metrics owns the Prometheus metrics of Sluice jobs: a
 // prometheus.Collector that, on every scrape, reads the jobs registered
-// with it (their checkpoint statistics, restarts and task figures) and the
-// connectors' readers and sinks added to it, plus a histogram of
+// with it (their checkpoint statistics, restarts and task figures, the
+// figures of their connectors among them), plus a histogram of
 // checkpoint durations fed by the checkpoint listener.
 //
 // It imports no connector. A connector plugs in through package report:
 // it registers the metric families it reports (the Kafka source and sink
-// do so in their init functions) and its readers or sinks implement
-// report.Reporter; the collector adds the job, vertex and subtask labels.
+// do so in their init functions) and its readers or writers implement
+// report.Reporter; the runtime reads them with their task's figures,
+// with no wiring by the program, and the collector adds the job, vertex,
+// subtask and operator labels.
 //
 // Names are Flink's where a Flink user would look for them, with a
 // sluice_ prefix and the scope (job, task, kafka_source) in between, as
@@ -15,10 +17,8 @@
 //
 //	sluice_job_numberOfCompletedCheckpoints{job_name}
 //	sluice_task_busyTimeMsPerSecond{job_name,vertex,subtask}
-//	sluice_kafka_source_currentOffset{job_name,vertex,subtask,topic,partition}
-//
-// Source readers are reported when their source is wrapped with
-// InstrumentSource, sinks when added with AddSink.
+//	sluice_kafka_source_records_lag_max{job_name,vertex,subtask,operator}
+//	sluice_kafka_source_currentOffset{job_name,vertex,subtask,operator,topic,partition}
 //
 // The job label is job_name (as Flink's reporter has it), not job, which
 // Prometheus reserves for the scrape job. The only global state is the

@@ -3,6 +3,7 @@ package metrics
 import (
 	"encoding/hex"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"sync"
 
@@ -170,27 +171,13 @@ func (e emitter) status(job string, status runtime.JobStatus) {
 var flinkFamilyDescs sync.Map // *report.Family -> *prometheus.Desc
 
 // flinkFamilyDesc is a connector family's descriptor under Flink's
-// operator scope.
+// operator scope, named as Flink's Prometheus reporter names it
+// (report.Family.FlinkName).
 func flinkFamilyDesc(f *report.Family) *prometheus.Desc {
 	if d, ok := flinkFamilyDescs.Load(f); ok {
 		return d.(*prometheus.Desc)
 	}
-	labels := []string{flinkJobID, flinkJobName, flinkTaskID, flinkTaskName}
-	if f.Scope == report.Subtask {
-		labels = append(labels, flinkSubtask)
-	}
-	labels = append(labels, flinkOpID, flinkOpName)
-	d, _ := flinkFamilyDescs.LoadOrStore(f, prometheus.NewDesc(flinkOperator+f.Name, f.Help, append(labels, f.Labels...), nil))
+	labels := append(slices.Clone(flinkOpLabels), f.Labels...)
+	d, _ := flinkFamilyDescs.LoadOrStore(f, prometheus.NewDesc(flinkOperator+f.FlinkName(), f.Help, labels, nil))
 	return d.(*prometheus.Desc)
-}
-
-// flinkScope turns Sluice's scope labels of a connector's sample (job,
-// vertex[, subtask]) into Flink's.
-func flinkScope(scope []string) []string {
-	job, vertex := scope[0], scope[1]
-	out := []string{flinkID(job), job, flinkID(job, vertex), vertex}
-	if len(scope) > 2 {
-		out = append(out, scope[2])
-	}
-	return append(out, flinkID(job, vertex, "operator"), vertex)
 }

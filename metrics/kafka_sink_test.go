@@ -4,30 +4,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/metrics/report"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 )
 
-type fakeSink struct{ m kafkasink.SinkMetrics }
+// fakeWriter reports fixed figures as a Kafka sink's writer does.
+type fakeWriter struct{ m kafkasink.SinkMetrics }
 
-func (f fakeSink) Metrics() kafkasink.SinkMetrics { return f.m }
+func (f fakeWriter) Report(emit func(report.Sample)) { kafkasink.ReportSinkMetrics(f.m, emit) }
 
-// Report reports the fixed figures as a Kafka sink does.
-func (f fakeSink) Report(emit func(report.Sample)) { kafkasink.ReportSinkMetrics(f.m, emit) }
-
+// A Kafka sink writer's figures are exported for its subtask.
 func TestKafkaSinkMetrics(t *testing.T) {
-	c := metrics.NewCollector()
 	counts := make([]uint64, len(kafkasink.CommitLatencyBuckets)+1)
 	counts[2], counts[len(counts)-1] = 3, 1 // three within 5 ms, one slower than every bucket
-	c.AddKafkaSink("job", "out", fakeSink{kafkasink.SinkMetrics{
+	reg := registryOf(connectorJob{name: "job", vertex: "out", operator: "out", reporters: []report.Reporter{fakeWriter{kafkasink.SinkMetrics{
 		TransactionsCommitted: 4, TransactionsAborted: 2, CommitLatencyCounts: counts, CommitLatencySum: 12 * time.Second,
 		TransactionsLost: 1, RecordsSkipped: 7, RecordsDeadLettered: 5,
-	}})
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
+	}}}})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -65,4 +58,6 @@ func TestKafkaSinkMetrics(t *testing.T) {
 			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
 		}
 	}
+	checkValues(t, gather(t, reg), wantValue{"sluice_kafka_sink_transactionsCommitted",
+		map[string]string{"job_name": "job", "vertex": "out", "subtask": "0", "operator": "out"}, 4})
 }

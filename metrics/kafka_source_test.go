@@ -11,40 +11,26 @@ import (
 
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/metrics/report"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/source/kafka"
 )
 
 // The bad-record counters of every partition are exported, zero included.
 func TestKafkaSourceBadRecordCounters(t *testing.T) {
-	c := metrics.NewCollector()
-	reg := prometheus.NewPedanticRegistry() // checks that the collector describes what it reports
-	reg.MustRegister(c)
-	src := metrics.InstrumentSource[int](c, "kafka-job", "orders", fakeKafkaSource{parts: []kafka.PartitionMetrics{
+	reg := registryOf(connectorJob{name: "kafka-job", vertex: "orders", operator: "orders", reporters: []report.Reporter{&fakeReader{[]kafka.PartitionMetrics{
 		{Topic: "orders", Partition: 0, CurrentOffset: 10, CommittedOffset: -1, HighWatermark: -1, LastStableOffset: -1, Lag: -1,
 			SkippedRecords: 3, DeadLetteredRecords: 2},
 		{Topic: "orders", Partition: 1, CurrentOffset: 7, CommittedOffset: -1, HighWatermark: -1, LastStableOffset: -1, Lag: -1},
-	}})
-	if _, err := src.NewReader(source.ReaderContext{Subtask: 0, Parallelism: 1}); err != nil {
-		t.Fatal(err)
-	}
+	}}}})
 	all := gather(t, reg)
 	p0 := map[string]string{"job_name": "kafka-job", "vertex": "orders", "subtask": "0", "topic": "orders", "partition": "0"}
 	p1 := map[string]string{"job_name": "kafka-job", "vertex": "orders", "subtask": "0", "topic": "orders", "partition": "1"}
-	for _, c := range []struct {
-		name   string
-		labels map[string]string
-		want   float64
-	}{
-		{"sluice_kafka_source_numBadRecordsSkipped", p0, 3},
-		{"sluice_kafka_source_numBadRecordsDeadLettered", p0, 2},
-		{"sluice_kafka_source_numBadRecordsSkipped", p1, 0},
-		{"sluice_kafka_source_numBadRecordsDeadLettered", p1, 0},
-	} {
-		if got, ok := value(all, c.name, c.labels); !ok || got != c.want {
-			t.Errorf("%s%v = %v (present %t), want %v", c.name, c.labels, got, ok, c.want)
-		}
-	}
+	checkValues(t, all,
+		wantValue{"sluice_kafka_source_numBadRecordsSkipped", p0, 3},
+		wantValue{"sluice_kafka_source_numBadRecordsDeadLettered", p0, 2},
+		wantValue{"sluice_kafka_source_numBadRecordsSkipped", p1, 0},
+		wantValue{"sluice_kafka_source_numBadRecordsDeadLettered", p1, 0})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -85,11 +71,12 @@ func TestKafkaSourceBadRecordCountersFromReader(t *testing.T) {
 	c := metrics.NewCollector()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
-	r, err := metrics.InstrumentSource[int64](c, "job", "kafka", ks).NewReader(source.ReaderContext{Subtask: 0, Parallelism: 1})
+	r, err := ks.NewReader(source.ReaderContext{Subtask: 0, Parallelism: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	c.AddJob(connectorJob{name: "job", vertex: "kafka", operator: "kafka", reporters: []report.Reporter{r.(report.Reporter)}})
 	out := &discardOutput{}
 	for st := source.MoreAvailable; st != source.EndOfInput; {
 		if st, err = r.PollNext(out); err != nil {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/metrics/report"
 )
 
 // MetricKind says what a user-defined metric is.
@@ -27,9 +29,10 @@ const (
 // name again returns the metric registered first. Safe for concurrent
 // use: a metric may be updated from any goroutine.
 type MetricGroup struct {
-	mu      sync.Mutex
-	byName  map[string]any
-	ordered []string
+	mu        sync.Mutex
+	byName    map[string]any
+	ordered   []string
+	reporters []report.Reporter
 }
 
 // NewMetricGroup returns an empty group.
@@ -251,6 +254,32 @@ func (g *MetricGroup) Report(operator string) []UserMetric {
 		out = append(out, u)
 	}
 	return out
+}
+
+// AddReporter makes the group report r's figures too (ReporterFigures):
+// the source operator adds its reader, the sink operator its writer and
+// committer, when they implement report.Reporter, so that a connector's
+// metrics are reported with the task's without the user wiring them.
+// A nil group ignores it.
+func (g *MetricGroup) AddReporter(r report.Reporter) {
+	if g == nil || r == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.reporters = append(g.reporters, r)
+}
+
+// ReporterFigures returns what the group's reporters report now, as
+// operator's.
+func (g *MetricGroup) ReporterFigures(operator string) []report.Figure {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	rs := slices.Clone(g.reporters)
+	g.mu.Unlock()
+	return report.Read(operator, rs...)
 }
 
 func formatQuantile(q float64) string { return strconv.FormatFloat(q, 'g', -1, 64) }

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/metrics/report"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/state"
 )
@@ -60,6 +61,7 @@ func (s *Sink[T]) Open(ctx *Context) error {
 			return Wrap(ctx, fmt.Errorf("open sink committer: %w", err))
 		}
 		s.committer = c
+		s.addReporter(c)
 		if len(ctx.RestoredCommittables) > 0 {
 			// Re-commit what the restored checkpoint pre-committed, before
 			// the writer starts (and may abort lingering transactions).
@@ -74,7 +76,24 @@ func (s *Sink[T]) Open(ctx *Context) error {
 		return Wrap(ctx, fmt.Errorf("open sink writer: %w", err))
 	}
 	s.writer = w
+	s.addReporter(w)
 	return nil
+}
+
+// addReporter has the task report x's figures when x reports any.
+func (s *Sink[T]) addReporter(x any) {
+	if rep, ok := x.(report.Reporter); ok {
+		s.ctx.Metrics.AddReporter(rep)
+	}
+}
+
+// CommittableKind is the kind of the sink's committables when the sink
+// names it (sink.KindedCommittables), else "".
+func (s *Sink[T]) CommittableKind() string {
+	if k, ok := s.sink.(sink.KindedCommittables); ok {
+		return k.CommittableKind()
+	}
+	return ""
 }
 
 // taskContext is the task's context (cancelled when the task is

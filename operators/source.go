@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/metrics/report"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
 )
@@ -115,6 +116,9 @@ func NewSource[T any](src source.Source[T], ws WatermarkStrategy[T], sc *SourceC
 	r, err := src.NewReader(rctx)
 	if err != nil {
 		return nil, err
+	}
+	if rep, ok := r.(report.Reporter); ok {
+		sc.Op.Metrics.AddReporter(rep)
 	}
 	s := &Source[T]{reader: r, out: out, ws: ws, sc: sc, state: st, lastWm: MinWatermark, byID: map[string]*splitOutput[T]{}}
 	s.main = s.newOutput("")

@@ -77,23 +77,9 @@ func TestKafkaClientMetricsOnMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conf := sluice.NewConfiguration()
-	for k, v := range map[string]string{"pipeline.name": "kafka-metrics", "execution.checkpointing.interval": "100 ms",
-		"execution.checkpointing.dir": t.TempDir(), "parallelism.default": "2"} {
-		if err := conf.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := sluice.NewEnvironment(sluice.WithConfiguration(conf))
-	src, err := kafkasource.NewSource(seeds, kafkasource.Topics("in"), func(r *kgo.Record) (string, error) { return string(r.Value), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	snk, err := kafkasink.NewSink(seeds, func(s string) (*kgo.Record, error) { return &kgo.Record{Topic: "out", Value: []byte(s)}, nil },
+	env, src, snk := kafkaJob(t, seeds, map[string]string{"pipeline.name": "kafka-metrics", "execution.checkpointing.interval": "100 ms",
+		"execution.checkpointing.dir": t.TempDir(), "parallelism.default": "2"},
 		kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix("runner-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	sluice.SinkTo(sluice.FromSource(env, src, sluice.NoWatermarks[string](), "in", sluice.UID("in")), snk, sluice.Name("out"), sluice.UID("out"))
 
 	jobCtx, suspend := context.WithCancel(ctx)
@@ -127,6 +113,28 @@ func TestKafkaClientMetricsOnMetrics(t *testing.T) {
 	if err := <-done; !errors.Is(err, sluice.ErrJobSuspended) {
 		t.Fatalf("Run after ctx was cancelled: %v, want ErrJobSuspended", err)
 	}
+}
+
+// kafkaJob returns an environment of the keys given, a Kafka source of
+// the strings of topic "in" and a Kafka sink of them to topic "out", on
+// the cluster at seeds.
+func kafkaJob(t *testing.T, seeds []string, keys map[string]string, sinkOpts ...kafkasink.Option) (*sluice.Environment, *kafkasource.Source[string], *kafkasink.Sink[string]) {
+	t.Helper()
+	conf := sluice.NewConfiguration()
+	for k, v := range keys {
+		if err := conf.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := kafkasource.NewSource(seeds, kafkasource.Topics("in"), func(r *kgo.Record) (string, error) { return string(r.Value), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	snk, err := kafkasink.NewSink(seeds, func(s string) (*kgo.Record, error) { return &kgo.Record{Topic: "out", Value: []byte(s)}, nil }, sinkOpts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sluice.NewEnvironment(sluice.WithConfiguration(conf)), src, snk
 }
 
 func datagenJob(t *testing.T, conf *sluice.Configuration) *sluice.Environment {

@@ -1,10 +1,12 @@
 package runtime
 
 import (
-	"github.com/sluicehq/sluice/operators"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/metrics/report"
+	"github.com/sluicehq/sluice/operators"
 )
 
 // TaskMetrics are the figures of one subtask, read from the job handle
@@ -34,6 +36,12 @@ type TaskMetrics struct {
 	// User are the user-defined metrics of the task's operators (their
 	// Context.Metrics groups).
 	User []operators.UserMetric `json:",omitempty"`
+
+	// Connectors are the figures of the task's connectors: every source
+	// reader, sink writer and committer that implements report.Reporter
+	// (the Kafka source's lag and offsets, the Kafka sink's
+	// transactions), read with the rest.
+	Connectors []report.Figure `json:",omitempty"`
 
 	// InputWatermark is the task's current input watermark (Flink's
 	// currentInputWatermark): the minimum over its input channels that are

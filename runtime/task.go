@@ -340,6 +340,7 @@ func (t *Task) metrics() TaskMetrics {
 	}
 	for _, u := range t.units {
 		m.User = append(m.User, u.ctx.Metrics.Report(u.node.Name)...)
+		m.Connectors = append(m.Connectors, u.ctx.Metrics.ReporterFigures(u.node.Name)...)
 	}
 	now := time.Now()
 	idle, bp := t.counters.waits(now)

@@ -185,7 +185,9 @@ func (c *taskCheckpoints) writeRecovering(p *pendingSnapshot) (states []storage.
 			states, err = nil, fmt.Errorf("panic in the asynchronous part: %v", r)
 		}
 	}()
-	return c.write(p)
+	states, sz, err = c.write(p)
+	recordCommittableKinds(states, p.units)
+	return states, sz, err
 }
 
 // snapshotSizes are the figures of a task's asynchronous part: bytes

@@ -50,6 +50,16 @@ type TwoPhaseCommitSink[T any] interface {
 	NewCommitter(ctx WriterContext) (Committer, error)
 }
 
+// KindedCommittables is a two-phase-commit sink that names the kind of
+// its committables: the kind its connector registers their decoder under
+// with package inspect/decode ("kafka-transaction" for sink/kafka). The
+// runtime records it beside them in every checkpoint, so that inspect
+// (and `sluice inspect`) decodes them by kind instead of trying every
+// decoder in turn.
+type KindedCommittables interface {
+	CommittableKind() string
+}
+
 // CheckpointTiming is what a two-phase-commit sink must outlast: the
 // checkpoint and restart settings that bound how long a transaction opened
 // at one checkpoint barrier may wait for its commit (a Kafka transaction

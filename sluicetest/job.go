@@ -189,7 +189,7 @@ func (r *jobRunner) runOnce(crash *Point) bool {
 		sluice.WithCheckpointing(r.set.interval, r.run.Dir),
 		sluice.WithLogger(r.logger.With("run", n)),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(len(r.set.fails), 0)),
-		sluice.WithCheckpointListener(func(cs checkpoint.CheckpointStats) {
+		sluice.WithCheckpointListener(func(cs checkpoint.Stats) {
 			if cs.Status != checkpoint.StatusCompleted || cs.Kind.IsSavepoint() {
 				return
 			}

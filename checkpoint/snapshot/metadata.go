@@ -59,6 +59,11 @@ type SubtaskState struct {
 	// transactions, opaque to the framework, committed once the checkpoint
 	// is complete and again (idempotently) after a restore.
 	Committables [][]byte `json:"committables,omitempty"`
+	// CommittableKind is the kind of the committables, as the sink names
+	// it (sink.KindedCommittables: "kafka-transaction", "file"), which
+	// inspect decodes them by; empty in checkpoints of earlier versions,
+	// whose committables are decoded by trying every decoder.
+	CommittableKind string `json:"committable_kind,omitempty"`
 	// Figures are the task's checkpoint figures; recorded on the first
 	// (head) operator of a chained task.
 	Figures *Figures `json:"figures,omitempty"`

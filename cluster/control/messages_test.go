@@ -31,7 +31,7 @@ func fullSubtask() storage.SubtaskState {
 		}},
 		InputChannelState:  []storage.ChannelStateHandle{{Gate: 1, Channel: 2, Handle: fullHandle("in-0"), Offset: 3, Length: 4}},
 		OutputChannelState: []storage.ChannelStateHandle{{Gate: 5, Channel: 6, Handle: fullHandle("out-0"), Offset: 7, Length: 8}},
-		Committables:       [][]byte{{1, 2, 3}, {0xfe}},
+		Committables:       [][]byte{{1, 2, 3}, {0xfe}}, CommittableKind: "kafka-transaction",
 		Figures: &storage.Figures{StartDelayMillis: 1, AlignmentMillis: 2, SyncMillis: 3, AsyncMillis: 4,
 			ProcessedData: 5, PersistedData: 6, CheckpointedSize: 7, StateSize: math.MaxInt64, Unaligned: true},
 	}

@@ -25,6 +25,21 @@
 // security (kafka.properties.security.protocol, sasl.*, ssl.*) comes
 // from the same configuration. Logs are JSON unless log.format says
 // otherwise.
+//
+// /metrics and the REST API show the Kafka connectors' figures with no
+// wiring here: the runtime reads every source reader and sink writer
+// that reports metrics. The input's records lag, Flink's
+// records-lag-max, is the one to watch:
+//
+//	sluice_kafka_source_records_lag_max{job_name="wordcountd",operator="lines",subtask="0",vertex="lines -> split"}
+//	sluice_kafka_source_pendingRecords{...}                     the lag over the subtask's partitions
+//	sluice_kafka_source_currentOffset{...,topic,partition}      and committedOffset, recordsLag, highWatermark
+//	sluice_kafka_sink_transactionsCommitted{...,operator="output"}
+//
+// (flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max
+// with metrics.reporter.prom.naming: flink;
+// 0.lines.KafkaSourceReader.KafkaConsumer.records-lag-max in
+// GET /jobs/wordcountd/vertices/<id>/metrics.)
 package main
 
 import (

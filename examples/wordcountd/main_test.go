@@ -57,7 +57,9 @@ func TestCoordinatorAndWorkers(t *testing.T) {
 	}
 	const lines = 200
 	for i := range lines {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "lines", Value: []byte("alpha beta " + names[i%10])}).FirstErr(); err != nil {
+		// Keyed, so that both partitions have records: a reader knows a
+		// partition's end (and its lag) from a fetch that returns some.
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "lines", Key: []byte(names[i%10]), Value: []byte("alpha beta " + names[i%10])}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -136,6 +138,13 @@ func TestCoordinatorAndWorkers(t *testing.T) {
 	if !strings.Contains(string(body), `worker="w1"`) || !strings.Contains(string(body), "sluice_task_numRecordsIn") {
 		t.Fatalf("worker metrics lack the worker label or the task metrics:\n%.2000s", body)
 	}
+	// The connectors' figures, which the program does not wire: the
+	// input's records lag and the sink's transactions.
+	for _, want := range []string{"sluice_kafka_source_records_lag_max{", `operator="lines"`, "sluice_kafka_sink_transactionsCommitted{", `operator="output"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("worker metrics lack %s; the Kafka connectors':\n%s", want, kafkaLines(string(body)))
+		}
+	}
 	suspend()
 	wg.Wait()
 	for i, err := range errs {
@@ -148,4 +157,16 @@ func TestCoordinatorAndWorkers(t *testing.T) {
 			t.Errorf("%s counted %d times, want %d", k, last[k], n)
 		}
 	}
+}
+
+// kafkaLines are the lines of a Prometheus exposition that give the
+// Kafka connectors' figures.
+func kafkaLines(body string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "sluice_kafka_s") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

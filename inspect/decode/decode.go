@@ -6,9 +6,14 @@
 // inspect imports no connector, and a program that inspects checkpoints
 // imports the connectors whose state it wants decoded.
 //
-// Decoders are tried in registration order and must refuse what is not
-// their format (each format starts with its own version byte or shape),
-// so the order does not decide.
+// A committable is decoded by its kind: a sink that names the kind of
+// its committables (sink.KindedCommittables) has it recorded beside them
+// in every checkpoint, and the decoder registered under that kind
+// decodes them (DecodeCommittableKind). A source state entry, and a
+// committable of a checkpoint written before kinds were recorded, is
+// decoded by trying the decoders in registration order; they must refuse
+// what is not their format (each format starts with its own version byte
+// or shape), so the order does not decide.
 package decode
 
 import (
@@ -74,8 +79,9 @@ func register[D any](list *[]named[D], what, kind string, d D) {
 func RegisterPosition(kind string, d PositionDecoder) { register(&positions, "position", kind, d) }
 
 // RegisterCommittable registers the decoder of the committables of kind
-// (the name inspect prints, as "kafka-transaction"). It panics when kind
-// is registered already.
+// (the name inspect prints, as "kafka-transaction", and the one the sink
+// names in sink.KindedCommittables). It panics when kind is registered
+// already.
 func RegisterCommittable(kind string, d CommittableDecoder) {
 	register(&committables, "committable", kind, d)
 }
@@ -93,8 +99,23 @@ func DecodePosition(entry []byte) (kind string, p Position, ok bool) {
 	return "", Position{}, false
 }
 
-// DecodeCommittable decodes b with the first registered decoder that
-// takes it; ok is false when none does.
+// DecodeCommittableKind decodes b, a committable of kind, with the
+// decoder registered under kind; ok is false when none is (the program
+// does not import the connector) or the decoder refuses b.
+func DecodeCommittableKind(kind string, b []byte) (c Committable, ok bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, n := range committables {
+		if n.kind == kind {
+			return n.dec(b)
+		}
+	}
+	return Committable{}, false
+}
+
+// DecodeCommittable decodes b, a committable of unknown kind (of a
+// checkpoint written before kinds were recorded), with the first
+// registered decoder that takes it; ok is false when none does.
 func DecodeCommittable(b []byte) (kind string, c Committable, ok bool) {
 	mu.RLock()
 	defer mu.RUnlock()

@@ -25,6 +25,17 @@ func TestRegistry(t *testing.T) {
 	if _, _, ok := DecodeCommittable([]byte("xy")); ok {
 		t.Error("a committable no decoder takes was decoded")
 	}
+	// By kind: only that kind's decoder is asked.
+	RegisterCommittable("test-any-c", func(b []byte) (Committable, bool) { return Committable{Text: "any"}, true })
+	if c, ok := DecodeCommittableKind("test-c", []byte("x")); !ok || c.Value != 1 {
+		t.Errorf("DecodeCommittableKind(test-c, x): %+v %t", c, ok)
+	}
+	if c, ok := DecodeCommittableKind("test-c", []byte("xy")); ok {
+		t.Errorf("DecodeCommittableKind(test-c, xy) = %+v, want refused though test-any-c takes anything", c)
+	}
+	if _, ok := DecodeCommittableKind("test-none", []byte("x")); ok {
+		t.Error("a committable of an unregistered kind was decoded")
+	}
 	defer func() {
 		if recover() == nil {
 			t.Error("registering a kind twice did not panic")

@@ -4,10 +4,21 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/inspect/decode"
+	"github.com/sluicehq/sluice/sink"
 )
 
-// The writers' committables, decoded for package inspect.
-func init() { decode.RegisterCommittable("file", decodeCommittable) }
+// CommittableKind is the kind of the writers' committables
+// (sink.KindedCommittables), which the runtime records beside them in
+// checkpoints and under which their decoder is registered for package
+// inspect.
+const CommittableKind = "file"
+
+func init() { decode.RegisterCommittable(CommittableKind, decodeCommittable) }
+
+// CommittableKind names the kind of the sink's committables.
+func (s *Sink[T]) CommittableKind() string { return CommittableKind }
+
+var _ sink.KindedCommittables = (*Sink[int])(nil)
 
 func decodeCommittable(b []byte) (decode.Committable, bool) {
 	f, err := ParseCommittable(b)

@@ -40,11 +40,12 @@ const markerScanTimeout = 30 * time.Second
 // cannot fence the transaction it commits. It is safe for use by several
 // goroutines.
 type Committer struct {
-	cfg  *config
-	kcfg *kafkaclient.Config // cfg.client with the job's logger
-	pool *slotPool
-	log  *slog.Logger
-	bg   sync.WaitGroup // clients of closed writers being closed
+	cfg   *config
+	stats *sinkStats          // its subtask's counters
+	kcfg  *kafkaclient.Config // cfg.client with the job's logger
+	pool  *slotPool
+	log   *slog.Logger
+	bg    sync.WaitGroup // clients of closed writers being closed
 
 	// txnTimeout is the writers' transaction timeout, for errors (0 when
 	// not known: a committer of NewCommitter without TransactionTimeout).
@@ -60,11 +61,11 @@ type Committer struct {
 
 var _ sink.Committer = (*Committer)(nil)
 
-// newCommitter makes a committer of cfg's sink logging to jobLog unless
-// the sink has a Logger of its own.
-func newCommitter(cfg *config, pool *slotPool, jobLog *slog.Logger) *Committer {
+// newCommitter makes the committer of subtask of cfg's sink, logging to
+// jobLog unless the sink has a Logger of its own.
+func newCommitter(cfg *config, subtask int, pool *slotPool, jobLog *slog.Logger) *Committer {
 	client := cfg.client.WithJobLogger(jobLog)
-	return &Committer{cfg: cfg, kcfg: client, pool: pool, log: client.Log().With("sink", "kafka", "role", "committer"), txnTimeout: cfg.txnTimeout}
+	return &Committer{cfg: cfg, stats: cfg.stats.of(subtask), kcfg: client, pool: pool, log: client.Log().With("sink", "kafka", "role", "committer"), txnTimeout: cfg.txnTimeout}
 }
 
 // NewCommitter returns a committer of exactly-once transactions on the
@@ -79,7 +80,7 @@ func NewCommitter(seeds []string, opts ...Option) (*Committer, error) {
 	}
 	cfg := newConfig(seeds, opts)
 	cfg.guarantee = ExactlyOnce
-	c := newCommitter(&cfg, newSlotPool(), nil)
+	c := newCommitter(&cfg, 0, newSlotPool(), nil)
 	if !cfg.txnTimeoutSet {
 		c.txnTimeout = 0
 	}
@@ -144,7 +145,7 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 				pid, epoch, perr := sl.cl.ProducerID(ctx)
 				if perr == nil && (pid != cm.ProducerID || epoch != cm.ProducerEpoch) {
 					c.closeLater(c.pool.markCommitted(cm, sl, true))
-					c.cfg.stats.commit(time.Since(start))
+					c.stats.commit(time.Since(start))
 					c.log.Debug("kafka sink: committed", "transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID,
 						"producer_id", cm.ProducerID, "epoch", cm.ProducerEpoch)
 					continue
@@ -172,7 +173,7 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 			// Passed over as configured: the id is free again (its
 			// client, if any, is replaced before its next transaction),
 			// and a re-commit in this process does not count it twice.
-			c.cfg.stats.lose()
+			c.stats.lose()
 			c.log.Error("kafka sink: DATA LOSS: the broker aborted a transaction of a completed checkpoint because its transaction timeout expired; "+
 				"going on as configured (IgnoreFailuresAfterTransactionTimeout)",
 				"transactional_id", lost.TransactionalID, "producer_id", lost.ProducerID, "epoch", lost.ProducerEpoch,
@@ -181,7 +182,7 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 			c.closeLater(c.pool.markCommitted(cm, nil, false))
 			continue
 		}
-		c.cfg.stats.commit(time.Since(start))
+		c.stats.commit(time.Since(start))
 		c.closeLater(c.pool.markCommitted(cm, nil, false))
 	}
 	return nil

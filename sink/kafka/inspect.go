@@ -5,10 +5,21 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/inspect/decode"
+	"github.com/sluicehq/sluice/sink"
 )
 
-// The exactly-once writers' committables, decoded for package inspect.
-func init() { decode.RegisterCommittable("kafka-transaction", decodeCommittable) }
+// CommittableKind is the kind of the exactly-once writers' committables
+// (sink.KindedCommittables), which the runtime records beside them in
+// checkpoints and under which their decoder is registered for package
+// inspect.
+const CommittableKind = "kafka-transaction"
+
+func init() { decode.RegisterCommittable(CommittableKind, decodeCommittable) }
+
+// CommittableKind names the kind of the sink's committables.
+func (s *Sink[T]) CommittableKind() string { return CommittableKind }
+
+var _ sink.KindedCommittables = (*Sink[int])(nil)
 
 func decodeCommittable(b []byte) (decode.Committable, bool) {
 	k, err := DecodeCommittable(b)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/memory"
 )
 
@@ -22,11 +23,11 @@ func TestProducerBuffersFromMemoryBudget(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []Option
-		want memory.KafkaProducer
+		want producerBuffers
 	}{
-		{"budget", nil, b.KafkaProducerShare(2 * 3)},
-		{"client-options", []Option{ClientOptions(kgo.MaxBufferedRecords(77))}, func() memory.KafkaProducer {
-			p := b.KafkaProducerShare(2 * 3)
+		{"budget", nil, producerShare(b, 2*3)},
+		{"client-options", []Option{ClientOptions(kgo.MaxBufferedRecords(77))}, func() producerBuffers {
+			p := producerShare(b, 2*3)
 			p.MaxBufferedRecords = 77
 			return p
 		}()},
@@ -50,5 +51,17 @@ func TestProducerBuffersFromMemoryBudget(t *testing.T) {
 				t.Errorf("ProducerBatchMaxBytes %v, want %d", got, tc.want.BatchMaxBytes)
 			}
 		})
+	}
+}
+
+// A producer's share: its part of the sink's share of the budget.
+func TestProducerShare(t *testing.T) {
+	const mib = 1 << 20
+	if memoryShare.Name() != "kafka.sink" {
+		t.Fatalf("share %q", memoryShare.Name())
+	}
+	p := producerShare(memory.Budget{Shares: map[string]int64{"kafka.sink": 16 * mib}}, 8) // 2 MiB each
+	if p.MaxBufferedBytes != 2*mib || p.MaxBufferedRecords != 2*mib/kafkaclient.RecordOverhead || p.BatchMaxBytes != 512<<10 {
+		t.Errorf("producer share %+v", p)
 	}
 }

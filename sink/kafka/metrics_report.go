@@ -2,9 +2,11 @@ package kafka
 
 import "github.com/sluicehq/sluice/metrics/report"
 
-// The families a sink reports to the metrics collector (package metrics,
-// through package report), over all its subtasks. The collector puts
-// job_name and vertex before them.
+// The families a sink's writers report, each its subtask's figures (the
+// runtime reads them with the task's metrics: the REST API and the
+// metrics collector, which puts job_name, vertex, subtask and operator
+// before them). Flink's KafkaSink has no counterpart: their Flink
+// identifiers are under a group KafkaSink.
 var (
 	famTransactionsCommitted = sinkFamily(report.Counter, "transactionsCommitted", "Kafka transactions the sink committed.")
 	famTransactionsAborted   = sinkFamily(report.Counter, "transactionsAborted", "Lingering Kafka transactions the sink aborted when its writers started.")
@@ -16,7 +18,7 @@ var (
 )
 
 func sinkFamily(k report.Kind, name, help string) *report.Family {
-	return &report.Family{Scope: report.Vertex, Name: "kafka_sink_" + name, Help: help, Kind: k}
+	return &report.Family{Scope: report.Subtask, Name: "kafka_sink_" + name, Help: help, Kind: k, Flink: "KafkaSink." + name}
 }
 
 func init() {
@@ -24,14 +26,27 @@ func init() {
 		famRecordsSkipped, famRecordsDeadLettered, famCommitLatency)
 }
 
-// Report sends the sink's figures to the metrics collector (it implements
-// report.Reporter, for metrics.Collector.AddSink). It may be called from
-// any goroutine.
+// Report sends the writer's subtask's figures (its committer's commits
+// included): the runtime reads them with the task's metrics.
+func (w *writer[T]) Report(emit func(report.Sample)) {
+	ReportSinkMetrics(w.s.cfg.stats.of(w.subtask).snapshot(), emit)
+}
+
+// Report sends the writer's subtask's figures (its committer's commits
+// included): the runtime reads them with the task's metrics.
+func (w *transactionalWriter[T]) Report(emit func(report.Sample)) {
+	ReportSinkMetrics(w.s.cfg.stats.of(w.subtask).snapshot(), emit)
+}
+
+// Report sends the sink's figures over all its subtasks.
+//
+// Deprecated: the runtime reports each subtask's figures from its
+// writer, with no wiring (metrics.Collector.AddSink does nothing).
 func (s *Sink[T]) Report(emit func(report.Sample)) { ReportSinkMetrics(s.Metrics(), emit) }
 
-// ReportSinkMetrics reports m as Report does: the counters, and the
-// commit latency as a histogram over CommitLatencyBuckets. A wrapper of a
-// sink (or a test) reports through it.
+// ReportSinkMetrics reports m as a writer does: the counters, and the
+// commit latency as a histogram over CommitLatencyBuckets. A wrapper of
+// a sink (or a test) reports through it.
 func ReportSinkMetrics(m SinkMetrics, emit func(report.Sample)) {
 	for _, c := range []struct {
 		f *report.Family

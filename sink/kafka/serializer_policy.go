@@ -67,11 +67,11 @@ func (s *Sink[T]) record(v T, ts int64, subtask int, log *slog.Logger) (*kgo.Rec
 	p := s.cfg.serPolicy
 	switch p.kind {
 	case policySkip:
-		s.cfg.stats.skip()
+		s.cfg.stats.of(subtask).skip()
 		log.Warn("kafka sink: skipped a record the serializer refused", "value", truncatedValue(v), "err", err)
 		return nil, nil
 	case policyDeadLetter:
-		s.cfg.stats.deadLetter()
+		s.cfg.stats.of(subtask).deadLetter()
 		dl := deadLetterRecord(p.topic, v, ts, subtask, r, err)
 		log.Warn("kafka sink: wrote a record the serializer refused to the dead-letter topic", "dead_letter_topic", p.topic,
 			"value_format", string(headerValue(dl, HeaderValueFormat)), "value", truncatedValue(v), "err", err)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/kafkaclient"
-	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/sink"
 )
 
@@ -103,20 +102,9 @@ func KeyValueSerializer[T, K any](topic string, key func(T) K, kc codec.Codec[K]
 	}
 }
 
-// producerBuffers are the franz-go buffer options of one of producers
-// producers alive sharing the process's memory budget for Kafka sinks
-// (taskmanager.memory.kafka.sink.fraction; memory.Budget.KafkaProducerShare):
-// MaxBufferedRecords, MaxBufferedBytes, ProducerBatchMaxBytes. The
-// user's ClientOptions come after them and win.
-func producerBuffers(producers int) []kgo.Opt {
-	p := memory.Current().KafkaProducerShare(producers)
-	return []kgo.Opt{kgo.MaxBufferedRecords(p.MaxBufferedRecords), kgo.MaxBufferedBytes(int(p.MaxBufferedBytes)),
-		kgo.ProducerBatchMaxBytes(p.BatchMaxBytes)}
-}
-
 // config is what the options set.
 type config struct {
-	stats *sinkStats // shared by the sink's writers and committers
+	stats *statsSet // the counters of each subtask's writer and committer
 	// client is the seeds, the user's franz-go options, the logger and
 	// the security settings, shared with the Kafka source.
 	client          kafkaclient.Config
@@ -137,7 +125,7 @@ type config struct {
 
 func newConfig(seeds []string, opts []Option) config {
 	cfg := config{
-		stats:           &sinkStats{},
+		stats:           &statsSet{},
 		client:          kafkaclient.Config{Seeds: seeds},
 		maxConcurrent:   DefaultMaxConcurrentCheckpoints,
 		txnTimeout:      DefaultTransactionTimeout,
@@ -505,5 +493,5 @@ func (s *Sink[T]) NewWriter(ctx sink.WriterContext) (sink.Writer[T], error) {
 // NewCommitter makes the committer of one subtask. It commits nothing
 // unless the sink is exactly-once.
 func (s *Sink[T]) NewCommitter(ctx sink.WriterContext) (sink.Committer, error) {
-	return newCommitter(&s.cfg, s.pool, ctx.Logger), nil
+	return newCommitter(&s.cfg, ctx.Subtask, s.pool, ctx.Logger), nil
 }

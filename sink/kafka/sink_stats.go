@@ -1,6 +1,9 @@
 package kafka
 
 import (
+	"maps"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -37,7 +40,52 @@ type SinkMetrics struct {
 	CommitLatencySum    time.Duration
 }
 
-// sinkStats are a sink's counters, shared by its writers and committers.
+// statsSet holds a sink's counters per subtask, for as long as the sink
+// lives: a writer and committer of a later attempt (a restart) go on
+// counting where those before them stopped, as counters must.
+type statsSet struct {
+	mu sync.Mutex
+	by map[int]*sinkStats
+}
+
+// of returns the counters of subtask.
+func (s *statsSet) of(subtask int) *sinkStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.by[subtask]
+	if st == nil {
+		if s.by == nil {
+			s.by = map[int]*sinkStats{}
+		}
+		st = &sinkStats{}
+		s.by[subtask] = st
+	}
+	return st
+}
+
+// snapshot sums the figures of every subtask.
+func (s *statsSet) snapshot() SinkMetrics {
+	s.mu.Lock()
+	all := slices.Collect(maps.Values(s.by))
+	s.mu.Unlock()
+	sum := (&sinkStats{}).snapshot()
+	for _, st := range all {
+		m := st.snapshot()
+		sum.TransactionsCommitted += m.TransactionsCommitted
+		sum.TransactionsAborted += m.TransactionsAborted
+		sum.TransactionsLost += m.TransactionsLost
+		sum.RecordsSkipped += m.RecordsSkipped
+		sum.RecordsDeadLettered += m.RecordsDeadLettered
+		sum.CommitLatencySum += m.CommitLatencySum
+		for i, n := range m.CommitLatencyCounts {
+			sum.CommitLatencyCounts[i] += n
+		}
+	}
+	return sum
+}
+
+// sinkStats are the counters of one subtask of a sink, shared by its
+// writer and committer.
 type sinkStats struct {
 	committed, aborted, lost atomic.Int64
 	skipped, deadLettered    atomic.Int64
@@ -92,6 +140,7 @@ func (s *sinkStats) snapshot() SinkMetrics {
 	return m
 }
 
-// Metrics returns the sink's figures so far (sluice's metrics package
-// exports them).
+// Metrics returns the sink's figures so far, over all its subtasks.
+// Each subtask's are reported with its task's metrics (the writers
+// implement report.Reporter), to the REST API and /metrics.
 func (s *Sink[T]) Metrics() SinkMetrics { return s.cfg.stats.snapshot() }

@@ -257,7 +257,7 @@ func (w *transactionalWriter[T]) abortLingering(wc sink.WriterContext) error {
 		} else {
 			cl.Close()
 		}
-		w.s.cfg.stats.abort()
+		w.s.cfg.stats.of(w.subtask).abort()
 		w.log.Info("kafka sink: aborted a lingering transaction", "transactional_id", d.TransactionalID,
 			"producer_id", d.ProducerID, "epoch", d.ProducerEpoch, "state", d.State)
 		w.lingering = append(w.lingering, d)
@@ -293,7 +293,7 @@ func (w *transactionalWriter[T]) fence(ctx context.Context, id string) (*kgo.Cli
 func (w *transactionalWriter[T]) newProducer(ctx context.Context, id string) (*kgo.Client, error) {
 	// Sized by the memory budget: a share for each of the clients the
 	// sink's subtasks keep alive (the pool), before the user's options.
-	opts := append(producerBuffers(w.parallelism*w.s.cfg.poolSize),
+	opts := append(producerOpts(w.parallelism*w.s.cfg.poolSize),
 		w.client.OptsFor("sink-transactional-producer", kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.txnTimeout))...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -94,7 +94,7 @@ var _ sink.PrecommittingWriter[int] = (*writer[int])(nil)
 
 func newWriter[T any](s *Sink[T], wc sink.WriterContext) (*writer[T], error) {
 	client := s.cfg.client.WithJobLogger(wc.Logger)
-	cl, err := kgo.NewClient(append(producerBuffers(wc.Parallelism), client.OptsFor("sink-producer")...)...)
+	cl, err := kgo.NewClient(append(producerOpts(wc.Parallelism), client.OptsFor("sink-producer")...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink subtask %d: new client: %w", wc.Subtask, err)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/internal/kafkaclient"
-	"github.com/sluicehq/sluice/memory"
 )
 
 // fetch polls the consumer and hands the fetches to the task goroutine.
@@ -50,7 +49,7 @@ func (r *Reader[T]) fetch() {
 			it.parts = append(it.parts, fetched{topicPartition{p.Topic, p.Partition}, p.HighWatermark, p.LastStableOffset, p.Records})
 			it.slot = it.slot || len(p.Records) > 0
 			for _, rec := range p.Records {
-				it.bytes += int64(len(rec.Key) + len(rec.Value) + memory.RecordOverhead)
+				it.bytes += int64(len(rec.Key) + len(rec.Value) + kafkaclient.RecordOverhead)
 			}
 			it.recs += int64(len(p.Records))
 		})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/source"
 )
@@ -22,7 +23,7 @@ func TestReaderBuffersFromMemoryBudget(t *testing.T) {
 	t.Cleanup(func() { memory.Install(old) })
 	e := newEnv(t, 2, "in")
 	e.produce("in", 0, "a")
-	share := b.KafkaReaderShare(2)
+	share := readerShare(b, 2)
 	r := newTestReader(t, e.source(Topics("in")), source.ReaderContext{Subtask: 0, Parallelism: 2})
 	if r.buf.maxBytes != share.MaxBufferedBytes || r.buf.maxRecords != share.MaxBufferedRecords {
 		t.Errorf("reader bounds %d bytes, %d records; want the budget's %+v", r.buf.maxBytes, r.buf.maxRecords, share)
@@ -47,6 +48,33 @@ func TestReaderBuffersFromMemoryBudget(t *testing.T) {
 	}
 	if got := r2.consumer.OptValue(kgo.FetchMaxBytes); got != int32(99999) {
 		t.Errorf("consumer FetchMaxBytes %v, want the option's 99999", got)
+	}
+}
+
+// The reader's share: its part of the source's share of the budget,
+// half of it held records, the fetch sizes a 32nd and a 64th of it.
+func TestReaderShare(t *testing.T) {
+	const mib = 1 << 20
+	if memoryShare.Name() != "kafka.source" || memory.ShareKey(memoryShare.Name()) != "taskmanager.memory.kafka.source.fraction" {
+		t.Fatalf("share %q", memoryShare.Name())
+	}
+	b := memory.Budget{Shares: map[string]int64{"kafka.source": 64 * mib}}
+	r := readerShare(b, 4) // 16 MiB each
+	if r.MaxBufferedBytes != 8*mib || r.FetchMaxBytes != 512<<10 || r.FetchMaxPartitionBytes != 256<<10 || r.MaxBufferedRecords != 8*mib/kafkaclient.RecordOverhead {
+		t.Errorf("reader share %+v", r)
+	}
+	// A large share keeps franz-go's limits.
+	if r := readerShare(memory.Budget{Shares: map[string]int64{"kafka.source": 1 << 40}}, 1); r.FetchMaxBytes != 50<<20 || r.FetchMaxPartitionBytes != 1<<20 {
+		t.Errorf("large reader share %+v", r)
+	}
+	// The default budget sets the source's share aside: 0.1 of the 224
+	// MiB past the overhead.
+	d, err := memory.Config{}.Budget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := memoryShare.Of(d), int64(float64(d.Process-d.Overhead)*DefaultMemoryFraction); got != want || d.Process-d.Overhead != 224*mib {
+		t.Errorf("default share %d bytes of %d, want %d", got, d.Process-d.Overhead, want)
 	}
 }
 

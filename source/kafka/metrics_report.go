@@ -6,47 +6,58 @@ import (
 	"github.com/sluicehq/sluice/metrics/report"
 )
 
-// The families a reader reports to the metrics collector (package
-// metrics, through package report): Flink's KafkaSourceReader metrics per
-// partition, and the counters of bad records (Flink's counterpart of the
-// first is a source's numRecordsInErrors). The collector puts job_name,
-// vertex and subtask before the labels given here.
+// The families a reader reports with its task's metrics (the runtime
+// reads every reader that implements report.Reporter: the REST API and
+// the metrics collector, which puts job_name, vertex, subtask and
+// operator before the labels given here). They are Flink's KafkaSource
+// metrics, the records lag first: the Kafka consumer's records-lag-max
+// (KafkaSourceReader.KafkaConsumer.records-lag-max), the source's
+// pendingRecords, per partition currentOffset and committedOffset
+// (KafkaSourceReader.topic.<topic>.partition.<partition>.*), and the
+// partition's own records-lag; then the partition's high watermark and
+// the counters of bad records (Flink's counterpart of those is a
+// source's numRecordsInErrors).
 var (
 	partitionLabels = []string{"topic", "partition"}
 
-	famCurrentOffset   = partitionFamily(report.Gauge, "currentOffset", "Offset of the next record the reader emits.")
-	famCommittedOffset = partitionFamily(report.Gauge, "committedOffset", "Offset last committed to the consumer group on a completed checkpoint.")
-	famHighWatermark   = partitionFamily(report.Gauge, "highWatermark", "The partition's high watermark as of the last fetch.")
-	famRecordsLag      = partitionFamily(report.Gauge, "recordsLag", "Records the reader is behind the end of the partition it can read.")
-	famPendingRecords  = &report.Family{Scope: report.Subtask, Name: "kafka_source_pendingRecords", Kind: report.Gauge,
+	famRecordsLagMax = &report.Family{Name: "kafka_source_records_lag_max", Kind: report.Gauge,
+		Flink: "KafkaSourceReader.KafkaConsumer.records-lag-max",
+		Help:  "Records the reader is behind the end it can read, in the partition where it is the most behind."}
+	famPendingRecords = &report.Family{Name: "kafka_source_pendingRecords", Kind: report.Gauge, Flink: "pendingRecords",
 		Help: "Records the reader is behind over all its partitions."}
-	famBadRecordsSkipped = partitionFamily(report.Counter, "numBadRecordsSkipped",
+	famCurrentOffset   = partitionFamily(report.Gauge, "currentOffset", "currentOffset", "Offset of the next record the reader emits.")
+	famCommittedOffset = partitionFamily(report.Gauge, "committedOffset", "committedOffset", "Offset last committed to the consumer group on a completed checkpoint.")
+	famRecordsLag      = partitionFamily(report.Gauge, "recordsLag", "records-lag", "Records the reader is behind the end of the partition it can read.")
+	famHighWatermark   = partitionFamily(report.Gauge, "highWatermark", "highWatermark", "The partition's high watermark as of the last fetch.")
+
+	famBadRecordsSkipped = partitionFamily(report.Counter, "numBadRecordsSkipped", "numBadRecordsSkipped",
 		"Undecodable records (the decoder refused or panicked on them) the bad-record policy skipped instead of emitting, dead-lettered ones included.")
-	famBadRecordsDeadLettered = partitionFamily(report.Counter, "numBadRecordsDeadLettered",
+	famBadRecordsDeadLettered = partitionFamily(report.Counter, "numBadRecordsDeadLettered", "numBadRecordsDeadLettered",
 		"Skipped undecodable records whose copy the dead-letter topic acknowledged.")
 )
 
-func partitionFamily(k report.Kind, name, help string) *report.Family {
-	return &report.Family{Scope: report.Subtask, Name: "kafka_source_" + name, Help: help, Kind: k, Labels: partitionLabels}
+func partitionFamily(k report.Kind, name, flink, help string) *report.Family {
+	return &report.Family{Name: "kafka_source_" + name, Help: help, Kind: k, Labels: partitionLabels,
+		Flink: "KafkaSourceReader.topic.{topic}.partition.{partition}." + flink}
 }
 
 func init() {
-	report.Register(famCurrentOffset, famCommittedOffset, famHighWatermark, famRecordsLag, famPendingRecords,
+	report.Register(famRecordsLagMax, famPendingRecords, famCurrentOffset, famCommittedOffset, famRecordsLag, famHighWatermark,
 		famBadRecordsSkipped, famBadRecordsDeadLettered)
 }
 
-// Report sends the reader's figures to the metrics collector (it
-// implements report.Reporter, so metrics.InstrumentSource reports it). It
-// may be called from any goroutine.
+// Report sends the reader's figures (it implements report.Reporter: the
+// runtime reads it with the task's metrics). It may be called from any
+// goroutine.
 func (r *Reader[T]) Report(emit func(report.Sample)) { ReportPartitions(r.Metrics(), emit) }
 
 // ReportPartitions reports the figures of a reader's partitions as Report
 // does: the offsets and the bad-record counters of every partition, the
-// committed offset, high watermark and lag where known, and the lag over
-// the partitions whose lag is known. A wrapper of a reader (or a test)
-// reports through it.
+// committed offset, high watermark and lag where known, and the largest
+// and the sum of the lags that are known. A wrapper of a reader (or a
+// test) reports through it.
 func ReportPartitions(parts []PartitionMetrics, emit func(report.Sample)) {
-	var pending int64
+	var pending, most int64
 	known := false
 	for _, p := range parts {
 		labels := []string{p.Topic, strconv.Itoa(int(p.Partition))}
@@ -65,10 +76,12 @@ func ReportPartitions(parts []PartitionMetrics, emit func(report.Sample)) {
 		if p.Lag >= 0 {
 			put(famRecordsLag, p.Lag)
 			pending += p.Lag
+			most = max(most, p.Lag)
 			known = true
 		}
 	}
 	if known {
+		emit(report.Sample{Family: famRecordsLagMax, Value: float64(most)})
 		emit(report.Sample{Family: famPendingRecords, Value: float64(pending)})
 	}
 }

@@ -129,7 +129,7 @@ type Reader[T any] struct {
 	slots chan struct{} // one per fetch with records not yet all handed out
 	avail chan struct{}
 	// The memory bound: the fetched records held (key, value and
-	// memory.RecordOverhead each) and their number, added by the fetch
+	// kafkaclient.RecordOverhead each) and their number, added by the fetch
 	// goroutine, taken off on the task goroutine when a fetch's records
 	// are all handed out; past maxBytes or maxRecords the fetch goroutine
 	// waits for room.

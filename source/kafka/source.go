@@ -257,10 +257,10 @@ func MaxBufferedFetches(n int) Option { return func(c *config) { c.maxBatches = 
 
 // MaxBufferedBytes bounds the memory of the fetched records a reader
 // holds ahead of the task (their keys and values plus
-// memory.RecordOverhead each): past it the reader fetches no more until
-// the task has taken a fetch's records. Default: from the process's
-// memory budget, taskmanager.memory.kafka.source.fraction shared by the
-// source's readers (memory.Budget.KafkaReaderShare), which also sizes
+// an overhead each): past it the reader fetches no more until the task
+// has taken a fetch's records. Default: from the process's memory
+// budget, taskmanager.memory.kafka.source.fraction (DefaultMemoryFraction)
+// shared by the source's readers, which also sizes
 // franz-go's FetchMaxBytes and FetchMaxPartitionBytes unless
 // ClientOptions sets them.
 func MaxBufferedBytes(n int64) Option { return func(c *config) { c.maxBytes = n } }
@@ -281,7 +281,7 @@ type bufferLimits struct {
 }
 
 func (c *config) bufferLimits(parallelism int) bufferLimits {
-	share := memory.Current().KafkaReaderShare(parallelism)
+	share := readerShare(memory.Current(), parallelism)
 	l := bufferLimits{maxBytes: c.maxBytes, maxRecords: c.maxRecords,
 		client: []kgo.Opt{kgo.FetchMaxBytes(share.FetchMaxBytes), kgo.FetchMaxPartitionBytes(share.FetchMaxPartitionBytes)}}
 	if l.maxBytes <= 0 {

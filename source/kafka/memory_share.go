@@ -1,0 +1,46 @@
+package kafka
+
+import (
+	"github.com/sluicehq/sluice/internal/kafkaclient"
+	"github.com/sluicehq/sluice/memory"
+)
+
+// DefaultMemoryFraction is taskmanager.memory.kafka.source.fraction (no
+// Flink equivalent: Flink's Kafka clients live on the task heap,
+// unaccounted): the part of the process's memory past the overhead that
+// the Kafka source readers of the process hold in records fetched ahead
+// of the tasks.
+const DefaultMemoryFraction = 0.1
+
+// memoryShare is the readers' share of the process's memory budget,
+// declared to the memory model by importing this package.
+var memoryShare = memory.RegisterShare("kafka.source", "The Kafka source readers' fetched records.", DefaultMemoryFraction)
+
+// readerBuffers is how one Kafka source reader is sized.
+type readerBuffers struct {
+	// FetchMaxBytes and FetchMaxPartitionBytes are franz-go's (Kafka's
+	// fetch.max.bytes and max.partition.fetch.bytes): compressed bytes per
+	// fetch and per partition of a fetch.
+	FetchMaxBytes, FetchMaxPartitionBytes int32
+	// MaxBufferedBytes and MaxBufferedRecords bound the fetched records
+	// the reader holds before the task takes them (key, value and
+	// kafkaclient.RecordOverhead each): past either it fetches no more.
+	MaxBufferedBytes   int64
+	MaxBufferedRecords int
+}
+
+// readerShare sizes each of readers readers sharing the source's share
+// of b: half of a reader's share is records held, the rest what the
+// client fetches ahead and decompresses. The fetch sizes bound
+// compressed bytes, and a batch of small similar records decompresses to
+// many times its size (and each record costs RecordOverhead more), so a
+// fetch is a 32nd of the share, a partition's part of it a 64th.
+func readerShare(b memory.Budget, readers int) readerBuffers {
+	s := memory.Share(memoryShare.Of(b), readers, 1<<20)
+	return readerBuffers{
+		FetchMaxBytes:          int32(min(max(s/32, 64<<10), 50<<20)),
+		FetchMaxPartitionBytes: int32(min(max(s/64, 16<<10), 1<<20)),
+		MaxBufferedBytes:       s / 2,
+		MaxBufferedRecords:     int(max(s/2/kafkaclient.RecordOverhead, 1024)),
+	}
+}
