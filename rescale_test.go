@@ -1,0 +1,55 @@
+package sluice_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// A running keyed job rescaled in place, 1 -> 4 -> 2, while records flow:
+// each rescale stops the job at a checkpoint of its own and runs on from
+// it at the new parallelism, the key groups redistributed. The committed
+// output is that of one run without a rescale (every key's count carried
+// over, no record lost or repeated).
+func TestRescaleInPlace(t *testing.T) {
+	const records, keys = 12000, 40
+	out, cpDir := t.TempDir(), t.TempDir()
+	env, seen := countJobAt(out, records, keys, 3000, 1, sluice.WithCheckpointing(50*time.Millisecond, cpDir))
+	job, err := env.ExecuteAsync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const count = 1 // the count and files vertex (gen and seen are vertex 0)
+	if v := job.Graph().Vertices[count]; v.Name == "" || v.Parallelism != 1 {
+		t.Fatalf("vertex %d: %+v, want the count at parallelism 1", count, v)
+	}
+	for i, p := range []int{4, 2} {
+		await(t, "records to flow", func() bool { return seen.Load() > int64(2000*(i+1)) })
+		start := time.Now()
+		if err := job.Rescale(ctx, sluice.ResourceRequirements{count: {Lower: p, Upper: p}}); err != nil {
+			t.Fatalf("rescale to %d: %v", p, err)
+		}
+		t.Logf("rescaled to %d in %v", p, time.Since(start))
+		if got := job.Graph().Parallelism(); !slices.Equal(got, []int{2, p}) {
+			t.Fatalf("after the rescale to %d the job runs at %v", p, got)
+		}
+		if n := seen.Load(); n >= records {
+			t.Fatalf("the job read all %d records before the rescale to %d ended; the test needs it midway", n, p)
+		}
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	if h := job.RescaleHistory(); len(h) != 2 || h[0].Outcome != "rescaled" || h[1].Outcome != "rescaled" {
+		t.Fatalf("rescale history %+v, want two rescales done", h)
+	}
+	if n := job.Restarts(); n != 0 {
+		t.Errorf("the job restarted %d times; a rescale is no failure", n)
+	}
+	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
+}
