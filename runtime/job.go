@@ -140,7 +140,9 @@ type attempt struct {
 	// failedTask is the task whose failure stopped the attempt.
 	failedTask string
 	// rescale is the rescale the attempt stops for (rescale.go).
-	rescale   *rescalePlan
+	rescale *rescalePlan
+	// running: its tasks were deployed and started.
+	running   atomic.Bool
 	savepoint string // the stop-with-savepoint's path
 	wg        sync.WaitGroup
 	// stopping is closed once the attempt is told to stop (failure,
@@ -190,6 +192,9 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	}
 	if cfg.Executor != nil && !cfg.Checkpoint.Enabled() {
 		return nil, fmt.Errorf("%w: a job on several hosts needs checkpointing (execution.checkpointing.interval)", checkpoint.ErrInvalidConfig)
+	}
+	if err := checkScaling(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.CancellationTimeout < 0 {
 		return nil, fmt.Errorf("%w: task.cancellation.timeout %v must not be negative (0 waits for ever)", checkpoint.ErrInvalidConfig, cfg.CancellationTimeout)

@@ -146,6 +146,16 @@ type jobScaling struct {
 	mu      sync.Mutex
 	m       *scaling.Machine
 	waiters []*rescaleWaiter
+	// wake tells watchSlots to ask the machine when it is next due.
+	wake chan struct{}
+}
+
+// nudge wakes watchSlots: the machine's phase changed.
+func (s *jobScaling) nudge() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 type rescaleWaiter struct {
@@ -153,13 +163,79 @@ type rescaleWaiter struct {
 	done chan error
 }
 
-// newScaling makes the job's scaling machine.
+// ErrReactiveNeedsCluster: the reactive mode follows the task slots of a
+// cluster's workers; a job wholly in one process has none to follow.
+var ErrReactiveNeedsCluster = errors.New("scheduler-mode reactive needs a cluster: the job's parallelism follows the task slots its workers offer")
+
+// checkScaling refuses a scheduler configuration the job cannot follow.
+func checkScaling(cfg Config) error {
+	if cfg.Scaling.Cooldown < 0 || cfg.Scaling.Stabilization < 0 {
+		return fmt.Errorf("%w: the scheduler's cooldown (%v) and stabilization timeout (%v) must not be negative",
+			checkpoint.ErrInvalidConfig, cfg.Scaling.Cooldown, cfg.Scaling.Stabilization)
+	}
+	if cfg.Scaling.Mode != scaling.Reactive {
+		return nil
+	}
+	if _, ok := cfg.Executor.(SlotOffer); !ok {
+		return fmt.Errorf("%w: %w", checkpoint.ErrInvalidConfig, ErrReactiveNeedsCluster)
+	}
+	if !cfg.Checkpoint.Enabled() {
+		return fmt.Errorf("%w: scheduler-mode reactive rescales at checkpoints; the job has none (execution.checkpointing.interval)", checkpoint.ErrInvalidConfig)
+	}
+	return nil
+}
+
+// newScaling makes the job's scaling machine and, on a cluster, follows
+// the slots its workers offer until the job ends.
 func (j *Job) newScaling() {
+	o, ok := j.cfg.Executor.(SlotOffer)
 	slots := 0
-	if o, ok := j.cfg.Executor.(SlotOffer); ok {
+	if ok {
 		slots, _ = o.Slots()
 	}
 	j.scaling.m = scaling.New(j.cfg.Scaling, j.base.scalingVertices(), slots)
+	j.scaling.wake = make(chan struct{}, 1)
+	if ok {
+		go j.watchSlots(o)
+	}
+}
+
+// watchSlots tells the scaling machine the slots the workers offer each
+// time they change, and wakes it when it asked (the reactive mode
+// follows the slots once they are stable).
+func (j *Job) watchSlots(o SlotOffer) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		n, changed := o.Slots()
+		now := time.Now()
+		s := &j.scaling
+		s.mu.Lock()
+		acts := s.m.SetSlots(now, n)
+		acts = append(acts, s.m.Tick(now)...)
+		at, wake := s.m.NextWakeup()
+		s.mu.Unlock()
+		j.carryOutScaling(acts)
+		var due <-chan time.Time
+		if wake {
+			timer.Reset(time.Until(at))
+			due = timer.C
+		}
+		select {
+		case <-changed:
+		case <-due:
+		case <-s.wake:
+		case <-j.done:
+			return
+		}
+		if wake && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
 }
 
 // SetResourceRequirements sets the job's resource requirements (Flink's
@@ -292,7 +368,9 @@ func (j *Job) carryOutScaling(acts []scaling.Action) {
 		case scaling.Log:
 			j.logger.Log(context.Background(), a.Level, a.Msg, a.Attrs...)
 		case scaling.Rescale:
-			j.startRescale(a)
+			// Not on the caller's goroutine (the REST handler, the
+			// attempt's): the stop checkpoint may wait for the attempt.
+			go j.startRescale(a)
 		default:
 			panic(fmt.Sprintf("runtime: scaling action %s out of place", a))
 		}
@@ -300,7 +378,8 @@ func (j *Job) carryOutScaling(acts []scaling.Action) {
 }
 
 // startRescale stops the current attempt at a checkpoint; the supervisor
-// starts the next one from it at the new parallelism (supervise).
+// starts the next one from it at the new parallelism (supervise). An
+// attempt not running yet (deploying, its tasks starting) is waited for.
 func (j *Job) startRescale(r scaling.Rescale) {
 	j.logger.Info("rescaling the job in place: stopping at a checkpoint", "from", r.From, "to", r.To, "cause", r.Cause)
 	g, err := j.base.Rescaled(r.To)
@@ -308,29 +387,64 @@ func (j *Job) startRescale(r scaling.Rescale) {
 		j.rescaleFailed(err)
 		return
 	}
-	a := j.att.Load()
-	if a == nil || a.driver == nil || j.Status() != JobRunning {
-		// Restarting: the failover's restart carries the rescale out.
-		if j.Status() == JobRestarting {
+	wait := 10 * time.Millisecond
+	for {
+		err := j.stopForRescale(g, r.To)
+		if !errors.Is(err, errNotReady) {
+			if err != nil {
+				j.rescaleFailed(err)
+			}
 			return
 		}
-		j.rescaleFailed(fmt.Errorf("the job is %s", j.Status()))
-		return
+		select {
+		case <-time.After(wait):
+			wait = min(2*wait, 500*time.Millisecond)
+		case <-j.done:
+			return // endScaling answered the waiters
+		}
+	}
+}
+
+// errNotReady: the attempt cannot take its stop checkpoint yet.
+var errNotReady = errors.New("the attempt is not running yet")
+
+// stopForRescale triggers the stop checkpoint of the rescale to g on the
+// current attempt.
+func (j *Job) stopForRescale(g *JobGraph, to []int) error {
+	select {
+	case <-j.done:
+		return fmt.Errorf("the job has ended (%s)", j.Status())
+	default:
+	}
+	a := j.att.Load()
+	switch st := j.Status(); {
+	case j.isStopping():
+		return errors.New("the job is being cancelled or suspended")
+	case st == JobRestarting:
+		return nil // the failover's restart carries the rescale out
+	case a == nil || !a.running.Load():
+		return errNotReady
+	case a.driver == nil:
+		return fmt.Errorf("the job is %s", st)
 	}
 	a.mu.Lock()
 	if a.rescale != nil || a.stopped {
 		a.mu.Unlock()
-		j.rescaleFailed(errors.New("the job is stopping already"))
-		return
+		return errors.New("the job is stopping already")
 	}
-	a.rescale = &rescalePlan{graph: g, to: r.To}
+	a.rescale = &rescalePlan{graph: g, to: to}
 	a.mu.Unlock()
-	if err := a.driver.triggerStop(); err != nil {
-		a.mu.Lock()
-		a.rescale = nil
-		a.mu.Unlock()
-		j.rescaleFailed(err)
+	err := a.driver.triggerStop()
+	if err == nil {
+		return nil
 	}
+	a.mu.Lock()
+	a.rescale = nil
+	a.mu.Unlock()
+	if errors.Is(err, checkpoint.ErrNoRunningTasks) {
+		return errNotReady
+	}
+	return err
 }
 
 // rescaleFailed tells the machine that the rescale in flight failed and
@@ -343,6 +457,7 @@ func (j *Job) rescaleFailed(cause error) {
 	s.resolveWaiters(nil, err)
 	s.mu.Unlock()
 	j.carryOutScaling(acts)
+	s.nudge()
 }
 
 // attemptRunning tells the machine that attempt a runs (deployed, its
@@ -351,15 +466,15 @@ func (j *Job) attemptRunning(a *attempt) {
 	if j.scaling.m == nil {
 		return
 	}
+	a.running.Store(true)
 	par := a.graph.Parallelism()
 	s := &j.scaling
 	s.mu.Lock()
 	acts := s.m.Running(time.Now(), par)
 	s.resolveWaiters(par, nil)
 	s.mu.Unlock()
-	// Another rescale decided now stops the attempt that just started:
-	// not on the attempt's own goroutine.
-	go j.carryOutScaling(acts)
+	j.carryOutScaling(acts)
+	s.nudge()
 }
 
 // failoverGraph lets the machine pick the parallelism of the attempt that
@@ -372,6 +487,11 @@ func (j *Job) failoverGraph(r *restoreSnapshot) {
 	}
 	s := &j.scaling
 	s.mu.Lock()
+	if o, ok := j.cfg.Executor.(SlotOffer); ok {
+		// The slots now: a worker lost a moment ago is no longer counted.
+		n, _ := o.Slots()
+		s.m.SetSlots(time.Now(), n)
+	}
 	par, acts := s.m.Failover(time.Now(), r == nil || !r.hasChannelState())
 	s.mu.Unlock()
 	j.carryOutScaling(acts)
