@@ -1,0 +1,152 @@
+package integration
+
+// Rescale in place on a real broker: the chaos job's keyed count, read
+// from and written to Kafka exactly once, rescaled through its REST API
+// (PUT /jobs/:jobid/resource-requirements) while input flows, in one
+// process and on a cluster of processes. Each rescale stops the job at a
+// checkpoint of its own and runs on from it at the new parallelism: the
+// Kafka splits and the sink's transactions follow as operator state, the
+// counts as key groups. The committed output is that of one run without
+// a rescale.
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/sluicehq/sluice/api"
+)
+
+var apiListening = regexp.MustCompile(`msg="api listening".* address=(\S+)`)
+
+// apiOf is the REST client of a run started with -rest, once it listens.
+func apiOf(ctx context.Context, t *testing.T, r *chaosRun) (*api.Client, string) {
+	t.Helper()
+	m := r.awaitMatch(ctx, t, &r.stderr, apiListening)
+	if m == nil {
+		t.Fatalf("the run ended (%v) before its API listened\nstderr (last lines):\n%s", r.cmd.ProcessState, tail(r.stderr.String(), 30))
+	}
+	c := api.NewClient(m[1], "")
+	jobs, err := c.Jobs(ctx)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("GET /jobs/overview: %v %+v", err, jobs)
+	}
+	return c, jobs[0].JID
+}
+
+// rescaleTo asks the job for parallelism p on every vertex and waits until
+// it runs at it; it returns how long that took.
+func rescaleTo(ctx context.Context, t *testing.T, c *api.Client, jid string, p int) time.Duration {
+	t.Helper()
+	job, err := c.Job(ctx, jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := api.JobResourceRequirements{}
+	for _, v := range job.Vertices {
+		req[v.ID] = api.JobVertexResourceRequirements{Parallelism: api.ParallelismBounds{LowerBound: p, UpperBound: p}}
+	}
+	start := time.Now()
+	if err := c.SetResourceRequirements(ctx, jid, req); err != nil {
+		t.Fatalf("rescale to %d: %v", p, err)
+	}
+	for {
+		job, err = c.Job(ctx, jid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if job.State == "RUNNING" && !slices.ContainsFunc(job.Vertices, func(v api.JobVertexInfo) bool { return v.Parallelism != p }) {
+			break
+		}
+		if job.State != "RUNNING" && job.State != "RESTARTING" {
+			t.Fatalf("rescale to %d: the job is %s", p, job.State)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("rescale to %d: the job runs at %+v: %v", p, job.Vertices, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	got, err := c.ResourceRequirements(ctx, jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, r := range got {
+		if r.Parallelism.LowerBound != p || r.Parallelism.UpperBound != p {
+			t.Fatalf("GET resource-requirements after the rescale to %d: vertex %s %+v", p, id, r.Parallelism)
+		}
+	}
+	return time.Since(start)
+}
+
+// rescaleWhileFlowing rescales the job of run through steps, each once a
+// checkpoint completed since the last (so records flowed at every
+// parallelism), and fails the test if the job finished reading before
+// the last one.
+func rescaleWhileFlowing(ctx context.Context, t *testing.T, coord *chaosRun, steps []int) []string {
+	t.Helper()
+	c, jid := apiOf(ctx, t, coord)
+	var took []string
+	for _, p := range steps {
+		if !coord.awaitNextCompleted(ctx, t, coord.completed()) {
+			t.Fatalf("the job ended before the rescale to %d: %q", p, lastLine(coord.stdout.String()))
+		}
+		d := rescaleTo(ctx, t, c, jid, p)
+		took = append(took, fmt.Sprintf("%d in %v", p, d.Round(time.Millisecond)))
+		if coord.said("final checkpoint ") {
+			t.Fatalf("the job read all its input before the rescale to %d ended; make the input larger or slower", p)
+		}
+	}
+	if n := strings.Count(coord.stderr.String(), `msg="rescaling the job in place`); n != len(steps) {
+		t.Errorf("the job logged %d rescales, want %d", n, len(steps))
+	}
+	return took
+}
+
+// One process, 1 -> 4 -> 2.
+func TestRescaleInPlaceOneProcess(t *testing.T) {
+	const keys, perKey = 16, 150
+	ctx := jobContext(t, 90*time.Second)
+	adm := kadm.NewClient(newClient(t))
+	job := newKeyedJob(ctx, t, adm, keys, perKey, "aligned", 300)
+	job.backend = "rocksdb"
+	run := job.start(t, "-parallelism", "1", "-rest", "127.0.0.1:0")
+	took := rescaleWhileFlowing(ctx, t, run, []int{4, 2})
+	if code := run.wait(ctx, t); code != 0 {
+		t.Fatalf("the job exited %d, want 0\nstderr (last lines):\n%s", code, tail(run.stderr.String(), 30))
+	}
+	if strings.Contains(run.stderr.String(), "job failed; restarting") {
+		t.Errorf("the job restarted: a rescale is no failure")
+	}
+	n := checkJobOutput(ctx, t, job, keys, perKey)
+	t.Logf("rescaled to %s; %d checkpoints, %d committed records", strings.Join(took, ", "), run.completed(), n)
+}
+
+// A coordinator and three workers of two slots, 2 -> 6 -> 3 -> 4.
+func TestRescaleInPlaceCluster(t *testing.T) {
+	const keys, perKey = 16, 200
+	ctx := jobContext(t, 2*time.Minute)
+	adm := kadm.NewClient(newClient(t))
+	job := newKeyedJob(ctx, t, adm, keys, perKey, "aligned", 100)
+	job.backend = "rocksdb"
+	c := startChaosCluster(ctx, t, job, "-parallelism", "2", "-restarts", "5", "-rest", "127.0.0.1:0")
+	for i := range 3 {
+		c.startWorker(t, fmt.Sprintf("w%d", i+1))
+	}
+	took := rescaleWhileFlowing(ctx, t, c.coord, []int{6, 3, 4})
+	c.finish(ctx, t)
+	if r := c.restarts(); r != 0 {
+		t.Errorf("the job restarted %d times: a rescale is no failure", r)
+	}
+	if d := c.lastDeployment(); !strings.Contains(d, " slots=4 ") {
+		t.Errorf("the last attempt was not deployed on 4 slots: %s", d)
+	}
+	n := checkJobOutput(ctx, t, job, keys, perKey)
+	t.Logf("rescaled to %s; %d checkpoints, %d committed records", strings.Join(took, ", "), c.coord.completed(), n)
+}
