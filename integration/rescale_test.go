@@ -150,3 +150,60 @@ func TestRescaleInPlaceCluster(t *testing.T) {
 	n := checkJobOutput(ctx, t, job, keys, perKey)
 	t.Logf("rescaled to %s; %d checkpoints, %d committed records", strings.Join(took, ", "), c.coord.completed(), n)
 }
+
+// The reactive mode (-D scheduler-mode=reactive): the job's parallelism
+// follows the slots of the workers there are. It starts at 2 on one
+// worker of two slots; a second worker joins and the job scales up to 4
+// once the slots were stable for the stabilization timeout, a third and
+// it scales up to 6; the second is killed with SIGKILL and the restart
+// that follows scales the job down to the 4 slots left. The output is
+// exact.
+func TestReactiveModeCluster(t *testing.T) {
+	const keys, perKey = 16, 200
+	ctx := jobContext(t, 2*time.Minute)
+	adm := kadm.NewClient(newClient(t))
+	job := newKeyedJob(ctx, t, adm, keys, perKey, "aligned", 100)
+	job.backend = "rocksdb"
+	c := startChaosCluster(ctx, t, job, "-parallelism", "2", "-restarts", "5",
+		"-D", "scheduler-mode=reactive",
+		"-D", "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout=300ms",
+		"-D", "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling=300ms")
+	c.startWorker(t, "w1")
+	deployedAt := func(slots int) {
+		t.Helper()
+		if !c.awaitCoordinator(ctx, t, fmt.Sprintf("a deployment on %d slots", slots), func(s string) bool {
+			return strings.Contains(c.lastDeployment(), fmt.Sprintf(" slots=%d ", slots))
+		}) {
+			t.Fatalf("the coordinator ended (%v, %q) before it deployed the job on %d slots", c.coord.cmd.ProcessState,
+				lastLine(c.coord.stdout.String()), slots)
+		}
+		if !c.coord.awaitNextCompleted(ctx, t, c.coord.completed()) {
+			t.Fatalf("the job ended after its deployment on %d slots: %q", slots, lastLine(c.coord.stdout.String()))
+		}
+		if c.coord.said("final checkpoint ") {
+			t.Fatalf("the job read all its input by its deployment on %d slots; make the input larger or slower", slots)
+		}
+	}
+	deployedAt(2)
+	c.startWorker(t, "w2")
+	deployedAt(4)
+	c.startWorker(t, "w3")
+	deployedAt(6)
+	before := c.restarts()
+	c.killWorker(t, "w2")
+	if !c.awaitCoordinator(ctx, t, "the restart after the loss of w2", func(s string) bool {
+		return strings.Count(s, "job failed; restarting") > before
+	}) {
+		t.Fatalf("the coordinator ended (%v, %q) without restarting the job after w2 was killed", c.coord.cmd.ProcessState, lastLine(c.coord.stdout.String()))
+	}
+	deployedAt(4)
+	c.finish(ctx, t)
+	if n := strings.Count(c.coord.stderr.String(), `msg="rescaling the job in place`); n != 2 {
+		t.Errorf("the job rescaled in place %d times, want 2 (two workers joined)", n)
+	}
+	if !strings.Contains(c.coord.stderr.String(), `msg="the restart rescales the job to the slots there are"`) {
+		t.Errorf("the restart after the loss of w2 did not say it scaled the job down")
+	}
+	n := checkJobOutput(ctx, t, job, keys, perKey)
+	t.Logf("%d restarts, %d checkpoints, %d committed records", c.restarts(), c.coord.completed(), n)
+}

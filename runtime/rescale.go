@@ -211,11 +211,17 @@ func (j *Job) watchSlots(o SlotOffer) {
 		n, changed := o.Slots()
 		now := time.Now()
 		s := &j.scaling
+		// While the job restarts its failover decides the parallelism
+		// (failoverGraph); the running attempt nudges the watch after.
+		restarting := j.Status() == JobRestarting
 		s.mu.Lock()
 		acts := s.m.SetSlots(now, n)
-		acts = append(acts, s.m.Tick(now)...)
+		if !restarting {
+			acts = append(acts, s.m.Tick(now)...)
+		}
 		at, wake := s.m.NextWakeup()
 		s.mu.Unlock()
+		wake = wake && !restarting
 		j.carryOutScaling(acts)
 		var due <-chan time.Time
 		if wake {
