@@ -2,11 +2,14 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/runtime"
 )
 
 // A running keyed job rescaled in place, 1 -> 4 -> 2, while records flow:
@@ -52,4 +55,48 @@ func TestRescaleInPlace(t *testing.T) {
 		t.Errorf("the job restarted %d times; a rescale is no failure", n)
 	}
 	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
+}
+
+// The scheduler's keys go through the configuration: scheduler-mode and
+// the adaptive scheduler's timing set the job's SchedulerConfig; a mode
+// Flink does not have is refused naming the key; the reactive mode of a
+// job wholly in one process (no workers whose slots it could follow) is
+// refused by Execute, as is a rescale in place of a job without
+// checkpoints.
+func TestSchedulerConfiguration(t *testing.T) {
+	if err := sluice.NewConfiguration().Set("scheduler-mode", "adaptive"); err == nil ||
+		!strings.Contains(err.Error(), "scheduler-mode") || !strings.Contains(err.Error(), "reactive") {
+		t.Errorf("scheduler-mode adaptive: %v, want an error naming the key and its values", err)
+	}
+	c := sluice.NewConfiguration()
+	for k, v := range map[string]string{
+		"scheduler-mode": "reactive",
+		"jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "2 s",
+		"jobmanager.adaptive-scheduler.scaling-interval.min":                      "5 s", // Flink's earlier name of the cooldown
+	} {
+		if err := c.Set(k, v); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+	}
+	var got sluice.SchedulerConfig
+	out := t.TempDir()
+	env, _ := countJobAt(out, 100, 4, 0, 1, sluice.WithConfiguration(c), sluice.WithCheckpointing(time.Second, t.TempDir()),
+		sluice.WithScheduler(func(s *sluice.SchedulerConfig) { got = *s }))
+	if want := (sluice.SchedulerConfig{Mode: sluice.SchedulerReactive, Stabilization: 2 * time.Second, Cooldown: 5 * time.Second}); got != want {
+		t.Errorf("scheduler config %+v, want %+v", got, want)
+	}
+	if _, err := env.ExecuteAsync(context.Background()); !errors.Is(err, runtime.ErrReactiveNeedsCluster) {
+		t.Errorf("reactive mode in one process: %v, want ErrReactiveNeedsCluster", err)
+	}
+
+	env, _ = countJobAt(out, 1<<40, 4, 1000, 1)
+	job, err := env.ExecuteAsync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { job.Cancel(); <-job.Done() }()
+	err = job.SetResourceRequirements(job.Graph().UniformRequirements(2))
+	if !errors.Is(err, runtime.ErrRescale) || !errors.Is(err, runtime.ErrNoCheckpointing) {
+		t.Errorf("rescale of a job without checkpoints: %v, want ErrRescale and ErrNoCheckpointing", err)
+	}
 }
