@@ -100,3 +100,39 @@ func TestSchedulerConfiguration(t *testing.T) {
 		t.Errorf("rescale of a job without checkpoints: %v, want ErrRescale and ErrNoCheckpointing", err)
 	}
 }
+
+// A rescale the job's state cannot follow (datagen restores only at the
+// parallelism it was checkpointed with) is reverted: the first attempt
+// at the new parallelism fails, Rescale returns ErrRescale saying so,
+// and the job restarts at the parallelism it had, from the stop
+// checkpoint, and finishes with exact output.
+func TestRescaleRevertedWhenStateCannotFollow(t *testing.T) {
+	const records, keys = 8000, 20
+	out, cpDir := t.TempDir(), t.TempDir()
+	env, seen := countJobAt(out, records, keys, 3000, 2, sluice.WithCheckpointing(50*time.Millisecond, cpDir),
+		sluice.WithRestartStrategy(sluice.FixedDelayRestart(1, 10*time.Millisecond)))
+	job, err := env.ExecuteAsync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	await(t, "records to flow", func() bool { return seen.Load() > 1000 })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = job.Rescale(ctx, sluice.ResourceRequirements{0: {Lower: 3, Upper: 3}})
+	if !errors.Is(err, runtime.ErrRescale) || !strings.Contains(err.Error(), "cannot be restored at 3") {
+		t.Fatalf("rescale of the datagen source: %v, want ErrRescale saying why", err)
+	}
+	if got := job.Graph().Parallelism(); !slices.Equal(got, []int{2, 2}) {
+		t.Errorf("after the reverted rescale the job runs at %v, want [2 2]", got)
+	}
+	if req := job.ResourceRequirements(); req[0] != (sluice.ParallelismBounds{Lower: 2, Upper: 2}) {
+		t.Errorf("after the reverted rescale the requirements are %v", req)
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	if h := job.RescaleHistory(); len(h) != 1 || !strings.HasPrefix(h[0].Outcome, "reverted: ") {
+		t.Errorf("rescale history %+v, want one reverted", h)
+	}
+	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
+}

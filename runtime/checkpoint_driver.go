@@ -310,6 +310,7 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 					d.checkpointEnded(id, "", fmt.Errorf("checkpoint %d: %w", id, err))
 				} else {
 					d.checkpointEnded(id, path, nil)
+					d.a.job.attemptCheckpointed(d.a)
 				}
 			}
 		case checkpoint.NotifyComplete:

@@ -142,9 +142,13 @@ type attempt struct {
 	// rescale is the rescale the attempt stops for (rescale.go).
 	rescale *rescalePlan
 	// running: its tasks were deployed and started.
-	running   atomic.Bool
-	savepoint string // the stop-with-savepoint's path
-	wg        sync.WaitGroup
+	running atomic.Bool
+	// rescaled: the first attempt after a rescale; checkpointed: it
+	// completed a checkpoint (until then a failure reverts the rescale).
+	rescaled     bool
+	checkpointed atomic.Bool
+	savepoint    string // the stop-with-savepoint's path
+	wg           sync.WaitGroup
 	// stopping is closed once the attempt is told to stop (failure,
 	// cancel, suspend): the cancellation timeout runs from then.
 	stopping     chan struct{}
@@ -326,8 +330,12 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 					continue
 				}
 				j.noteFailure(number, "", err)
+				j.revertRescale(err)
 			} else if err != nil && !j.isStopping() {
 				j.noteFailure(a.number, failed, err)
+				if a.rescaled && !a.checkpointed.Load() {
+					j.revertRescale(err)
+				}
 			}
 		}
 		if err == nil || j.isStopping() {

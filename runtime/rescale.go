@@ -477,10 +477,40 @@ func (j *Job) attemptRunning(a *attempt) {
 	s := &j.scaling
 	s.mu.Lock()
 	acts := s.m.Running(time.Now(), par)
-	s.resolveWaiters(par, nil)
 	s.mu.Unlock()
 	j.carryOutScaling(acts)
 	s.nudge()
+}
+
+// attemptCheckpointed: attempt a completed its first checkpoint. The
+// rescale that made it is done (a failure from now on no longer reverts
+// it), and the waiters for its parallelism are answered.
+func (j *Job) attemptCheckpointed(a *attempt) {
+	if j.scaling.m == nil || !a.checkpointed.CompareAndSwap(false, true) {
+		return
+	}
+	par := a.graph.Parallelism()
+	s := &j.scaling
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m.Confirmed()
+	s.resolveWaiters(par, nil)
+}
+
+// revertRescale: the first attempt at a rescale's parallelism failed
+// before it completed a checkpoint (a state that does not restore at it,
+// a source that cannot rescale): the job restarts at the parallelism it
+// had, and the waiters hear why.
+func (j *Job) revertRescale(cause error) {
+	s := &j.scaling
+	s.mu.Lock()
+	par, acts := s.m.Revert(time.Now(), cause)
+	s.resolveWaiters(nil, fmt.Errorf("%w: the job failed at its new parallelism and goes back to %v: %w", ErrRescale, par, cause))
+	s.mu.Unlock()
+	j.carryOutScaling(acts)
+	if g, err := j.base.Rescaled(par); err == nil {
+		j.graph.Store(g)
+	}
 }
 
 // failoverGraph lets the machine pick the parallelism of the attempt that
@@ -530,7 +560,11 @@ func (j *Job) rescaledAttempt(number int, p *rescalePlan, initial *restoreSnapsh
 		j.logger.Warn("the rescale restores another checkpoint than the one it stopped at", "stopped_at", p.stopped, "restoring", restoring)
 	}
 	j.logger.Info("restarting the job at its new parallelism", "parallelism", p.to, "checkpoint", p.stopped)
-	return j.newAttempt(number, r, owned)
+	a, err := j.newAttempt(number, r, owned)
+	if a != nil {
+		a.rescaled = true
+	}
+	return a, err
 }
 
 // endScaling answers every waiter once the job has ended.

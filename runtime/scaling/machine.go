@@ -80,6 +80,10 @@ type Machine struct {
 	slotsAt      time.Time
 	lastRescale  time.Time
 	history      []Decision
+	// before are the requirements and parallelism the latest rescale
+	// started from (Revert).
+	beforeReq Requirements
+	beforePar []int
 }
 
 // New returns the machine of a job whose vertices are vs (at their
@@ -130,12 +134,17 @@ func (m *Machine) Require(now time.Time, req Requirements, cause string) ([]Acti
 	if err != nil {
 		return nil, err
 	}
+	prev := m.req
 	m.req = cloneReq(req)
 	if m.phase == phaseRescaling {
 		m.again, m.againCause = true, cause
 		return []Action{Log{slog.LevelInfo, "rescale requested; it follows the rescale in progress", []any{"cause", cause, "parallelism", target}}}, nil
 	}
-	return m.decide(now, target, cause), nil
+	acts := m.decide(now, target, cause)
+	if m.phase == phaseRescaling {
+		m.beforeReq = prev
+	}
+	return acts, nil
 }
 
 // decide starts a rescale to target unless the job runs at it already.
@@ -145,6 +154,7 @@ func (m *Machine) decide(now time.Time, target []int, cause string) []Action {
 		return []Action{Log{slog.LevelInfo, "the job already runs at the parallelism asked for", []any{"cause", cause, "parallelism", from}}}
 	}
 	m.phase = phaseRescaling
+	m.beforeReq, m.beforePar = m.req, from
 	m.record(Decision{Time: now, From: from, To: slices.Clone(target), Cause: cause})
 	return []Action{Rescale{From: from, To: slices.Clone(target), Cause: cause}}
 }
@@ -257,6 +267,32 @@ func (m *Machine) RescaleFailed(now time.Time, err error) []Action {
 	}
 	return acts
 }
+
+// Revert says the job could not run at the parallelism of the latest
+// rescale (its first attempt there failed before a checkpoint, a state
+// that does not restore at it): the job goes back to the parallelism and
+// requirements it had before, and the decision's outcome says why.
+func (m *Machine) Revert(now time.Time, err error) ([]int, []Action) {
+	if m.beforePar == nil {
+		return m.Parallelism(), nil
+	}
+	for i := range m.vs {
+		m.vs[i].Parallelism = m.beforePar[i]
+	}
+	m.req = cloneReq(m.beforeReq)
+	m.phase, m.lastRescale, m.again = phaseRunning, now, false
+	if n := len(m.history); n > 0 {
+		m.history[n-1].Outcome = "reverted: " + err.Error()
+	}
+	par := m.beforePar
+	m.beforePar, m.beforeReq = nil, nil
+	return slices.Clone(par), []Action{Log{slog.LevelWarn, "the job cannot run at the parallelism of its rescale; it goes back to the one before",
+		[]any{"parallelism", par, "err", err}}}
+}
+
+// Confirmed says the job completed a checkpoint at its parallelism: a
+// later failure no longer reverts the rescale.
+func (m *Machine) Confirmed() { m.beforePar, m.beforeReq = nil, nil }
 
 // Failover is the parallelism of the attempt that follows a failure:
 // what the requirements ask for with the slots there are, so that in the

@@ -64,6 +64,13 @@ func TestScalingScenarios(t *testing.T) {
 				acts = m.Running(now, parseInts(t, d, d.Vals("p")))
 			case "failed":
 				acts = m.RescaleFailed(now, errors.New(strings.ReplaceAll(d.Str(t, "err", "stop checkpoint failed"), "_", " ")))
+			case "revert":
+				var p []int
+				p, acts = m.Revert(now, errors.New(strings.ReplaceAll(d.Str(t, "err", "restore failed"), "_", " ")))
+				acts = append([]Action{Log{Msg: "back to " + formatInts(p)}}, acts...)
+			case "confirmed":
+				m.Confirmed()
+				return m.String()
 			case "failover":
 				var p []int
 				p, acts = m.Failover(now, !d.Has("fixed"))
