@@ -72,7 +72,7 @@ func TestSchedulerConfiguration(t *testing.T) {
 	for k, v := range map[string]string{
 		"scheduler-mode": "reactive",
 		"jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "2 s",
-		"jobmanager.adaptive-scheduler.scaling-interval.min":                      "5 s", // Flink's earlier name of the cooldown
+		"jobmanager.adaptive-scheduler.scaling-interval.min":                     "5 s", // Flink's earlier name of the cooldown
 	} {
 		if err := c.Set(k, v); err != nil {
 			t.Fatalf("%s: %v", k, err)
