@@ -38,6 +38,11 @@
 // running while it does something slow (broker kills) paces it until
 // then, and lets it finish at full speed after.
 //
+// With -rest ADDR the coordinator (or the single process) serves the
+// job's REST API there and logs "api listening" with the address: the
+// tests rescale the job through it. -D key=value takes any configuration
+// key (scheduler-mode, ...); the job's own flags override it.
+//
 // With -job operators it runs the operators job instead (operators_job.go):
 // every DataStream operator on event-time input from the topics -in-left,
 // -in-right and -in-rules, each writing to its own topic -out-<operator>.
