@@ -139,6 +139,7 @@ func (e *jobEntry) details(now time.Time) JobDetailsInfo {
 		}
 		info.Plan.Nodes = append(info.Plan.Nodes, node)
 	}
+	info.Failovers = e.failovers()
 	return info
 }
 

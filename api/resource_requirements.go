@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/sluicehq/sluice/runtime"
 )
@@ -13,6 +14,32 @@ import (
 type rescaler interface {
 	SetResourceRequirements(req runtime.ResourceRequirements) error
 	ResourceRequirements() runtime.ResourceRequirements
+}
+
+// downtimeSource is a job that records its outages after failures
+// (*runtime.Job).
+type downtimeSource interface {
+	Downtimes() []runtime.FailoverDowntime
+}
+
+// failovers are the job's outages, for JobDetailsInfo.
+func (e *jobEntry) failovers() []FailoverDowntimeInfo {
+	ds, ok := e.job.(downtimeSource)
+	if !ok {
+		return nil
+	}
+	var out []FailoverDowntimeInfo
+	ms := func(d time.Duration) int64 {
+		if d == 0 {
+			return -1
+		}
+		return d.Milliseconds()
+	}
+	for _, d := range ds.Downtimes() {
+		out = append(out, FailoverDowntimeInfo{Timestamp: d.Failed.UnixMilli(), Cause: d.Cause,
+			RunningAfter: ms(d.Running), CheckpointAfter: ms(d.Checkpointed)})
+	}
+	return out
 }
 
 // handleResourceRequirements is GET /jobs/:jobid/resource-requirements

@@ -3,10 +3,12 @@ package api_test
 import (
 	"errors"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/internal/testjob"
 )
@@ -73,5 +75,34 @@ func TestResourceRequirements(t *testing.T) {
 	var ae *api.APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusConflict || !strings.Contains(err.Error(), "execution.checkpointing.interval") {
 		t.Errorf("PUT on a job without checkpoints: %v, want 409 naming execution.checkpointing.interval", err)
+	}
+}
+
+// A job that failed once and restarted shows the outage in its details:
+// when it learned of the failure, the cause, and the milliseconds to the
+// next attempt running and to its first completed checkpoint; a job that
+// never failed shows none.
+func TestFailoverDowntimeInDetails(t *testing.T) {
+	failOnce := filepath.Join(t.TempDir(), "failed")
+	e := start(t, testjob.Options{Rate: 5000, Interval: 20 * time.Millisecond, FailOnce: failOnce, Options: []sluice.Option{
+		sluice.WithRestartStrategy(sluice.FixedDelayRestart(1, time.Millisecond)),
+	}}, api.Options{})
+	var got []api.FailoverDowntimeInfo
+	testjob.Await(t, "an outage that ended with a checkpoint", func() bool {
+		job, err := e.client.Job(t.Context(), e.jobID)
+		got = job.Failovers
+		return err == nil && len(got) == 1 && got[0].CheckpointAfter >= 0
+	})
+	d := got[0]
+	if d.RunningAfter <= -1 || d.CheckpointAfter < d.RunningAfter || !strings.Contains(d.Cause, testjob.ErrInjected.Error()) ||
+		d.Timestamp < e.run.Job.Downtimes()[0].Failed.UnixMilli() {
+		t.Errorf("outage %+v", d)
+	}
+	if e.run.Job.Downtime() != 0 {
+		t.Errorf("the job runs, yet its current downtime is %v", e.run.Job.Downtime())
+	}
+	plain := start(t, testjob.Options{Name: "plain"}, api.Options{})
+	if job, err := plain.client.Job(t.Context(), plain.jobID); err != nil || job.Failovers != nil {
+		t.Errorf("a job that never failed: %v %+v", err, job.Failovers)
 	}
 }

@@ -49,6 +49,20 @@ type JobDetailsInfo struct {
 	Vertices       []JobVertexInfo  `json:"vertices"`
 	StatusCounts   map[string]int   `json:"status-counts"`
 	Plan           JobPlan          `json:"plan"`
+	// Failovers are the job's latest outages after failures (Sluice's,
+	// not Flink's), oldest first.
+	Failovers []FailoverDowntimeInfo `json:"failovers,omitempty"`
+}
+
+// FailoverDowntimeInfo is one outage of JobDetailsInfo: when the job
+// learned of a failure (unix ms), its cause, and the milliseconds from
+// then until the next attempt's tasks ran and until its first completed
+// checkpoint (-1: not yet).
+type FailoverDowntimeInfo struct {
+	Timestamp       int64  `json:"timestamp"`
+	Cause           string `json:"cause"`
+	RunningAfter    int64  `json:"running-after"`
+	CheckpointAfter int64  `json:"checkpoint-after"`
 }
 
 // JobVertexInfo is a vertex of JobDetailsInfo.

@@ -84,6 +84,8 @@ type Job struct {
 
 	// scaling decides the job's parallelism while it runs (rescale.go).
 	scaling jobScaling
+	// outages are the downtimes after failures (downtime.go).
+	outages downtimes
 
 	lastRestore atomic.Pointer[RestoreInfo]
 	exceptions  exceptionHistory
@@ -311,10 +313,14 @@ func (j *Job) FallbacksPastCommitted() int64 { return j.fallbacks.Load() }
 func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoint.RestartStrategy) {
 	var err error
 	var savepoint string
+	// failedAt is when the latest attempt ended: a failure's outage
+	// starts there.
+	var failedAt time.Time
 	number := a.number
 	for {
 		if a != nil {
 			err = a.run()
+			failedAt = time.Now()
 			a.mu.Lock()
 			failed := a.failedTask
 			savepoint = a.savepoint
@@ -350,6 +356,7 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 			break
 		}
 		j.logger.Log(context.Background(), failureLevel(err, slog.LevelWarn), "job failed; restarting", "attempt", j.restarts.Load()+1, "delay", delay, "err", err)
+		j.outages.failed(failedAt, err)
 		j.status.Store(int32(JobRestarting))
 		select {
 		case <-time.After(delay):

@@ -469,6 +469,7 @@ func (j *Job) rescaleFailed(cause error) {
 // attemptRunning tells the machine that attempt a runs (deployed, its
 // tasks started) and answers the waiters for its parallelism.
 func (j *Job) attemptRunning(a *attempt) {
+	j.outages.running(time.Now())
 	if j.scaling.m == nil {
 		return
 	}
@@ -486,7 +487,13 @@ func (j *Job) attemptRunning(a *attempt) {
 // rescale that made it is done (a failure from now on no longer reverts
 // it), and the waiters for its parallelism are answered.
 func (j *Job) attemptCheckpointed(a *attempt) {
-	if j.scaling.m == nil || !a.checkpointed.CompareAndSwap(false, true) {
+	if !a.checkpointed.CompareAndSwap(false, true) {
+		return
+	}
+	if a.running.Load() {
+		j.outages.checkpointed(time.Now())
+	}
+	if j.scaling.m == nil {
 		return
 	}
 	par := a.graph.Parallelism()
