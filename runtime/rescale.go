@@ -104,8 +104,7 @@ func (g *JobGraph) scalingVertices() []scaling.Vertex {
 	for i := range group {
 		group[i] = i
 	}
-	var find func(int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for group[i] != i {
 			i = group[i]
 		}
