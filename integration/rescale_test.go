@@ -12,6 +12,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
@@ -49,8 +50,11 @@ func rescaleTo(ctx context.Context, t *testing.T, c *api.Client, jid string, p i
 		t.Fatal(err)
 	}
 	req := api.JobResourceRequirements{}
+	want := map[string]int{}
 	for _, v := range job.Vertices {
-		req[v.ID] = api.JobVertexResourceRequirements{Parallelism: api.ParallelismBounds{LowerBound: p, UpperBound: p}}
+		q := min(p, v.MaxParallelism)
+		req[v.ID] = api.JobVertexResourceRequirements{Parallelism: api.ParallelismBounds{LowerBound: q, UpperBound: q}}
+		want[v.ID] = q
 	}
 	start := time.Now()
 	if err := c.SetResourceRequirements(ctx, jid, req); err != nil {
@@ -61,7 +65,7 @@ func rescaleTo(ctx context.Context, t *testing.T, c *api.Client, jid string, p i
 		if err != nil {
 			t.Fatal(err)
 		}
-		if job.State == "RUNNING" && !slices.ContainsFunc(job.Vertices, func(v api.JobVertexInfo) bool { return v.Parallelism != p }) {
+		if job.State == "RUNNING" && !slices.ContainsFunc(job.Vertices, func(v api.JobVertexInfo) bool { return v.Parallelism != want[v.ID] }) {
 			break
 		}
 		if job.State != "RUNNING" && job.State != "RESTARTING" {
@@ -78,7 +82,7 @@ func rescaleTo(ctx context.Context, t *testing.T, c *api.Client, jid string, p i
 		t.Fatal(err)
 	}
 	for id, r := range got {
-		if r.Parallelism.LowerBound != p || r.Parallelism.UpperBound != p {
+		if r.Parallelism.LowerBound != want[id] || r.Parallelism.UpperBound != want[id] {
 			t.Fatalf("GET resource-requirements after the rescale to %d: vertex %s %+v", p, id, r.Parallelism)
 		}
 	}
@@ -206,4 +210,57 @@ func TestReactiveModeCluster(t *testing.T) {
 	}
 	n := checkJobOutput(ctx, t, job, keys, perKey)
 	t.Logf("%d restarts, %d checkpoints, %d committed records", c.restarts(), c.coord.completed(), n)
+}
+
+// Every DataStream operator rescaled in place, 2 -> 3 -> 1, in one
+// process: the operators job (keyed co-process with map state and
+// timers, interval and window joins, keyed and non-keyed broadcast state,
+// unordered async I/O with calls in flight, a rich map) is rescaled once
+// its async operator held calls in flight at a checkpoint (the stop
+// checkpoints' are logged). Each operator's committed output equals a
+// plain evaluation of the input, each result once.
+func TestRescaleOperatorsInPlace(t *testing.T) {
+	const n, keys, versions = 1000, 12, 30
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 28))
+	ctx := jobContext(t, 2*time.Minute)
+	adm := kadm.NewClient(newClient(t))
+	in, out := uniqueName(t, "sluice-it-ops-in"), uniqueName(t, "sluice-it-ops-out")
+	createTopicNamed(ctx, t, adm, in+"-left", opsPartitions)
+	createTopicNamed(ctx, t, adm, in+"-right", opsPartitions)
+	createTopicNamed(ctx, t, adm, in+"-rules", 2)
+	for _, op := range opsTopics {
+		createTopicNamed(ctx, t, adm, out+"-"+op, 2)
+	}
+	input := newOpsInput(rng, n, keys, versions, time.Now().Add(-10*time.Minute).UnixMilli())
+	input.produce(ctx, t, in)
+	want := input.want()
+	job := newChaosJob(t, in, out, "aligned", 250)
+	job.extra = []string{"-job", "operators", "-rule-rate", "5", "-async-capacity", "4", "-parallelism", "2", "-rest", "127.0.0.1:0"}
+	run := job.start(t)
+	if !run.awaitCheckpointWithAsyncInFlight(ctx, t) {
+		job.logRuns(t)
+		t.Fatal("the run ended before a checkpoint with async calls in flight: the input is too short")
+	}
+	took := rescaleWhileFlowing(ctx, t, run, []int{3, 1})
+	if code := run.wait(ctx, t); code != 0 {
+		job.logRuns(t)
+		t.Fatalf("the job exited %d\nstderr:\n%s", code, tail(run.stderr.String(), 40))
+	}
+	for _, op := range opsTopics {
+		var got []string
+		for _, r := range readCommitted(ctx, t, out+"-"+op) {
+			got = append(got, r.Key+"|"+r.Value)
+		}
+		slices.Sort(got)
+		if missing, extra := sortedDiff(want[op], got); len(missing)+len(extra) > 0 {
+			t.Errorf("operator %s: %d committed results, want %d; missing %d %v, duplicate or unexpected %d %v",
+				op, len(got), len(want[op]), len(missing), head(missing, 5), len(extra), head(extra, 5))
+		}
+	}
+	if t.Failed() {
+		job.logRuns(t)
+	}
+	t.Logf("rescaled to %s; async calls in flight in the checkpoints restored: %v", strings.Join(took, ", "), job.restoredAsyncInFlight(0))
 }
