@@ -511,12 +511,12 @@ func (j *Job) revertRescale(cause error) {
 	s := &j.scaling
 	s.mu.Lock()
 	par, acts := s.m.Revert(time.Now(), cause)
+	if g, err := j.base.Rescaled(par); err == nil {
+		j.graph.Store(g) // before the waiters hear of it
+	}
 	s.resolveWaiters(nil, fmt.Errorf("%w: the job failed at its new parallelism and goes back to %v: %w", ErrRescale, par, cause))
 	s.mu.Unlock()
 	j.carryOutScaling(acts)
-	if g, err := j.base.Rescaled(par); err == nil {
-		j.graph.Store(g)
-	}
 }
 
 // failoverGraph lets the machine pick the parallelism of the attempt that
