@@ -220,7 +220,7 @@ func TestReactiveModeCluster(t *testing.T) {
 // checkpoints' are logged). Each operator's committed output equals a
 // plain evaluation of the input, each result once.
 func TestRescaleOperatorsInPlace(t *testing.T) {
-	const n, keys, versions = 1000, 12, 30
+	const n, keys, versions = 1500, 12, 30
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 28))
