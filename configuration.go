@@ -115,6 +115,8 @@ func applyConfiguration(e *Environment, c *Configuration) {
 	e.addErr(err)
 	WithMemoryConfig(func(m *memory.Config) { err = m.Configure(c) })(e)
 	e.addErr(err)
+	WithScheduler(func(sc *SchedulerConfig) { err = sc.Configure(c) })(e)
+	e.addErr(err)
 	rc, ok, err := checkpoint.ConfigureRestart(c, e.cfg.Restart, e.cfg.RestartSet, e.cfg.Checkpoint.Enabled())
 	e.addErr(err)
 	if ok {

@@ -24,6 +24,13 @@ var ErrJobCanceled = runtime.ErrJobCanceled
 // Job is the handle of a running job (see Environment.ExecuteAsync).
 type Job = runtime.Job
 
+// ResourceRequirements are the parallelism bounds of a job's vertices, by
+// index in its graph (Job.SetResourceRequirements, Job.Rescale).
+type ResourceRequirements = runtime.ResourceRequirements
+
+// ParallelismBounds are one vertex's entry of ResourceRequirements.
+type ParallelismBounds = runtime.ParallelismBounds
+
 // Environment holds a job's settings and the dataflow built on it.
 type Environment struct {
 	cfg  runtime.Config

@@ -203,3 +203,18 @@ func (c *Client) WaitSavepoint(ctx context.Context, jobID, trigger string, every
 func (c *Client) Cancel(ctx context.Context, jobID string) error {
 	return c.do(ctx, http.MethodPatch, "/jobs/"+url.PathEscape(jobID)+"?mode=cancel", nil, nil)
 }
+
+// ResourceRequirements returns GET /jobs/:jobid/resource-requirements:
+// every vertex's parallelism bounds, by vertex id.
+func (c *Client) ResourceRequirements(ctx context.Context, jobID string) (JobResourceRequirements, error) {
+	var out JobResourceRequirements
+	err := c.get(ctx, "/jobs/"+url.PathEscape(jobID)+"/resource-requirements", &out)
+	return out, err
+}
+
+// SetResourceRequirements is PUT /jobs/:jobid/resource-requirements: the
+// job rescales in place to what the bounds ask; the answer comes before
+// it did (Job shows the parallelism it runs at).
+func (c *Client) SetResourceRequirements(ctx context.Context, jobID string, req JobResourceRequirements) error {
+	return c.do(ctx, http.MethodPut, "/jobs/"+url.PathEscape(jobID)+"/resource-requirements", req, nil)
+}

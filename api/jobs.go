@@ -134,22 +134,13 @@ func (e *jobEntry) details(now time.Time) JobDetailsInfo {
 			if from == nil {
 				continue
 			}
-			node.Inputs = append(node.Inputs, PlanInput{Num: num, ID: e.vertexIDs[e.indexOf(from)],
+			node.Inputs = append(node.Inputs, PlanInput{Num: num, ID: e.vertexIDs[from.ID],
 				ShipStrategy: edge.Partitioner.String(), Exchange: "pipelined_bounded"})
 		}
 		info.Plan.Nodes = append(info.Plan.Nodes, node)
 	}
+	info.Failovers = e.failovers()
 	return info
-}
-
-// indexOf returns the index of a vertex in the graph.
-func (e *jobEntry) indexOf(v *runtime.JobVertex) int {
-	for i, x := range e.job.Graph().Vertices {
-		if x == v {
-			return i
-		}
-	}
-	return -1
 }
 
 // handleCancel is PATCH /jobs/:jobid?mode=cancel.

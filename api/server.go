@@ -198,7 +198,6 @@ type jobEntry struct {
 	name      string
 	start     time.Time
 	vertexIDs []string // by index in the graph
-	byID      map[string]*runtime.JobVertex
 	rates     *backpressure.Sampler
 	history   *history
 
@@ -214,13 +213,11 @@ func (s *Server) AddJob(j Job) string {
 	_, _ = rand.Read(b[:])
 	e := &jobEntry{
 		id: hex.EncodeToString(b[:]), job: j, name: j.Config().JobName, start: time.Now(),
-		byID: map[string]*runtime.JobVertex{}, rates: backpressure.NewSampler(backpressure.MinWindow),
+		rates:   backpressure.NewSampler(backpressure.MinWindow),
 		history: newHistory(s.opts.HistorySize),
 	}
 	for i, v := range j.Graph().Vertices {
-		id := vertexID(e.id, i, v.Name)
-		e.vertexIDs = append(e.vertexIDs, id)
-		e.byID[id] = v
+		e.vertexIDs = append(e.vertexIDs, vertexID(e.id, i, v.Name))
 	}
 	s.mu.Lock()
 	s.jobs[e.id] = e
@@ -420,6 +417,8 @@ func (s *Server) routes() http.Handler {
 	api("POST /jobs/{jobid}/stop", s.withJob(s.handleStop))
 	api("GET /jobs/{jobid}/queryable-state", s.withJob(s.handleQueryableStates))
 	api("GET /jobs/{jobid}/queryable-state/{name}", s.withJob(s.handleQueryState))
+	api("GET /jobs/{jobid}/resource-requirements", s.withJob(s.handleResourceRequirements))
+	api("PUT /jobs/{jobid}/resource-requirements", s.withJob(s.handleSetResourceRequirements))
 	api("POST /savepoint-disposal", s.handleDisposeSavepoint)
 	api("GET /savepoint-disposal/{triggerid}", s.handleDisposalStatus)
 	if s.opts.Metrics != nil {

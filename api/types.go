@@ -49,6 +49,20 @@ type JobDetailsInfo struct {
 	Vertices       []JobVertexInfo  `json:"vertices"`
 	StatusCounts   map[string]int   `json:"status-counts"`
 	Plan           JobPlan          `json:"plan"`
+	// Failovers are the job's latest outages after failures (Sluice's,
+	// not Flink's), oldest first.
+	Failovers []FailoverDowntimeInfo `json:"failovers,omitempty"`
+}
+
+// FailoverDowntimeInfo is one outage of JobDetailsInfo: when the job
+// learned of a failure (unix ms), its cause, and the milliseconds from
+// then until the next attempt's tasks ran and until its first completed
+// checkpoint (-1: not yet).
+type FailoverDowntimeInfo struct {
+	Timestamp       int64  `json:"timestamp"`
+	Cause           string `json:"cause"`
+	RunningAfter    int64  `json:"running-after"`
+	CheckpointAfter int64  `json:"checkpoint-after"`
 }
 
 // JobVertexInfo is a vertex of JobDetailsInfo.
@@ -583,3 +597,20 @@ type HealthStatus struct {
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
 }
+
+// ParallelismBounds are a vertex's parallelism bounds in
+// JobVertexResourceRequirements.
+type ParallelismBounds struct {
+	LowerBound int `json:"lowerBound"`
+	UpperBound int `json:"upperBound"`
+}
+
+// JobVertexResourceRequirements is one vertex's entry of
+// JobResourceRequirements.
+type JobVertexResourceRequirements struct {
+	Parallelism ParallelismBounds `json:"parallelism"`
+}
+
+// JobResourceRequirements is the body of GET and PUT
+// /jobs/:jobid/resource-requirements: the bounds by vertex id.
+type JobResourceRequirements map[string]JobVertexResourceRequirements

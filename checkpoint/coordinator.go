@@ -20,8 +20,12 @@ var (
 	ErrCoordinatorStopped = errors.New("checkpoint coordinator stopped")
 	// ErrNoRunningTasks: every task finished; there is nothing to snapshot.
 	ErrNoRunningTasks = errors.New("no running task to take a snapshot")
-	// ErrStopInProgress: a stop-with-savepoint is already in progress.
-	ErrStopInProgress = errors.New("a stop-with-savepoint is already in progress")
+	// ErrStopInProgress: a stop (with a savepoint, or at a checkpoint
+	// for a rescale) is already in progress.
+	ErrStopInProgress = errors.New("a stop of the job is already in progress")
+	// ErrFinishing: every source reached the end of its input; the job is
+	// finishing, and a stop at a checkpoint would only delay it.
+	ErrFinishing = errors.New("the job is finishing")
 )
 
 // Coordinator is the checkpoint coordinator of one job (Flink's
@@ -60,7 +64,7 @@ type Coordinator struct {
 	lastCompletion time.Time
 	hasCompletion  bool
 	requests       []Kind // manual and final checkpoints, waiting for a free slot
-	suspended      bool   // a stop-with-savepoint is in flight
+	suspended      bool   // a stop-with-savepoint or a stop at a checkpoint is in flight
 	// deferred: a checkpoint ended (completed or aborted) while a trigger
 	// was due; the trigger waits for the next Tick, due at deferredAt, so
 	// that its time is taken after the runtime has carried out the end
@@ -82,12 +86,15 @@ type Coordinator struct {
 }
 
 type pendingCheckpoint struct {
-	barrier    Barrier
-	trigger    time.Time
-	awaiting   map[TaskID]bool
-	states     []snapshot.SubtaskState
-	savepoint  *SavepointRequest
-	final      bool
+	barrier   Barrier
+	trigger   time.Time
+	awaiting  map[TaskID]bool
+	states    []snapshot.SubtaskState
+	savepoint *SavepointRequest
+	final     bool
+	// stop: a checkpoint after whose barrier the sources read nothing
+	// more, the job stopping once it completed (TriggerStop).
+	stop       bool
 	finalizing bool // all acknowledged, metadata being written
 }
 
@@ -307,7 +314,33 @@ func (c *Coordinator) TriggerSavepoint(now time.Time, req SavepointRequest) (int
 		c.suspended = true
 		c.periodicDue = false
 	}
-	acts := c.trigger(now, KindSavepoint, &req, nil)
+	acts := c.trigger(now, KindSavepoint, &req, false, nil)
+	return acts[len(acts)-1].(Trigger).Barrier.ID, acts, nil
+}
+
+// TriggerStop triggers, at once, a checkpoint at which the job stops: the
+// job's own checkpoint (retained, subsuming, incremental), always aligned
+// (its state is restored at another parallelism, which in-flight data
+// cannot be), after whose barrier the sources read nothing more. Once it
+// completes the tasks are notified (sinks commit) and StopCompleted says
+// to stop them; if it fails, StopFailed, and the sources carry on.
+// Periodic checkpoints wait meanwhile. A rescale in place stops the job
+// so, and restarts it from the checkpoint at the new parallelism.
+func (c *Coordinator) TriggerStop(now time.Time) (int64, []CoordinatorAction, error) {
+	if err := c.usable(); err != nil {
+		return 0, nil, err
+	}
+	switch {
+	case c.suspended:
+		return 0, nil, ErrStopInProgress
+	case c.finalWanted:
+		return 0, nil, ErrFinishing
+	case len(c.triggerTasks()) == 0:
+		return 0, nil, ErrNoRunningTasks
+	}
+	c.suspended = true
+	c.periodicDue = false
+	acts := c.trigger(now, KindCheckpoint, nil, true, nil)
 	return acts[len(acts)-1].(Trigger).Barrier.ID, acts, nil
 }
 
@@ -542,7 +575,7 @@ func (c *Coordinator) tryTrigger(now time.Time, acts []CoordinatorAction) []Coor
 		if len(c.requests) > 0 {
 			kind := c.requests[0]
 			c.requests = c.requests[1:]
-			acts = c.trigger(now, kind, nil, acts)
+			acts = c.trigger(now, kind, nil, false, acts)
 			continue
 		}
 		if !c.periodicDue {
@@ -556,14 +589,14 @@ func (c *Coordinator) tryTrigger(now time.Time, acts []CoordinatorAction) []Coor
 				return acts
 			}
 		}
-		acts = c.trigger(now, KindCheckpoint, nil, acts)
+		acts = c.trigger(now, KindCheckpoint, nil, false, acts)
 	}
 	return acts
 }
 
-// trigger starts checkpoint or savepoint of kind; there must be a task to
-// trigger.
-func (c *Coordinator) trigger(now time.Time, kind Kind, sp *SavepointRequest, acts []CoordinatorAction) []CoordinatorAction {
+// trigger starts checkpoint or savepoint of kind (a stop checkpoint with
+// stop); there must be a task to trigger.
+func (c *Coordinator) trigger(now time.Time, kind Kind, sp *SavepointRequest, stop bool, acts []CoordinatorAction) []CoordinatorAction {
 	id := c.nextID
 	c.nextID++
 	p := &pendingCheckpoint{
@@ -571,12 +604,14 @@ func (c *Coordinator) trigger(now time.Time, kind Kind, sp *SavepointRequest, ac
 		trigger:   now,
 		awaiting:  map[TaskID]bool{},
 		savepoint: sp,
-		final:     c.finalWanted && sp == nil,
+		final:     c.finalWanted && sp == nil && !stop,
+		stop:      stop,
 	}
-	if p.final {
+	if p.final || p.stop {
 		// The final checkpoint is aligned: it must cover every record, as
 		// no later checkpoint will commit what an unaligned barrier would
-		// leave behind it as in-flight data.
+		// leave behind it as in-flight data. A stop checkpoint is restored
+		// at another parallelism, which in-flight data cannot be.
 		p.barrier.Options.Alignment, p.barrier.Options.AlignedTimeout = Aligned, 0
 	}
 	for _, t := range c.tasks {
@@ -594,6 +629,7 @@ func (c *Coordinator) trigger(now time.Time, kind Kind, sp *SavepointRequest, ac
 	if sp != nil {
 		act.SavepointDir, act.Stop = sp.Dir, sp.Stop
 	}
+	act.Stop = act.Stop || stop
 	return append(acts, act)
 }
 
@@ -626,6 +662,9 @@ func (c *Coordinator) complete(now time.Time, p *pendingCheckpoint, path string)
 		c.latestCompleted = p.id()
 		c.retained = append(c.retained, p.id())
 		acts = c.trimRetained(acts)
+		if p.stop {
+			acts = append(acts, StopCompleted{ID: p.id(), Path: path})
+		}
 	}
 	if p.final && !c.allowedFinish {
 		c.allowedFinish = true
@@ -662,6 +701,10 @@ func (c *Coordinator) abort(now time.Time, p *pendingCheckpoint, reason Reason, 
 			SavepointFailed{ID: p.id(), Reason: reason, Err: cause})
 	}
 	acts = append(acts, Discard{ID: p.id(), Shared: c.registry.Release(p.id()), Reason: reason})
+	if p.stop {
+		c.suspended = false
+		acts = append(acts, StopFailed{ID: p.id(), Reason: reason, Err: cause})
+	}
 	if p.final && !c.allowedFinish && !c.finalPendingOrQueued() {
 		c.requests = append(c.requests, KindCheckpoint)
 	}

@@ -100,10 +100,10 @@ type Trigger struct {
 	// SavepointDir is where a savepoint is written (empty for checkpoints,
 	// which go to the storage's chk-<id>).
 	SavepointDir string
-	// Stop is set for a stop-with-savepoint: after its barrier the sources
-	// emit nothing more, until the job stops or the savepoint is aborted,
-	// so the savepoint is the last state of the job (as Flink's sources
-	// stop before a stop-with-savepoint's barrier).
+	// Stop is set for a stop-with-savepoint and a stop checkpoint: after
+	// its barrier the sources emit nothing more, until the job stops or
+	// the snapshot is aborted, so it is the last state of the job (as
+	// Flink's sources stop before a stop-with-savepoint's barrier).
 	Stop bool
 }
 
@@ -154,6 +154,22 @@ type SavepointFailed struct {
 	Err    error
 }
 
+// StopCompleted: checkpoint ID, a stop checkpoint (TriggerStop), is
+// complete at Path and the tasks were told (NotifyComplete comes first):
+// stop the tasks now.
+type StopCompleted struct {
+	ID   int64
+	Path string
+}
+
+// StopFailed: the stop checkpoint ID failed; the sources carry on
+// (NotifyAborted told them) and periodic checkpoints resume.
+type StopFailed struct {
+	ID     int64
+	Reason Reason
+	Err    error
+}
+
 // FailJob: fail the job (and let the restart strategy decide), because
 // more consecutive checkpoints failed than tolerated.
 type FailJob struct{ Err error }
@@ -171,6 +187,8 @@ func (NotifyAborted) isCoordinatorAction()      {}
 func (Discard) isCoordinatorAction()            {}
 func (SavepointCompleted) isCoordinatorAction() {}
 func (SavepointFailed) isCoordinatorAction()    {}
+func (StopCompleted) isCoordinatorAction()      {}
+func (StopFailed) isCoordinatorAction()         {}
 func (FailJob) isCoordinatorAction()            {}
 func (AllowFinish) isCoordinatorAction()        {}
 
@@ -208,6 +226,12 @@ func (a SavepointCompleted) String() string {
 }
 func (a SavepointFailed) String() string {
 	return fmt.Sprintf("savepoint-failed id=%d reason=%s: %v", a.ID, a.Reason, a.Err)
+}
+func (a StopCompleted) String() string {
+	return fmt.Sprintf("stop-completed id=%d path=%s", a.ID, a.Path)
+}
+func (a StopFailed) String() string {
+	return fmt.Sprintf("stop-failed id=%d reason=%s: %v", a.ID, a.Reason, a.Err)
 }
 func (a FailJob) String() string { return fmt.Sprintf("fail-job: %v", a.Err) }
 func (a AllowFinish) String() string {

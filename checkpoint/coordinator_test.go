@@ -20,7 +20,7 @@ import (
 //	    [unaligned] [aligned-timeout=] [mode=] [retention=]
 //	<vertex>.<subtask> [up=(ids)] [ops=(uids)]     one line per task; ids from 0
 //	----
-//	start t= | tick t= | request t= [kind=] | savepoint t= dir= [stop] [drain]
+//	start t= | tick t= | request t= [kind=] | savepoint t= dir= [stop] [drain] | stop t=
 //	ack t= task= id= [shared=(names)] [size=] [persisted=] [processed=] [delay=] [unaligned]
 //	decline t= task= id= [reason=] | written t= id= [err=] | finished t= task=
 //	end-of-input t= task= | suspend t= | shutdown t= term= | state | stats [id=]
@@ -62,6 +62,12 @@ func TestCoordinatorScenarios(t *testing.T) {
 			case "savepoint":
 				var id int64
 				id, acts, err = c.TriggerSavepoint(now, SavepointRequest{Dir: d.Str(t, "dir", "/savepoints/sp"), Stop: d.Bool(t, "stop", false), Drain: d.Bool(t, "drain", false)})
+				if err == nil && id != acts[len(acts)-1].(Trigger).Barrier.ID {
+					d.Fatalf(t, "returned id %d", id)
+				}
+			case "stop":
+				var id int64
+				id, acts, err = c.TriggerStop(now)
 				if err == nil && id != acts[len(acts)-1].(Trigger).Barrier.ID {
 					d.Fatalf(t, "returned id %d", id)
 				}

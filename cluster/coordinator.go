@@ -59,7 +59,7 @@ func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Conf
 	}
 	jobID := runtime.JobIDOf(rcfg, g)
 	fingerprint := planFingerprint(g, rcfg)
-	c := &coordinator{cfg: cfg, logger: logger.With("role", "coordinator"), jobID: jobID, specs: g.Tasks(), slots: g.Slots(),
+	c := &coordinator{cfg: cfg, logger: logger.With("role", "coordinator"), jobID: jobID, slots: g.Slots(),
 		changed: make(chan struct{}), current: -1}
 	auth, err := cfg.authenticator(c.logger)
 	if err != nil {
@@ -213,9 +213,10 @@ type coordinator struct {
 	cfg    Config
 	logger *slog.Logger
 	jobID  string
-	specs  []runtime.TaskSpec
-	slots  int
-	srv    *control.Server
+	// slots is what the plan's parallelism needs; an attempt at another
+	// parallelism (a rescale) needs its own (slotsFor).
+	slots int
+	srv   *control.Server
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed (and replaced) when a worker comes or goes
@@ -238,6 +239,7 @@ var (
 	_ runtime.QueryRouter        = (*coordinator)(nil)
 	_ runtime.Executor           = (*coordinator)(nil)
 	_ runtime.MetricsSource      = (*coordinator)(nil)
+	_ runtime.SlotOffer          = (*coordinator)(nil)
 	_ control.CoordinatorHandler = (*coordinator)(nil)
 	_ control.MetricsReceiver    = (*coordinator)(nil)
 )
@@ -274,7 +276,8 @@ func (c *coordinator) TaskMetrics() []runtime.TaskMetrics {
 // Deploy waits (up to the slot timeout) until the workers offer enough
 // slots, places the tasks and deploys them on every worker at once.
 func (c *coordinator) Deploy(ctx context.Context, d runtime.AttemptDeployment, gw runtime.CoordinatorGateway) (runtime.TaskGateway, error) {
-	workers, err := c.awaitSlots(ctx)
+	need := slotsFor(d.Tasks)
+	workers, err := c.awaitSlots(ctx, need)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +288,7 @@ func (c *coordinator) Deploy(ctx context.Context, d runtime.AttemptDeployment, g
 		peers[w.ID] = w.DataAddr
 	}
 	c.mu.Lock()
-	slots, err := placeSlots(c.slots, offers, c.previous)
+	slots, err := placeSlots(need, offers, c.previous)
 	if err != nil {
 		c.mu.Unlock()
 		return nil, err
@@ -298,14 +301,14 @@ func (c *coordinator) Deploy(ctx context.Context, d runtime.AttemptDeployment, g
 	c.current, c.gw, c.slotsOf, c.previous, c.hosting = d.Attempt, gw, slots, slots, hosting
 	c.metrics = map[string][]runtime.TaskMetrics{}
 	c.mu.Unlock()
-	c.logger.Info("deploying attempt", "attempt", d.Attempt, "workers", len(hosting), "tasks", len(placement), "restore", d.Restore)
+	c.logger.Info("deploying attempt", "attempt", d.Attempt, "workers", len(hosting), "tasks", len(placement), "slots", need, "restore", d.Restore)
 
 	errs := make(chan error, len(hosting))
 	for w, tasks := range hosting {
 		go func() {
 			err := c.srv.Deploy(ctx, w, control.Deployment{
 				JobID: d.JobID, Attempt: d.Attempt, Tasks: tasks, Placement: placement, Peers: peers,
-				RunID: d.RunID, Restore: d.Restore, RestoreOwned: d.RestoreOwned,
+				RunID: d.RunID, Restore: d.Restore, RestoreOwned: d.RestoreOwned, Parallelism: d.Parallelism,
 			})
 			if err != nil {
 				err = fmt.Errorf("deploy %d tasks on worker %s: %w", len(tasks), w, err)
@@ -323,9 +326,35 @@ func (c *coordinator) Deploy(ctx context.Context, d runtime.AttemptDeployment, g
 	return taskGateway{TaskGateway: c.srv.TaskGateway(func(id checkpoint.TaskID) string { return placement[id] }), srv: c.srv}, nil
 }
 
-// awaitSlots returns the registered workers once they offer the slots the
-// job needs, waiting for registrations up to the slot timeout.
-func (c *coordinator) awaitSlots(ctx context.Context) ([]control.WorkerInfo, error) {
+// slotsFor is what an attempt's tasks need with slot sharing: subtask i
+// of every vertex shares slot i.
+func slotsFor(tasks []runtime.TaskSpec) int {
+	n := 0
+	for _, t := range tasks {
+		n = max(n, t.Subtask+1)
+	}
+	return n
+}
+
+// Slots is the number of task slots the registered workers offer, and a
+// channel closed when a worker comes or goes (runtime.SlotOffer: the
+// job's parallelism is bounded by them, and follows them in the reactive
+// mode).
+func (c *coordinator) Slots() (int, <-chan struct{}) {
+	c.mu.Lock()
+	changed := c.changed
+	c.mu.Unlock()
+	total := 0
+	for _, w := range c.srv.Workers() {
+		total += w.Slots
+	}
+	return total, changed
+}
+
+// awaitSlots returns the registered workers once they offer the need
+// slots an attempt needs, waiting for registrations up to the slot
+// timeout.
+func (c *coordinator) awaitSlots(ctx context.Context, need int) ([]control.WorkerInfo, error) {
 	deadline := time.NewTimer(c.cfg.SlotTimeout)
 	defer deadline.Stop()
 	logged := false
@@ -338,18 +367,18 @@ func (c *coordinator) awaitSlots(ctx context.Context) ([]control.WorkerInfo, err
 		for _, w := range workers {
 			total += w.Slots
 		}
-		if total >= c.slots {
+		if total >= need {
 			return workers, nil
 		}
 		if !logged {
-			c.logger.Info("waiting for task slots", "needed", c.slots, "offered", total, "workers", len(workers), "timeout", c.cfg.SlotTimeout)
+			c.logger.Info("waiting for task slots", "needed", need, "offered", total, "workers", len(workers), "timeout", c.cfg.SlotTimeout)
 			logged = true
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
 			return nil, fmt.Errorf("%w: the job needs %d slots, %d workers offer %d after %v (slot.request.timeout)",
-				ErrNotEnoughSlots, c.slots, len(workers), total, c.cfg.SlotTimeout)
+				ErrNotEnoughSlots, need, len(workers), total, c.cfg.SlotTimeout)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -245,6 +245,7 @@ func (w *worker) Deploy(d control.Deployment) error {
 	ex := &exchange{tr: w.tr, placement: d.Placement, peers: d.Peers}
 	r, err := runtime.RunTasks(w.plan, w.rcfg, runtime.WorkerDeployment{
 		JobID: d.JobID, RunID: d.RunID, Attempt: d.Attempt, Tasks: d.Tasks, Restore: d.Restore, RestoreOwned: d.RestoreOwned,
+		Parallelism: d.Parallelism,
 	}, ex, gw)
 	if err != nil {
 		return err

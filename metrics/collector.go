@@ -25,6 +25,13 @@ type Job interface {
 	LastRestore() (runtime.RestoreInfo, bool)
 }
 
+// downtimeSource is a job that records its outages after failures
+// (*runtime.Job).
+type downtimeSource interface {
+	Downtime() time.Duration
+	Downtimes() []runtime.FailoverDowntime
+}
+
 // Prefix starts every metric name.
 const Prefix = "sluice_"
 
@@ -213,6 +220,14 @@ func collectJob(em emitter, name string, e *jobEntry) {
 		}
 		if r := stats.LatestRestored; r != nil {
 			gauge(descLastRestoreTS, float64(r.RestoreTime.UnixMilli()))
+		}
+	}
+	if ds, ok := j.(downtimeSource); ok {
+		gauge(descDowntime, float64(ds.Downtime().Milliseconds()))
+		if list := ds.Downtimes(); len(list) > 0 {
+			if last := list[len(list)-1]; last.Checkpointed > 0 {
+				gauge(descFailoverDown, float64(last.Checkpointed.Milliseconds()))
+			}
 		}
 	}
 	if r, ok := j.LastRestore(); ok {

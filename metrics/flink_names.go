@@ -91,6 +91,8 @@ var flinkDescs = func() map[*prometheus.Desc]flinkDesc {
 	job(descLastRestoreTS, "lastCheckpointRestoreTimestamp", "When the current attempt restored from a checkpoint, unix milliseconds.")
 	job(descRestoredSize, "lastRestoredStateSize", "Bytes of state the last restore read.")
 	job(descRestoreDuration, "lastRestoreDuration", "Time the last restore took, milliseconds.")
+	job(descDowntime, "downtime", "The current outage after a failure, milliseconds; 0 while the job runs.")
+	job(descFailoverDown, "lastFailoverDowntime", "The latest failure's outage until the next completed checkpoint, milliseconds.")
 	task(descRecordsIn, "numRecordsIn", "Records received.", true)
 	task(descRecordsOut, "numRecordsOut", "Records sent.", true)
 	task(descBytesIn, "numBytesIn", "Bytes received over the network.", false)

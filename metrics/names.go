@@ -41,6 +41,8 @@ var (
 	descLastRestoreTS   = jobDesc("lastCheckpointRestoreTimestamp", "When the current attempt restored from a checkpoint, unix milliseconds.")
 	descRestoredSize    = jobDesc("lastRestoredStateSize", "Bytes of state the last restore read.")
 	descRestoreDuration = jobDesc("lastRestoreDuration", "Time the last restore took (state restore and channel-state replay), milliseconds.")
+	descDowntime        = jobDesc("downtime", "The current outage after a failure (until the next attempt's tasks run), milliseconds; 0 while the job runs.")
+	descFailoverDown    = jobDesc("lastFailoverDowntime", "The latest failure's outage, from the job learning of it to the next attempt's first completed checkpoint, milliseconds.")
 )
 
 // Task scope: Flink's task I/O and backpressure metrics, and the
@@ -65,7 +67,7 @@ var (
 var allDescs = []*prometheus.Desc{
 	descJobStatus, descNumRestarts, descCompleted, descFailed, descInProgress, descTotal,
 	descLastDuration, descLastSize, descLastFullSize, descLastPersisted, descLastProcessed, descLastID,
-	descLastRestoreTS, descRestoredSize, descRestoreDuration,
+	descLastRestoreTS, descRestoredSize, descRestoreDuration, descDowntime, descFailoverDown,
 	descRecordsIn, descRecordsOut, descBytesIn, descBytesOut, descBusyPerSec, descIdlePerSec, descBPPerSec,
 	descAccBusy, descAccIdle, descAccBP, descAlignment, descStartDelay,
 	descInputWM, descOutputWM,

@@ -310,6 +310,7 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 					d.checkpointEnded(id, "", fmt.Errorf("checkpoint %d: %w", id, err))
 				} else {
 					d.checkpointEnded(id, path, nil)
+					d.a.job.attemptCheckpointed(d.a)
 				}
 			}
 		case checkpoint.NotifyComplete:
@@ -347,6 +348,12 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			d.resolveSavepoint(a.ID, savepointResult{path: a.Path})
 		case checkpoint.SavepointFailed:
 			d.resolveSavepoint(a.ID, savepointResult{err: fmt.Errorf("savepoint %d failed (%s): %w", a.ID, a.Reason, a.Err)})
+		case checkpoint.StopCompleted:
+			logger.Info("stop checkpoint completed; stopping the tasks", "checkpoint", a.ID, "path", a.Path)
+			d.a.stopForRescale(a.ID)
+		case checkpoint.StopFailed:
+			logger.Warn("stop checkpoint failed; the job carries on", "checkpoint", a.ID, "reason", a.Reason, "err", a.Err)
+			go d.a.stopFailed(a.Err) // not on the driver's goroutine: the scaling machine may act
 		case checkpoint.FailJob:
 			d.a.fail("checkpoint coordinator", a.Err)
 		case checkpoint.AllowFinish:

@@ -42,6 +42,10 @@ type AttemptDeployment struct {
 	Restore      string
 	RestoreOwned bool
 	Tasks        []TaskSpec
+	// Parallelism is every vertex's parallelism (by index) when it is not
+	// the plan's (the job was rescaled); nil otherwise. The workers
+	// compile the plan and run it at this parallelism.
+	Parallelism []int
 }
 
 // MetricsSource is implemented by executors that know their tasks'
@@ -99,6 +103,8 @@ type WorkerDeployment struct {
 	// Restore and RestoreOwned: as in AttemptDeployment.
 	Restore      string
 	RestoreOwned bool
+	// Parallelism: as in AttemptDeployment.
+	Parallelism []int
 }
 
 // TaskRunner runs, in a worker process, the tasks of one attempt that the
@@ -135,7 +141,14 @@ func RunTasks(plan *Plan, cfg Config, d WorkerDeployment, ex Exchange, coord Coo
 	cfg.Logger = logger
 	// The coordinator reports restores (once the workers deployed).
 	cfg.RestoreListeners = nil
-	j := &Job{graph: g, cfg: cfg, logger: logger, done: make(chan struct{}), id: d.JobID, run: d.RunID}
+	if d.Parallelism != nil {
+		// The coordinator rescaled the job: the plan at its parallelism.
+		if g, err = g.Rescaled(d.Parallelism); err != nil {
+			return nil, fmt.Errorf("deployment of job %s attempt %d: %w", d.JobID, d.Attempt, err)
+		}
+	}
+	j := &Job{base: g, cfg: cfg, logger: logger, done: make(chan struct{}), id: d.JobID, run: d.RunID}
+	j.graph.Store(g)
 	j.unlock = func() error { return nil }
 	j.ctx, j.cancel = context.WithCancel(context.Background())
 	if cfg.Checkpoint.Directory != "" {
@@ -160,7 +173,7 @@ func RunTasks(plan *Plan, cfg Config, d WorkerDeployment, ex Exchange, coord Coo
 		local[id] = true
 	}
 	r := &TaskRunner{job: j, done: make(chan struct{}), savepoints: map[int64]string{}, spWait: map[int64]chan struct{}{}}
-	a := &attempt{job: j, number: d.Attempt, restore: restore, stopping: make(chan struct{}),
+	a := &attempt{job: j, number: d.Attempt, graph: g, restore: restore, stopping: make(chan struct{}),
 		local: func(id checkpoint.TaskID) bool { return local[id] }, exchange: ex, locations: r.location}
 	a.gateway = workerGateway{CoordinatorGateway: coord, a: a}
 	a.restoreCounters.start = time.Now()

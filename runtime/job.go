@@ -44,7 +44,11 @@ func (s JobStatus) String() string {
 // Job is a running job: the handle that Execute returns. It outlives the
 // attempts a restart strategy makes after failures.
 type Job struct {
-	graph  *JobGraph
+	// base is the graph compiled from the plan; graph the one the
+	// current attempt runs (or the next one will): base at another
+	// parallelism after a rescale.
+	base   *JobGraph
+	graph  atomic.Pointer[JobGraph]
 	cfg    Config
 	logger *slog.Logger
 	store  *storage.Storage // nil without a checkpoint directory
@@ -78,6 +82,11 @@ type Job struct {
 	att      atomic.Pointer[attempt]
 	restarts atomic.Int64
 
+	// scaling decides the job's parallelism while it runs (rescale.go).
+	scaling jobScaling
+	// outages are the downtimes after failures (downtime.go).
+	outages downtimes
+
 	lastRestore atomic.Pointer[RestoreInfo]
 	exceptions  exceptionHistory
 
@@ -92,6 +101,8 @@ type Job struct {
 type attempt struct {
 	job    *Job
 	number int
+	// graph is the job graph the attempt runs.
+	graph  *JobGraph
 	ctx    context.Context
 	cancel context.CancelFunc
 	// specs are every task of the job; tasks the ones running in this
@@ -130,8 +141,16 @@ type attempt struct {
 	stopped bool // stop-with-savepoint: tasks exit without finishing
 	// failedTask is the task whose failure stopped the attempt.
 	failedTask string
-	savepoint  string // the stop-with-savepoint's path
-	wg         sync.WaitGroup
+	// rescale is the rescale the attempt stops for (rescale.go).
+	rescale *rescalePlan
+	// running: its tasks were deployed and started.
+	running atomic.Bool
+	// rescaled: the first attempt after a rescale; checkpointed: it
+	// completed a checkpoint (until then a failure reverts the rescale).
+	rescaled     bool
+	checkpointed atomic.Bool
+	savepoint    string // the stop-with-savepoint's path
+	wg           sync.WaitGroup
 	// stopping is closed once the attempt is told to stop (failure,
 	// cancel, suspend): the cancellation timeout runs from then.
 	stopping     chan struct{}
@@ -180,6 +199,9 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	if cfg.Executor != nil && !cfg.Checkpoint.Enabled() {
 		return nil, fmt.Errorf("%w: a job on several hosts needs checkpointing (execution.checkpointing.interval)", checkpoint.ErrInvalidConfig)
 	}
+	if err := checkScaling(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.CancellationTimeout < 0 {
 		return nil, fmt.Errorf("%w: task.cancellation.timeout %v must not be negative (0 waits for ever)", checkpoint.ErrInvalidConfig, cfg.CancellationTimeout)
 	}
@@ -190,7 +212,8 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Job{graph: g, cfg: cfg, logger: logger, done: make(chan struct{}), id: JobIDOf(cfg, g), run: newRunID()}
+	j := &Job{base: g, cfg: cfg, logger: logger, done: make(chan struct{}), id: JobIDOf(cfg, g), run: newRunID()}
+	j.graph.Store(g)
 	j.unlock = func() error { return nil }
 	if cfg.Checkpoint.Directory != "" {
 		st, err := openStorage(cfg, j.id, logger)
@@ -232,6 +255,7 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	}
 	j.adopt = start.adopt
 	j.ctx, j.cancel = context.WithCancel(context.Background())
+	j.newScaling()
 	a, err := j.newAttempt(0, start.restore, start.owned)
 	if err != nil {
 		j.cancel()
@@ -289,15 +313,35 @@ func (j *Job) FallbacksPastCommitted() int64 { return j.fallbacks.Load() }
 func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoint.RestartStrategy) {
 	var err error
 	var savepoint string
+	// failedAt is when the latest attempt ended: a failure's outage
+	// starts there.
+	var failedAt time.Time
+	number := a.number
 	for {
 		if a != nil {
 			err = a.run()
+			failedAt = time.Now()
 			a.mu.Lock()
 			failed := a.failedTask
 			savepoint = a.savepoint
+			rescale := a.rescale
 			a.mu.Unlock()
-			if err != nil && !j.isStopping() {
+			if err == nil && rescale != nil && rescale.stopped > 0 && !j.isStopping() {
+				// The attempt stopped at a checkpoint to be rescaled: the
+				// next one restores it at the new parallelism, at once (no
+				// failure, no restart counted).
+				number++
+				if a, err = j.rescaledAttempt(number, rescale, restore); err == nil {
+					j.status.Store(int32(JobRunning))
+					continue
+				}
+				j.noteFailure(number, "", err)
+				j.revertRescale(err)
+			} else if err != nil && !j.isStopping() {
 				j.noteFailure(a.number, failed, err)
+				if a.rescaled && !a.checkpointed.Load() {
+					j.revertRescale(err)
+				}
 			}
 		}
 		if err == nil || j.isStopping() {
@@ -312,6 +356,7 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 			break
 		}
 		j.logger.Log(context.Background(), failureLevel(err, slog.LevelWarn), "job failed; restarting", "attempt", j.restarts.Load()+1, "delay", delay, "err", err)
+		j.outages.failed(failedAt, err)
 		j.status.Store(int32(JobRestarting))
 		select {
 		case <-time.After(delay):
@@ -321,18 +366,20 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 			break
 		}
 		j.restarts.Add(1)
+		number++
 		owned := j.ownedCheckpoints()
 		var r *restoreSnapshot
 		if r, err = j.failoverRestore(owned, restore); err != nil {
-			j.noteFailure(int(j.restarts.Load()), "", err)
+			j.noteFailure(number, "", err)
 			a = nil
 			if suppressesRestarts(err) {
 				break
 			}
 			continue
 		}
-		if a, err = j.newAttempt(int(j.restarts.Load()), r, owned); err != nil {
-			j.noteFailure(int(j.restarts.Load()), "", err)
+		j.failoverGraph(r)
+		if a, err = j.newAttempt(number, r, owned); err != nil {
+			j.noteFailure(number, "", err)
 			a = nil
 			continue
 		}
@@ -364,6 +411,7 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 	}
 	j.logger.Info("job ended", "status", j.Status())
 	close(j.done)
+	j.endScaling()
 }
 
 // ownedCheckpoints are the completed checkpoints the run owns: those the
@@ -385,7 +433,7 @@ func (j *Job) isStopping() bool {
 
 // newAttempt makes the tasks of one attempt, restoring their state.
 func (j *Job) newAttempt(number int, restore *restoreSnapshot, owned []int64) (*attempt, error) {
-	a := &attempt{job: j, number: number, restore: restore, stopping: make(chan struct{})}
+	a := &attempt{job: j, number: number, graph: j.graph.Load(), restore: restore, stopping: make(chan struct{})}
 	if j.cfg.Executor != nil {
 		// The coordinator of a job on several hosts: no task runs here.
 		a.local = func(checkpoint.TaskID) bool { return false }
@@ -418,10 +466,13 @@ func (j *Job) newAttempt(number int, restore *restoreSnapshot, owned []int64) (*
 // failure otherwise.
 func (a *attempt) run() error {
 	j := a.job
-	j.logger.Info("job started", "attempt", a.number, "vertices", len(j.graph.Vertices), "tasks", len(a.specs),
+	j.logger.Info("job started", "attempt", a.number, "vertices", len(a.graph.Vertices), "tasks", len(a.specs),
 		"restored_from", a.restoreID())
 	if ex := j.cfg.Executor; ex != nil {
 		d := AttemptDeployment{JobID: j.id, RunID: j.run, Attempt: a.number, Tasks: a.specs}
+		if par := a.graph.Parallelism(); !slices.Equal(par, j.base.Parallelism()) {
+			d.Parallelism = par
+		}
 		if a.restore != nil {
 			d.Restore, d.RestoreOwned = a.restore.snap.Dir, a.restore.owned
 		}
@@ -448,6 +499,7 @@ func (a *attempt) run() error {
 		a.driver.start()
 	}
 	a.startTasks()
+	j.attemptRunning(a)
 	a.waitTasks()
 	a.releaseBuffers()
 	a.mu.Lock()
@@ -620,7 +672,7 @@ func (a *attempt) closeTasks() {
 // process every task is local.
 func (a *attempt) deploy() error {
 	j := a.job
-	a.specs = j.graph.Tasks()
+	a.specs = a.graph.Tasks()
 	if err := a.reserveBuffers(); err != nil {
 		return err
 	}
@@ -652,7 +704,7 @@ func (a *attempt) deploy() error {
 	for _, t := range a.tasks {
 		v := t.vertex
 		for ei, e := range v.Out {
-			cons := j.graph.vertexOf[e.To]
+			cons := a.graph.vertexOf[e.To]
 			n := cons.Parallelism
 			if e.Partitioner == PartitionForward {
 				n = 1
@@ -684,7 +736,7 @@ func (a *attempt) deploy() error {
 		v := t.vertex
 		channels := 0
 		for _, e := range v.In {
-			prod := j.graph.vertexOf[e.From]
+			prod := a.graph.vertexOf[e.From]
 			n := prod.Parallelism
 			if e.Partitioner == PartitionForward {
 				n = 1
@@ -723,7 +775,7 @@ func (a *attempt) deploy() error {
 		t.numChannels = channels
 	}
 	for _, t := range a.tasks {
-		if err := t.build(j.graph); err != nil {
+		if err := t.build(a.graph); err != nil {
 			a.closeTasks()
 			a.releaseBuffers()
 			return err
@@ -753,7 +805,7 @@ func (a *attempt) reserveBuffers() error {
 			continue
 		}
 		for _, e := range s.Vertex.Out {
-			n := j.graph.vertexOf[e.To].Parallelism
+			n := a.graph.vertexOf[e.To].Parallelism
 			if e.Partitioner == PartitionForward {
 				n = 1
 			}
@@ -761,7 +813,7 @@ func (a *attempt) reserveBuffers() error {
 			partitions++
 		}
 		for _, e := range s.Vertex.In {
-			n := j.graph.vertexOf[e.From].Parallelism
+			n := a.graph.vertexOf[e.From].Parallelism
 			if e.Partitioner == PartitionForward {
 				n = 1
 			}
@@ -884,8 +936,9 @@ func (j *Job) Metrics() []TaskMetrics {
 	return out
 }
 
-// Graph returns the compiled job graph.
-func (j *Job) Graph() *JobGraph { return j.graph }
+// Graph returns the job graph the job runs: the plan compiled, at the
+// parallelism of its latest rescale.
+func (j *Job) Graph() *JobGraph { return j.graph.Load() }
 
 // Config returns the job's settings.
 func (j *Job) Config() Config { return j.cfg }

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/runtime/network"
+	"github.com/sluicehq/sluice/runtime/scaling"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/state"
 )
@@ -244,6 +245,9 @@ type Config struct {
 	// is then written again); without it such a restore fails with
 	// ErrFallbackPastCommitted naming the checkpoint and the file.
 	AllowFallbackPastCommitted bool
+	// Scaling configures how the job's parallelism changes while it runs
+	// (scheduler-mode, the adaptive scheduler's timing): package scaling.
+	Scaling scaling.Config
 	// CancellationTimeout bounds how long a cancelled or failed-over
 	// attempt waits for its tasks to exit (task.cancellation.timeout,
 	// default 180 s; 0 waits for ever, as Flink's 0 turns the watchdog off). Past it the job fails with

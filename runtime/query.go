@@ -70,7 +70,7 @@ type QueryResult struct {
 
 // QueryableStates returns the names of the job's queryable states,
 // sorted.
-func (j *Job) QueryableStates() []string { return queryableNames(j.graph) }
+func (j *Job) QueryableStates() []string { return queryableNames(j.graph.Load()) }
 
 func queryableNames(g *JobGraph) []string {
 	var names []string
@@ -132,7 +132,7 @@ func resolveQuery(g *JobGraph, name, key string) (queryTarget, error) {
 // is restarting, ended, or its task runs elsewhere), or with the error of
 // reading the state; it never answers with another key's value.
 func (j *Job) QueryState(ctx context.Context, name, key string) (QueryResult, error) {
-	tg, err := resolveQuery(j.graph, name, key)
+	tg, err := resolveQuery(j.graph.Load(), name, key)
 	if err != nil {
 		return QueryResult{}, err
 	}

@@ -40,6 +40,7 @@ func TestRegisterDeployCancel(t *testing.T) {
 		RunID:        "run-42",
 		Restore:      "s3://bucket/ckpt/job-1/chk-17",
 		RestoreOwned: true,
+		Parallelism:  []int{3, 5},
 		Extra:        []byte{1, 2, 3, 0xff},
 	}
 	if err := s.Deploy(context.Background(), "w1", d); err != nil {

@@ -136,6 +136,9 @@ type Deployment struct {
 	// for none; RestoreOwned says whether the run owns it.
 	Restore      string `json:"restore,omitempty"`
 	RestoreOwned bool   `json:"restore_owned,omitempty"`
+	// Parallelism is every vertex's parallelism (by index) when the job
+	// was rescaled (runtime.WorkerDeployment); empty for the plan's.
+	Parallelism []int `json:"parallelism,omitempty"`
 	// Extra is opaque to the control plane: what else the runtime needs.
 	Extra []byte `json:"extra,omitempty"`
 }

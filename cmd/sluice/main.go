@@ -9,6 +9,7 @@
 //	sluice savepoint --dispose PATH
 //	sluice stop JOB [--drain] [--dir DIR]
 //	sluice cancel JOB
+//	sluice rescale JOB [PARALLELISM] [--vertex ID] [--no-wait]
 //	sluice inspect PATH
 //	sluice version
 //
@@ -59,6 +60,10 @@ Usage:
                                                server; itself when none answers)
   sluice stop JOB [--drain] [--dir DIR]        stop the job with a savepoint
   sluice cancel JOB                            cancel the job
+  sluice rescale JOB [PARALLELISM]             rescale the running job in place to
+                                               PARALLELISM (every vertex, or the
+                                               --vertex ID one) and wait; without
+                                               it, print the vertices' bounds
   sluice inspect PATH                          read a checkpoint or savepoint
                                                (its directory, its _metadata, or
                                                a job's checkpoint directory)
@@ -98,6 +103,7 @@ type options struct {
 	chkDir     string
 	drain      bool
 	noWait     bool
+	vertex     string
 	full       bool
 	dispose    string
 	output     string
@@ -125,7 +131,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	fs.StringVar(&o.chkDir, "checkpoint-dir", "", "jobs: list the job directories of this checkpoint directory (execution.checkpointing.dir) offline")
 	fs.StringVar(&o.dir, "dir", "", "savepoint, stop: the directory to put the savepoint in (default: the job's execution.checkpointing.savepoint-dir, else <execution.checkpointing.dir>/savepoints)")
 	fs.BoolVar(&o.drain, "drain", false, "stop: end event time first, so that every timer and window fires")
-	fs.BoolVar(&o.noWait, "no-wait", false, "savepoint: print the trigger id and return without waiting")
+	fs.BoolVar(&o.noWait, "no-wait", false, "savepoint: print the trigger id and return without waiting; rescale: return once asked")
+	fs.StringVar(&o.vertex, "vertex", "", "rescale: the vertex id (GET /jobs/:jobid lists them) to rescale; default every vertex")
 	fs.BoolVar(&o.full, "full", false, "checkpoint: a full checkpoint, not an incremental one (Flink's checkpointType FULL)")
 	fs.StringVar(&o.dispose, "dispose", "", "savepoint: delete the savepoint at this path instead of taking one")
 	fs.StringVar(&o.output, "output", outputText, "text or json: how the read commands print what they read")
@@ -194,6 +201,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = want(rest, 1, "savepoint JOB", func() error { return savepoint(ctx, c, rest[0], o, stdout) })
 	case "stop":
 		err = want(rest, 1, "stop JOB", func() error { return stopJob(ctx, c, rest[0], o, stdout) })
+	case "rescale":
+		if len(rest) != 1 && len(rest) != 2 {
+			err = fmt.Errorf("%w: rescale JOB [PARALLELISM]", errUsage)
+			break
+		}
+		err = rescale(ctx, c, rest, o, stdout)
 	case "cancel":
 		err = want(rest, 1, "cancel JOB", func() error { return cancelJob(ctx, c, rest[0], stdout) })
 	case "inspect":

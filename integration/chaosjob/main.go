@@ -38,6 +38,11 @@
 // running while it does something slow (broker kills) paces it until
 // then, and lets it finish at full speed after.
 //
+// With -rest ADDR the coordinator (or the single process) serves the
+// job's REST API there and logs "api listening" with the address: the
+// tests rescale the job through it. -D key=value takes any configuration
+// key (scheduler-mode, ...); the job's own flags override it.
+//
 // With -job operators it runs the operators job instead (operators_job.go):
 // every DataStream operator on event-time input from the topics -in-left,
 // -in-right and -in-rules, each writing to its own topic -out-<operator>.
@@ -85,6 +90,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/checkpoint"
 	_ "github.com/sluicehq/sluice/checkpoint/storage/s3" // -checkpoints s3://...
 	"github.com/sluicehq/sluice/cluster"
@@ -137,6 +143,11 @@ type options struct {
 	// kafkaRetryTimeout, when set, is franz-go's RetryTimeout for the
 	// count job's Kafka clients.
 	kafkaRetryTimeout time.Duration
+	// rest is the address of the coordinator's (or single process's)
+	// REST API; "" for none.
+	rest string
+	// conf holds the -D keys (any key, through the config package).
+	conf *sluice.Configuration
 }
 
 func main() {
@@ -165,7 +176,9 @@ func main() {
 	flag.Float64Var(&o.ruleRate, "rule-rate", 0, "operators job: rules per second the broadcast side reads (0: no limit)")
 	flag.IntVar(&o.asyncCapacity, "async-capacity", 4, "operators job: capacity of the async I/O operator")
 	flag.DurationVar(&o.kafkaRetryTimeout, "kafka-retry-timeout", 0, "count job: how long franz-go retries one request before the connectors see its error (kgo.RetryTimeout; 0: franz-go's 30 s)")
+	flag.StringVar(&o.rest, "rest", "", "serve the job's REST API on this address (the coordinator's or single process's; it logs \"api listening\" with the address)")
 	cc := cluster.Flags(flag.CommandLine)
+	o.conf = sluice.ConfigFlags(flag.CommandLine)
 	flag.Parse()
 	o.cluster = *cc
 
@@ -219,6 +232,7 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 	seeds := strings.Split(o.brokers, ",")
 	final := &finalTracker{}
 	opts := []sluice.Option{
+		sluice.WithConfiguration(o.conf), // -D keys; the flags below override them
 		sluice.WithJobName(o.jobName),
 		cluster.With(o.cluster),
 		sluice.WithParallelism(o.parallelism),
@@ -286,6 +300,17 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 	job, err := env.ExecuteAsync(ctx)
 	if err != nil {
 		return err
+	}
+	if o.rest != "" {
+		srv := api.New(api.Options{Addr: o.rest, Logger: log})
+		srv.AddJob(job)
+		if err := srv.Start(); err != nil {
+			job.Cancel()
+			<-job.Done()
+			return err
+		}
+		defer srv.Close()
+		log.Info("api listening", "address", srv.Addr())
 	}
 	err = job.Wait()
 	if _, ok := job.PreviousResult(); ok && err == nil {

@@ -31,6 +31,7 @@ const module = "github.com/sluicehq/sluice"
 var sections = []struct{ pkg, title, intro string }{
 	{module, "The job", "The Environment's options (package sluice), applied by `sluice.WithConfiguration`."},
 	{module + "/checkpoint", "Checkpoints and restarts", "Package checkpoint's `Config` (`execution.checkpointing.*`) and restart strategy (`restart-strategy.*`)."},
+	{module + "/runtime/scaling", "Scheduler", "How a running job's parallelism changes (package runtime/scaling, `sluice.WithScheduler`): the reactive mode and the adaptive scheduler's timing; a rescale in place is asked by `PUT /jobs/:jobid/resource-requirements` or `sluice rescale`."},
 	{module + "/memory", "Memory", "The process memory model (package memory): one budget split into shares."},
 	{module + "/state/rocksdb", "RocksDB",
 		"The RocksDB state backend (package state/rocksdb), with `state.backend.type: rocksdb`; known once the program imports the package."},

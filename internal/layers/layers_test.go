@@ -71,6 +71,7 @@ var layers = []struct {
 	{"source/kafka", 30},
 	// The job's life as a deterministic state machine.
 	{"runtime/lifecycle", 30},
+	{"runtime/scaling", 30},
 	// The runtime.
 	{"runtime", 40},
 	// Deciding a running job's parallelism from its metrics.
