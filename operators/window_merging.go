@@ -11,8 +11,9 @@ import (
 // state window, the namespace that holds the window's contents. A merge
 // keeps the state window of one of the merged windows, so the contents
 // of the others are merged into it rather than all contents being moved
-// whenever a session grows. The set is kept in keyed state (as a list of
-// pairs) so it survives a restore.
+// whenever a session grows. The set is kept in keyed state, one value per
+// key holding every pair (windowSetCodec), so it survives a restore: a
+// record reads it with one point lookup and writes it once.
 type mergingWindowSet struct {
 	mapping map[TimeWindow]TimeWindow
 	dirty   bool
@@ -30,11 +31,22 @@ type windowPair struct {
 type windowMergeFunc func(result TimeWindow, merged []TimeWindow, stateResult TimeWindow, mergedState []TimeWindow) error
 
 func newMergingWindowSet(pairs []windowPair) *mergingWindowSet {
-	s := &mergingWindowSet{mapping: make(map[TimeWindow]TimeWindow, len(pairs)+1)}
+	s := &mergingWindowSet{}
+	s.reset(pairs)
+	return s
+}
+
+// reset makes the set hold pairs, reusing its map.
+func (s *mergingWindowSet) reset(pairs []windowPair) {
+	if s.mapping == nil {
+		s.mapping = make(map[TimeWindow]TimeWindow, len(pairs)+1)
+	} else {
+		clear(s.mapping)
+	}
 	for _, p := range pairs {
 		s.mapping[p.window] = p.stateWindow
 	}
-	return s
+	s.dirty = false
 }
 
 // pairs returns the set's entries, sorted, for persisting.
@@ -135,7 +147,36 @@ func (s *mergingWindowSet) addWindow(nw TimeWindow, a MergingWindowAssigner, mer
 	return resultWindow, nil
 }
 
-// windowPairCodec encodes a windowPair in 32 bytes.
+// windowSetCodec encodes a merging-window set's pairs as one value: the
+// pairs one after the other, 32 bytes each (windowPairCodec).
+type windowSetCodec struct{}
+
+func (windowSetCodec) Append(dst []byte, ps []windowPair) ([]byte, error) {
+	for _, p := range ps {
+		dst, _ = windowPairCodec{}.Append(dst, p)
+	}
+	return dst, nil
+}
+
+func (windowSetCodec) Decode(src []byte) ([]windowPair, error) {
+	const n = 2 * windowNamespaceLen
+	if len(src)%n != 0 {
+		return nil, fmt.Errorf("merging window set of %d bytes, not a multiple of %d: %w", len(src), n, ErrInvalidWindow)
+	}
+	out := make([]windowPair, 0, len(src)/n)
+	for ; len(src) > 0; src = src[n:] {
+		p, err := windowPairCodec{}.Decode(src[:n])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// windowPairCodec encodes a windowPair in 32 bytes: the element of the
+// merging-window set's earlier layout, a list state (mergingSetListName),
+// and the unit of windowSetCodec.
 type windowPairCodec struct{}
 
 func (windowPairCodec) Append(dst []byte, p windowPair) ([]byte, error) {
