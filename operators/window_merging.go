@@ -17,6 +17,22 @@ import (
 type mergingWindowSet struct {
 	mapping map[TimeWindow]TimeWindow
 	dirty   bool
+
+	// What addWindow reuses from call to call: the windows handed to the
+	// assigner, the merges it reported (their merged windows are ranges
+	// of mergedBuf), and the callback that records them.
+	windows     []TimeWindow
+	results     []mergeResult
+	mergedBuf   []TimeWindow
+	mergedState []TimeWindow
+	onMerge     func(result TimeWindow, merged []TimeWindow)
+}
+
+// mergeResult is one merge the assigner reported: result covers the
+// windows mergedBuf[from:to].
+type mergeResult struct {
+	result   TimeWindow
+	from, to int
 }
 
 // windowPair is one entry of a persisted mergingWindowSet.
@@ -27,7 +43,8 @@ type windowPair struct {
 // windowMergeFunc is told about a merge: result is the new window, merged
 // the windows in flight that it replaces (without the window being added),
 // stateResult the state window of result and mergedState the state
-// windows whose contents must be merged into it.
+// windows whose contents must be merged into it. merged and mergedState
+// are valid during the call only.
 type windowMergeFunc func(result TimeWindow, merged []TimeWindow, stateResult TimeWindow, mergedState []TimeWindow) error
 
 func newMergingWindowSet(pairs []windowPair) *mergingWindowSet {
@@ -86,23 +103,25 @@ func (s *mergingWindowSet) retireWindow(w TimeWindow) error {
 // state, and returns the window the new one ended up in (itself, or the
 // result of the merge that took it in).
 func (s *mergingWindowSet) addWindow(nw TimeWindow, a MergingWindowAssigner, merge windowMergeFunc) (TimeWindow, error) {
-	windows := make([]TimeWindow, 0, len(s.mapping)+1)
+	s.windows = s.windows[:0]
 	for w := range s.mapping {
-		windows = append(windows, w)
+		s.windows = append(s.windows, w)
 	}
-	windows = append(windows, nw)
-	type mergeResult struct {
-		result TimeWindow
-		merged []TimeWindow
+	s.windows = append(s.windows, nw)
+	s.results, s.mergedBuf = s.results[:0], s.mergedBuf[:0]
+	if s.onMerge == nil {
+		s.onMerge = func(result TimeWindow, merged []TimeWindow) {
+			from := len(s.mergedBuf)
+			s.mergedBuf = append(s.mergedBuf, merged...)
+			s.mergedBuf = s.mergedBuf[:from+len(slices.Compact(s.mergedBuf[from:]))]
+			s.results = append(s.results, mergeResult{result, from, len(s.mergedBuf)})
+		}
 	}
-	var results []mergeResult
-	a.MergeWindows(windows, func(result TimeWindow, merged []TimeWindow) {
-		results = append(results, mergeResult{result, slices.Compact(slices.Clone(merged))})
-	})
+	a.MergeWindows(s.windows, s.onMerge)
 	resultWindow, mergedNew := nw, false
 	_, nwInFlight := s.mapping[nw]
-	for _, r := range results {
-		merged := r.merged
+	for _, r := range s.results {
+		merged := s.mergedBuf[r.from:r.to:r.to]
 		if i := slices.Index(merged, nw); i >= 0 {
 			mergedNew, resultWindow = true, r.result
 			if !nwInFlight {
@@ -119,7 +138,7 @@ func (s *mergingWindowSet) addWindow(nw TimeWindow, a MergingWindowAssigner, mer
 		if !ok {
 			return TimeWindow{}, fmt.Errorf("merge into %v: window %v is not in the merging window set: %w", r.result, merged[0], ErrInvalidWindow)
 		}
-		var mergedState []TimeWindow
+		mergedState := s.mergedState[:0]
 		for _, m := range merged {
 			if sw, ok := s.mapping[m]; ok {
 				delete(s.mapping, m)
@@ -128,6 +147,7 @@ func (s *mergingWindowSet) addWindow(nw TimeWindow, a MergingWindowAssigner, mer
 				}
 			}
 		}
+		s.mergedState = mergedState
 		s.mapping[r.result] = stateResult
 		s.dirty = true
 		// A window in flight that only swallowed the new window changes

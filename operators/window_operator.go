@@ -164,6 +164,7 @@ type WindowOperator[K comparable, IN, V, OUT any] struct {
 	windows     []TimeWindow
 	nsBuf       []byte
 	mergeBufs   [][]byte
+	mergeTarget []byte
 	lateDropped int64
 }
 
@@ -543,7 +544,7 @@ func (w *WindowOperator[K, IN, V, OUT]) mergeWindows(result TimeWindow, merged [
 	tctx := w.triggerCtx(result)
 	for _, m := range merged {
 		if m != result {
-			tctx.merged = append(tctx.merged, AppendWindowNamespace(nil, m))
+			tctx.merged = appendNamespaceReusing(tctx.merged, m)
 		}
 	}
 	if err := w.trigger.OnMerge(result, tctx); err != nil {
@@ -565,12 +566,25 @@ func (w *WindowOperator[K, IN, V, OUT]) mergeWindows(result TimeWindow, merged [
 	}
 	w.mergeBufs = w.mergeBufs[:0]
 	for _, sw := range mergedState {
-		w.mergeBufs = append(w.mergeBufs, AppendWindowNamespace(nil, sw))
+		w.mergeBufs = appendNamespaceReusing(w.mergeBufs, sw)
 	}
-	if err := w.contents.MergeNamespaces(AppendWindowNamespace(nil, stateResult), w.mergeBufs); err != nil {
+	w.mergeTarget = AppendWindowNamespace(w.mergeTarget[:0], stateResult)
+	if err := w.contents.MergeNamespaces(w.mergeTarget, w.mergeBufs); err != nil {
 		return fmt.Errorf("merge windows %v into %v: %w", mergedState, result, err)
 	}
 	return nil
+}
+
+// loadMergingSet reads the current key's merging-window set.
+// appendNamespaceReusing appends the namespace of win to list, reusing
+// the bytes of an entry a reset of list left past its length.
+func appendNamespaceReusing(list [][]byte, win TimeWindow) [][]byte {
+	if n := len(list); n < cap(list) {
+		list = list[:n+1]
+		list[n] = AppendWindowNamespace(list[n][:0], win)
+		return list
+	}
+	return append(list, AppendWindowNamespace(nil, win))
 }
 
 // loadMergingSet reads the current key's merging-window set.

@@ -76,6 +76,8 @@ type options struct {
 	delay       time.Duration
 	maxTime     time.Duration
 	dir         string
+	// rocksdb are the RocksDB backend's options (-rocksdb-native-memtable).
+	rocksdb rocksdb.Options
 }
 
 // result is one run of one query on one backend.
@@ -151,7 +153,7 @@ func run(ctx context.Context, q query, backend string, o options) (result, error
 	}
 	switch backend {
 	case "rocksdb":
-		opts = append(opts, sluice.WithStateBackend(rocksdb.Factory(filepath.Join(dir, "rocksdb"), rocksdb.Options{})))
+		opts = append(opts, sluice.WithStateBackend(rocksdb.Factory(filepath.Join(dir, "rocksdb"), o.rocksdb)))
 	case "heap":
 	default:
 		return result{}, fmt.Errorf("-backends: unknown state backend %q (rocksdb, heap)", backend)
@@ -202,6 +204,7 @@ func main() {
 		maxTime  = flag.Duration("max-time", 0, "stop a run after this long and count the events it generated; 0: no cap")
 		dir      = flag.String("dir", "", "directory for checkpoints and RocksDB (default: the system's temporary directory)")
 		profile  = flag.String("cpuprofile", "", "write a CPU profile of all the runs to this file")
+		native   = flag.Bool("rocksdb-native-memtable", false, "RocksDB: value states write straight into RocksDB's memtables, without the write buffer in Go memory (rocksdb.Options.NativeMemtable), as Flink does")
 	)
 	flag.Parse()
 	if *profile != "" {
@@ -216,7 +219,8 @@ func main() {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
-	o := options{cfg: def, parallelism: *par, interval: *interval, delay: *delay, maxTime: *maxTime, dir: *dir}
+	o := options{cfg: def, parallelism: *par, interval: *interval, delay: *delay, maxTime: *maxTime, dir: *dir,
+		rocksdb: rocksdb.Options{NativeMemtable: *native}}
 	o.cfg.Events, o.cfg.Rate, o.cfg.WallRate, o.cfg.Seed, o.cfg.OutOfOrderGroupSize = *events, *rate, *wallRate, *seed, *group
 	if _, err := NewGenerator(o.cfg); err != nil {
 		fail(err)
