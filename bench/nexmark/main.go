@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/bench"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/state/rocksdb"
@@ -179,7 +180,7 @@ func run(ctx context.Context, q query, backend string, o options) (result, error
 	runtime.GC()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, start := bench.ProcessCPUTime(), time.Now()
 	job, err := env.ExecuteAsync(runCtx)
 	if err != nil {
 		return result{}, fmt.Errorf("%s on %s: %w", q.name, backend, err)
@@ -190,7 +191,7 @@ func run(ctx context.Context, q query, backend string, o options) (result, error
 		defer t.Stop()
 	}
 	err = job.Wait()
-	r := result{wall: time.Since(start), cpu: cpuTime() - cpu0, events: pr.total(), outputs: outputs(),
+	r := result{wall: time.Since(start), cpu: bench.ProcessCPUTime() - cpu0, events: pr.total(), outputs: outputs(),
 		checkpoints: int(checkpoints.Load()), capped: capped.Load()}
 	if err != nil && !r.capped {
 		return r, fmt.Errorf("%s on %s: %w", q.name, backend, err)
