@@ -25,9 +25,10 @@ var ErrInsufficientNetworkBuffers = network.ErrInsufficientNetworkBuffers
 // overhead, managed memory for RocksDB, network buffers, the shares of
 // the connectors the program imports (the Kafka clients' buffers) and
 // the task heap, and from which it sets the Go runtime's soft limit
-// (debug.SetMemoryLimit) unless $GOMEMLIMIT is set.
-// Without it the shares are those of memory.DefaultProcessSize and the Go
-// limit is left alone.
+// (debug.SetMemoryLimit) unless $GOMEMLIMIT is set, with a GC percent of
+// memory.DefaultGCPercent unless $GOGC is set.
+// Without it the shares and the Go limit are those of
+// memory.DefaultProcessSize, and the GC percent Go's 100.
 func WithProcessMemory(bytes int64) Option {
 	return func(e *Environment) {
 		if bytes <= 0 {
@@ -54,6 +55,7 @@ func (e *Environment) installMemory() error {
 	}
 	memory.Install(b)
 	limit := memory.ApplyGoLimit(b, os.Getenv)
+	gcPercent := memory.ApplyGCPercent(b, os.Getenv)
 	e.cfg.Network.Pool = processNetworkPool(b, e.cfg.Network.BufferSize)
 	if l := e.cfg.Logger; l != nil {
 		attrs := []any{slog.Int64("process", b.Process), slog.Bool("explicit", b.Explicit),
@@ -63,7 +65,7 @@ func (e *Environment) installMemory() error {
 		for _, name := range slices.Sorted(maps.Keys(b.Shares)) {
 			attrs = append(attrs, slog.Int64(name, b.Shares[name]))
 		}
-		l.Debug("memory budget", append(attrs, slog.Int64("task.heap", b.TaskHeap), slog.Int64("go.limit", limit))...)
+		l.Debug("memory budget", append(attrs, slog.Int64("task.heap", b.TaskHeap), slog.Int64("go.limit", limit), slog.Int("go.gc-percent", gcPercent))...)
 	}
 	return nil
 }

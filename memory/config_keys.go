@@ -13,7 +13,7 @@ import (
 // (RegisterShare), once the program imports its connector.
 var (
 	keyProcessSize = config.MemorySize("taskmanager.memory.process.size",
-		"The process's memory budget; unset: the shares of "+config.FormatMemorySize(DefaultProcessSize)+", and no Go memory limit.").
+		"The process's memory budget; unset: the shares and the Go memory limit of "+config.FormatMemorySize(DefaultProcessSize)+".").
 		Check(sizeAtLeast(1))
 	keyManagedSize = config.MemorySize("taskmanager.memory.managed.size",
 		"Managed memory (RocksDB's) as a size, instead of the fraction.")
@@ -27,6 +27,11 @@ var (
 		DefaultOverheadFraction)
 	keyOverheadMin = config.MemorySize("taskmanager.memory.jvm-overhead.min", "The least overhead.").Default(DefaultOverheadMin)
 	keyOverheadMax = config.MemorySize("taskmanager.memory.jvm-overhead.max", "The most overhead.").Default(DefaultOverheadMax)
+	keyGoLimit     = config.MemorySize("taskmanager.memory.go.limit",
+		"The Go runtime's soft memory limit (GOMEMLIMIT, which wins when set); unset: the process less the overhead and RocksDB's native memory; 0: none.")
+	keyGCPercent = config.Int("taskmanager.memory.go.gc-percent",
+		"The Go runtime's GC percent (GOGC, which wins when set); unset: "+fmt.Sprint(DefaultGCPercent)+
+			" with taskmanager.memory.process.size, else 100; negative: off, collections started by the Go limit only.")
 )
 
 func sizeAtLeast(least int64) func(int64) error {
@@ -83,6 +88,15 @@ func (c *Config) Configure(conf *config.Configuration) error {
 	frac(keyOverheadFraction, &c.OverheadFraction)
 	size(keyOverheadMin, &c.OverheadMin)
 	size(keyOverheadMax, &c.OverheadMax)
+	size(keyGoLimit, &c.GoLimit)
+	switch n, ok, err := keyGCPercent.Get(conf); {
+	case err != nil:
+		errs = append(errs, err)
+	case ok && n == 0:
+		errs = append(errs, fmt.Errorf("taskmanager.memory.go.gc-percent: 0 would collect without pause; want a positive percent, or negative for off"))
+	case ok:
+		c.GCPercent = n
+	}
 	errs = append(errs, c.configureShares(conf)...)
 	return errors.Join(errs...)
 }

@@ -6,7 +6,7 @@
 // connectors the program imports declare for their clients' buffers
 // (RegisterShare: the Kafka source's and sink's), and the rest, the
 // task heap; and the Go runtime's soft memory limit (GOMEMLIMIT) derived
-// from it.
+// from it, with its GC percent (GOGC).
 //
 // The runtime installs the budget of the job it runs (Install); the
 // connectors and state backends read it (Current) to size what the user
@@ -29,11 +29,16 @@ import (
 // are smaller than Flink's, whose minimums (network 64 MiB, JVM overhead
 // 192 MiB) are for a JVM of gigabytes.
 const (
-	// DefaultProcessSize sizes the shares when
+	// DefaultProcessSize sizes the shares and the Go limit when
 	// taskmanager.memory.process.size is not set (Flink has no default;
-	// its shipped config.yaml says 1728m). Without an explicit size the Go
-	// runtime's limit is left alone.
+	// its shipped config.yaml says 1728m).
 	DefaultProcessSize int64 = 256 << 20
+	// DefaultGCPercent is taskmanager.memory.go.gc-percent (GOGC) with an
+	// explicit process size: the heap may grow to five times what is live
+	// before a collection, up to the Go limit, so a job allocating per
+	// record collects a fifth as often as with Go's 100. Without an
+	// explicit size Go's 100 stays, which keeps a small job small.
+	DefaultGCPercent = 400
 	// DefaultManagedFraction is taskmanager.memory.managed.fraction.
 	DefaultManagedFraction = 0.4
 	// DefaultNetworkFraction is taskmanager.memory.network.fraction.
@@ -77,6 +82,15 @@ type Config struct {
 	// taskmanager.memory.jvm-overhead.{fraction,min,max}.
 	OverheadFraction         float64
 	OverheadMin, OverheadMax int64
+	// GoLimit is taskmanager.memory.go.limit: the Go runtime's soft
+	// memory limit (GOMEMLIMIT); 0 derives it from the budget
+	// (Budget.GoLimit), ZeroSize sets none.
+	GoLimit int64
+	// GCPercent is taskmanager.memory.go.gc-percent (GOGC): 0 is
+	// DefaultGCPercent with an explicit ProcessSize and 100 without; a
+	// negative value turns the proportional trigger off (GOGC=off), which
+	// leaves the Go limit to start collections.
+	GCPercent int
 	// Fractions are the fractions of the Sluice memory of the shares
 	// connectors declare (RegisterShare), by share name ("kafka.source":
 	// taskmanager.memory.kafka.source.fraction); a share missing or 0
@@ -113,8 +127,11 @@ type Budget struct {
 	// GoLimit is the soft limit of the Go runtime (debug.SetMemoryLimit):
 	// everything but the overhead and the native part of managed memory
 	// (all of it but ManagedGoFraction), which RocksDB allocates outside
-	// Go.
+	// Go; or Config.GoLimit. 0: none.
 	GoLimit int64
+	// GCPercent is the Go runtime's GC percent (debug.SetGCPercent),
+	// negative for off.
+	GCPercent int
 }
 
 func frac(v, d float64) float64 {
@@ -209,6 +226,25 @@ func (c Config) Budget() (Budget, error) {
 			ErrInvalid, b.Process, b.Managed, b.Network, shared, b.Shares, sluice)
 	}
 	b.GoLimit = b.Process - b.Overhead - int64(float64(b.Managed)*(1-ManagedGoFraction))
+	switch {
+	case c.GoLimit == ZeroSize:
+		b.GoLimit = 0
+	case c.GoLimit < ZeroSize:
+		return Budget{}, fmt.Errorf("%w: taskmanager.memory.go.limit %d: want a size", ErrInvalid, c.GoLimit)
+	case c.GoLimit > 0:
+		b.GoLimit = c.GoLimit
+	}
+	switch {
+	case c.GCPercent != 0:
+		b.GCPercent = max(c.GCPercent, -1)
+	case b.Explicit:
+		b.GCPercent = DefaultGCPercent
+	default:
+		b.GCPercent = 100
+	}
+	if b.GCPercent < 0 && b.GoLimit <= 0 {
+		return Budget{}, fmt.Errorf("%w: taskmanager.memory.go.gc-percent off with no taskmanager.memory.go.limit: the heap would grow without a bound", ErrInvalid)
+	}
 	return b, nil
 }
 
@@ -236,16 +272,28 @@ func Current() Budget {
 	return b
 }
 
-// ApplyGoLimit sets the Go runtime's soft memory limit to b.GoLimit when
-// the process size was configured and the GOMEMLIMIT environment
-// variable (the user's own limit, which wins) is not set; getenv is
-// os.Getenv. It returns the limit set, or -1 when it set none.
+// ApplyGoLimit sets the Go runtime's soft memory limit to b.GoLimit
+// (derived from the default budget when the process size was not
+// configured) unless the GOMEMLIMIT environment variable (the user's own
+// limit, which wins) is set or the limit is off; getenv is os.Getenv. It
+// returns the limit set, or -1 when it set none.
 func ApplyGoLimit(b Budget, getenv func(string) string) int64 {
-	if !b.Explicit || getenv("GOMEMLIMIT") != "" || b.GoLimit <= 0 {
+	if getenv("GOMEMLIMIT") != "" || b.GoLimit <= 0 {
 		return -1
 	}
 	debug.SetMemoryLimit(b.GoLimit)
 	return b.GoLimit
+}
+
+// ApplyGCPercent sets the Go runtime's GC percent to b.GCPercent unless
+// the GOGC environment variable (the user's own, which wins) is set, and
+// returns the percent set (negative: off), or 0 when it set none.
+func ApplyGCPercent(b Budget, getenv func(string) string) int {
+	if getenv("GOGC") != "" || b.GCPercent == 0 {
+		return 0
+	}
+	debug.SetGCPercent(b.GCPercent)
+	return b.GCPercent
 }
 
 // ManagedGoFraction is the part of managed memory a RocksDB backend keeps

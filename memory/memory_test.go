@@ -119,8 +119,17 @@ func TestApplyGoLimit(t *testing.T) {
 	explicit, _ := Config{ProcessSize: 1 << 30}.Budget()
 	implicit, _ := Config{}.Budget()
 	none := func(string) string { return "" }
-	if got := ApplyGoLimit(implicit, none); got != -1 || debug.SetMemoryLimit(-1) != prev {
-		t.Errorf("a default budget set the limit (%d)", got)
+	// The default budget derives a limit too.
+	if got := ApplyGoLimit(implicit, none); got != implicit.GoLimit || got <= 0 || got >= DefaultProcessSize || debug.SetMemoryLimit(-1) != got {
+		t.Errorf("a default budget set the limit %d, want %d below the default process size", got, implicit.GoLimit)
+	}
+	debug.SetMemoryLimit(prev)
+	off, _ := Config{GoLimit: ZeroSize}.Budget()
+	if got := ApplyGoLimit(off, none); got != -1 || debug.SetMemoryLimit(-1) != prev {
+		t.Errorf("taskmanager.memory.go.limit 0 set the limit (%d)", got)
+	}
+	if own, _ := (Config{ProcessSize: 1 << 30, GoLimit: 300 * mib}).Budget(); own.GoLimit != 300*mib {
+		t.Errorf("taskmanager.memory.go.limit 300m: limit %d", own.GoLimit)
 	}
 	if got := ApplyGoLimit(explicit, func(k string) string {
 		if k == "GOMEMLIMIT" {
@@ -135,12 +144,64 @@ func TestApplyGoLimit(t *testing.T) {
 	}
 }
 
+// TestGCPercent: 400 with an explicit process size, Go's 100 without, the
+// key's value when set; GOGC wins; off needs a limit.
+func TestGCPercent(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	explicit, _ := Config{ProcessSize: 1 << 30}.Budget()
+	implicit, _ := Config{}.Budget()
+	own, _ := Config{GCPercent: 250}.Budget()
+	if explicit.GCPercent != DefaultGCPercent || implicit.GCPercent != 100 || own.GCPercent != 250 {
+		t.Errorf("gc percents %d %d %d, want %d 100 250", explicit.GCPercent, implicit.GCPercent, own.GCPercent, DefaultGCPercent)
+	}
+	none := func(string) string { return "" }
+	if got := ApplyGCPercent(explicit, func(k string) string {
+		if k == "GOGC" {
+			return "50"
+		}
+		return ""
+	}); got != 0 || debug.SetGCPercent(100) != 100 {
+		t.Errorf("GOGC set, yet the percent was set (%d)", got)
+	}
+	if got := ApplyGCPercent(explicit, none); got != DefaultGCPercent || debug.SetGCPercent(100) != DefaultGCPercent {
+		t.Errorf("applied %d, want %d", got, DefaultGCPercent)
+	}
+	if _, err := (Config{GCPercent: -1, GoLimit: ZeroSize}).Budget(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "taskmanager.memory.go.gc-percent") {
+		t.Errorf("gc off without a limit: %v", err)
+	}
+}
+
 func TestInstall(t *testing.T) {
 	b, _ := Config{ProcessSize: 512 * mib}.Budget()
 	old := Install(b)
 	defer Install(old)
 	if !reflect.DeepEqual(Current(), b) {
 		t.Errorf("Current %+v, want %+v", Current(), b)
+	}
+}
+
+// TestConfigureGoKeys reads taskmanager.memory.go.limit and
+// .gc-percent, 0 as no limit, and refuses a percent of 0 naming the key.
+func TestConfigureGoKeys(t *testing.T) {
+	conf := config.New()
+	for k, v := range map[string]string{"taskmanager.memory.go.limit": "0", "taskmanager.memory.go.gc-percent": "200"} {
+		if err := conf.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var c Config
+	if err := c.Configure(conf); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := c.Budget(); err != nil || b.GoLimit != 0 || b.GCPercent != 200 {
+		t.Fatalf("limit %d percent %d (%v), want none and 200", b.GoLimit, b.GCPercent, err)
+	}
+	if err := conf.Set("taskmanager.memory.go.gc-percent", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Configure(conf); err == nil || !strings.Contains(err.Error(), "taskmanager.memory.go.gc-percent") {
+		t.Errorf("a percent of 0: %v, want an error naming the key", err)
 	}
 }
 

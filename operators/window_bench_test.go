@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/state"
+	"github.com/sluicehq/sluice/state/rocksdb"
 )
 
 // discardOut counts what an operator emits.
@@ -18,11 +20,15 @@ func (d *discardOut[T]) EmitWatermark(int64) error { return nil }
 // a 100 ms pause every 100,000 records (which closes 50 ms sessions) and
 // a watermark every 1000 records.
 func benchWindow(b *testing.B, a WindowAssigner, fn string) {
+	benchWindowOn(b, newBackend(&testing.T{}, nil), a, fn)
+}
+
+// benchWindowOn is benchWindow on the backend kb.
+func benchWindowOn(b *testing.B, kb state.KeyedBackend, a WindowAssigner, fn string) {
 	keys := make([]string, 1000)
 	for i := range keys {
 		keys[i] = fmt.Sprint("key-", i)
 	}
-	kb := newBackend(&testing.T{}, nil)
 	out := &discardOut[ev]{}
 	cfg := WindowConfig[string, ev]{Assigner: a, KeyOf: func(e ev) string { return e.Key }, KeyCodec: codec.String{}}
 	var op Operator
@@ -60,8 +66,24 @@ func benchWindow(b *testing.B, a WindowAssigner, fn string) {
 }
 
 // BenchmarkWindows: the cost per record of event-time windows on the heap
-// backend (see benchWindow).
+// backend (see benchWindow), and of sessions on RocksDB (its default
+// options: value states behind the write buffer in Go memory, and with
+// NativeMemtable straight into RocksDB).
 func BenchmarkWindows(b *testing.B) {
+	for _, native := range []bool{false, true} {
+		name := "session-reduce-rocksdb"
+		if native {
+			name += "-native-memtable"
+		}
+		b.Run(name, func(b *testing.B) {
+			kb, err := rocksdb.New(rocksdb.Options{Dir: b.TempDir(), MaxParallelism: testMaxPar, NativeMemtable: native})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer kb.Close()
+			benchWindowOn(b, kb, SessionWindows{Gap: 50}, "reduce")
+		})
+	}
 	b.Run("tumbling-reduce", func(b *testing.B) { benchWindow(b, TumblingWindows{Size: 100}, "reduce") })
 	b.Run("tumbling-process", func(b *testing.B) { benchWindow(b, TumblingWindows{Size: 100}, "process") })
 	b.Run("sliding-reduce", func(b *testing.B) { benchWindow(b, SlidingWindows{Size: 100, Slide: 25}, "reduce") })

@@ -11,11 +11,28 @@ import (
 // state window, the namespace that holds the window's contents. A merge
 // keeps the state window of one of the merged windows, so the contents
 // of the others are merged into it rather than all contents being moved
-// whenever a session grows. The set is kept in keyed state (as a list of
-// pairs) so it survives a restore.
+// whenever a session grows. The set is kept in keyed state, one value per
+// key holding every pair (windowSetCodec), so it survives a restore: a
+// record reads it with one point lookup and writes it once.
 type mergingWindowSet struct {
 	mapping map[TimeWindow]TimeWindow
 	dirty   bool
+
+	// What addWindow reuses from call to call: the windows handed to the
+	// assigner, the merges it reported (their merged windows are ranges
+	// of mergedBuf), and the callback that records them.
+	windows     []TimeWindow
+	results     []mergeResult
+	mergedBuf   []TimeWindow
+	mergedState []TimeWindow
+	onMerge     func(result TimeWindow, merged []TimeWindow)
+}
+
+// mergeResult is one merge the assigner reported: result covers the
+// windows mergedBuf[from:to].
+type mergeResult struct {
+	result   TimeWindow
+	from, to int
 }
 
 // windowPair is one entry of a persisted mergingWindowSet.
@@ -26,15 +43,27 @@ type windowPair struct {
 // windowMergeFunc is told about a merge: result is the new window, merged
 // the windows in flight that it replaces (without the window being added),
 // stateResult the state window of result and mergedState the state
-// windows whose contents must be merged into it.
+// windows whose contents must be merged into it. merged and mergedState
+// are valid during the call only.
 type windowMergeFunc func(result TimeWindow, merged []TimeWindow, stateResult TimeWindow, mergedState []TimeWindow) error
 
 func newMergingWindowSet(pairs []windowPair) *mergingWindowSet {
-	s := &mergingWindowSet{mapping: make(map[TimeWindow]TimeWindow, len(pairs)+1)}
+	s := &mergingWindowSet{}
+	s.reset(pairs)
+	return s
+}
+
+// reset makes the set hold pairs, reusing its map.
+func (s *mergingWindowSet) reset(pairs []windowPair) {
+	if s.mapping == nil {
+		s.mapping = make(map[TimeWindow]TimeWindow, len(pairs)+1)
+	} else {
+		clear(s.mapping)
+	}
 	for _, p := range pairs {
 		s.mapping[p.window] = p.stateWindow
 	}
-	return s
+	s.dirty = false
 }
 
 // pairs returns the set's entries, sorted, for persisting.
@@ -74,23 +103,25 @@ func (s *mergingWindowSet) retireWindow(w TimeWindow) error {
 // state, and returns the window the new one ended up in (itself, or the
 // result of the merge that took it in).
 func (s *mergingWindowSet) addWindow(nw TimeWindow, a MergingWindowAssigner, merge windowMergeFunc) (TimeWindow, error) {
-	windows := make([]TimeWindow, 0, len(s.mapping)+1)
+	s.windows = s.windows[:0]
 	for w := range s.mapping {
-		windows = append(windows, w)
+		s.windows = append(s.windows, w)
 	}
-	windows = append(windows, nw)
-	type mergeResult struct {
-		result TimeWindow
-		merged []TimeWindow
+	s.windows = append(s.windows, nw)
+	s.results, s.mergedBuf = s.results[:0], s.mergedBuf[:0]
+	if s.onMerge == nil {
+		s.onMerge = func(result TimeWindow, merged []TimeWindow) {
+			from := len(s.mergedBuf)
+			s.mergedBuf = append(s.mergedBuf, merged...)
+			s.mergedBuf = s.mergedBuf[:from+len(slices.Compact(s.mergedBuf[from:]))]
+			s.results = append(s.results, mergeResult{result, from, len(s.mergedBuf)})
+		}
 	}
-	var results []mergeResult
-	a.MergeWindows(windows, func(result TimeWindow, merged []TimeWindow) {
-		results = append(results, mergeResult{result, slices.Compact(slices.Clone(merged))})
-	})
+	a.MergeWindows(s.windows, s.onMerge)
 	resultWindow, mergedNew := nw, false
 	_, nwInFlight := s.mapping[nw]
-	for _, r := range results {
-		merged := r.merged
+	for _, r := range s.results {
+		merged := s.mergedBuf[r.from:r.to:r.to]
 		if i := slices.Index(merged, nw); i >= 0 {
 			mergedNew, resultWindow = true, r.result
 			if !nwInFlight {
@@ -107,7 +138,7 @@ func (s *mergingWindowSet) addWindow(nw TimeWindow, a MergingWindowAssigner, mer
 		if !ok {
 			return TimeWindow{}, fmt.Errorf("merge into %v: window %v is not in the merging window set: %w", r.result, merged[0], ErrInvalidWindow)
 		}
-		var mergedState []TimeWindow
+		mergedState := s.mergedState[:0]
 		for _, m := range merged {
 			if sw, ok := s.mapping[m]; ok {
 				delete(s.mapping, m)
@@ -116,6 +147,7 @@ func (s *mergingWindowSet) addWindow(nw TimeWindow, a MergingWindowAssigner, mer
 				}
 			}
 		}
+		s.mergedState = mergedState
 		s.mapping[r.result] = stateResult
 		s.dirty = true
 		// A window in flight that only swallowed the new window changes
@@ -135,7 +167,36 @@ func (s *mergingWindowSet) addWindow(nw TimeWindow, a MergingWindowAssigner, mer
 	return resultWindow, nil
 }
 
-// windowPairCodec encodes a windowPair in 32 bytes.
+// windowSetCodec encodes a merging-window set's pairs as one value: the
+// pairs one after the other, 32 bytes each (windowPairCodec).
+type windowSetCodec struct{}
+
+func (windowSetCodec) Append(dst []byte, ps []windowPair) ([]byte, error) {
+	for _, p := range ps {
+		dst, _ = windowPairCodec{}.Append(dst, p)
+	}
+	return dst, nil
+}
+
+func (windowSetCodec) Decode(src []byte) ([]windowPair, error) {
+	const n = 2 * windowNamespaceLen
+	if len(src)%n != 0 {
+		return nil, fmt.Errorf("merging window set of %d bytes, not a multiple of %d: %w", len(src), n, ErrInvalidWindow)
+	}
+	out := make([]windowPair, 0, len(src)/n)
+	for ; len(src) > 0; src = src[n:] {
+		p, err := windowPairCodec{}.Decode(src[:n])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// windowPairCodec encodes a windowPair in 32 bytes: the element of the
+// merging-window set's earlier layout, a list state (mergingSetListName),
+// and the unit of windowSetCodec.
 type windowPairCodec struct{}
 
 func (windowPairCodec) Append(dst []byte, p windowPair) ([]byte, error) {

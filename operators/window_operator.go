@@ -106,8 +106,15 @@ type windowContents[IN, V any] interface {
 // windowContentsName is the keyed state holding the window contents.
 const windowContentsName = "window-contents"
 
-// mergingSetName is the keyed state holding each key's merging-window set.
-const mergingSetName = "merging-window-set"
+// mergingSetName is the keyed value state holding each key's
+// merging-window set (windowSetCodec).
+const mergingSetName = "merging-windows"
+
+// mergingSetListName is the earlier layout of the merging-window sets: a
+// list state of pairs, which a record read and rewrote with two iterator
+// scans on RocksDB. A restore of a checkpoint that has it moves its sets
+// into mergingSetName at Open (migrateMergingSets).
+const mergingSetListName = "merging-window-set"
 
 // WindowOperator runs windows on a keyed stream, as Flink's WindowOperator
 // with the default trigger of the assigner's time domain:
@@ -141,9 +148,12 @@ type WindowOperator[K comparable, IN, V, OUT any] struct {
 	col      collector[OUT]
 	wctx     WindowContext[K]
 	timers   *TimerService[K]
-	mergeSet state.ListState[windowPair]
-	sides    *SideOutputs
-	ctx      *Context
+	mergeSet state.ValueState[[]windowPair]
+	// set is the merging-window set of the current key, loaded by
+	// loadMergingSet (its map is reused from record to record).
+	set   mergingWindowSet
+	sides *SideOutputs
+	ctx   *Context
 
 	trigger Trigger[IN]
 	tctx    TriggerContext
@@ -154,6 +164,7 @@ type WindowOperator[K comparable, IN, V, OUT any] struct {
 	windows     []TimeWindow
 	nsBuf       []byte
 	mergeBufs   [][]byte
+	mergeTarget []byte
 	lateDropped int64
 }
 
@@ -323,8 +334,11 @@ func (w *WindowOperator[K, IN, V, OUT]) Open(ctx *Context) error {
 	}
 	w.contents = c
 	if w.merging != nil {
-		if w.mergeSet, err = state.GetListState(ctx.KeyedState, state.ListStateDescriptor[windowPair]{Name: mergingSetName, Codec: windowPairCodec{}}); err != nil {
+		if w.mergeSet, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]windowPair]{Name: mergingSetName, Codec: windowSetCodec{}}); err != nil {
 			return Wrap(ctx, fmt.Errorf("merging window set state: %w", err))
+		}
+		if err := w.migrateMergingSets(ctx.KeyedState); err != nil {
+			return Wrap(ctx, err)
 		}
 	}
 	w.timers = newNamespacedTimerService(ctx.ProcessingTime, w.onTimer)
@@ -530,7 +544,7 @@ func (w *WindowOperator[K, IN, V, OUT]) mergeWindows(result TimeWindow, merged [
 	tctx := w.triggerCtx(result)
 	for _, m := range merged {
 		if m != result {
-			tctx.merged = append(tctx.merged, AppendWindowNamespace(nil, m))
+			tctx.merged = appendNamespaceReusing(tctx.merged, m)
 		}
 	}
 	if err := w.trigger.OnMerge(result, tctx); err != nil {
@@ -552,30 +566,101 @@ func (w *WindowOperator[K, IN, V, OUT]) mergeWindows(result TimeWindow, merged [
 	}
 	w.mergeBufs = w.mergeBufs[:0]
 	for _, sw := range mergedState {
-		w.mergeBufs = append(w.mergeBufs, AppendWindowNamespace(nil, sw))
+		w.mergeBufs = appendNamespaceReusing(w.mergeBufs, sw)
 	}
-	if err := w.contents.MergeNamespaces(AppendWindowNamespace(nil, stateResult), w.mergeBufs); err != nil {
+	w.mergeTarget = AppendWindowNamespace(w.mergeTarget[:0], stateResult)
+	if err := w.contents.MergeNamespaces(w.mergeTarget, w.mergeBufs); err != nil {
 		return fmt.Errorf("merge windows %v into %v: %w", mergedState, result, err)
 	}
 	return nil
 }
 
+// loadMergingSet reads the current key's merging-window set.
+// appendNamespaceReusing appends the namespace of win to list, reusing
+// the bytes of an entry a reset of list left past its length.
+func appendNamespaceReusing(list [][]byte, win TimeWindow) [][]byte {
+	if n := len(list); n < cap(list) {
+		list = list[:n+1]
+		list[n] = AppendWindowNamespace(list[n][:0], win)
+		return list
+	}
+	return append(list, AppendWindowNamespace(nil, win))
+}
+
+// loadMergingSet reads the current key's merging-window set.
 func (w *WindowOperator[K, IN, V, OUT]) loadMergingSet() (*mergingWindowSet, error) {
-	pairs, err := w.mergeSet.Get()
+	pairs, _, err := w.mergeSet.Value()
 	if err != nil {
 		return nil, fmt.Errorf("read merging window set: %w", err)
 	}
-	return newMergingWindowSet(pairs), nil
+	w.set.reset(pairs)
+	return &w.set, nil
 }
 
+// persistMergingSet writes the current key's merging-window set if it
+// changed; an empty set deletes the key's entry.
 func (w *WindowOperator[K, IN, V, OUT]) persistMergingSet(set *mergingWindowSet) error {
 	if !set.dirty {
 		return nil
 	}
-	if err := w.mergeSet.Update(set.pairs()); err != nil {
+	var err error
+	if len(set.mapping) == 0 {
+		err = w.mergeSet.Clear()
+	} else {
+		err = w.mergeSet.Update(set.pairs())
+	}
+	if err != nil {
 		return fmt.Errorf("write merging window set: %w", err)
 	}
 	set.dirty = false
+	return nil
+}
+
+// migrateMergingSets moves the merging-window sets of a restored
+// checkpoint written in the earlier layout (a list state of pairs,
+// mergingSetListName) into the value state, key by key, and empties the
+// list. A backend that cannot tell its restored states has nothing to
+// migrate from: both built-in backends can.
+func (w *WindowOperator[K, IN, V, OUT]) migrateMergingSets(b state.KeyedBackend) error {
+	rs, ok := b.(state.RestoredStates)
+	if !ok {
+		return nil
+	}
+	if _, ok := rs.RestoredState(mergingSetListName); !ok {
+		return nil
+	}
+	legacy, err := state.GetListState(b, state.ListStateDescriptor[windowPair]{Name: mergingSetListName, Codec: windowPairCodec{}})
+	if err != nil {
+		return fmt.Errorf("merging window sets of the earlier layout (list state %q): %w", mergingSetListName, err)
+	}
+	type keyAt struct {
+		key []byte
+		kg  int
+	}
+	var keys []keyAt
+	if err := b.Keys(mergingSetListName, nil, func(k []byte, kg int) error {
+		keys = append(keys, keyAt{append([]byte(nil), k...), kg})
+		return nil
+	}); err != nil {
+		return fmt.Errorf("list the merging window sets of state %q: %w", mergingSetListName, err)
+	}
+	for _, k := range keys {
+		b.SetCurrentKey(k.key, k.kg)
+		pairs, err := legacy.Get()
+		if err != nil {
+			return fmt.Errorf("read merging window set of state %q: %w", mergingSetListName, err)
+		}
+		if err := w.mergeSet.Update(pairs); err != nil {
+			return fmt.Errorf("write merging window set: %w", err)
+		}
+		if err := legacy.Clear(); err != nil {
+			return fmt.Errorf("clear merging window set of state %q: %w", mergingSetListName, err)
+		}
+	}
+	if len(keys) > 0 && w.ctx.Logger != nil {
+		w.ctx.Logger.Info("moved the merging window sets of a checkpoint's earlier layout into the value state",
+			"keys", len(keys), "from", mergingSetListName, "to", mergingSetName)
+	}
 	return nil
 }
 

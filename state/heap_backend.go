@@ -138,6 +138,14 @@ func (b *HeapKeyedBackend) KeyGroupRange() KeyGroupRange { return b.kgr }
 // MaxParallelism implements KeyedBackend.
 func (b *HeapKeyedBackend) MaxParallelism() int { return b.maxPar }
 
+// RestoredState implements RestoredStates.
+func (b *HeapKeyedBackend) RestoredState(name string) (StateMeta, bool) {
+	if p := b.pending[name]; p != nil {
+		return p.meta, true
+	}
+	return StateMeta{}, false
+}
+
 // CreateState implements KeyedBackend.
 func (b *HeapKeyedBackend) CreateState(d Descriptor) (any, error) {
 	if b.closed {

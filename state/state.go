@@ -169,6 +169,15 @@ type KeyedBackend interface {
 	Close() error
 }
 
+// RestoredStates is a keyed backend that tells which states a restore
+// brought that are not registered yet (their data waits, carried into
+// later snapshots unchanged, until a CreateState takes it). An operator
+// whose state layout changed asks it for the earlier layout's state to
+// migrate what a checkpoint of the earlier version holds.
+type RestoredStates interface {
+	RestoredState(name string) (StateMeta, bool)
+}
+
 // GetValueState returns a ValueState handle from a backend.
 func GetValueState[T any](b KeyedBackend, d ValueStateDescriptor[T]) (ValueState[T], error) {
 	return create[ValueState[T]](b, d)

@@ -11,6 +11,16 @@
 //	go run ./bench/nexmark -query all -events 5000000
 //	go run ./bench/nexmark -query q5,q7 -backends rocksdb -max-time 60s
 //
+// With -flink, the same queries run on Flink too (bench/flinknexmark: the
+// Flink Nexmark benchmark's SQL over this generator's events, on Flink's
+// mini-cluster in one JVM, RocksDB, the same checkpoint interval and
+// parallelism), after Sluice, on the same machine, and the table puts the
+// two side by side:
+//
+//	(cd bench/flinknexmark && mvn -q package)
+//	go run ./bench/nexmark -backends rocksdb -parallelism 2 -checkpoint-interval 10s \
+//	    -flink bench/flinknexmark/target/flinknexmark.jar
+//
 // Cores are measured as the Nexmark benchmark measures them: the CPU the
 // process used (user + system, every thread) over the wall time, so
 // "per core" is events / CPU seconds. The wall-time figure per
@@ -32,6 +42,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/bench"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/state/rocksdb"
@@ -76,6 +87,8 @@ type options struct {
 	delay       time.Duration
 	maxTime     time.Duration
 	dir         string
+	// rocksdb are the RocksDB backend's options (-rocksdb-native-memtable).
+	rocksdb rocksdb.Options
 }
 
 // result is one run of one query on one backend.
@@ -151,7 +164,7 @@ func run(ctx context.Context, q query, backend string, o options) (result, error
 	}
 	switch backend {
 	case "rocksdb":
-		opts = append(opts, sluice.WithStateBackend(rocksdb.Factory(filepath.Join(dir, "rocksdb"), rocksdb.Options{})))
+		opts = append(opts, sluice.WithStateBackend(rocksdb.Factory(filepath.Join(dir, "rocksdb"), o.rocksdb)))
 	case "heap":
 	default:
 		return result{}, fmt.Errorf("-backends: unknown state backend %q (rocksdb, heap)", backend)
@@ -167,7 +180,7 @@ func run(ctx context.Context, q query, backend string, o options) (result, error
 	runtime.GC()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, start := bench.ProcessCPUTime(), time.Now()
 	job, err := env.ExecuteAsync(runCtx)
 	if err != nil {
 		return result{}, fmt.Errorf("%s on %s: %w", q.name, backend, err)
@@ -178,7 +191,7 @@ func run(ctx context.Context, q query, backend string, o options) (result, error
 		defer t.Stop()
 	}
 	err = job.Wait()
-	r := result{wall: time.Since(start), cpu: cpuTime() - cpu0, events: pr.total(), outputs: outputs(),
+	r := result{wall: time.Since(start), cpu: bench.ProcessCPUTime() - cpu0, events: pr.total(), outputs: outputs(),
 		checkpoints: int(checkpoints.Load()), capped: capped.Load()}
 	if err != nil && !r.capped {
 		return r, fmt.Errorf("%s on %s: %w", q.name, backend, err)
@@ -202,6 +215,8 @@ func main() {
 		maxTime  = flag.Duration("max-time", 0, "stop a run after this long and count the events it generated; 0: no cap")
 		dir      = flag.String("dir", "", "directory for checkpoints and RocksDB (default: the system's temporary directory)")
 		profile  = flag.String("cpuprofile", "", "write a CPU profile of all the runs to this file")
+		flinkJar = flag.String("flink", "", "also run the queries on Flink with this jar (bench/flinknexmark/target/flinknexmark.jar) and print both side by side")
+		native   = flag.Bool("rocksdb-native-memtable", false, "RocksDB: value states write straight into RocksDB's memtables, without the write buffer in Go memory (rocksdb.Options.NativeMemtable), as Flink does")
 	)
 	flag.Parse()
 	if *profile != "" {
@@ -216,7 +231,8 @@ func main() {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
-	o := options{cfg: def, parallelism: *par, interval: *interval, delay: *delay, maxTime: *maxTime, dir: *dir}
+	o := options{cfg: def, parallelism: *par, interval: *interval, delay: *delay, maxTime: *maxTime, dir: *dir,
+		rocksdb: rocksdb.Options{NativeMemtable: *native}}
 	o.cfg.Events, o.cfg.Rate, o.cfg.WallRate, o.cfg.Seed, o.cfg.OutOfOrderGroupSize = *events, *rate, *wallRate, *seed, *group
 	if _, err := NewGenerator(o.cfg); err != nil {
 		fail(err)
@@ -265,12 +281,25 @@ func main() {
 		}
 	}
 
+	var flink map[string]flinkResult
+	if *flinkJar != "" {
+		var err error
+		if flink, err = runFlink(*flinkJar, selected, o); err != nil {
+			fail(err)
+		}
+	}
+
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "query\t"
 	for _, b := range o.backends {
 		head += b + " K/s/core\t" + b + " cores\t" + b + " wall s\t"
 	}
-	fmt.Fprintln(w, head+"wall K/s per GOMAXPROCS core\tresults\tFlink 1.13 K/s/core\tvs Flink\t")
+	if flink != nil {
+		head += "wall K/s per GOMAXPROCS core\tresults\tFlink K/s/core\tFlink cores\tFlink wall s\tvs Flink\t"
+	} else {
+		head += "wall K/s per GOMAXPROCS core\tresults\tFlink 1.13 K/s/core\tvs Flink\t"
+	}
+	fmt.Fprintln(w, head)
 	for _, q := range selected {
 		line := q.name + "\t"
 		for _, b := range o.backends {
@@ -282,16 +311,26 @@ func main() {
 			line += fmt.Sprintf("%.1f%s\t%.2f\t%.1f\t", r.perCoreCPU(), mark, r.cpu.Seconds()/r.wall.Seconds(), r.wall.Seconds())
 		}
 		first := results[q.name][o.backends[0]]
-		flink, vs := "-", "-"
-		if q.flink > 0 {
-			flink = fmt.Sprintf("%.1f", q.flink)
-			vs = fmt.Sprintf("%.1fx", first.perCoreCPU()/q.flink)
+		line += fmt.Sprintf("%.1f\t%d\t", first.perCoreWall(cores), first.outputs)
+		switch f, ok := flink[q.name]; {
+		case flink != nil && ok:
+			line += fmt.Sprintf("%.1f\t%.2f\t%.1f\t%.2fx\t", f.perCore(), f.cpu/f.wall, f.wall, first.perCoreCPU()/f.perCore())
+		case flink != nil:
+			line += "-\t-\t-\t-\t"
+		case q.flink > 0:
+			line += fmt.Sprintf("%.1f\t%.1fx\t", q.flink, first.perCoreCPU()/q.flink)
+		default:
+			line += "-\t-\t"
 		}
-		line += fmt.Sprintf("%.1f\t%d\t%s\t%s\t", first.perCoreWall(cores), first.outputs, flink, vs)
 		fmt.Fprintln(w, line)
 	}
 	w.Flush()
 	fmt.Printf("\n(wall, results and vs Flink: the first backend, %s; * capped by -max-time at the events generated so far)\n", o.backends[0])
+	if flink == nil {
+		fmt.Println("(Flink 1.13: the Nexmark README's published figures, other hardware; -flink measures Flink here)")
+	} else {
+		fmt.Printf("(Flink: %s, the same events, parallelism, checkpoint interval and machine; its JVM warmed on the first query)\n", *flinkJar)
+	}
 }
 
 func fail(err error) {

@@ -546,6 +546,14 @@ func (b *Backend) States() []state.StateMeta {
 	return out
 }
 
+// RestoredState implements state.RestoredStates.
+func (b *Backend) RestoredState(name string) (state.StateMeta, bool) {
+	if s := b.states[name]; s != nil && !s.registered {
+		return s.meta, true
+	}
+	return state.StateMeta{}, false
+}
+
 // Keys implements state.KeyedBackend.
 func (b *Backend) Keys(name string, namespace []byte, fn func(key []byte, keyGroup int) error) error {
 	s := b.states[name]

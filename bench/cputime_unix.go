@@ -1,15 +1,15 @@
 //go:build unix
 
-package main
+package bench
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the CPU time (user and system) the process has used so far,
+// ProcessCPUTime is the CPU time (user and system) the process has used so far,
 // on every thread: the Go scheduler's, RocksDB's, the runtime's.
-func cpuTime() time.Duration {
+func ProcessCPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

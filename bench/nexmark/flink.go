@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// flinkQueries are the queries bench/flinknexmark runs (Flink's Nexmark
+// SQL): q6 has none in Flink's benchmark.
+var flinkQueries = map[string]bool{"q0": true, "q1": true, "q2": true, "q3": true, "q4": true, "q5": true, "q7": true, "q8": true, "q11": true}
+
+// flinkResult is one query's run on Flink, as bench/flinknexmark prints
+// it: wall and process CPU seconds.
+type flinkResult struct {
+	events    int64
+	wall, cpu float64
+}
+
+func (f flinkResult) perCore() float64 {
+	if f.cpu <= 0 {
+		return 0
+	}
+	return float64(f.events) / f.cpu / 1000
+}
+
+// runFlink runs the selected queries that Flink has on the Flink side
+// (java -jar jar) in one JVM, with the options Sluice ran with, and
+// parses its lines "flink query=q11 events=N wall_s=X cpu_s=Y".
+func runFlink(jar string, selected []query, o options) (map[string]flinkResult, error) {
+	var names []string
+	for _, q := range selected {
+		if flinkQueries[q.name] {
+			names = append(names, q.name)
+		}
+	}
+	if len(names) == 0 {
+		return map[string]flinkResult{}, nil
+	}
+	if _, err := os.Stat(jar); err != nil {
+		return nil, fmt.Errorf("-flink: %w (build it: cd bench/flinknexmark && mvn -q package)", err)
+	}
+	args := []string{"-jar", jar, "-query", strings.Join(names, ","), "-events", strconv.FormatInt(o.cfg.Events, 10),
+		"-parallelism", strconv.Itoa(o.parallelism), "-checkpoint-interval-ms", strconv.FormatInt(o.interval.Milliseconds(), 10)}
+	if o.dir != "" {
+		args = append(args, "-dir", o.dir)
+	}
+	fmt.Fprintf(os.Stderr, "flink: java %s\n", strings.Join(args, " "))
+	cmd := exec.Command("java", args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("-flink: java -jar %s: %w\n%s", jar, err, out.String())
+	}
+	res, err := parseFlink(out.String())
+	if err != nil {
+		return nil, fmt.Errorf("-flink: %w", err)
+	}
+	for _, n := range names {
+		if _, ok := res[n]; !ok {
+			return nil, fmt.Errorf("-flink: no result for %s in the output:\n%s", n, out.String())
+		}
+	}
+	return res, nil
+}
+
+// parseFlink reads bench/flinknexmark's result lines, ignoring others.
+func parseFlink(out string) (map[string]flinkResult, error) {
+	res := map[string]flinkResult{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 || fields[0] != "flink" {
+			continue
+		}
+		var name string
+		var r flinkResult
+		for _, f := range fields[1:] {
+			k, v, ok := strings.Cut(f, "=")
+			if !ok {
+				return nil, fmt.Errorf("result line %q: field %q is not key=value", sc.Text(), f)
+			}
+			var err error
+			switch k {
+			case "query":
+				name = v
+			case "events":
+				r.events, err = strconv.ParseInt(v, 10, 64)
+			case "wall_s":
+				r.wall, err = strconv.ParseFloat(v, 64)
+			case "cpu_s":
+				r.cpu, err = strconv.ParseFloat(v, 64)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("result line %q: %s: %w", sc.Text(), k, err)
+			}
+		}
+		if name == "" || r.events <= 0 || r.wall <= 0 {
+			return nil, fmt.Errorf("result line %q: want query, events and wall_s", sc.Text())
+		}
+		res[name] = r
+	}
+	return res, nil
+}
