@@ -27,8 +27,9 @@ var ErrInsufficientNetworkBuffers = network.ErrInsufficientNetworkBuffers
 // the task heap, and from which it sets the Go runtime's soft limit
 // (debug.SetMemoryLimit) unless $GOMEMLIMIT is set, with a GC percent of
 // memory.DefaultGCPercent unless $GOGC is set.
-// Without it the shares and the Go limit are those of
-// memory.DefaultProcessSize, and the GC percent Go's 100.
+// Without it the shares are those of memory.DefaultProcessSize, the Go
+// limit is left alone (unless taskmanager.memory.go.limit sets one) and
+// the GC percent is Go's 100.
 func WithProcessMemory(bytes int64) Option {
 	return func(e *Environment) {
 		if bytes <= 0 {

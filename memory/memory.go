@@ -29,9 +29,11 @@ import (
 // are smaller than Flink's, whose minimums (network 64 MiB, JVM overhead
 // 192 MiB) are for a JVM of gigabytes.
 const (
-	// DefaultProcessSize sizes the shares and the Go limit when
+	// DefaultProcessSize sizes the shares when
 	// taskmanager.memory.process.size is not set (Flink has no default;
-	// its shipped config.yaml says 1728m).
+	// its shipped config.yaml says 1728m). Without an explicit size the Go
+	// runtime's limit is left alone unless taskmanager.memory.go.limit
+	// sets one.
 	DefaultProcessSize int64 = 256 << 20
 	// DefaultGCPercent is taskmanager.memory.go.gc-percent (GOGC) with an
 	// explicit process size: the heap may grow to five times what is live
@@ -227,6 +229,12 @@ func (c Config) Budget() (Budget, error) {
 	}
 	b.GoLimit = b.Process - b.Overhead - int64(float64(b.Managed)*(1-ManagedGoFraction))
 	switch {
+	case c.GoLimit == 0 && !b.Explicit:
+		// No process size was given: the budget is a default, not the
+		// user's bound, and a job whose live heap (heap-backend state)
+		// outgrows it would collect without end. Go's own behaviour
+		// stays unless taskmanager.memory.go.limit says otherwise.
+		b.GoLimit = 0
 	case c.GoLimit == ZeroSize:
 		b.GoLimit = 0
 	case c.GoLimit < ZeroSize:
@@ -273,8 +281,8 @@ func Current() Budget {
 }
 
 // ApplyGoLimit sets the Go runtime's soft memory limit to b.GoLimit
-// (derived from the default budget when the process size was not
-// configured) unless the GOMEMLIMIT environment variable (the user's own
+// (none when neither the process size nor taskmanager.memory.go.limit
+// was configured) unless the GOMEMLIMIT environment variable (the user's own
 // limit, which wins) is set or the limit is off; getenv is os.Getenv. It
 // returns the limit set, or -1 when it set none.
 func ApplyGoLimit(b Budget, getenv func(string) string) int64 {

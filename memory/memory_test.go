@@ -119,9 +119,13 @@ func TestApplyGoLimit(t *testing.T) {
 	explicit, _ := Config{ProcessSize: 1 << 30}.Budget()
 	implicit, _ := Config{}.Budget()
 	none := func(string) string { return "" }
-	// The default budget derives a limit too.
-	if got := ApplyGoLimit(implicit, none); got != implicit.GoLimit || got <= 0 || got >= DefaultProcessSize || debug.SetMemoryLimit(-1) != got {
-		t.Errorf("a default budget set the limit %d, want %d below the default process size", got, implicit.GoLimit)
+	// The default budget is no bound of the user's: it sets no limit (a
+	// large heap-backend state would make the collector run without end).
+	if got := ApplyGoLimit(implicit, none); got != -1 || implicit.GoLimit != 0 || debug.SetMemoryLimit(-1) != prev {
+		t.Errorf("a default budget set the limit %d (budget's %d), want none", got, implicit.GoLimit)
+	}
+	if own, _ := (Config{GoLimit: 200 * mib}).Budget(); own.GoLimit != 200*mib {
+		t.Errorf("taskmanager.memory.go.limit 200m without a process size: limit %d", own.GoLimit)
 	}
 	debug.SetMemoryLimit(prev)
 	off, _ := Config{GoLimit: ZeroSize}.Budget()
