@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -56,6 +57,9 @@ type kubelet struct {
 	overlap string
 	// maxCoordinators is the most coordinator processes alive at once.
 	maxCoordinators int
+	// paused stops the syncing: the processes run on, nothing starts or
+	// stops, no status is written.
+	paused atomic.Bool
 }
 
 type pod struct {
@@ -92,7 +96,9 @@ func (k *kubelet) run(ctx context.Context) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if err := k.sync(ctx); err != nil && ctx.Err() == nil {
+		if k.paused.Load() {
+			k.checkVersions()
+		} else if err := k.sync(ctx); err != nil && ctx.Err() == nil {
 			k.t.Logf("kubelet: %v", err)
 		}
 		select {

@@ -17,7 +17,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -401,10 +403,51 @@ func (p *producer) expected() map[string]int {
 	return out
 }
 
-// exactlyOnce reads the committed output until every word's counts are
-// 1..n, n the times the producer wrote it, and fails on a duplicate or a
-// gap: each input line counted exactly once through whatever happened.
+// exactlyOnce reads the committed output until every word's last count
+// is n, the times the producer wrote it, and fails unless its counts are
+// 1..n once each: each input line counted exactly once through whatever
+// happened.
 func exactlyOnce(t *testing.T, topic string, want map[string]int, timeout time.Duration) {
+	t.Helper()
+	for w, counts := range output(t, topic, want, timeout) {
+		if !slices.Equal(counts, seq(1, want[w])) {
+			t.Errorf("word %q: counts %v, want 1..%d once each", w, counts, want[w])
+		}
+	}
+}
+
+// restartedOnce is exactlyOnce for a stateless upgrade: every word's
+// counts are 1..a (the old version's, committed before it stopped) then
+// 1..n (the new version's, from no state and the earliest offsets), and
+// some word's a is not 0.
+func restartedOnce(t *testing.T, topic string, want map[string]int, timeout time.Duration) {
+	t.Helper()
+	restarted := 0
+	for w, counts := range output(t, topic, want, timeout) {
+		a := len(counts) - want[w]
+		if a < 0 || !slices.Equal(counts, append(seq(1, a), seq(1, want[w])...)) {
+			t.Errorf("word %q: counts %v, want 1..a then 1..%d", w, counts, want[w])
+		}
+		if a > 0 {
+			restarted++
+		}
+	}
+	if restarted == 0 {
+		t.Error("no word's counts started again: the new version did not start from no state")
+	}
+}
+
+func seq(from, to int) []int {
+	var out []int
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// output reads the committed output until every word's last count is
+// the one wanted, and returns each word's counts in order.
+func output(t *testing.T, topic string, want map[string]int, timeout time.Duration) map[string][]int {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -416,7 +459,7 @@ func exactlyOnce(t *testing.T, topic string, want map[string]int, timeout time.D
 	deadline := time.Now().Add(timeout)
 	done := func() bool {
 		for w, n := range want {
-			if len(seen[w]) < n {
+			if c := seen[w]; len(c) == 0 || c[len(c)-1] != n {
 				return false
 			}
 		}
@@ -437,21 +480,13 @@ func exactlyOnce(t *testing.T, topic string, want map[string]int, timeout time.D
 			seen[string(r.Key)] = append(seen[string(r.Key)], n)
 		})
 	}
-	for w, counts := range seen {
-		wantSeq := make([]int, want[w])
-		for i := range wantSeq {
-			wantSeq[i] = i + 1
-		}
-		if !slices.Equal(counts, wantSeq) {
-			t.Errorf("word %q: counts %v, want 1..%d once each", w, counts, want[w])
-		}
-	}
+	return seen
 }
 
 func lens(m map[string][]int) map[string]int {
 	out := map[string]int{}
 	for k, v := range m {
-		out[k] = len(v)
+		out[k] = v[len(v)-1]
 	}
 	return out
 }
@@ -491,4 +526,187 @@ func condition(j *sluicev1.SluiceJob, typ string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// start creates the job and waits until it runs and has written output.
+func (cl *cluster) start(j *sluicev1.SluiceJob, p *producer, out string) {
+	cl.t.Helper()
+	if err := cl.c.Create(cl.t.Context(), j); err != nil {
+		cl.t.Fatal(err)
+	}
+	cl.await(j.Name, "the job runs", runTimeout, running)
+	output(cl.t, out, p.expected(), runTimeout)
+}
+
+func (cl *cluster) events(reason string) int {
+	var evs eventsv1.EventList
+	if err := cl.c.List(cl.t.Context(), &evs, client.InNamespace(cl.ns)); err != nil {
+		cl.t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs.Items {
+		if e.Reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+func upgradeSavepoints(j *sluicev1.SluiceJob) []string {
+	var out []string
+	for _, s := range j.Status.Savepoints.History {
+		if s.Trigger == TriggerUpgrade {
+			out = append(out, s.Location)
+		}
+	}
+	return out
+}
+
+// An upgrade in each mode with input flowing: the old version gone before
+// the new one starts, the output exactly once (savepoint, last-state), or
+// counted again from no state (stateless).
+func TestUpgradeSavepoint(t *testing.T) { testUpgrade(t, sluicev1.UpgradeSavepoint) }
+func TestUpgradeLastState(t *testing.T) { testUpgrade(t, sluicev1.UpgradeLastState) }
+func TestUpgradeStateless(t *testing.T) { testUpgrade(t, sluicev1.UpgradeStateless) }
+
+func testUpgrade(t *testing.T, mode sluicev1.UpgradeMode) {
+	cl := newCluster(t)
+	cl.secrets()
+	in, out := topics(t, string(mode))
+	p := newProducer(t, in)
+	p.write(60)
+	cl.start(cl.job("wc", in, out, 2, 2, mode), p, out)
+	p.flow()
+	cl.update("wc", func(s *sluicev1.SluiceJobSpec) { s.Image = "wordcountd:v2" })
+	j := cl.await("wc", "the upgrade", runTimeout, upgraded(OutcomeSucceeded))
+	p.halt()
+	p.write(30)
+	if j.Status.Deployed.Image != "wordcountd:v2" || j.Status.LastStable.Image != "wordcountd:v2" {
+		t.Errorf("deployed %s, last stable %s, want wordcountd:v2", j.Status.Deployed.Image, j.Status.LastStable.Image)
+	}
+	switch mode {
+	case sluicev1.UpgradeSavepoint:
+		if sps := upgradeSavepoints(j); len(sps) != 1 || j.Status.RestorePath != sps[0] {
+			t.Errorf("restored from %q, the upgrade's savepoints %v: want the one savepoint", j.Status.RestorePath, sps)
+		}
+	case sluicev1.UpgradeStateless:
+		if j.Status.Epoch != 1 {
+			t.Errorf("epoch %d, want 1: a stateless upgrade starts a checkpoint directory of its own", j.Status.Epoch)
+		}
+	}
+	if mode == sluicev1.UpgradeStateless {
+		restartedOnce(t, out, p.expected(), runTimeout)
+	} else {
+		exactlyOnce(t, out, p.expected(), runTimeout)
+	}
+	cl.noOverlap()
+	if cl.events("UpgradeSucceeded") != 1 {
+		t.Errorf("%d UpgradeSucceeded events, want 1", cl.events("UpgradeSucceeded"))
+	}
+}
+
+// A new version that never runs (its processes exit at once) is rolled
+// back to the last good spec from the upgrade's savepoint, and the status
+// and an event say so; the output stays exactly once.
+func TestFailedUpgradeRolledBack(t *testing.T) {
+	cl := newCluster(t)
+	cl.secrets()
+	in, out := topics(t, "rollback")
+	p := newProducer(t, in)
+	p.write(60)
+	j := cl.job("wc", in, out, 2, 2, sluicev1.UpgradeSavepoint)
+	j.Spec.Upgrade.Timeout = &metav1.Duration{Duration: 30 * time.Second}
+	cl.start(j, p, out)
+	p.flow()
+	cl.update("wc", func(s *sluicev1.SluiceJobSpec) {
+		s.Image = "wordcountd:v2"
+		s.Args = append(s.Args, "--no-such-flag")
+	})
+	j = cl.await("wc", "the rollback", runTimeout, upgraded(OutcomeRolledBack))
+	p.halt()
+	p.write(30)
+	if j.Status.Deployed.Image != "wordcountd:v1" || slices.Contains(j.Status.Deployed.Args, "--no-such-flag") {
+		t.Errorf("deployed %s %v after the rollback, want wordcountd:v1 without --no-such-flag", j.Status.Deployed.Image, j.Status.Deployed.Args)
+	}
+	if c := condition(j, ConditionUpgradeFailed); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "RUNNING") {
+		t.Errorf("condition UpgradeFailed: %+v", c)
+	}
+	if sps := upgradeSavepoints(j); len(sps) != 1 || j.Status.RestorePath != sps[0] {
+		t.Errorf("rolled back from %q, the upgrade's savepoints %v: want its one savepoint", j.Status.RestorePath, sps)
+	}
+	exactlyOnce(t, out, p.expected(), runTimeout)
+	cl.noOverlap()
+	if cl.events("UpgradeRolledBack") != 1 {
+		t.Errorf("%d UpgradeRolledBack events, want 1", cl.events("UpgradeRolledBack"))
+	}
+	// The spec that failed is not tried again until it changes.
+	if j = cl.get("wc"); j.Status.Deployed.Image != "wordcountd:v1" || j.Status.Upgrade.Outcome != OutcomeRolledBack {
+		t.Errorf("after the rollback: %s", statusString(j))
+	}
+}
+
+// A rescale 2 -> 4 -> 3 with input flowing. The coordinators on main have
+// no rescale call (PUT /jobs/:id/resource-requirements answers 404): the
+// operator stops the job with a savepoint and starts it at the new
+// parallelism from it, with the workers the slots need.
+func TestRescale(t *testing.T) {
+	cl := newCluster(t)
+	cl.secrets()
+	in, out := topics(t, "rescale")
+	p := newProducer(t, in)
+	p.write(60)
+	cl.start(cl.job("wc", in, out, 2, 2, sluicev1.UpgradeSavepoint), p, out)
+	p.flow()
+	for i, par := range []int32{4, 3} {
+		cl.update("wc", func(s *sluicev1.SluiceJobSpec) { s.Parallelism = par })
+		j := cl.await("wc", fmt.Sprintf("the rescale to %d", par), runTimeout, func(j *sluicev1.SluiceJob) bool {
+			return upgraded(OutcomeSucceeded)(j) && j.Status.Job.Parallelism == par && j.Status.Deployed.Parallelism == par
+		})
+		if n := len(upgradeSavepoints(j)); n != i+1 {
+			t.Errorf("after the rescale to %d: %d savepoints, want %d", par, n, i+1)
+		}
+		var sts appsv1.StatefulSet
+		if err := cl.c.Get(t.Context(), client.ObjectKey{Namespace: cl.ns, Name: "wc-worker"}, &sts); err != nil {
+			t.Fatal(err)
+		}
+		if *sts.Spec.Replicas != 2 {
+			t.Errorf("parallelism %d on 2 slots a worker: %d workers, want 2", par, *sts.Spec.Replicas)
+		}
+	}
+	p.halt()
+	p.write(30)
+	exactlyOnce(t, out, p.expected(), runTimeout)
+	cl.noOverlap()
+}
+
+// The operator stops mid-upgrade, after the savepoint and before the new
+// version runs; a new operator goes on from the step its status records:
+// no second savepoint, the new version from the first, exactly once.
+func TestOperatorRestartedMidUpgrade(t *testing.T) {
+	cl := newCluster(t)
+	cl.secrets()
+	in, out := topics(t, "restart")
+	p := newProducer(t, in)
+	p.write(60)
+	cl.start(cl.job("wc", in, out, 2, 2, sluicev1.UpgradeSavepoint), p, out)
+	p.flow()
+	// With the kubelet paused the old processes cannot go: the upgrade
+	// waits in Draining, its savepoint taken.
+	cl.k.paused.Store(true)
+	cl.update("wc", func(s *sluicev1.SluiceJobSpec) { s.Image = "wordcountd:v2" })
+	j := cl.await("wc", "the upgrade draining", runTimeout, func(j *sluicev1.SluiceJob) bool {
+		return j.Status.Upgrade != nil && j.Status.Upgrade.Step == sluicev1.StepDraining
+	})
+	saved := j.Status.Upgrade.RestorePath
+	cl.stopOperator()
+	cl.k.paused.Store(false)
+	cl.startOperator()
+	j = cl.await("wc", "the upgrade after the operator's restart", runTimeout, upgraded(OutcomeSucceeded))
+	p.halt()
+	p.write(30)
+	if sps := upgradeSavepoints(j); len(sps) != 1 || sps[0] != saved || j.Status.RestorePath != saved {
+		t.Errorf("restored from %q, savepoints %v: want the one taken before the restart, %q", j.Status.RestorePath, sps, saved)
+	}
+	exactlyOnce(t, out, p.expected(), runTimeout)
+	cl.noOverlap()
 }
