@@ -9,8 +9,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // GroupVersion is the API group and version of SluiceJob.
@@ -18,7 +19,13 @@ var GroupVersion = schema.GroupVersion{Group: "sluice.sluicehq.dev", Version: "v
 
 var (
 	// SchemeBuilder registers the types of this group with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 	// AddToScheme adds the types of this group to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &SluiceJob{}, &SluiceJobList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -378,7 +378,3 @@ type SluiceJobList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SluiceJob `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SluiceJob{}, &SluiceJobList{})
-}

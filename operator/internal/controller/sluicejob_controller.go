@@ -140,7 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !equalStatus(before, &job.Status) {
 		if uerr := r.Status().Update(ctx, &job); uerr != nil {
 			if apierrors.IsConflict(uerr) {
-				return ctrl.Result{Requeue: true}, nil
+				return ctrl.Result{RequeueAfter: r.poll()}, nil
 			}
 			return ctrl.Result{}, errors.Join(err, fmt.Errorf("update the status of %s: %w", req.NamespacedName, uerr))
 		}

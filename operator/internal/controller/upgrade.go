@@ -71,6 +71,9 @@ func (r *Reconciler) upgrade(ctx context.Context, job *sluicev1.SluiceJob) (ctrl
 		return r.rescaling(ctx, job, expired)
 
 	case sluicev1.StepSavepointing:
+		// The stopped job's API serves its savepoint's location for
+		// rest.shutdown-grace (10 s) only: poll well within it.
+		again.RequeueAfter = min(again.RequeueAfter, time.Second)
 		api, err := r.api(ctx, job)
 		if err != nil {
 			return again, err
