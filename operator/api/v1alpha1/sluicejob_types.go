@@ -127,8 +127,9 @@ type SavepointSpec struct {
 	// +optional
 	TriggerNonce int64 `json:"triggerNonce,omitempty"`
 	// MaxCount is how many periodic and on-demand savepoints are kept;
-	// older ones are disposed of (the savepoint an upgrade restored from
-	// is never disposed of). 0: keep all. Default 5.
+	// older ones are disposed of. The one the job restored from is kept
+	// besides them, and upgrades' savepoints are never disposed of. 0:
+	// keep all. Default 5.
 	// +kubebuilder:default=5
 	// +kubebuilder:validation:Minimum=0
 	// +optional

@@ -429,13 +429,27 @@ func (k *kubelet) command(p *pod) (*exec.Cmd, error) {
 	// Variables, in order, each seeing the ones before.
 	vars := map[string]string{}
 	var env []string
+	// $(VAR) of a variable defined before, as the kubelet expands it; an
+	// unknown one stays as it is.
 	expand := func(s string) string {
-		return rewrite.Replace(os.Expand(strings.ReplaceAll(strings.ReplaceAll(s, "$(", "${"), ")", "}"), func(n string) string {
-			if v, ok := vars[n]; ok {
-				return v
+		var b strings.Builder
+		for {
+			i := strings.Index(s, "$(")
+			j := strings.IndexByte(s[max(i, 0):], ')')
+			if i < 0 || j < 0 {
+				b.WriteString(s)
+				break
 			}
-			return "$(" + n + ")"
-		}))
+			j += i
+			b.WriteString(s[:i])
+			if v, ok := vars[s[i+2:j]]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : j+1])
+			}
+			s = s[j+1:]
+		}
+		return rewrite.Replace(b.String())
 	}
 	for _, e := range c.Env {
 		val := e.Value

@@ -90,7 +90,7 @@ func (r *Reconciler) recordSavepoint(job *sluicev1.SluiceJob, location, trigger 
 }
 
 // retain disposes of the oldest periodic and manual savepoints past
-// spec.savepoints.maxCount, never the one the job restored from.
+// spec.savepoints.maxCount; the one the job restored from is kept besides.
 func (r *Reconciler) retain(ctx context.Context, job *sluicev1.SluiceJob, api *jobapi.Client) {
 	keep := int(job.Spec.Savepoints.MaxCount)
 	if keep <= 0 {
@@ -99,7 +99,7 @@ func (r *Reconciler) retain(ctx context.Context, job *sluicev1.SluiceJob, api *j
 	sp := &job.Status.Savepoints
 	count := 0
 	for _, s := range sp.History {
-		if s.Trigger != TriggerUpgrade {
+		if s.Trigger != TriggerUpgrade && s.Location != job.Status.RestorePath {
 			count++
 		}
 	}
