@@ -23,8 +23,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	sluicev1 "github.com/sluicehq/sluice/operator/api/v1alpha1"
 	"github.com/sluicehq/sluice/operator/internal/jobapi"
@@ -93,13 +95,17 @@ type Reconciler struct {
 
 // SetupWithManager registers the reconciler with mgr.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// The owned objects wake the job when they change (deleted, edited by
+	// hand), not on each status write of their controllers: the job is
+	// polled while something is under way.
+	changed := builder.WithPredicates(predicate.GenerationChangedPredicate{})
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&sluicev1.SluiceJob{}).
-		Owns(&appsv1.Deployment{}).
-		Owns(&appsv1.StatefulSet{}).
+		For(&sluicev1.SluiceJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.Deployment{}, changed).
+		Owns(&appsv1.StatefulSet{}, changed).
 		Owns(&corev1.ConfigMap{}).
-		Owns(&corev1.Service{}).
-		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&corev1.Service{}, changed).
+		Owns(&policyv1.PodDisruptionBudget{}, changed).
 		Named("sluicejob").
 		Complete(r)
 }
