@@ -44,6 +44,7 @@ import (
 type kubelet struct {
 	t      *testing.T
 	c      client.Client
+	ns     string // the namespace it runs the pods of
 	images map[string]string // image -> the binary it runs
 	dir    string
 
@@ -86,8 +87,8 @@ type service struct {
 	lns      []net.Listener
 }
 
-func newKubelet(t *testing.T, c client.Client, images map[string]string) *kubelet {
-	return &kubelet{t: t, c: c, images: images, dir: t.TempDir(), pods: map[string]*pod{}, services: map[string]*service{}}
+func newKubelet(t *testing.T, c client.Client, ns string, images map[string]string) *kubelet {
+	return &kubelet{t: t, c: c, ns: ns, images: images, dir: t.TempDir(), pods: map[string]*pod{}, services: map[string]*service{}}
 }
 
 // run syncs every 200 ms until ctx ends, then stops every process.
@@ -117,14 +118,14 @@ func templateHash(t corev1.PodTemplateSpec) string {
 
 func (k *kubelet) sync(ctx context.Context) error {
 	var svcs corev1.ServiceList
-	if err := k.c.List(ctx, &svcs, client.MatchingLabels{LabelManagedBy: managedBy}); err != nil {
+	if err := k.c.List(ctx, &svcs, client.InNamespace(k.ns), client.MatchingLabels{LabelManagedBy: managedBy}); err != nil {
 		return err
 	}
 	for i := range svcs.Items {
 		k.ensureService(&svcs.Items[i])
 	}
 	var deps appsv1.DeploymentList
-	if err := k.c.List(ctx, &deps, client.MatchingLabels{LabelManagedBy: managedBy}); err != nil {
+	if err := k.c.List(ctx, &deps, client.InNamespace(k.ns), client.MatchingLabels{LabelManagedBy: managedBy}); err != nil {
 		return err
 	}
 	for i := range deps.Items {
@@ -134,7 +135,7 @@ func (k *kubelet) sync(ctx context.Context) error {
 		}
 	}
 	var stss appsv1.StatefulSetList
-	if err := k.c.List(ctx, &stss, client.MatchingLabels{LabelManagedBy: managedBy}); err != nil {
+	if err := k.c.List(ctx, &stss, client.InNamespace(k.ns), client.MatchingLabels{LabelManagedBy: managedBy}); err != nil {
 		return err
 	}
 	for i := range stss.Items {
@@ -421,9 +422,14 @@ func (k *kubelet) command(p *pod) (*exec.Cmd, error) {
 		}
 		mounts[v.Name] = d
 	}
+	// A mount path in a variable or an argument is the volume's
+	// directory; one that the test's own paths start with (/tmp) is left
+	// alone: the processes share the machine's.
 	var pathRepl []string
 	for _, m := range c.VolumeMounts {
-		pathRepl = append(pathRepl, m.MountPath, mounts[m.Name])
+		if !strings.HasPrefix(k.dir, m.MountPath) {
+			pathRepl = append(pathRepl, m.MountPath, mounts[m.Name])
+		}
 	}
 	rewrite := strings.NewReplacer(append(pathRepl, k.dnsNames()...)...)
 	// Variables, in order, each seeing the ones before.

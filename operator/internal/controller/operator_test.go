@@ -123,7 +123,7 @@ func newCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	cl := &cluster{t: t, c: c, ns: ns}
-	cl.k = newKubelet(t, c, map[string]string{"wordcountd:v1": jobBinary, "wordcountd:v2": jobBinary, "wordcountd:v3": jobBinary})
+	cl.k = newKubelet(t, c, ns, map[string]string{"wordcountd:v1": jobBinary, "wordcountd:v2": jobBinary, "wordcountd:v3": jobBinary})
 	kctx, stopK := context.WithCancel(context.Background())
 	kdone := make(chan struct{})
 	go func() { defer close(kdone); cl.k.run(kctx) }()
