@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	appsv1 "k8s.io/api/apps/v1"
@@ -69,6 +70,8 @@ func testMain(m *testing.M) int {
 		return m.Run()
 	}
 	brokers = strings.Split(os.Getenv("KAFKA_BROKERS"), ",")
+	// controller-runtime's own errors (a failed reconcile) on stderr.
+	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	dir, err := os.MkdirTemp("", "sluice-operator-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

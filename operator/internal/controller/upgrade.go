@@ -154,7 +154,7 @@ func (r *Reconciler) upgrade(ctx context.Context, job *sluicev1.SluiceJob) (ctrl
 		case err == nil && details.State == "FAILED":
 			return r.failDeploy(job, "the new version's job FAILED")
 		case expired:
-			return r.failDeploy(job, fmt.Sprintf("the new version did not reach RUNNING within %v (%s)", r.timeout(job), errOr(err, "job "+details.State)))
+			return r.failDeploy(job, fmt.Sprintf("the new version did not reach RUNNING within %v (%s)", r.timeout(job), jobState(details, err)))
 		}
 		return again, nil
 	}
@@ -170,6 +170,14 @@ func errOr(err error, s string) string {
 		return err.Error()
 	}
 	return s
+}
+
+// jobState says what the API said: its error, or the job's state.
+func jobState(d *jobapi.Details, err error) string {
+	if err != nil || d == nil {
+		return errOr(err, "no answer")
+	}
+	return "job " + d.State
 }
 
 func orLatest(path string, mode sluicev1.UpgradeMode) string {
@@ -287,7 +295,7 @@ func (r *Reconciler) rescaling(ctx context.Context, job *sluicev1.SluiceJob, exp
 	}
 	if expired {
 		return r.endUpgrade(job, OutcomeFailed, fmt.Sprintf("the job did not run at parallelism %d within %v (%s)",
-			u.Target.Parallelism, r.timeout(job), errOr(err, "job "+details.State)))
+			u.Target.Parallelism, r.timeout(job), jobState(details, err)))
 	}
 	return ctrl.Result{RequeueAfter: r.poll()}, nil
 }
