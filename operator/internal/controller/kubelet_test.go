@@ -44,7 +44,7 @@ import (
 type kubelet struct {
 	t      *testing.T
 	c      client.Client
-	ns     string // the namespace it runs the pods of
+	ns     string            // the namespace it runs the pods of
 	images map[string]string // image -> the binary it runs
 	dir    string
 
