@@ -66,6 +66,7 @@ type kubelet struct {
 type pod struct {
 	name, ns, owner, component string
 	template                   string // hash of the pod template
+	version                    string // the operator's spec hash: one per version of the job
 	spec                       corev1.PodSpec
 	labels                     map[string]string
 	ip                         string
@@ -163,7 +164,7 @@ func (k *kubelet) syncDeployment(ctx context.Context, d *appsv1.Deployment) erro
 	if !old {
 		live := 0
 		for _, p := range owned {
-			if !p.terminating {
+			if !k.terminating(p) {
 				live++
 			}
 		}
@@ -175,7 +176,7 @@ func (k *kubelet) syncDeployment(ctx context.Context, d *appsv1.Deployment) erro
 			}
 		}
 		for _, p := range owned {
-			if !p.terminating && live > want {
+			if !k.terminating(p) && live > want {
 				k.terminate(p)
 				live--
 			}
@@ -184,17 +185,35 @@ func (k *kubelet) syncDeployment(ctx context.Context, d *appsv1.Deployment) erro
 	return k.writeStatus(ctx, d, d.Namespace, "Deployment/"+d.Name, hash)
 }
 
-// syncStatefulSet: ordinals 0..replicas-1; a pod of an older template is
-// replaced.
+// syncStatefulSet: ordinals 0..replicas-1, created at once (Parallel);
+// pods of an older template replaced one at a time (RollingUpdate).
 func (k *kubelet) syncStatefulSet(ctx context.Context, s *appsv1.StatefulSet) error {
 	want := int(ptrOr(s.Spec.Replicas, 1))
 	hash := templateHash(s.Spec.Template)
 	owner := "StatefulSet/" + s.Name
+	// RollingUpdate: beyond the replicas, pods go at once; of the pods of
+	// an older template, the highest ordinal is replaced first, the next
+	// only once every pod of the new template is ready.
+	settled := true
+	var oldest *pod
+	oldOrd := -1
 	for _, p := range k.owned(s.Namespace, owner) {
 		ord, _ := strconv.Atoi(p.name[strings.LastIndexByte(p.name, '-')+1:])
-		if ord >= want || p.template != hash {
+		switch {
+		case ord >= want:
 			k.terminate(p)
+		case p.template != hash:
+			if ord > oldOrd {
+				oldest, oldOrd = p, ord
+			}
+		default:
+			k.mu.Lock()
+			settled = settled && p.ready && !p.terminating
+			k.mu.Unlock()
 		}
+	}
+	if oldest != nil && settled {
+		k.terminate(oldest)
 	}
 	for i := range want {
 		name := fmt.Sprintf("%s-%d", s.Name, i)
@@ -225,6 +244,12 @@ func (k *kubelet) owned(ns, owner string) []*pod {
 	return out
 }
 
+func (k *kubelet) terminating(p *pod) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return p.terminating
+}
+
 func (k *kubelet) podByName(name string) *pod {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -235,7 +260,9 @@ func (k *kubelet) podByName(name string) *pod {
 // process (terminating too), ready the ready ones of the current template.
 func (k *kubelet) writeStatus(ctx context.Context, obj client.Object, ns, owner, hash string) error {
 	var replicas, ready, updated int32
-	for _, p := range k.owned(ns, owner) {
+	pods := k.owned(ns, owner)
+	k.mu.Lock()
+	for _, p := range pods {
 		replicas++
 		if p.template == hash && !p.terminating {
 			updated++
@@ -244,6 +271,7 @@ func (k *kubelet) writeStatus(ctx context.Context, obj client.Object, ns, owner,
 			}
 		}
 	}
+	k.mu.Unlock()
 	for range 5 {
 		var err error
 		switch o := obj.(type) {
@@ -272,9 +300,16 @@ func (k *kubelet) start(ns, owner, name, hash string, tmpl corev1.PodTemplateSpe
 	k.mu.Lock()
 	k.nextPod++
 	n := k.nextPod
-	p := &pod{name: name, ns: ns, owner: owner, template: hash, spec: tmpl.Spec, labels: tmpl.Labels,
+	p := &pod{name: name, ns: ns, owner: owner, template: hash, version: tmpl.Annotations[AnnotationSpecHash], spec: tmpl.Spec, labels: tmpl.Labels,
 		component: tmpl.Labels[LabelComponent], ip: fmt.Sprintf("127.0.%d.%d", 10+n/200, 1+n%200),
 		dir: filepath.Join(k.dir, name+"-"+strconv.Itoa(n))}
+	// A process of another version of the job still alive (terminating
+	// too) while this one starts: two versions at once.
+	for _, o := range k.pods {
+		if o.ns == ns && o.labels[LabelInstance] == p.labels[LabelInstance] && o.version != p.version && k.overlap == "" {
+			k.overlap = fmt.Sprintf("%s started (version %s) while %s (version %s) was alive", name, p.version, o.name, o.version)
+		}
+	}
 	k.pods[name] = p
 	k.mu.Unlock()
 	k.launch(p)
@@ -562,30 +597,28 @@ func (k *kubelet) probe() {
 	}
 }
 
-// checkVersions records two templates of one job's role living at once,
-// and the most coordinators alive at once.
+// checkVersions records processes of two versions of one job (the
+// operator's spec hash, shared by both roles) alive at once, and the most
+// coordinators alive at once.
 func (k *kubelet) checkVersions() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	byJob := map[string]map[string]bool{}
+	versions := map[string]map[string]bool{}
 	coords := map[string]int{}
 	for _, p := range k.pods {
 		job := p.ns + "/" + p.labels[LabelInstance]
-		// The version of a pod is its spec hash annotation-free template:
-		// both roles of one version share AnnotationSpecHash.
-		v := p.template
-		if byJob[job+"/"+p.component] == nil {
-			byJob[job+"/"+p.component] = map[string]bool{}
+		if versions[job] == nil {
+			versions[job] = map[string]bool{}
 		}
-		byJob[job+"/"+p.component][v] = true
+		versions[job][p.version] = true
 		if p.component == ComponentCoordinator {
 			coords[job]++
 			k.maxCoordinators = max(k.maxCoordinators, coords[job])
 		}
 	}
-	for key, vs := range byJob {
+	for job, vs := range versions {
 		if len(vs) > 1 && k.overlap == "" {
-			k.overlap = fmt.Sprintf("%s: processes of %d templates alive at once", key, len(vs))
+			k.overlap = fmt.Sprintf("%s: processes of %d versions alive at once", job, len(vs))
 		}
 	}
 }

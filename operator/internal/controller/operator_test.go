@@ -578,7 +578,9 @@ func testUpgrade(t *testing.T, mode sluicev1.UpgradeMode) {
 	in, out := topics(t, string(mode))
 	p := newProducer(t, in)
 	p.write(60)
-	cl.start(cl.job("wc", in, out, 2, 2, mode), p, out)
+	// Two workers: a StatefulSet replaces them one at a time, so a version
+	// not drained first would run beside the old one.
+	cl.start(cl.job("wc", in, out, 4, 2, mode), p, out)
 	p.flow()
 	cl.update("wc", func(s *sluicev1.SluiceJobSpec) { s.Image = "wordcountd:v2" })
 	j := cl.await("wc", "the upgrade", runTimeout, upgraded(OutcomeSucceeded))
