@@ -60,7 +60,7 @@ func main() {
 		os.Exit(1)
 	}
 	r := &controller.Reconciler{Client: mgr.GetClient(), Scheme: scheme,
-		Recorder: mgr.GetEventRecorder("sluice-operator"), Logger: logger, SecretReader: mgr.GetAPIReader()}
+		Recorder: mgr.GetEventRecorder("sluice-operator"), Logger: logger, APIReader: mgr.GetAPIReader()}
 	if err := r.SetupWithManager(mgr); err != nil {
 		logger.Error("set up the controller", "err", err)
 		os.Exit(1)

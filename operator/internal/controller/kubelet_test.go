@@ -302,7 +302,7 @@ func (k *kubelet) start(ns, owner, name, hash string, tmpl corev1.PodTemplateSpe
 	n := k.nextPod
 	p := &pod{name: name, ns: ns, owner: owner, template: hash, version: tmpl.Annotations[AnnotationSpecHash], spec: tmpl.Spec, labels: tmpl.Labels,
 		component: tmpl.Labels[LabelComponent], ip: fmt.Sprintf("127.0.%d.%d", 10+n/200, 1+n%200),
-		dir: filepath.Join(k.dir, name+"-"+strconv.Itoa(n))}
+		dir: filepath.Join(k.dir, name+"-"+strconv.Itoa(n)), done: make(chan struct{})}
 	// A process of another version of the job still alive (terminating
 	// too) while this one starts: two versions at once.
 	for _, o := range k.pods {
@@ -315,11 +315,13 @@ func (k *kubelet) start(ns, owner, name, hash string, tmpl corev1.PodTemplateSpe
 	k.launch(p)
 }
 
+// launch starts the pod's process; p.done is already the channel its
+// end closes (set under the lock with the check that it is not
+// terminating, so that terminate waits for this process).
 func (k *kubelet) launch(p *pod) {
 	cmd, err := k.command(p)
-	done := make(chan struct{})
 	k.mu.Lock()
-	p.done, p.ready = done, false
+	done := p.done
 	k.mu.Unlock()
 	if err != nil {
 		k.t.Logf("kubelet: pod %s: %v", p.name, err)
@@ -335,7 +337,12 @@ func (k *kubelet) launch(p *pod) {
 	}
 	k.mu.Lock()
 	p.cmd = cmd
+	term := p.terminating
 	k.mu.Unlock()
+	if term {
+		// Terminated while it was starting: it stops at once.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	}
 	go func() {
 		err := cmd.Wait()
 		k.mu.Lock()
@@ -357,6 +364,9 @@ func (k *kubelet) restartLater(p *pod) {
 	k.mu.Lock()
 	term := p.terminating
 	p.restarts++
+	if !term {
+		p.done, p.ready = make(chan struct{}), false
+	}
 	k.mu.Unlock()
 	if !term {
 		k.launch(p)

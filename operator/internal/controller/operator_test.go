@@ -156,7 +156,7 @@ func (cl *cluster) startOperator() {
 		cl.t.Fatal(err)
 	}
 	r := &Reconciler{Client: mgr.GetClient(), Scheme: testScheme, Recorder: mgr.GetEventRecorder("sluice-operator"),
-		SecretReader: mgr.GetAPIReader(), PollInterval: 300 * time.Millisecond,
+		APIReader: mgr.GetAPIReader(), PollInterval: 300 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(testWriter{cl.t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		APIBase: func(j *sluicev1.SluiceJob) string {
 			return fmt.Sprintf("http://%s:%d", cl.k.serviceAddress(j.Namespace, coordinatorName(j)), PortREST)

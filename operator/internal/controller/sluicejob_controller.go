@@ -69,10 +69,13 @@ type Reconciler struct {
 	Scheme   *runtime.Scheme
 	Recorder events.EventRecorder
 	Logger   *slog.Logger
-	// SecretReader reads the REST token's Secret; nil: the Client. The
-	// manager's API reader (uncached) keeps the operator from watching
-	// every Secret of the cluster, which it may not list.
-	SecretReader client.Reader
+	// APIReader reads the SluiceJob at the start of each reconcile and the
+	// REST token's Secret; nil: the Client. The manager's API reader
+	// (uncached): a step of an upgrade is never taken again on a cached
+	// job older than the status the last reconcile wrote (two versions
+	// would then run at once), and the operator does not watch every
+	// Secret of the cluster, which it may not list.
+	APIReader client.Reader
 	// APIBase returns the URL of a job's REST API; nil: its coordinator
 	// Service (http://<name>-coordinator.<namespace>.svc:8081).
 	APIBase func(*sluicev1.SluiceJob) string
@@ -110,6 +113,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
+func (r *Reconciler) reader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
 func (r *Reconciler) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
@@ -134,7 +144,7 @@ func (r *Reconciler) logger() *slog.Logger {
 // Reconcile moves one SluiceJob a step towards its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var job sluicev1.SluiceJob
-	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
+	if err := r.reader().Get(ctx, req.NamespacedName, &job); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !job.DeletionTimestamp.IsZero() {
@@ -292,11 +302,7 @@ func (r *Reconciler) api(ctx context.Context, job *sluicev1.SluiceJob) (*jobapi.
 	}
 	if ref := spec.Security.RESTToken; ref != nil {
 		var s corev1.Secret
-		var rd client.Reader = r.Client
-		if r.SecretReader != nil {
-			rd = r.SecretReader
-		}
-		if err := rd.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: ref.Name}, &s); err != nil {
+		if err := r.reader().Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: ref.Name}, &s); err != nil {
 			return nil, fmt.Errorf("read the REST token from Secret %s/%s (spec.security.restToken): %w", job.Namespace, ref.Name, err)
 		}
 		tok, ok := s.Data[ref.Key]
