@@ -129,8 +129,8 @@ type SavepointSpec struct {
 	// MaxCount is how many periodic and on-demand savepoints are kept;
 	// older ones are disposed of. The one the job restored from is kept
 	// besides them, and upgrades' savepoints are never disposed of. 0:
-	// keep all. Default 5.
-	// +kubebuilder:default=5
+	// keep all. Default 10 (Flink's kubernetes.operator.savepoint.history.max.count).
+	// +kubebuilder:default=10
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MaxCount int32 `json:"maxCount,omitempty"`
