@@ -70,6 +70,8 @@ help:
 	@echo "make test               go vet, staticcheck, govulncheck, unit tests (-race), fuzzing, integration tests against a real Kafka broker, S3 server and Schema Registry"
 	@echo "make test-unit          go vet and the unit tests only (starts an S3 server unless AWS_ENDPOINT_URL_S3 and S3_BUCKET are set)"
 	@echo "make test-integration   the integration tests (starts a broker unless KAFKA_BROKERS is set, an S3 server, and a Schema Registry unless SCHEMA_REGISTRY_URL is set)"
+	@echo "make test-operator      the Kubernetes operator (operator/, a module of its own): vet, staticcheck, and its tests against a real API server (scripts/envtest builds kube-apiserver and etcd once per machine) and a real broker"
+	@echo "make operator-generate  the operator's deepcopy code, CRD and RBAC (deploy/operator/) from its Go types, with controller-gen"
 	@echo "make bench              benchmarks (BENCH=regexp BENCH_PKGS=./pkg/...), also written to $(BENCH_OUT)"
 	@echo "make lint               gofmt check, go vet and staticcheck"
 	@echo "make lint-static        staticcheck (pinned in scripts/deps) over every package"
@@ -93,7 +95,7 @@ demo: deps-demo
 demo-cluster: deps-demo
 	@echo "+ $(GO) run ./examples/clustercount"; $(GO) run ./examples/clustercount
 
-test: deps-test fmt-check vet lint-static vulncheck test-unit-only fuzz test-integration-only
+test: deps-test fmt-check vet lint-static vulncheck test-unit-only fuzz test-integration-only test-operator
 
 test-unit: deps-test vet test-unit-only
 
@@ -166,3 +168,28 @@ s3-start:
 
 s3-stop:
 	scripts/s3 stop
+
+.PHONY: test-operator operator-generate
+# The operator is a module of its own (operator/go.mod), so that a job's
+# binary links no client-go: ./... above does not reach it. Its tests run
+# under envtest: scripts/envtest builds kube-apiserver and etcd from the
+# modules of operator/envtest/tools once per machine (minutes cold, cached
+# in ~/.cache/sluice), and the job's processes (examples/wordcountd) on a
+# broker that scripts/with-kafka starts.
+OPERATOR_FLAGS ?= -race -count=1 -timeout 20m
+CONTROLLER_GEN ?= $(shell $(GO) env GOPATH)/bin/controller-gen
+test-operator: deps-test deps-lint
+	@out="$$(gofmt -l operator)"; if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+	cd operator && $(GO) vet ./...
+	cd operator && $(STATICCHECK) ./...
+	@if [ -x "$(CONTROLLER_GEN)" ]; then $(MAKE) --no-print-directory operator-generate && \
+		git diff --exit-code -- operator/api deploy/operator/crd deploy/operator/rbac || \
+		{ echo "the generated CRD, RBAC or deepcopy code is stale: run make operator-generate"; exit 1; }; \
+	else echo "controller-gen not installed: the generated manifests are not checked (go install sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0)"; fi
+	assets="$$(scripts/envtest build | tail -n1)"; export "$${assets?}"; \
+		cd operator && ../scripts/with-kafka $(GO) test $(OPERATOR_FLAGS) ./...
+
+operator-generate:
+	cd operator && $(CONTROLLER_GEN) object paths=./api/...
+	cd operator && $(CONTROLLER_GEN) crd rbac:roleName=sluice-operator paths=./... \
+		output:crd:dir=../deploy/operator/crd output:rbac:dir=../deploy/operator/rbac
