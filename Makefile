@@ -95,7 +95,10 @@ demo: deps-demo
 demo-cluster: deps-demo
 	@echo "+ $(GO) run ./examples/clustercount"; $(GO) run ./examples/clustercount
 
-test: deps-test fmt-check vet lint-static vulncheck test-unit-only fuzz test-integration-only test-operator
+# The operator's tests (make test-operator) are not part of make test yet:
+# building kube-apiserver and etcd cold takes about 6 minutes of 2 cores
+# and 2.4 GB, and with them CI would come too close to its 30 minutes.
+test: deps-test fmt-check vet lint-static vulncheck test-unit-only fuzz test-integration-only
 
 test-unit: deps-test vet test-unit-only
 
