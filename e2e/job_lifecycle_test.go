@@ -39,7 +39,15 @@ func startUntil(t *testing.T, ctx context.Context, env *sluice.Environment, what
 	}
 	await(t, what, func() bool {
 		st, ok := job.CheckpointStats()
-		return ok && st.Completed >= checkpoints && seen.Load() > records
+		if ok && st.Completed >= checkpoints && seen.Load() > records {
+			return true
+		}
+		select {
+		case <-job.Done():
+			t.Fatalf("the job ended (%v) before %s (%d checkpoints, %d records seen): its input must outlast them", job.Wait(), what, st.Completed, seen.Load())
+		default:
+		}
+		return false
 	})
 	return job
 }

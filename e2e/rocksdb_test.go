@@ -50,7 +50,10 @@ func TestRocksDBIncrementalRetentionAndRescale(t *testing.T) {
 	retain := sluice.WithCheckpointConfig(func(c *checkpoint.Config) {
 		c.Retention, c.RetainedCheckpoints = checkpoint.RetainOnCancellation, 2
 	})
-	env, seen := countJobAt(out, records, keys, 6000, 2, backend, retain, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
+	// 8000 records at 1500/s: 5 s of input, the five checkpoints and 2000
+	// records it waits for before cancelling come well before its end
+	// even when the machine is slow.
+	env, seen := countJobAt(out, records, keys, 1500, 2, backend, retain, sluice.WithCheckpointing(20*time.Millisecond, cpDir))
 	job := startUntil(t, context.Background(), env, "several checkpoints", seen, 5, 2000)
 	job.Cancel()
 	if err := job.Wait(); !errors.Is(err, sluice.ErrJobCanceled) {
