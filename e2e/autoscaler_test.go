@@ -2,12 +2,19 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/runtime/autoscaler"
 	"github.com/sluicehq/sluice/state"
 )
@@ -79,6 +86,7 @@ func TestAutoscalerScalesKeyedJobUpAndDown(t *testing.T) {
 	await(t, "the autoscaler to scale the count up", func() bool { return job.Graph().Parallelism()[count] > 1 })
 	up := job.Graph().Parallelism()
 	t.Logf("scaled up to %v: %s", up, autoscaler.Of(job).LastDecision())
+	checkAutoscalerShown(t, job, up[count])
 	if up[0] != 1 {
 		t.Fatalf("the source runs at %d; datagen does not rescale and the autoscaler should keep it at 1", up[0])
 	}
@@ -132,5 +140,63 @@ func TestAutoscalerConfigurationRefused(t *testing.T) {
 	if _, err := env.ExecuteAsync(context.Background()); err == nil || !strings.Contains(err.Error(), "job.autoscaler.enabled") ||
 		!strings.Contains(err.Error(), "execution.checkpointing.interval") {
 		t.Errorf("autoscaler without checkpoints: %v, want an error naming the keys", err)
+	}
+}
+
+// checkAutoscalerShown checks that GET /jobs/:jobid/autoscaler and the
+// Prometheus metrics show the autoscaler's decision to scale the count
+// (vertex 1) up to par.
+func checkAutoscalerShown(t *testing.T, job *sluice.Job, par int) {
+	t.Helper()
+	srv := api.New(api.Options{})
+	id := srv.AddJob(job)
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/jobs/"+id+"/autoscaler", nil))
+	var info api.AutoscalerInfo
+	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("GET /jobs/%s/autoscaler: %d %v %s", id, rec.Code, err, rec.Body)
+	}
+	if dec := info.LastDecision; !info.Enabled || info.Rescales < 1 || dec == nil || dec.Outcome != autoscaler.Scale ||
+		dec.Parallelism[1] != par || len(dec.Vertices) != 2 || dec.Vertices[1].Change != autoscaler.ScaleUp {
+		t.Errorf("GET /jobs/%s/autoscaler: %s, want the scale-up of vertex 1 to %d", id, rec.Body, par)
+	}
+
+	reg := prometheus.NewRegistry()
+	c := metrics.NewCollector()
+	c.AddJob(job)
+	reg.MustRegister(c)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "vertex" {
+					key += "{" + l.GetValue() + "}"
+				}
+			}
+			switch {
+			case m.GetGauge() != nil:
+				found[key] = m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				found[key] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	count := job.Graph().Vertices[1].Name
+	if n := found["sluice_job_autoscalerRescales"]; n < 1 {
+		t.Errorf("sluice_job_autoscalerRescales %v, want at least 1", n)
+	}
+	for _, name := range []string{"sluice_job_autoscalerRecommendedParallelism", "sluice_job_autoscalerTrueProcessingRate",
+		"sluice_job_autoscalerTargetDataRate", "sluice_job_autoscalerLag"} {
+		if _, ok := found[name+"{"+count+"}"]; !ok {
+			t.Errorf("no %s{vertex=%q}", name, count)
+		}
+	}
+	if r := found["sluice_job_autoscalerTrueProcessingRate{"+count+"}"]; r <= 0 {
+		t.Errorf("true processing rate of %s: %v", count, r)
 	}
 }
