@@ -2,6 +2,7 @@ package autoscaler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -18,14 +19,20 @@ var drivers sync.Map // *runtime.Job -> *Driver
 // become the job's resource requirements (runtime.Job.
 // SetResourceRequirementsBy, cause "autoscaler", each vertex at the parallelism decided or the
 // one it runs at). It runs until ctx ends or the job does; Of returns it
-// meanwhile. A graph the machine cannot use (ErrTopology) is an error and
-// nothing starts.
+// meanwhile. A graph the machine cannot use (ErrTopology: two vertices of
+// one name among them) is an error and nothing starts.
 func Start(ctx context.Context, job *runtime.Job, cfg Config, log *slog.Logger) (*Driver, error) {
 	m, err := New(cfg, TopologyOf(job.Graph()))
 	if err != nil {
 		return nil, fmt.Errorf("autoscaler of job %s: %w", job.Config().JobName, err)
 	}
-	d := NewDriver(m, NewJobSource(job), JobRescaler(job), log)
+	src := NewJobSource(job)
+	// Vertices the figures cannot tell apart are refused now, not at
+	// every step.
+	if _, err := src.Snapshot(ctx); errors.Is(err, ErrTopology) {
+		return nil, fmt.Errorf("autoscaler of job %s: %w", job.Config().JobName, err)
+	}
+	d := NewDriver(m, src, JobRescaler(job), log)
 	drivers.Store(job, d)
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
