@@ -49,10 +49,15 @@ func Start(ctx context.Context, job *runtime.Job, cfg Config, log *slog.Logger) 
 	return d, nil
 }
 
-// Of returns the autoscaler running with job (a *runtime.Job), nil when
-// none runs: job.autoscaler.enabled is false, or the job has ended.
+// Of returns the autoscaler running with job, nil when none runs: job is
+// not a *runtime.Job, job.autoscaler.enabled is false, or the job has
+// ended.
 func Of(job any) *Driver {
-	if d, ok := drivers.Load(job); ok {
+	j, ok := job.(*runtime.Job)
+	if !ok || j == nil {
+		return nil
+	}
+	if d, ok := drivers.Load(j); ok {
 		return d.(*Driver)
 	}
 	return nil
