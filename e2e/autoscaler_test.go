@@ -16,37 +16,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/runtime/autoscaler"
-	"github.com/sluicehq/sluice/state"
 )
-
-// heavyCount is the running count whose every record costs 1 ms of
-// busy time while heavy holds.
-type heavyCount struct {
-	count state.ValueState[int64]
-	heavy *atomic.Bool
-}
-
-func (h *heavyCount) Open(ctx *sluice.OperatorContext) error {
-	var err error
-	h.count, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[int64]{Name: "count"})
-	return err
-}
-
-func (h *heavyCount) ProcessElement(ctx *sluice.KeyedContext[int64], v int64, out sluice.Collector[KeyCount]) error {
-	n, _, err := h.count.Value()
-	if err != nil {
-		return err
-	}
-	n++
-	if err := h.count.Update(n); err != nil {
-		return err
-	}
-	if h.heavy.Load() {
-		time.Sleep(time.Millisecond)
-	}
-	out.Collect(KeyCount{Key: ctx.Key(), Count: n})
-	return nil
-}
 
 // The autoscaler runs with the job when job.autoscaler.enabled is true:
 // a keyed count whose records cost 1 ms each, fed 1000 records/s, is
@@ -76,7 +46,7 @@ func TestAutoscalerScalesKeyedJobUpAndDown(t *testing.T) {
 	j := countRun(t.TempDir(), 1<<40, keys, 1000, sluice.WithConfiguration(conf), sluice.WithParallelism(1),
 		sluice.WithCheckpointing(100*time.Millisecond, t.TempDir()))
 	j.build = counting(keys, func(*job[KeyCount]) sluice.KeyedProcessFunction[int64, int64, KeyCount] {
-		return &heavyCount{heavy: heavy}
+		return &runningCount{heavy: heavy}
 	})
 	job := j.start(t)
 	const count = 1 // the count and files vertex (gen and maybe-crash are vertex 0)
