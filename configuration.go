@@ -123,6 +123,7 @@ func applyConfiguration(e *Environment, c *Configuration) {
 		WithRestartStrategy(rc)(e)
 	}
 	configureBackend(e, c)
+	configureAutoscaler(e, c)
 	schemes, err := storage.ConfiguredSchemes(c)
 	e.addErr(err)
 	if len(schemes) > 0 {

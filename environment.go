@@ -59,6 +59,9 @@ type Environment struct {
 	standbyObservers []StandbyObserver
 	// conf is the configuration of WithConfiguration.
 	conf *Configuration
+	// autoscale is the autoscaler's settings (WithAutoscaler, the
+	// job.autoscaler.* keys); nil: Flink's defaults, off.
+	autoscale *AutoscalerConfig
 	// pendingQueryables are the queryable states declared on operators
 	// not yet bound to their key codec (bindQueryables); queryNames the
 	// bound ones' names, with their operator's name.
@@ -253,6 +256,9 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 	if err := e.validateCheckpointing(); err != nil {
 		return nil, err
 	}
+	if err := e.validateAutoscaler(); err != nil {
+		return nil, err
+	}
 	l, err := e.Launcher()
 	if err != nil {
 		return nil, err
@@ -270,6 +276,9 @@ func (e *Environment) ExecuteAsync(ctx context.Context) (*Job, error) {
 		j, err = runtime.Execute(ctx, &e.plan, e.cfg)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := e.startAutoscaler(ctx, j); err != nil {
 		return nil, err
 	}
 	for _, o := range e.jobObservers {

@@ -24,6 +24,7 @@
 //	GET   /jobs/:jobid/savepoints/:triggerid      the savepoint's status and location
 //	GET   /jobs/:jobid/queryable-state            (Sluice) the names of the job's queryable states
 //	GET   /jobs/:jobid/queryable-state/:name?key=k  (Sluice) k's current value, from the subtask owning it
+//	GET   /jobs/:jobid/autoscaler                 (Sluice) the autoscaler's latest evaluation and decision
 //	POST  /savepoint-disposal                     {"savepoint-path"}: delete a savepoint
 //	GET   /savepoint-disposal/:triggerid          the disposal's status
 //	GET   /jobs/:jobid/checkpoints/timeline       (Sluice) the checkpoints the server kept, for charts

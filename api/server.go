@@ -419,6 +419,7 @@ func (s *Server) routes() http.Handler {
 	api("GET /jobs/{jobid}/queryable-state/{name}", s.withJob(s.handleQueryState))
 	api("GET /jobs/{jobid}/resource-requirements", s.withJob(s.handleResourceRequirements))
 	api("PUT /jobs/{jobid}/resource-requirements", s.withJob(s.handleSetResourceRequirements))
+	api("GET /jobs/{jobid}/autoscaler", s.withJob(s.handleAutoscaler))
 	api("POST /savepoint-disposal", s.handleDisposeSavepoint)
 	api("GET /savepoint-disposal/{triggerid}", s.handleDisposalStatus)
 	if s.opts.Metrics != nil {

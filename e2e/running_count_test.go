@@ -30,6 +30,8 @@ type runningCount struct {
 	slow  bool
 	every int // with slow: sleep 1 ms every this many records (0: 200)
 	seen  int
+	// heavy, when set, makes every record cost 1 ms while it holds.
+	heavy *atomic.Bool
 }
 
 func (r *runningCount) Open(ctx *sluice.OperatorContext) error {
@@ -52,6 +54,9 @@ func (r *runningCount) ProcessElement(ctx *sluice.KeyedContext[int64], v int64, 
 	}
 	if r.seen++; r.slow && r.seen%cmp.Or(r.every, 200) == 0 {
 		time.Sleep(time.Millisecond) // some backpressure, so there is in-flight data
+	}
+	if r.heavy != nil && r.heavy.Load() {
+		time.Sleep(time.Millisecond)
 	}
 	out.Collect(KeyCount{Key: ctx.Key(), Count: n})
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/backpressure"
 	"github.com/sluicehq/sluice/metrics/report"
 	"github.com/sluicehq/sluice/runtime"
+	"github.com/sluicehq/sluice/runtime/autoscaler"
 )
 
 // Job is what the collector reads from a job on every scrape;
@@ -230,6 +231,7 @@ func collectJob(em emitter, name string, e *jobEntry) {
 			}
 		}
 	}
+	collectAutoscaler(gauge, counter, j)
 	if r, ok := j.LastRestore(); ok {
 		gauge(descRestoredSize, float64(r.RestoredSize))
 		gauge(descRestoreDuration, float64((r.StateRestore + r.ChannelStateReplay).Milliseconds()))
@@ -265,6 +267,23 @@ func collectJob(em emitter, name string, e *jobEntry) {
 			gauge(descAlignment, float64(f.Alignment.Nanoseconds()), t.Vertex, sub)
 			gauge(descStartDelay, float64(f.StartDelay.Nanoseconds()), t.Vertex, sub)
 		}
+	}
+}
+
+// collectAutoscaler sends the figures of the autoscaler running with j,
+// if one does: per vertex those of its latest evaluation over a full
+// metrics window.
+func collectAutoscaler(gauge, counter func(d *prometheus.Desc, v float64, labels ...string), j Job) {
+	d := autoscaler.Of(j)
+	if d == nil {
+		return
+	}
+	counter(descASRescales, float64(d.Rescales()))
+	for _, v := range d.LastEvaluated().Vertices {
+		gauge(descASRecommended, float64(v.NewParallelism), v.Name)
+		gauge(descASTrueRate, float64(v.TrueProcessingRate), v.Name)
+		gauge(descASTargetRate, float64(v.TargetRate), v.Name)
+		gauge(descASLag, float64(v.Lag), v.Name)
 	}
 }
 

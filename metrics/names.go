@@ -45,6 +45,17 @@ var (
 	descFailoverDown    = jobDesc("lastFailoverDowntime", "The latest failure's outage, from the job learning of it to the next attempt's first completed checkpoint, milliseconds.")
 )
 
+// The autoscaler's (job.autoscaler.enabled), per vertex from its latest
+// evaluation over a full metrics window (Flink's autoscaler metrics), and
+// the rescales it asked for.
+var (
+	descASRecommended = jobDesc("autoscalerRecommendedParallelism", "The parallelism the autoscaler's latest evaluation calls for.", labelVertex)
+	descASTrueRate    = jobDesc("autoscalerTrueProcessingRate", "The records per second the vertex would process at when always busy, over the autoscaler's metrics window.", labelVertex)
+	descASTargetRate  = jobDesc("autoscalerTargetDataRate", "The records per second the vertex should take in, as the autoscaler's latest evaluation has it.", labelVertex)
+	descASLag         = jobDesc("autoscalerLag", "A source's backlog in records (Kafka pendingRecords), as the autoscaler's latest evaluation has it; -1: unknown.", labelVertex)
+	descASRescales    = jobDesc("autoscalerRescales", "Rescales the autoscaler asked for.")
+)
+
 // Task scope: Flink's task I/O and backpressure metrics, and the
 // checkpoint figures of the last completed checkpoint.
 var (
@@ -71,4 +82,5 @@ var allDescs = []*prometheus.Desc{
 	descRecordsIn, descRecordsOut, descBytesIn, descBytesOut, descBusyPerSec, descIdlePerSec, descBPPerSec,
 	descAccBusy, descAccIdle, descAccBP, descAlignment, descStartDelay,
 	descInputWM, descOutputWM,
+	descASRecommended, descASTrueRate, descASTargetRate, descASLag, descASRescales,
 }

@@ -254,7 +254,14 @@ func (j *Job) watchSlots(o SlotOffer) {
 // slots cannot meet, are refused (ErrInvalidRequirements,
 // ErrNotEnoughSlots) and change nothing.
 func (j *Job) SetResourceRequirements(req ResourceRequirements) error {
-	_, err := j.require(req, "resource requirements", false)
+	return j.SetResourceRequirementsBy(req, "resource requirements")
+}
+
+// SetResourceRequirementsBy is SetResourceRequirements on behalf of
+// cause, which the rescale it starts records (RescaleHistory: the
+// autoscaler's are "autoscaler").
+func (j *Job) SetResourceRequirementsBy(req ResourceRequirements, cause string) error {
+	_, err := j.require(req, cause, false)
 	return err
 }
 

@@ -42,6 +42,7 @@ type Driver struct {
 	mu        sync.Mutex
 	last      Evaluation
 	decision  Evaluation
+	evaluated Evaluation
 	rescales  int64
 	lastKnown Outcome
 }
@@ -120,6 +121,9 @@ func (d *Driver) record(ev Evaluation) {
 	if ev.Outcome == Scale || ev.Outcome == Recommend {
 		d.decision = ev
 	}
+	if len(ev.Vertices) > 0 {
+		d.evaluated = ev
+	}
 	if ev.Outcome == Scale {
 		d.rescales++
 	}
@@ -147,6 +151,15 @@ func (d *Driver) LastDecision() Evaluation {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.decision
+}
+
+// LastEvaluated returns the latest evaluation that has every vertex's
+// figures (one over a full metrics window; zero before one): the
+// metrics show it while the machine stabilizes or collects.
+func (d *Driver) LastEvaluated() Evaluation {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.evaluated
 }
 
 // Rescales returns how many rescales the driver requested.
