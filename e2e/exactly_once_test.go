@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/checkpoint"
 )
 
 func TestExactlyOnceUnderFailures(t *testing.T) {
@@ -74,25 +76,68 @@ func (s *slowCount) ProcessElement(ctx *sluice.KeyedContext[int64], v int64, out
 	return s.runningCount.ProcessElement(ctx, v, out)
 }
 
-// Unaligned checkpoints with much in-flight data (small buffers, a slow
-// counting side) and crashes, so that restores replay long channel state
-// while new checkpoints are taken: the output stays exact. (The SIGKILL
-// chaos test of integration/ is what showed records lost when such a
-// checkpoint missed the channels not replayed yet; this in-process run
-// did not reproduce that timing.)
+// Unaligned checkpoints with much in-flight data (small buffers, a
+// counting side slower than its rate-limited source) and crashes after
+// checkpoints have completed, so that restores replay the persisted
+// channel state while new checkpoints are taken: the output stays exact.
+// (The SIGKILL chaos test of integration/ is what showed records lost when
+// such a checkpoint missed the channels not replayed yet.)
 func TestCheckpointsDuringChannelStateReplay(t *testing.T) {
 	const records, keys = 3000, 20
-	cr := &crashes{thresholds: []int64{600, 1500, 2200}}
-	r := &job[KeyCount]{records: records, outDir: t.TempDir(), timeout: 2 * time.Minute,
-		opts: []sluice.Option{sluice.WithParallelism(2), sluice.WithCheckpointing(10*time.Millisecond, t.TempDir()),
+	cr := &crashes{thresholds: []int64{900, 1700, 2400}}
+	var mu sync.Mutex
+	persisted := map[int64]int64{} // completed checkpoint -> in-flight bytes it persisted
+	var completed []checkpoint.Stats
+	var restores []sluice.RestoreInfo
+	r := &job[KeyCount]{records: records, rate: 3000, outDir: t.TempDir(), timeout: 2 * time.Minute,
+		opts: []sluice.Option{sluice.WithParallelism(2), sluice.WithCheckpointing(20*time.Millisecond, t.TempDir()),
 			sluice.WithUnalignedCheckpoints(0), sluice.WithBufferSize(4096),
-			sluice.WithRestartStrategy(sluice.FixedDelayRestart(10, time.Millisecond))},
+			sluice.WithRestartStrategy(sluice.FixedDelayRestart(10, time.Millisecond)),
+			sluice.WithCheckpointListener(func(s checkpoint.Stats) {
+				if s.Status == checkpoint.StatusCompleted {
+					mu.Lock()
+					persisted[s.ID] = s.PersistedData
+					completed = append(completed, s)
+					mu.Unlock()
+				}
+			}),
+			sluice.WithRestoreListener(func(ri sluice.RestoreInfo) {
+				mu.Lock()
+				restores = append(restores, ri)
+				mu.Unlock()
+			})},
+		// 1 ms a record against 1500 records/s a subtask: the input
+		// piles up in the channels.
 		build: counting(keys, func(*job[KeyCount]) sluice.KeyedProcessFunction[int64, int64, KeyCount] {
-			return &slowCount{runningCount: runningCount{crash: cr}, cost: 100 * time.Microsecond}
+			return &slowCount{runningCount: runningCount{crash: cr}, cost: time.Millisecond}
 		})}
 	r.run(t)
 	if cr.count() != 3 {
 		t.Fatalf("%d crashes, want 3", cr.count())
 	}
 	checkExactCounts(t, r.output(t), expectedCounts(records, keys))
+
+	mu.Lock()
+	defer mu.Unlock()
+	withChannelState, during := 0, 0
+	for _, ri := range restores {
+		if persisted[ri.CheckpointID] > 0 {
+			withChannelState++
+		}
+		end := ri.Start.Add(ri.StateRestore + ri.ChannelStateReplay)
+		for _, c := range completed {
+			if c.ID > ri.CheckpointID && c.TriggerTime.Before(end) && c.TriggerTime.After(ri.Start) {
+				during++
+			}
+		}
+		t.Logf("restored checkpoint %d (%d bytes in flight), replay %v", ri.CheckpointID, persisted[ri.CheckpointID], ri.ChannelStateReplay)
+	}
+	// What the test is for: restores that put in-flight data back, and
+	// checkpoints completed while it was replayed (a replay lasts hundreds
+	// of checkpoint intervals: 1 ms for each record in flight).
+	if withChannelState == 0 || during == 0 {
+		t.Fatalf("%d restores, %d of a checkpoint with in-flight data, %d checkpoints during a replay; the test needs both",
+			len(restores), withChannelState, during)
+	}
+	t.Logf("%d restores with channel state, %d checkpoints triggered during a replay", withChannelState, during)
 }

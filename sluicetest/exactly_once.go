@@ -51,7 +51,7 @@ func CheckExactlyOnce[T comparable](got, want []T) error {
 		return nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%v: %d records, want %d", ErrNotExactlyOnce, len(got), len(want))
+	fmt.Fprintf(&b, "%d records, want %d", len(got), len(want))
 	for _, part := range []struct {
 		what string
 		recs []string
@@ -64,7 +64,7 @@ func CheckExactlyOnce[T comparable](got, want []T) error {
 			b.WriteString(", ...")
 		}
 	}
-	return errors.New(b.String())
+	return fmt.Errorf("%w: %s", ErrNotExactlyOnce, b.String())
 }
 
 // CheckOrderPerKey checks the order of the output where the pipeline

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/codec"
+	"github.com/sluicehq/sluice/internal/binread"
 	"github.com/sluicehq/sluice/state"
 )
 
@@ -30,71 +31,49 @@ func appendField[T any](w *fieldWriter, c codec.Codec[T], v T) {
 	w.dst = append(w.dst, w.buf...)
 }
 
+// fieldReader reads what a fieldWriter wrote: binread's reader for the
+// framing, with the record's name and state.ErrCorruptSnapshot on every
+// error so that a bad record names itself.
 type fieldReader struct {
-	src  []byte
+	in   binread.Reader
 	what string
-	err  error
+	err  error // a codec's error, which binread does not record
 }
 
-func (r *fieldReader) fail(field string) {
-	if r.err == nil {
-		r.err = fmt.Errorf("%s: %s: %w", r.what, field, state.ErrCorruptSnapshot)
-	}
+func newFieldReader(src []byte, what string) fieldReader {
+	return fieldReader{in: binread.New(src), what: what}
 }
 
-func (r *fieldReader) uvarint() uint64 {
-	v, k := binary.Uvarint(r.src)
-	if k <= 0 {
-		r.fail("uvarint")
-		return 0
-	}
-	r.src = r.src[k:]
-	return v
-}
-
-func (r *fieldReader) varint() int64 {
-	v, k := binary.Varint(r.src)
-	if k <= 0 {
-		r.fail("varint")
-		return 0
-	}
-	r.src = r.src[k:]
-	return v
-}
-
-func (r *fieldReader) byte() byte {
-	if len(r.src) == 0 {
-		r.fail("byte")
-		return 0
-	}
-	b := r.src[0]
-	r.src = r.src[1:]
-	return b
-}
+func (r *fieldReader) fail(field string) { r.in.Fail(field) }
+func (r *fieldReader) uvarint() uint64   { return r.in.Uvarint() }
+func (r *fieldReader) varint() int64     { return r.in.Varint() }
+func (r *fieldReader) byte() byte        { return r.in.Byte() }
+func (r *fieldReader) ok() bool          { return r.err == nil && r.in.Err() == nil }
 
 func readField[T any](r *fieldReader, c codec.Codec[T]) T {
 	var zero T
-	n := r.uvarint()
-	if r.err != nil {
+	b := r.in.Bytes()
+	if !r.ok() {
 		return zero
 	}
-	if n > uint64(len(r.src)) {
-		r.fail("field length")
-		return zero
-	}
-	v, err := c.Decode(r.src[:n])
+	v, err := c.Decode(b)
 	if err != nil {
 		r.err = fmt.Errorf("%s: %w", r.what, err)
+		r.in.Fail("field") // stop reading: the rest is not trusted
 		return zero
 	}
-	r.src = r.src[n:]
 	return v
 }
 
 // done returns the first error, or one for bytes left over.
 func (r *fieldReader) done() error {
-	if r.err == nil && len(r.src) != 0 {
-		r.err = fmt.Errorf("%s: %d trailing bytes: %w", r.what, len(r.src), state.ErrCorruptSnapshot)
+	switch {
+	case r.err != nil:
+		return r.err
+	case r.in.Err() != nil:
+		return fmt.Errorf("%s: %w: %w", r.what, r.in.Err(), state.ErrCorruptSnapshot)
+	case r.in.Len() != 0:
+		return fmt.Errorf("%s: %d trailing bytes: %w", r.what, r.in.Len(), state.ErrCorruptSnapshot)
 	}
-	return r.err
+	return nil
 }

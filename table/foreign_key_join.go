@@ -268,7 +268,7 @@ func (c subscriptionCodec[K, KR, L]) Append(dst []byte, s subscription[K, KR, L]
 }
 
 func (c subscriptionCodec[K, KR, L]) Decode(src []byte) (subscription[K, KR, L], error) {
-	r := fieldReader{src: src, what: "foreign-key subscription"}
+	r := newFieldReader(src, "foreign-key subscription")
 	var s subscription[K, KR, L]
 	s.FK = readField(&r, c.kr)
 	s.Key = readField(&r, c.k)
@@ -308,7 +308,7 @@ func (c responseCodec[K, L, R]) Append(dst []byte, s response[K, L, R]) ([]byte,
 }
 
 func (c responseCodec[K, L, R]) Decode(src []byte) (response[K, L, R], error) {
-	rd := fieldReader{src: src, what: "foreign-key answer"}
+	rd := newFieldReader(src, "foreign-key answer")
 	var s response[K, L, R]
 	s.Key = readField(&rd, c.k)
 	s.Version = rd.uvarint()
@@ -338,7 +338,7 @@ func (c fkLeftCodec[KR]) Append(dst []byte, v fkLeft[KR]) ([]byte, error) {
 }
 
 func (c fkLeftCodec[KR]) Decode(src []byte) (fkLeft[KR], error) {
-	r := fieldReader{src: src, what: "foreign-key state"}
+	r := newFieldReader(src, "foreign-key state")
 	var v fkLeft[KR]
 	v.Version = r.uvarint()
 	if v.Has = r.byte() == 1; v.Has {
@@ -357,7 +357,7 @@ func (c subscriberCodec[L]) Append(dst []byte, v subscriber[L]) ([]byte, error) 
 }
 
 func (c subscriberCodec[L]) Decode(src []byte) (subscriber[L], error) {
-	r := fieldReader{src: src, what: "foreign-key subscriber"}
+	r := newFieldReader(src, "foreign-key subscriber")
 	var v subscriber[L]
 	v.Version = r.uvarint()
 	v.Left = readField(&r, c.l)

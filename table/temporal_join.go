@@ -312,13 +312,13 @@ func (c versionsCodec[V]) Append(dst []byte, vs []version[V]) ([]byte, error) {
 }
 
 func (c versionsCodec[V]) Decode(src []byte) ([]version[V], error) {
-	r := fieldReader{src: src, what: "table versions"}
+	r := newFieldReader(src, "table versions")
 	n := r.uvarint()
 	if n > uint64(len(src)) {
 		r.fail("count")
 	}
 	var out []version[V]
-	for i := uint64(0); i < n && r.err == nil; i++ {
+	for i := uint64(0); i < n && r.ok(); i++ {
 		v := version[V]{Ts: r.varint(), Deleted: r.byte() == 1}
 		if !v.Deleted {
 			v.Value = readField(&r, c.vc)

@@ -56,8 +56,11 @@ func TestJobWithAbortedCheckpoints(t *testing.T) {
 			}
 		}),
 	)
+	// Two seconds of input: room for the three failed checkpoints and a
+	// completed one even when the machine is loaded (at three times the
+	// rate the job sometimes ended first).
 	gen := source.NewDatagen(func(i int64) string { return fmt.Sprint("r", i) },
-		source.DatagenCount(records), source.DatagenRate(3*records))
+		source.DatagenCount(records), source.DatagenRate(records/2))
 	s := sluice.FromSource(env, gen, sluice.NoWatermarks[string](), "gen", sluice.UID("gen"))
 	snk, err := kafkasink.NewSink(seeds, kafkasink.ValueSerializer("out", codec.String{}),
 		kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix("job"),
