@@ -434,13 +434,14 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		standby <- jb
 	}()
 	var wg sync.WaitGroup
+	var workerLogs [2]testutil.LogRecorder
 	for i := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c := withEtcd(cluster.Config{Role: cluster.RoleWorker, Slots: 2, WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0",
 				Host: "127.0.0.1", HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second})
-			if err := j.env(c).Execute(ctxB); err != nil {
+			if err := j.env(c, sluice.WithLogger(workerLogs[i].Logger())).Execute(ctxB); err != nil {
 				t.Errorf("worker %d: %v", i, err)
 			}
 		}()
@@ -471,6 +472,27 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 	}
 	if next == nil {
 		t.FailNow()
+	}
+	// The workers learn of the new leader from etcd's watch, which ends
+	// their wait between attempts to reach a coordinator.
+	var addrB string
+	for _, l := range logsB.Find("coordinator listening") {
+		if m := regexp.MustCompile(`^INFO .* address=(\S+)`).FindStringSubmatch(l); m != nil {
+			addrB = m[1]
+		}
+	}
+	if addrB == "" {
+		t.Fatalf("the standby logged no address it listens on: %q", logsB.Find("coordinator listening"))
+	}
+	for i := range workerLogs {
+		testutil.Await(t, "the worker to log the new leader", func() bool {
+			for _, l := range workerLogs[i].Find("the job's leader changed") {
+				if strings.Contains(l, "coordinator="+addrB) {
+					return true
+				}
+			}
+			return false
+		})
 	}
 	if err := next.Wait(); err != nil {
 		t.Fatalf("the second leader's job: %v", err)
