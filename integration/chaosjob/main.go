@@ -124,6 +124,9 @@ type options struct {
 	mode             string
 	backend          string
 	incremental      bool
+	localRecovery    bool
+	restartDelay     time.Duration
+	firstRecord      bool
 	stateDir         string
 	interval         time.Duration
 	timeout          time.Duration
@@ -163,11 +166,14 @@ func main() {
 	flag.StringVar(&o.backend, "backend", "rocksdb", "keyed state backend: rocksdb or heap")
 	flag.BoolVar(&o.incremental, "incremental", true, "incremental RocksDB checkpoints (state.backend.incremental); false: full snapshots")
 	flag.StringVar(&o.stateDir, "state-dir", os.TempDir(), "root of the RocksDB working directories")
+	flag.BoolVar(&o.localRecovery, "local-recovery", false, "RocksDB local recovery (execution.state-recovery.from-local): each subtask's working directory stays <state-dir>/<job>/<operator>/<subtask> across attempts, so a subtask restarted in this process restores from its local copy")
+	flag.DurationVar(&o.restartDelay, "restart-delay", 500*time.Millisecond, "the delay of the -restarts fixed-delay restart strategy")
+	flag.BoolVar(&o.firstRecord, "report-first-record", false, "count job: print \"first record processed subtask=S attempt=A at=UNIXNANO\" when a counting subtask processes its first record of an attempt")
 	flag.DurationVar(&o.interval, "interval", 200*time.Millisecond, "checkpoint interval")
 	flag.DurationVar(&o.timeout, "checkpoint-timeout", time.Minute, "checkpoint timeout; a checkpoint that expires fails the job (no tolerable failures)")
 	flag.IntVar(&o.parallelism, "parallelism", 2, "parallelism of every operator")
 	flag.Float64Var(&o.rate, "rate", 0, "records per second the job reads and counts, over all subtasks of this process (0: no limit)")
-	flag.IntVar(&o.restarts, "restarts", 0, "in-process restarts (fixed delay 500 ms) before the job fails")
+	flag.IntVar(&o.restarts, "restarts", 0, "in-process restarts (fixed delay -restart-delay) before the job fails")
 	flag.BoolVar(&o.fresh, "fresh", false, "start from no state (sluice.WithFreshStart) although the job has checkpoints; by default a run resumes from the latest")
 	flag.Int64Var(&o.exitBeforeCommit, "exit-before-commit", 0, "exit with status 3 before committing checkpoint N or later (0: never)")
 	flag.Int64Var(&o.killInInterval, "kill-in-interval", 0, "SIGKILL the process in the first interval after checkpoint N's barrier, once subtask 0's sink has written a record into it (0: never)")
@@ -259,7 +265,7 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 		opts = append(opts, sluice.WithFreshStart())
 	}
 	if o.restarts > 0 {
-		opts = append(opts, sluice.WithRestartStrategy(sluice.FixedDelayRestart(o.restarts, 500*time.Millisecond)))
+		opts = append(opts, sluice.WithRestartStrategy(sluice.FixedDelayRestart(o.restarts, o.restartDelay)))
 	} else {
 		opts = append(opts, sluice.WithRestartStrategy(sluice.NoRestart()))
 	}
@@ -274,7 +280,11 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 	}
 	switch o.backend {
 	case "rocksdb":
-		opts = append(opts, sluice.WithStateBackend(rocksDBBackend(o.stateDir, o.incremental)))
+		if o.localRecovery {
+			opts = append(opts, sluice.WithStateBackend(rocksdb.Factory(o.stateDir, rocksdb.Options{LocalRecovery: true, DisableIncremental: !o.incremental})))
+		} else {
+			opts = append(opts, sluice.WithStateBackend(rocksDBBackend(o.stateDir, o.incremental)))
+		}
 	case "heap":
 	default:
 		return fmt.Errorf("unknown -backend %q", o.backend)
@@ -340,7 +350,7 @@ func countJob(env *sluice.Environment, o options, seeds []string, log *slog.Logg
 	pace := newLimiter(o.rate)
 	keys = sluice.Map(keys, func(k string) (string, error) { pace.wait(); return k, nil }, sluice.Name("pace"), sluice.UID("pace"))
 	counts := sluice.Process[string, string, keyCount](sluice.KeyBy(keys, func(k string) string { return k }),
-		&runningCount{limit: newLimiter(o.rate), fail: &failOnce{at: o.failOnceAfter}}, sluice.Name("count"), sluice.UID("count"))
+		&runningCount{limit: newLimiter(o.rate), fail: &failOnce{at: o.failOnceAfter}, report: o.firstRecord}, sluice.Name("count"), sluice.UID("count"))
 	out, err := kafkasink.NewSink(seeds, func(kc keyCount) (*kgo.Record, error) {
 		return &kgo.Record{Topic: o.out, Key: []byte(kc.Key), Value: strconv.AppendInt(nil, kc.Count, 10)}, nil
 	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(o.prefix), kafkasink.Logger(log),
@@ -456,6 +466,10 @@ type runningCount struct {
 	count state.ValueState[int64]
 	limit *limiter
 	fail  *failOnce
+	// report: print when the subtask processes its first record of the
+	// attempt (-report-first-record); first is that line, until printed.
+	report bool
+	first  string
 }
 
 // failOnce fails the at-th call of hit in the process, and no other.
@@ -478,6 +492,9 @@ func (f *failOnce) hit() error {
 }
 
 func (r *runningCount) Open(ctx *sluice.OperatorContext) error {
+	if r.report {
+		r.first = fmt.Sprintf("first record processed subtask=%d attempt=%d", ctx.Subtask, ctx.Attempt)
+	}
 	var err error
 	r.count, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[int64]{Name: "count"})
 	return err
@@ -497,6 +514,10 @@ func (r *runningCount) ProcessElement(ctx *sluice.KeyedContext[string], _ string
 		return err
 	}
 	out.Collect(keyCount{Key: ctx.Key(), Count: n})
+	if r.first != "" {
+		fmt.Printf("%s at=%d\n", r.first, time.Now().UnixNano())
+		r.first = ""
+	}
 	return nil
 }
 
