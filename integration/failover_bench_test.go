@@ -9,7 +9,11 @@ package integration
 // The variable's value is the number of faults per case (default 10);
 // SLUICE_BENCH_RESTART_DELAY sets the fixed restart delay (default
 // 500ms, the chaos job's) and SLUICE_BENCH_CASES picks cases by name
-// (comma separated: rocksdb-download, rocksdb-local, heap).
+// (comma separated: rocksdb-download, rocksdb-local, heap);
+// SLUICE_BENCH_PAD_STATE adds that many random bytes of keyed state per
+// key (16 keys), and SLUICE_BENCH_S3=1 puts the checkpoints on the S3
+// server of scripts/with-s3 (scripts/with-s3 scripts/with-kafka go test
+// ...), where a download costs what it does in production.
 //
 // Worker kills: a coordinator and three workers of two slots run the
 // keyed count at parallelism 6; a worker that runs tasks is killed with
@@ -46,6 +50,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/sluicehq/sluice/api"
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // benchFaults is the number of faults per case, or skips the test.
@@ -83,6 +88,21 @@ func saveRuns(t *testing.T, job *chaosJob) {
 	}
 }
 
+// benchJob applies SLUICE_BENCH_PAD_STATE and SLUICE_BENCH_S3 to job.
+func benchJob(t *testing.T, job *chaosJob) string {
+	t.Helper()
+	what := "checkpoints on the local disk"
+	if os.Getenv("SLUICE_BENCH_S3") != "" {
+		job.checkpoints = testutil.S3Location(t)
+		what = "checkpoints on S3"
+	}
+	if pad := os.Getenv("SLUICE_BENCH_PAD_STATE"); pad != "" {
+		job.extra = append(job.extra, "-pad-state", pad)
+		what += ", " + pad + " bytes of state per key"
+	}
+	return what
+}
+
 func benchRestartDelay() string {
 	return cmp.Or(os.Getenv("SLUICE_BENCH_RESTART_DELAY"), "500ms")
 }
@@ -105,6 +125,7 @@ func TestBenchWorkerKillDowntime(t *testing.T) {
 			adm := kadm.NewClient(newClient(t))
 			job := newKeyedJob(ctx, t, adm, keys, perKey, "aligned", 100)
 			job.backend = strings.TrimSuffix(strings.TrimSuffix(name, "-download"), "-local")
+			setup := benchJob(t, job)
 			local := name == "rocksdb-local"
 			args := []string{"-parallelism", "6", "-restarts", strconv.Itoa(kills + 5), "-rest", "127.0.0.1:0",
 				"-restart-delay", benchRestartDelay(), "-report-first-record"}
@@ -157,8 +178,8 @@ func TestBenchWorkerKillDowntime(t *testing.T) {
 					at.Sub(killed).Round(time.Millisecond), running[i].Round(time.Millisecond), first[i].Round(time.Millisecond),
 					checkpointed[i].Round(time.Millisecond), formatPhases(phases[i]))
 			}
-			t.Logf("%s, %d worker kills, restart delay %s: kill to running median %v max %v; kill to first record median %v max %v; kill to completed checkpoint median %v max %v",
-				name, kills, benchRestartDelay(), median(running), slices.Max(running).Round(time.Millisecond),
+			t.Logf("%s, %s, %d worker kills, restart delay %s: kill to running median %v max %v; kill to first record median %v max %v; kill to completed checkpoint median %v max %v",
+				name, setup, kills, benchRestartDelay(), median(running), slices.Max(running).Round(time.Millisecond),
 				median(first), slices.Max(first).Round(time.Millisecond),
 				median(checkpointed), slices.Max(checkpointed).Round(time.Millisecond))
 			t.Logf("%s: median phases after the kill: %s", name, formatPhases(medianPhases(phases)))
@@ -178,6 +199,7 @@ func TestBenchLeaderKillDowntime(t *testing.T) {
 	adm := kadm.NewClient(newClient(t))
 	job := newKeyedJob(ctx, t, adm, keys, perKey, "aligned", 100)
 	job.backend = "rocksdb"
+	setup := benchJob(t, job)
 	c := startHACluster(t, job, "-parallelism", "4", "-local-recovery", "-report-first-record",
 		"-restarts", strconv.Itoa(kills+5), "-restart-delay", benchRestartDelay())
 	names := []string{"coordinator A", "coordinator B"}
@@ -211,8 +233,8 @@ func TestBenchLeaderKillDowntime(t *testing.T) {
 		// The killed leader comes back as the standby.
 		leader, standby = standby, c.startCoordinator(ctx, t, leader.name)
 	}
-	t.Logf("%d leader kills (lease 2 s), RocksDB with local recovery, restart delay %s: kill to first record median %v max %v; kill to completed checkpoint median %v max %v",
-		kills, benchRestartDelay(), median(first), slices.Max(first).Round(time.Millisecond),
+	t.Logf("%d leader kills (lease 2 s), RocksDB with local recovery, %s, restart delay %s: kill to first record median %v max %v; kill to completed checkpoint median %v max %v",
+		kills, setup, benchRestartDelay(), median(first), slices.Max(first).Round(time.Millisecond),
 		median(checkpointed), slices.Max(checkpointed).Round(time.Millisecond))
 	t.Logf("median phases after the kill: %s", formatPhases(medianPhases(phases)))
 	saveRuns(t, job)
@@ -220,7 +242,7 @@ func TestBenchLeaderKillDowntime(t *testing.T) {
 	checkJobOutput(ctx, t, job, keys, perKey)
 }
 
-var firstRecordLine = regexp.MustCompile(`(?m)^first record processed subtask=\d+ attempt=\d+ at=(\d+)$`)
+var firstRecordLine = regexp.MustCompile(`(?m)^first record processed subtask=\d+ attempt=\d+ arrived=(\d+) at=(\d+)$`)
 
 // firstRecordAfter waits for a counting subtask of any process of the job
 // to process a record in an attempt that started after the kill, and
@@ -231,7 +253,7 @@ func firstRecordAfter(ctx context.Context, t *testing.T, job *chaosJob, killed t
 		var at time.Time
 		for _, r := range job.runs {
 			for _, m := range firstRecordLine.FindAllStringSubmatch(r.stdout.String(), -1) {
-				n, _ := strconv.ParseInt(m[1], 10, 64)
+				n, _ := strconv.ParseInt(m[2], 10, 64)
 				if ts := time.Unix(0, n); ts.After(killed) && (at.IsZero() || ts.Before(at)) {
 					at = ts
 				}
@@ -260,6 +282,11 @@ var phaseMarks = []struct{ name, text, after string }{
 	{"deployed", `msg="tasks deployed"`, "deploying"},
 	{"restored-local", `msg="rocksdb backend: local recovery"`, ""},
 	{"restored-download", `msg="rocksdb backend: downloaded checkpoint"`, ""},
+	// From the chaos job's stdout: the first record of an attempt begun
+	// after the kill reached a counting subtask, and was counted and
+	// handed to the Kafka sink.
+	{"record-arrived", "", ""},
+	{"record-counted", "", ""},
 	{"checkpoint", `msg="checkpoint completed"`, "deploying"},
 }
 
@@ -288,10 +315,26 @@ func failoverPhases(job *chaosJob, killed time.Time) map[string]time.Duration {
 				if after, ok := out[p.after]; p.after != "" && (!ok || ts.Sub(killed) < after) {
 					continue
 				}
-				if strings.Contains(l, p.text) {
+				if p.text != "" && strings.Contains(l, p.text) {
 					if d, ok := out[p.name]; !ok || ts.Sub(killed) < d {
 						out[p.name] = ts.Sub(killed)
 					}
+				}
+			}
+		}
+	}
+	for _, r := range job.runs {
+		for _, m := range firstRecordLine.FindAllStringSubmatch(r.stdout.String(), -1) {
+			arrived, _ := strconv.ParseInt(m[1], 10, 64)
+			at, _ := strconv.ParseInt(m[2], 10, 64)
+			if d := time.Unix(0, arrived).Sub(killed); d > 0 {
+				if o, ok := out["record-arrived"]; !ok || d < o {
+					out["record-arrived"] = d
+				}
+			}
+			if d := time.Unix(0, at).Sub(killed); d > 0 && time.Unix(0, arrived).After(killed) {
+				if o, ok := out["record-counted"]; !ok || d < o {
+					out["record-counted"] = d
 				}
 			}
 		}

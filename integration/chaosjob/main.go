@@ -73,6 +73,7 @@ package main
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -94,6 +95,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	_ "github.com/sluicehq/sluice/checkpoint/storage/s3" // -checkpoints s3://...
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/sink"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
@@ -127,6 +129,7 @@ type options struct {
 	localRecovery    bool
 	restartDelay     time.Duration
 	firstRecord      bool
+	padState         int
 	stateDir         string
 	interval         time.Duration
 	timeout          time.Duration
@@ -167,8 +170,9 @@ func main() {
 	flag.BoolVar(&o.incremental, "incremental", true, "incremental RocksDB checkpoints (state.backend.incremental); false: full snapshots")
 	flag.StringVar(&o.stateDir, "state-dir", os.TempDir(), "root of the RocksDB working directories")
 	flag.BoolVar(&o.localRecovery, "local-recovery", false, "RocksDB local recovery (execution.state-recovery.from-local): each subtask's working directory stays <state-dir>/<job>/<operator>/<subtask> across attempts, so a subtask restarted in this process restores from its local copy")
+	flag.IntVar(&o.padState, "pad-state", 0, "count job: keep this many random bytes of keyed state per key besides its count (a larger state to restore; 0: none)")
 	flag.DurationVar(&o.restartDelay, "restart-delay", 500*time.Millisecond, "the delay of the -restarts fixed-delay restart strategy")
-	flag.BoolVar(&o.firstRecord, "report-first-record", false, "count job: print \"first record processed subtask=S attempt=A at=UNIXNANO\" when a counting subtask processes its first record of an attempt")
+	flag.BoolVar(&o.firstRecord, "report-first-record", false, "count job: print \"first record processed subtask=S attempt=A arrived=UNIXNANO at=UNIXNANO\" when a counting subtask processes its first record of an attempt (arrived: when it reached the counting operator; at: once counted and handed to the sink)")
 	flag.DurationVar(&o.interval, "interval", 200*time.Millisecond, "checkpoint interval")
 	flag.DurationVar(&o.timeout, "checkpoint-timeout", time.Minute, "checkpoint timeout; a checkpoint that expires fails the job (no tolerable failures)")
 	flag.IntVar(&o.parallelism, "parallelism", 2, "parallelism of every operator")
@@ -350,7 +354,7 @@ func countJob(env *sluice.Environment, o options, seeds []string, log *slog.Logg
 	pace := newLimiter(o.rate)
 	keys = sluice.Map(keys, func(k string) (string, error) { pace.wait(); return k, nil }, sluice.Name("pace"), sluice.UID("pace"))
 	counts := sluice.Process[string, string, keyCount](sluice.KeyBy(keys, func(k string) string { return k }),
-		&runningCount{limit: newLimiter(o.rate), fail: &failOnce{at: o.failOnceAfter}, report: o.firstRecord}, sluice.Name("count"), sluice.UID("count"))
+		&runningCount{limit: newLimiter(o.rate), fail: &failOnce{at: o.failOnceAfter}, report: o.firstRecord, pad: o.padState}, sluice.Name("count"), sluice.UID("count"))
 	out, err := kafkasink.NewSink(seeds, func(kc keyCount) (*kgo.Record, error) {
 		return &kgo.Record{Topic: o.out, Key: []byte(kc.Key), Value: strconv.AppendInt(nil, kc.Count, 10)}, nil
 	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(o.prefix), kafkasink.Logger(log),
@@ -470,6 +474,9 @@ type runningCount struct {
 	// attempt (-report-first-record); first is that line, until printed.
 	report bool
 	first  string
+	// pad: bytes of state per key besides the count (-pad-state).
+	pad    int
+	padded state.ValueState[[]byte]
 }
 
 // failOnce fails the at-th call of hit in the process, and no other.
@@ -497,10 +504,18 @@ func (r *runningCount) Open(ctx *sluice.OperatorContext) error {
 	}
 	var err error
 	r.count, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[int64]{Name: "count"})
+	if err != nil || r.pad == 0 {
+		return err
+	}
+	r.padded, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]byte]{Name: "pad", Codec: codec.Bytes{}})
 	return err
 }
 
 func (r *runningCount) ProcessElement(ctx *sluice.KeyedContext[string], _ string, out sluice.Collector[keyCount]) error {
+	var arrived time.Time
+	if r.first != "" {
+		arrived = time.Now()
+	}
 	r.limit.wait()
 	if err := r.fail.hit(); err != nil {
 		return err
@@ -513,9 +528,17 @@ func (r *runningCount) ProcessElement(ctx *sluice.KeyedContext[string], _ string
 	if err := r.count.Update(n); err != nil {
 		return err
 	}
+	if r.pad > 0 && n == 1 {
+		// Random bytes: RocksDB's compression keeps their size.
+		pad := make([]byte, r.pad)
+		_, _ = cryptorand.Read(pad)
+		if err := r.padded.Update(pad); err != nil {
+			return err
+		}
+	}
 	out.Collect(keyCount{Key: ctx.Key(), Count: n})
 	if r.first != "" {
-		fmt.Printf("%s at=%d\n", r.first, time.Now().UnixNano())
+		fmt.Printf("%s arrived=%d at=%d\n", r.first, arrived.UnixNano(), time.Now().UnixNano())
 		r.first = ""
 	}
 	return nil

@@ -23,8 +23,8 @@ type Download func(ref []byte) (io.ReadCloser, error)
 //
 // With one handle of exactly this backend's key groups, the database is
 // the checkpoint's: taken from the local checkpoint directory when it is
-// still there and its files have the recorded sizes (local recovery), else
-// downloaded; later checkpoints then reference its files. Otherwise
+// still there and its files have the recorded sizes and CRC32C (local
+// recovery; a copy that differs is never used), else downloaded; later checkpoints then reference its files. Otherwise
 // (rescaling) the handle overlapping most becomes the database, cut to the
 // owned key groups with range deletions, and the owned key groups of the
 // others are copied into it from temporary databases.
