@@ -242,7 +242,27 @@ func TestBenchLeaderKillDowntime(t *testing.T) {
 	checkJobOutput(ctx, t, job, keys, perKey)
 }
 
-var firstRecordLine = regexp.MustCompile(`(?m)^first record processed subtask=\d+ attempt=\d+ arrived=(\d+) at=(\d+)$`)
+var firstRecordLine = regexp.MustCompile(`(?m)^first record processed subtask=\d+ attempt=\d+ opened=(\d+) arrived=(\d+) at=(\d+)$`)
+
+// firstRecords returns, from every process of the job, when the counting
+// subtasks opened after killed processed their first records: when each
+// reached the operator and when it was counted. A subtask opened before
+// the kill (the failed attempt, whose first record may come late) is left
+// out.
+func firstRecords(job *chaosJob, killed time.Time) (arrived, counted []time.Time) {
+	unix := func(s string) time.Time {
+		n, _ := strconv.ParseInt(s, 10, 64)
+		return time.Unix(0, n)
+	}
+	for _, r := range job.runs {
+		for _, m := range firstRecordLine.FindAllStringSubmatch(r.stdout.String(), -1) {
+			if unix(m[1]).After(killed) {
+				arrived, counted = append(arrived, unix(m[2])), append(counted, unix(m[3]))
+			}
+		}
+	}
+	return arrived, counted
+}
 
 // firstRecordAfter waits for a counting subtask of any process of the job
 // to process a record in an attempt that started after the kill, and
@@ -250,17 +270,8 @@ var firstRecordLine = regexp.MustCompile(`(?m)^first record processed subtask=\d
 func firstRecordAfter(ctx context.Context, t *testing.T, job *chaosJob, killed time.Time) time.Duration {
 	t.Helper()
 	for {
-		var at time.Time
-		for _, r := range job.runs {
-			for _, m := range firstRecordLine.FindAllStringSubmatch(r.stdout.String(), -1) {
-				n, _ := strconv.ParseInt(m[2], 10, 64)
-				if ts := time.Unix(0, n); ts.After(killed) && (at.IsZero() || ts.Before(at)) {
-					at = ts
-				}
-			}
-		}
-		if !at.IsZero() {
-			return at.Sub(killed)
+		if _, counted := firstRecords(job, killed); len(counted) > 0 {
+			return slices.MinFunc(counted, time.Time.Compare).Sub(killed)
 		}
 		select {
 		case <-ctx.Done():
@@ -323,21 +334,9 @@ func failoverPhases(job *chaosJob, killed time.Time) map[string]time.Duration {
 			}
 		}
 	}
-	for _, r := range job.runs {
-		for _, m := range firstRecordLine.FindAllStringSubmatch(r.stdout.String(), -1) {
-			arrived, _ := strconv.ParseInt(m[1], 10, 64)
-			at, _ := strconv.ParseInt(m[2], 10, 64)
-			if d := time.Unix(0, arrived).Sub(killed); d > 0 {
-				if o, ok := out["record-arrived"]; !ok || d < o {
-					out["record-arrived"] = d
-				}
-			}
-			if d := time.Unix(0, at).Sub(killed); d > 0 && time.Unix(0, arrived).After(killed) {
-				if o, ok := out["record-counted"]; !ok || d < o {
-					out["record-counted"] = d
-				}
-			}
-		}
+	if arrived, counted := firstRecords(job, killed); len(arrived) > 0 {
+		out["record-arrived"] = slices.MinFunc(arrived, time.Time.Compare).Sub(killed)
+		out["record-counted"] = slices.MinFunc(counted, time.Time.Compare).Sub(killed)
 	}
 	return out
 }

@@ -172,7 +172,7 @@ func main() {
 	flag.BoolVar(&o.localRecovery, "local-recovery", false, "RocksDB local recovery (execution.state-recovery.from-local): each subtask's working directory stays <state-dir>/<job>/<operator>/<subtask> across attempts, so a subtask restarted in this process restores from its local copy")
 	flag.IntVar(&o.padState, "pad-state", 0, "count job: keep this many random bytes of keyed state per key besides its count (a larger state to restore; 0: none)")
 	flag.DurationVar(&o.restartDelay, "restart-delay", 500*time.Millisecond, "the delay of the -restarts fixed-delay restart strategy")
-	flag.BoolVar(&o.firstRecord, "report-first-record", false, "count job: print \"first record processed subtask=S attempt=A arrived=UNIXNANO at=UNIXNANO\" when a counting subtask processes its first record of an attempt (arrived: when it reached the counting operator; at: once counted and handed to the sink)")
+	flag.BoolVar(&o.firstRecord, "report-first-record", false, "count job: print \"first record processed subtask=S attempt=A opened=UNIXNANO arrived=UNIXNANO at=UNIXNANO\" when a counting subtask processes its first record of an attempt (opened: when the counting operator opened; arrived: when the record reached it; at: once counted and handed to the sink)")
 	flag.DurationVar(&o.interval, "interval", 200*time.Millisecond, "checkpoint interval")
 	flag.DurationVar(&o.timeout, "checkpoint-timeout", time.Minute, "checkpoint timeout; a checkpoint that expires fails the job (no tolerable failures)")
 	flag.IntVar(&o.parallelism, "parallelism", 2, "parallelism of every operator")
@@ -500,7 +500,7 @@ func (f *failOnce) hit() error {
 
 func (r *runningCount) Open(ctx *sluice.OperatorContext) error {
 	if r.report {
-		r.first = fmt.Sprintf("first record processed subtask=%d attempt=%d", ctx.Subtask, ctx.Attempt)
+		r.first = fmt.Sprintf("first record processed subtask=%d attempt=%d opened=%d", ctx.Subtask, ctx.Attempt, time.Now().UnixNano())
 	}
 	var err error
 	r.count, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[int64]{Name: "count"})
