@@ -434,13 +434,14 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 		standby <- jb
 	}()
 	var wg sync.WaitGroup
+	var workerLogs [2]testutil.LogRecorder
 	for i := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c := withEtcd(cluster.Config{Role: cluster.RoleWorker, Slots: 2, WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0",
 				Host: "127.0.0.1", HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second})
-			if err := j.env(c).Execute(ctxB); err != nil {
+			if err := j.env(c, sluice.WithLogger(workerLogs[i].Logger())).Execute(ctxB); err != nil {
 				t.Errorf("worker %d: %v", i, err)
 			}
 		}()
@@ -471,6 +472,27 @@ func TestStandbyCoordinatorTakesOver(t *testing.T) {
 	}
 	if next == nil {
 		t.FailNow()
+	}
+	// The workers learn of the new leader from etcd's watch, which ends
+	// their wait between attempts to reach a coordinator.
+	var addrB string
+	for _, l := range logsB.Find("coordinator listening") {
+		if m := regexp.MustCompile(`^INFO .* address=(\S+)`).FindStringSubmatch(l); m != nil {
+			addrB = m[1]
+		}
+	}
+	if addrB == "" {
+		t.Fatalf("the standby logged no address it listens on: %q", logsB.Find("coordinator listening"))
+	}
+	for i := range workerLogs {
+		testutil.Await(t, "the worker to log the new leader", func() bool {
+			for _, l := range workerLogs[i].Find("the job's leader changed") {
+				if strings.Contains(l, "coordinator="+addrB) {
+					return true
+				}
+			}
+			return false
+		})
 	}
 	if err := next.Wait(); err != nil {
 		t.Fatalf("the second leader's job: %v", err)
@@ -856,6 +878,117 @@ func TestRestartedTasksRecoverRocksDBLocally(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "rocksdb backend: local recovery"); n == 0 {
 		t.Fatalf("no task recovered locally after the restart; logs:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "rocksdb backend: downloaded checkpoint") {
+		t.Fatalf("a task on the worker it had downloaded its state; logs:\n%s", logs.String())
+	}
+	checkExact(t, j.out, j.records, j.keys)
+}
+
+// A worker lost (its process gone) restarts the job with the tasks of the
+// workers still there on the slots they had: their RocksDB state comes
+// from the local copy, not a byte downloaded, and only the lost worker's
+// subtasks, placed on the spare slots (of any worker), download theirs.
+// The output stays exactly once.
+func TestWorkerLossKeepsSurvivorsLocal(t *testing.T) {
+	root := t.TempDir()
+	logs := map[string]*syncBuffer{"w0": {}, "w1": {}, "w2": {}}
+	j := job{records: 12000, keys: 16, rate: 6000, par: 4, cpDir: t.TempDir(), out: t.TempDir(),
+		backend: func(worker string) sluice.Option {
+			var logger *slog.Logger
+			if b := logs[worker]; b != nil {
+				logger = slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			}
+			return sluice.WithStateBackend(rocksdb.Factory(filepath.Join(root, "w-"+worker), rocksdb.Options{LocalRecovery: true, Logger: logger}))
+		}}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	var completed atomic.Int64
+	jb, err := j.env(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr,
+		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second},
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
+			if s.Status == checkpoint.StatusCompleted {
+				completed.Add(1)
+			}
+		})).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three workers of two slots for four subtasks: two slots spare.
+	stops := map[string]context.CancelFunc{}
+	done := map[string]chan error{}
+	for id := range logs {
+		wctx, stop := context.WithCancel(ctx)
+		ch := make(chan error, 1)
+		stops[id], done[id] = stop, ch
+		go func() {
+			ch <- j.env(cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, Slots: 2, WorkerID: id,
+				DataListen: "127.0.0.1:0", Host: "127.0.0.1", HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}).Execute(wctx)
+		}()
+	}
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	// The count subtasks each worker runs before the loss.
+	counts := map[string]int{}
+	testutil.Await(t, "two checkpoints and every task's figures", func() bool {
+		clear(counts)
+		n := 0
+		for _, m := range jb.Metrics() {
+			if m.Worker != "" && strings.Contains(m.Vertex, "count") {
+				counts[m.Worker]++
+				n++
+			}
+		}
+		return completed.Load() >= 2 && n == j.par
+	})
+	lost := ""
+	for id := range counts {
+		if lost == "" || id < lost {
+			lost = id
+		}
+	}
+	restarts := jb.Restarts()
+	stops[lost]()
+	if err := <-done[lost]; err != nil && !errors.Is(err, context.Canceled) {
+		t.Logf("worker %s: %v", lost, err)
+	}
+	if err := jb.Wait(); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	if jb.Restarts() <= restarts {
+		t.Fatalf("the loss of worker %s restarted the job %d times", lost, jb.Restarts()-restarts)
+	}
+	if info, ok := jb.LastRestore(); !ok || info.CheckpointID == 0 {
+		t.Fatalf("the restart after the loss restored nothing (%+v)", info)
+	}
+	downloads := 0
+	for id, b := range logs {
+		l := b.String()
+		local := strings.Count(l, "rocksdb backend: local recovery")
+		downloaded := strings.Count(l, "rocksdb backend: downloaded checkpoint")
+		downloads += downloaded
+		switch {
+		case id == lost:
+		case local != counts[id]:
+			// The subtasks it ran recover locally; those of the lost
+			// worker it takes on its spare slots download.
+			t.Errorf("worker %s ran %d count subtasks before the loss and recovered %d locally (%d downloaded); logs:\n%s",
+				id, counts[id], local, downloaded, l)
+		}
+	}
+	if downloads != counts[lost] {
+		t.Errorf("%d restores downloaded their state, want %d (the subtasks of the lost worker %s)", downloads, counts[lost], lost)
+	}
+	for id, ch := range done {
+		if id != lost {
+			if err := <-ch; err != nil {
+				t.Errorf("worker %s: %v", id, err)
+			}
+		}
 	}
 	checkExact(t, j.out, j.records, j.keys)
 }

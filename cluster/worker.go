@@ -67,6 +67,32 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 		defer services.Close()
 	}
 	defer w.stopRunner()
+	// With HA, a change of the job's leader in etcd ends the wait between
+	// two attempts to reach a coordinator: a worker that lost its leader
+	// registers with the next one as soon as it is elected, not after a
+	// backoff grown while the former leader's lease ran out.
+	var leaderChanged <-chan struct{}
+	if services != nil {
+		changed := make(chan struct{}, 1)
+		leaderChanged = changed
+		watch := services.WatchLeader(ctx, jobID)
+		go func() {
+			last := ha.LeaderInfo{}
+			for li := range watch {
+				if li == last || li.Epoch == 0 {
+					continue
+				}
+				if last.Epoch != 0 {
+					logger.Info("the job's leader changed", "coordinator", li.Candidate, "epoch", li.Epoch)
+				}
+				last = li
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
 	var epoch int64
 	backoff := 100 * time.Millisecond
 	instance := control.NewInstance()
@@ -148,10 +174,12 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 		}
 		select {
 		case <-time.After(backoff):
+			backoff = min(2*backoff, 5*time.Second)
+		case <-leaderChanged:
+			backoff = 100 * time.Millisecond
 		case <-ctx.Done():
 			return nil
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

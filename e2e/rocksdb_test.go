@@ -3,17 +3,21 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/checkpoint/storage"
+	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/state"
 	"github.com/sluicehq/sluice/state/rocksdb"
 )
 
@@ -106,4 +110,31 @@ func TestRocksDBIncrementalRetentionAndRescale(t *testing.T) {
 // the task goes on updating the same keys.
 func TestRocksDBSavepointIntoHeap(t *testing.T) {
 	savepointStopResume(t, sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{})))
+}
+
+// The subtasks of an attempt are built, their state backends made and
+// restored, at the same time, not one after another: each of the four
+// counting subtasks' backends is made only once all four are being made
+// (one at a time, the first would wait for the others in vain).
+func TestSubtasksRestoreInParallel(t *testing.T) {
+	const par = 4
+	inner := rocksdb.Factory(t.TempDir(), rocksdb.Options{})
+	var arrived atomic.Int32
+	all := make(chan struct{})
+	backend := sluice.WithStateBackend(func(o state.BackendOptions) (state.KeyedBackend, error) {
+		if arrived.Add(1) == par {
+			close(all)
+		}
+		select {
+		case <-all:
+		case <-time.After(testutil.SafetyNet / 4):
+			return nil, fmt.Errorf("subtask %d's backend: the other subtasks' backends were not being made at the same time", o.Subtask)
+		}
+		return inner(o)
+	})
+	out := t.TempDir()
+	env, _ := countJobAt(out, 400, 8, 0, par, backend, sluice.WithCheckpointing(20*time.Millisecond, t.TempDir()))
+	if err := env.Execute(testutil.Context(t, 0)); err != nil {
+		t.Fatal(err)
+	}
 }

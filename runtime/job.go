@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	goruntime "runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -774,17 +775,44 @@ func (a *attempt) deploy() error {
 		t.valve = newWatermarkValve(channels)
 		t.numChannels = channels
 	}
-	for _, t := range a.tasks {
-		if err := t.build(a.graph); err != nil {
-			a.closeTasks()
-			a.releaseBuffers()
-			return err
-		}
+	if err := a.buildTasks(); err != nil {
+		a.closeTasks()
+		a.releaseBuffers()
+		return err
 	}
 	a.restoreCounters.stateDone = time.Now()
 	a.restoreCounters.replayLeft.Store(int32(len(a.tasks)))
 	return nil
 }
+
+// buildTasks builds the attempt's tasks, restoring their state, several at
+// once (as Flink restores each task on its own thread): a restore's time
+// is its slowest task's, not the sum of every task's downloads and
+// database opens. The first failing task's error (in task order) is
+// returned.
+func (a *attempt) buildTasks() error {
+	errs := make([]error, len(a.tasks))
+	sem := make(chan struct{}, max(goruntime.GOMAXPROCS(0), minRestoreConcurrency))
+	var wg sync.WaitGroup
+	for i, t := range a.tasks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = t.build(a.graph)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// minRestoreConcurrency is the least number of tasks built (and restored)
+// at once: restores mostly wait for storage and disks, not CPUs.
+const minRestoreConcurrency = 8
 
 // reserveBuffers reserves, before anything is deployed, the network
 // buffers the attempt's local partitions and gates require of the

@@ -20,7 +20,9 @@ type BackendOptions struct {
 }
 
 // BackendFactory makes the keyed state backend of one subtask of a keyed
-// operator: the runtime calls it once per subtask and attempt.
+// operator: the runtime calls it once per subtask and attempt, for
+// several subtasks at once (their restores run in parallel), so it must be
+// safe for concurrent use.
 type BackendFactory func(o BackendOptions) (KeyedBackend, error)
 
 // HeapBackendFactory is the default BackendFactory: the pure-Go heap

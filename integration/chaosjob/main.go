@@ -73,6 +73,7 @@ package main
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -94,6 +95,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	_ "github.com/sluicehq/sluice/checkpoint/storage/s3" // -checkpoints s3://...
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/sink"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
@@ -124,6 +126,10 @@ type options struct {
 	mode             string
 	backend          string
 	incremental      bool
+	localRecovery    bool
+	restartDelay     time.Duration
+	firstRecord      bool
+	padState         int
 	stateDir         string
 	interval         time.Duration
 	timeout          time.Duration
@@ -163,11 +169,15 @@ func main() {
 	flag.StringVar(&o.backend, "backend", "rocksdb", "keyed state backend: rocksdb or heap")
 	flag.BoolVar(&o.incremental, "incremental", true, "incremental RocksDB checkpoints (state.backend.incremental); false: full snapshots")
 	flag.StringVar(&o.stateDir, "state-dir", os.TempDir(), "root of the RocksDB working directories")
+	flag.BoolVar(&o.localRecovery, "local-recovery", false, "RocksDB local recovery (execution.state-recovery.from-local): each subtask's working directory stays <state-dir>/<job>/<operator>/<subtask> across attempts, so a subtask restarted in this process restores from its local copy")
+	flag.IntVar(&o.padState, "pad-state", 0, "count job: keep this many random bytes of keyed state per key besides its count (a larger state to restore; 0: none)")
+	flag.DurationVar(&o.restartDelay, "restart-delay", 500*time.Millisecond, "the delay of the -restarts fixed-delay restart strategy")
+	flag.BoolVar(&o.firstRecord, "report-first-record", false, "count job: print \"first record processed subtask=S attempt=A opened=UNIXNANO arrived=UNIXNANO at=UNIXNANO\" when a counting subtask processes its first record of an attempt (opened: when the counting operator opened; arrived: when the record reached it; at: once counted and handed to the sink)")
 	flag.DurationVar(&o.interval, "interval", 200*time.Millisecond, "checkpoint interval")
 	flag.DurationVar(&o.timeout, "checkpoint-timeout", time.Minute, "checkpoint timeout; a checkpoint that expires fails the job (no tolerable failures)")
 	flag.IntVar(&o.parallelism, "parallelism", 2, "parallelism of every operator")
 	flag.Float64Var(&o.rate, "rate", 0, "records per second the job reads and counts, over all subtasks of this process (0: no limit)")
-	flag.IntVar(&o.restarts, "restarts", 0, "in-process restarts (fixed delay 500 ms) before the job fails")
+	flag.IntVar(&o.restarts, "restarts", 0, "in-process restarts (fixed delay -restart-delay) before the job fails")
 	flag.BoolVar(&o.fresh, "fresh", false, "start from no state (sluice.WithFreshStart) although the job has checkpoints; by default a run resumes from the latest")
 	flag.Int64Var(&o.exitBeforeCommit, "exit-before-commit", 0, "exit with status 3 before committing checkpoint N or later (0: never)")
 	flag.Int64Var(&o.killInInterval, "kill-in-interval", 0, "SIGKILL the process in the first interval after checkpoint N's barrier, once subtask 0's sink has written a record into it (0: never)")
@@ -259,7 +269,7 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 		opts = append(opts, sluice.WithFreshStart())
 	}
 	if o.restarts > 0 {
-		opts = append(opts, sluice.WithRestartStrategy(sluice.FixedDelayRestart(o.restarts, 500*time.Millisecond)))
+		opts = append(opts, sluice.WithRestartStrategy(sluice.FixedDelayRestart(o.restarts, o.restartDelay)))
 	} else {
 		opts = append(opts, sluice.WithRestartStrategy(sluice.NoRestart()))
 	}
@@ -274,7 +284,11 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 	}
 	switch o.backend {
 	case "rocksdb":
-		opts = append(opts, sluice.WithStateBackend(rocksDBBackend(o.stateDir, o.incremental)))
+		if o.localRecovery {
+			opts = append(opts, sluice.WithStateBackend(rocksdb.Factory(o.stateDir, rocksdb.Options{LocalRecovery: true, DisableIncremental: !o.incremental})))
+		} else {
+			opts = append(opts, sluice.WithStateBackend(rocksDBBackend(o.stateDir, o.incremental)))
+		}
 	case "heap":
 	default:
 		return fmt.Errorf("unknown -backend %q", o.backend)
@@ -340,7 +354,7 @@ func countJob(env *sluice.Environment, o options, seeds []string, log *slog.Logg
 	pace := newLimiter(o.rate)
 	keys = sluice.Map(keys, func(k string) (string, error) { pace.wait(); return k, nil }, sluice.Name("pace"), sluice.UID("pace"))
 	counts := sluice.Process[string, string, keyCount](sluice.KeyBy(keys, func(k string) string { return k }),
-		&runningCount{limit: newLimiter(o.rate), fail: &failOnce{at: o.failOnceAfter}}, sluice.Name("count"), sluice.UID("count"))
+		&runningCount{limit: newLimiter(o.rate), fail: &failOnce{at: o.failOnceAfter}, report: o.firstRecord, pad: o.padState}, sluice.Name("count"), sluice.UID("count"))
 	out, err := kafkasink.NewSink(seeds, func(kc keyCount) (*kgo.Record, error) {
 		return &kgo.Record{Topic: o.out, Key: []byte(kc.Key), Value: strconv.AppendInt(nil, kc.Count, 10)}, nil
 	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(o.prefix), kafkasink.Logger(log),
@@ -456,6 +470,13 @@ type runningCount struct {
 	count state.ValueState[int64]
 	limit *limiter
 	fail  *failOnce
+	// report: print when the subtask processes its first record of the
+	// attempt (-report-first-record); first is that line, until printed.
+	report bool
+	first  string
+	// pad: bytes of state per key besides the count (-pad-state).
+	pad    int
+	padded state.ValueState[[]byte]
 }
 
 // failOnce fails the at-th call of hit in the process, and no other.
@@ -478,12 +499,23 @@ func (f *failOnce) hit() error {
 }
 
 func (r *runningCount) Open(ctx *sluice.OperatorContext) error {
+	if r.report {
+		r.first = fmt.Sprintf("first record processed subtask=%d attempt=%d opened=%d", ctx.Subtask, ctx.Attempt, time.Now().UnixNano())
+	}
 	var err error
 	r.count, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[int64]{Name: "count"})
+	if err != nil || r.pad == 0 {
+		return err
+	}
+	r.padded, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]byte]{Name: "pad", Codec: codec.Bytes{}})
 	return err
 }
 
 func (r *runningCount) ProcessElement(ctx *sluice.KeyedContext[string], _ string, out sluice.Collector[keyCount]) error {
+	var arrived time.Time
+	if r.first != "" {
+		arrived = time.Now()
+	}
 	r.limit.wait()
 	if err := r.fail.hit(); err != nil {
 		return err
@@ -496,7 +528,19 @@ func (r *runningCount) ProcessElement(ctx *sluice.KeyedContext[string], _ string
 	if err := r.count.Update(n); err != nil {
 		return err
 	}
+	if r.pad > 0 && n == 1 {
+		// Random bytes: RocksDB's compression keeps their size.
+		pad := make([]byte, r.pad)
+		_, _ = cryptorand.Read(pad)
+		if err := r.padded.Update(pad); err != nil {
+			return err
+		}
+	}
 	out.Collect(keyCount{Key: ctx.Key(), Count: n})
+	if r.first != "" {
+		fmt.Printf("%s arrived=%d at=%d\n", r.first, arrived.UnixNano(), time.Now().UnixNano())
+		r.first = ""
+	}
 	return nil
 }
 

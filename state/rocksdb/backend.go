@@ -140,6 +140,7 @@ type Backend struct {
 	testHookBeforeSpill, testHookWaitSealed func()
 	snaps                                   map[*fullSnapshot]struct{}
 	inc                                     incState
+	restoreFigures                          RestoreFigures
 }
 
 var _ state.KeyedBackend = (*Backend)(nil)

@@ -23,8 +23,8 @@ type Download func(ref []byte) (io.ReadCloser, error)
 //
 // With one handle of exactly this backend's key groups, the database is
 // the checkpoint's: taken from the local checkpoint directory when it is
-// still there and its files have the recorded sizes (local recovery), else
-// downloaded; later checkpoints then reference its files. Otherwise
+// still there and its files have the recorded sizes and CRC32C (local
+// recovery; a copy that differs is never used), else downloaded; later checkpoints then reference its files. Otherwise
 // (rescaling) the handle overlapping most becomes the database, cut to the
 // owned key groups with range deletions, and the owned key groups of the
 // others are copied into it from temporary databases.
@@ -235,19 +235,21 @@ func (b *Backend) copyRange(src *grocksdb.DB, from, to *grocksdb.ColumnFamilyHan
 }
 
 // materialize puts the files of h into dir: hard links (or copies) from
-// the local checkpoint directory when it matches h, else downloads. It
-// returns the local directory it used, or "".
+// the local checkpoint directory when it holds h's files, each of the
+// recorded size and checksum, else downloads. It returns the local
+// directory it used, or "".
 func (b *Backend) materialize(h *IncrementalHandle, dir string, download Download) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("rocksdb backend: %w", err)
 	}
-	if local := b.matchingLocal(h); local != "" {
+	local, why := b.matchingLocal(h)
+	if local != "" {
 		err := linkFiles(local, dir, h.Files)
 		if err == nil {
-			b.log.Info("rocksdb backend: local recovery", "checkpoint", h.CheckpointID, "dir", local)
+			b.restoredFrom(h, true)
 			return local, nil
 		}
-		b.log.Warn("rocksdb backend: local recovery failed, downloading", "checkpoint", h.CheckpointID, "dir", local, "err", err)
+		why = err.Error()
 		// Start over: the links share their files with the local copy.
 		if err := os.RemoveAll(dir); err != nil {
 			return "", fmt.Errorf("rocksdb backend: %w", err)
@@ -256,26 +258,112 @@ func (b *Backend) materialize(h *IncrementalHandle, dir string, download Downloa
 			return "", fmt.Errorf("rocksdb backend: %w", err)
 		}
 	}
+	if why != "" {
+		b.log.Warn("rocksdb backend: local copy unusable, downloading", "checkpoint", h.CheckpointID,
+			"dir", filepath.Join(b.chkDir, h.LocalName), "cause", why)
+	}
 	if download == nil {
 		return "", fmt.Errorf("rocksdb backend: checkpoint %d: no local copy and no download function: %w", h.CheckpointID, state.ErrRestore)
 	}
 	err := parallel(b.opts.TransferThreads, len(h.Files), func(i int) error {
 		return downloadFile(h, h.Files[i], dir, download)
 	})
+	if err == nil {
+		b.restoredFrom(h, false)
+	}
 	return "", err
 }
 
-// matchingLocal returns the local checkpoint directory of h if it has every
-// file of h with its recorded size.
-func (b *Backend) matchingLocal(h *IncrementalHandle) string {
+// RestoreFigures say where a backend's restore took its files from: the
+// local copy of the checkpoint (local recovery) or the checkpoint storage.
+// A rescaled restore adds up the checkpoints it read.
+type RestoreFigures struct {
+	// LocalFiles and LocalBytes were taken from local copies.
+	LocalFiles int
+	LocalBytes int64
+	// DownloadedFiles and DownloadedBytes were downloaded.
+	DownloadedFiles int
+	DownloadedBytes int64
+}
+
+// Restored returns the figures of the backend's restores so far.
+func (b *Backend) Restored() RestoreFigures {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.restoreFigures
+}
+
+// restoredFrom counts h's files as taken locally or downloaded, and logs
+// it.
+func (b *Backend) restoredFrom(h *IncrementalHandle, local bool) {
+	var n int64
+	for _, f := range h.Files {
+		n += f.Size
+	}
+	b.mu.Lock()
+	if local {
+		b.restoreFigures.LocalFiles += len(h.Files)
+		b.restoreFigures.LocalBytes += n
+	} else {
+		b.restoreFigures.DownloadedFiles += len(h.Files)
+		b.restoreFigures.DownloadedBytes += n
+	}
+	b.mu.Unlock()
+	if local {
+		b.log.Info("rocksdb backend: local recovery", "checkpoint", h.CheckpointID, "key_groups", fmt.Sprintf("%d-%d", h.KeyGroups.Start, h.KeyGroups.End),
+			"files", len(h.Files), "bytes", n, "downloaded_bytes", 0)
+	} else {
+		b.log.Info("rocksdb backend: downloaded checkpoint", "checkpoint", h.CheckpointID, "key_groups", fmt.Sprintf("%d-%d", h.KeyGroups.Start, h.KeyGroups.End),
+			"files", len(h.Files), "downloaded_bytes", n)
+	}
+}
+
+// matchingLocal returns the local checkpoint directory of h if it holds
+// every file of h with its recorded size and CRC32C (a copy that differs,
+// however it came to, is never restored), else "" and, when there was a
+// copy, why it is not used.
+func (b *Backend) matchingLocal(h *IncrementalHandle) (string, string) {
 	dir := filepath.Join(b.chkDir, h.LocalName)
+	if _, err := os.Stat(dir); err != nil {
+		return "", ""
+	}
 	for _, f := range h.Files {
 		fi, err := os.Stat(filepath.Join(dir, f.Name))
-		if err != nil || !fi.Mode().IsRegular() || fi.Size() != f.Size {
-			return ""
+		switch {
+		case err != nil:
+			return "", err.Error()
+		case !fi.Mode().IsRegular() || fi.Size() != f.Size:
+			return "", fmt.Sprintf("file %s: %d bytes, the checkpoint's has %d", f.Name, fi.Size(), f.Size)
 		}
 	}
-	return dir
+	err := parallel(b.opts.TransferThreads, len(h.Files), func(i int) error {
+		f := h.Files[i]
+		sum, err := fileCRC32C(filepath.Join(dir, f.Name))
+		if err != nil {
+			return err
+		}
+		if sum != f.CRC32C {
+			return fmt.Errorf("file %s: checksum %08x, the checkpoint's is %08x", f.Name, sum, f.CRC32C)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err.Error()
+	}
+	return dir, ""
+}
+
+func fileCRC32C(path string) (uint32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	crc := crc32.New(crcTable)
+	if _, err := io.Copy(crc, f); err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	return crc.Sum32(), nil
 }
 
 // linkFiles hard-links the SST files from src into dst (copying when

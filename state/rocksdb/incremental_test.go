@@ -539,30 +539,72 @@ func TestLocalRecovery(t *testing.T) {
 	b2 := newTestBackend(t, opts)
 	check(t, b2.RestoreIncremental([]*IncrementalHandle{h2}, noDownload))
 	verifyAll(t, b2, vals)
+	if f := b2.Restored(); f.DownloadedBytes != 0 || f.LocalFiles != len(h2.Files) || f.LocalBytes != h2.StateSize {
+		t.Fatalf("local recovery figures %+v, want %d files, %d bytes local, none downloaded", f, len(h2.Files), h2.StateSize)
+	}
 	check(t, b2.Close())
 	if got := local(); !slices.Equal(got, []string{h2.LocalName}) {
 		t.Fatalf("local checkpoints after a local recovery: %v", got)
 	}
 
-	// A local copy with a file of the wrong size is not used.
+	// A local copy that differs from the checkpoint is never restored:
+	// the restore downloads every file, and the state is the checkpoint's.
 	var sst string
 	for _, f := range h2.Files {
 		if f.Shared {
 			sst = filepath.Join(dir, "checkpoints", h2.LocalName, f.Name)
 		}
 	}
-	check(t, os.Truncate(sst, 10))
-	var downloads atomic.Int64 // the download function runs on several goroutines
-	b3 := newTestBackend(t, opts)
-	closeLater(t, b3)
-	check(t, b3.RestoreIncremental([]*IncrementalHandle{h2}, func(ref []byte) (io.ReadCloser, error) {
-		downloads.Add(1)
-		return stor.download(ref)
-	}))
-	if int(downloads.Load()) != len(h2.Files) {
-		t.Fatalf("downloaded %d files, want %d", downloads.Load(), len(h2.Files))
+	fallsBack := func(what string) {
+		t.Helper()
+		var downloads atomic.Int64 // the download function runs on several goroutines
+		b := newTestBackend(t, opts)
+		defer b.Close()
+		check(t, b.RestoreIncremental([]*IncrementalHandle{h2}, func(ref []byte) (io.ReadCloser, error) {
+			downloads.Add(1)
+			return stor.download(ref)
+		}))
+		if int(downloads.Load()) != len(h2.Files) {
+			t.Fatalf("%s: downloaded %d files, want %d", what, downloads.Load(), len(h2.Files))
+		}
+		if f := b.Restored(); f.LocalFiles != 0 || f.DownloadedBytes != h2.StateSize {
+			t.Fatalf("%s: restore figures %+v, want %d bytes downloaded, none local", what, f, h2.StateSize)
+		}
+		verifyAll(t, b, vals)
 	}
-	verifyAll(t, b3, vals)
+	localDir := filepath.Dir(sst)
+	saved := map[string][]byte{}
+	entries, err := os.ReadDir(localDir)
+	check(t, err)
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(localDir, e.Name()))
+		check(t, err)
+		saved[e.Name()] = data
+	}
+	// putBack writes the local copy again (a restore that does not use it
+	// deletes it), with change applied to the SST file's bytes.
+	putBack := func(change func([]byte) []byte) {
+		check(t, os.RemoveAll(localDir))
+		check(t, os.MkdirAll(localDir, 0o755))
+		for name, data := range saved {
+			if filepath.Join(localDir, name) == sst {
+				data = change(slices.Clone(data))
+			}
+			check(t, os.WriteFile(filepath.Join(localDir, name), data, 0o644))
+		}
+	}
+	putBack(func(b []byte) []byte { b[len(b)/2] ^= 1; return b })
+	fallsBack("a local file of the same size with a flipped bit")
+	putBack(func(b []byte) []byte { return b[:10] })
+	fallsBack("a truncated local file")
+	check(t, os.RemoveAll(filepath.Join(dir, "checkpoints")))
+	fallsBack("no local copy")
+	// The copy put back as it was is used again.
+	putBack(func(b []byte) []byte { return b })
+	b4 := newTestBackend(t, opts)
+	check(t, b4.RestoreIncremental([]*IncrementalHandle{h2}, noDownload))
+	verifyAll(t, b4, vals)
+	check(t, b4.Close())
 	_ = h1
 }
 

@@ -180,7 +180,9 @@ type Options struct {
 	DisableIncremental bool
 	// LocalRecovery keeps the local copy of the latest completed checkpoint
 	// so that a restore on the same machine needs no download
-	// (state.backend.local-recovery). Default false, as Flink.
+	// (execution.state-recovery.from-local). The copy is used only when
+	// its files have the sizes and CRC32C the checkpoint recorded.
+	// Default false, as Flink.
 	LocalRecovery bool
 	// TransferThreads is the number of files uploaded or downloaded at once
 	// (state.backend.rocksdb.checkpoint.transfer.thread.num). Default 4.
