@@ -3,8 +3,8 @@
 // Kafka topic to a Kafka topic, 1 s checkpoints, parallelism 2, with the
 // heap and the RocksDB state backends. Each run is a child process of its
 // own (this command started again with -child), so that its peak RSS
-// (VmHWM, and the kernel's figure for the finished child) is the job's
-// alone, not the producer's or the checker's.
+// (VmHWM, read by the child at its end) is the job's alone, not the
+// producer's or the checker's.
 //
 //	scripts/with-kafka go run ./bench/kafkaeo
 //	scripts/with-kafka go run ./bench/kafkaeo -rounds 5 -backends rocksdb -D taskmanager.memory.process.size=1g
@@ -258,10 +258,15 @@ func runChild(ctx context.Context, self string, args []string) (run, error) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r.result); err != nil {
 		return run{}, fmt.Errorf("child printed %q: %w", out, err)
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+	// The child's own VmHWM, not the kernel's ru_maxrss of the reaped
+	// child: Go starts a child with vfork (CLONE_VM), and Linux takes
+	// the high-water mark of the memory the child leaves at exec, the
+	// parent's, into the child's ru_maxrss, so that figure is at least
+	// this process's peak (which grows with the records it produces and
+	// counts).
+	r.maxRSSKiB = r.VmHWMKiB
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && r.maxRSSKiB <= 0 {
 		r.maxRSSKiB = ru.Maxrss
-	} else {
-		r.maxRSSKiB = r.VmHWMKiB
 	}
 	return r, nil
 }
