@@ -30,8 +30,8 @@
 // (from the first start to the last exit), the checkpoints completed and
 // their median and maximum end-to-end duration, the CPU time of all the
 // processes, and the peak resident set of every worker (of the one
-// process, for single) and of the coordinator (the kernel's ru_maxrss of each exited child, which is
-// /proc/<pid>/status VmHWM). The 1-minute load average before each setup
+// process, for single) and of the coordinator (the kernel's ru_maxrss of each exited child: its
+// VmHWM, or this driver's peak if that was larger, see usage). The 1-minute load average before each setup
 // says how busy the machine was.
 //
 // With -checkpointdemo it builds examples/checkpointdemo and runs it in

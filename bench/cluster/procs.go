@@ -111,8 +111,10 @@ func (p *proc) kill() {
 }
 
 // usage is what the kernel counted for an exited child: its peak
-// resident set (ru_maxrss, the VmHWM of /proc/<pid>/status at its exit)
-// and its CPU time.
+// resident set (ru_maxrss: its VmHWM, but never below this driver's own
+// peak when it started the child, since Go starts children with vfork
+// and Linux carries the memory the child leaves at exec into its figure;
+// the driver stays small, so the figure is the child's) and its CPU time.
 type usage struct {
 	maxRSSKiB int64
 	cpu       time.Duration

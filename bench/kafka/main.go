@@ -1,16 +1,28 @@
-// Command kafka benchmarks Sluice against a real Kafka broker and prints a
-// table: a keyed running count from a 4-partition topic of 100-byte
-// records to an output topic, exactly once with 1 s checkpoints and
-// parallelism 2, in records per second; beside it the broker's own limit
-// measured in the same run (a franz-go producer, a franz-go consumer, and
-// a consumer piping the same records into a producer with no processing);
-// and the end-to-end latency from produce to visible for a read_committed
-// consumer, p50 and p99, at 1 s checkpoints.
+// Command kafka is the benchmark of Sluice's exactly-once Kafka path on a
+// real broker: a keyed running count (RocksDB state, parallelism 2) from a
+// 4-partition topic of 100-byte records to an output topic, exactly once.
+// It prints two tables from one run:
 //
-//	KAFKA_BROKERS=127.0.0.1:9092 go run ./bench/kafka
-//	go run ./bench/kafka          # starts a broker with scripts/kafka, stops it after
+//   - throughput: the job's records per second with each checkpoint
+//     interval (-intervals), beside the broker's own limit measured in the
+//     same run, in turn with the job: a franz-go producer, a
+//     read_committed consumer, and a consumer piping the records into a
+//     producer with no processing, plain and exactly once (a
+//     transactional producer committing every interval);
 //
-// Flags size the runs (-records, -keys, -latency-rate, -latency-duration).
+//   - latency: the time from a record's produce to its count being
+//     visible to a read_committed consumer, p50 / p99 / max, at each
+//     steady rate (-rates) and checkpoint interval, after a warm-up, with
+//     the median breakdown of the job's checkpoints (barrier to the
+//     sink's pre-commit, _metadata, commit).
+//
+//     scripts/with-kafka go run ./bench/kafka
+//     go run ./bench/kafka          # starts a broker with scripts/kafka, stops it after
+//     go run ./bench/kafka -only latency -rates 100000 -intervals 100ms -duration 20s -warmup 10s
+//
+// The defaults (20 K and 100 K records/s, 1 s and 100 ms checkpoints, 60 s
+// after a 30 s warm-up each, 3 M records per throughput run, 3 rounds)
+// take about 12 minutes.
 package main
 
 import (
@@ -29,6 +41,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +56,7 @@ import (
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
 	"github.com/sluicehq/sluice/state"
+	_ "github.com/sluicehq/sluice/state/rocksdb" // state.backend.type rocksdb
 )
 
 const (
@@ -51,33 +65,90 @@ const (
 )
 
 type config struct {
-	records         int
-	keys            int
-	interval        time.Duration
-	parallelism     int
-	latencyRate     int
-	latencyDuration time.Duration
-	latencyWarmup   time.Duration
-	cpuProfile      string
-	repeat          int
+	records     int
+	keys        int
+	intervals   []time.Duration
+	rates       []int
+	parallelism int
+	backend     string
+	duration    time.Duration
+	warmup      time.Duration
+	repeat      int
+	only        string
+	cpuProfile  string
 }
 
 func main() {
 	var c config
-	flag.IntVar(&c.records, "records", 5_000_000, "records of the throughput runs")
+	var intervals, rates string
+	flag.IntVar(&c.records, "records", 3_000_000, "records of each throughput run")
 	flag.IntVar(&c.keys, "keys", 10_000, "distinct keys")
-	flag.DurationVar(&c.interval, "interval", time.Second, "checkpoint interval of the Sluice job")
-	flag.IntVar(&c.parallelism, "parallelism", 2, "parallelism of the Sluice job")
-	flag.IntVar(&c.latencyRate, "latency-rate", 5_000, "records per second produced during the latency run")
-	flag.DurationVar(&c.latencyDuration, "latency-duration", 20*time.Second, "how long the latency run produces")
-	flag.DurationVar(&c.latencyWarmup, "latency-warmup", 3*time.Second, "latency samples of the first part of the run are dropped")
-	flag.IntVar(&c.repeat, "repeat", 3, "rounds of the consumer, pipe and job runs (the table shows medians)")
-	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the Sluice throughput run to this file")
+	flag.StringVar(&intervals, "intervals", "1s,100ms", "checkpoint intervals of the job, comma separated")
+	flag.StringVar(&rates, "rates", "20000,100000", "steady input rates of the latency runs, records/s, comma separated")
+	flag.IntVar(&c.parallelism, "parallelism", 2, "parallelism of the job")
+	flag.StringVar(&c.backend, "backend", "rocksdb", "state backend of the job (state.backend.type)")
+	flag.DurationVar(&c.duration, "duration", 60*time.Second, "how long each latency run is measured, after the warm-up")
+	flag.DurationVar(&c.warmup, "warmup", 30*time.Second, "how long each latency run produces before it is measured")
+	flag.IntVar(&c.repeat, "repeat", 3, "rounds of the throughput runs (the table shows medians and ranges)")
+	flag.StringVar(&c.only, "only", "", "run only the \"throughput\" or the \"latency\" table")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the first latency run to this file")
 	flag.Parse()
+	var err error
+	if c.intervals, err = parseList(intervals, time.ParseDuration); err == nil {
+		c.rates, err = parseList(rates, strconv.Atoi)
+	}
+	if err == nil && c.only != "" && c.only != "throughput" && c.only != "latency" {
+		err = fmt.Errorf("-only %q: want throughput or latency", c.only)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench/kafka: %v\n", err)
+		os.Exit(2)
+	}
 	if err := run(c); err != nil {
 		fmt.Fprintf(os.Stderr, "bench/kafka: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for f := range strings.SplitSeq(s, ",") {
+		v, err := parse(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("list %q: %w", s, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// bench is one run's broker, topics and scratch directory.
+type bench struct {
+	config
+	ctx    context.Context
+	seeds  []string
+	adm    *kadm.Client
+	suffix string
+	topics []string
+	dir    string
+	runs   int
+}
+
+func (b *bench) topic(name string) (string, error) {
+	t := "bench-" + name + "-" + b.suffix
+	if _, err := b.adm.CreateTopic(b.ctx, partitions, 1, nil, t); err != nil {
+		return "", fmt.Errorf("create topic %s: %w", t, err)
+	}
+	b.topics = append(b.topics, t)
+	return t, nil
+}
+
+// next returns a fresh output topic, checkpoint directory and
+// transactional id prefix for a job or a pipe.
+func (b *bench) next(kind string) (out, dir, prefix string, err error) {
+	b.runs++
+	out, err = b.topic(fmt.Sprintf("%s%d", kind, b.runs))
+	return out, filepath.Join(b.dir, fmt.Sprint(b.runs)), fmt.Sprintf("bench-%s-%s-%d", kind, b.suffix, b.runs), err
 }
 
 func run(c config) error {
@@ -86,140 +157,179 @@ func run(c config) error {
 		return err
 	}
 	defer stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		return err
 	}
 	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	suffix := randomSuffix()
-	var topics []string
-	topic := func(name string) (string, error) {
-		t := "bench-" + name + "-" + suffix
-		if _, err := adm.CreateTopic(ctx, partitions, 1, nil, t); err != nil {
-			return "", fmt.Errorf("create topic %s: %w", t, err)
-		}
-		topics = append(topics, t)
-		return t, nil
+	dir, err := os.MkdirTemp("", "sluice-bench-kafka-")
+	if err != nil {
+		return err
 	}
+	defer os.RemoveAll(dir)
+	b := &bench{config: c, ctx: ctx, seeds: seeds, adm: kadm.NewClient(admCl), suffix: randomSuffix(), dir: dir}
 	defer func() {
 		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer dcancel()
-		_, _ = adm.DeleteTopics(dctx, topics...)
+		_, _ = b.adm.DeleteTopics(dctx, b.topics...)
 	}()
-
-	fmt.Printf("Kafka at %s; %d records of %d bytes over %d keys, %d partitions; %d cores (GOMAXPROCS)\n\n",
-		strings.Join(seeds, ","), c.records, valueSize, c.keys, partitions, runtimeProcs())
-	in, err := topic("in")
-	if err != nil {
-		return err
-	}
-	var rows []row
-
-	// The broker's limit, measured on the same input.
-	start := time.Now()
-	if _, err := produce(ctx, seeds, in, c.records, c.keys, 0, 0); err != nil {
-		return err
-	}
-	rows = append(rows, row{"broker limit: franz-go producer (idempotent, acks=all)", rate(c.records, time.Since(start)), ""})
-	// The consumer, the pipe and the job, alternately, -repeat times; the
-	// table shows medians.
-	var consRates, pipeRates, jobRates []float64
-	var checkpoints []int64
-	chk, err := os.MkdirTemp("", "sluice-bench-kafka-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(chk)
-	for i := range c.repeat {
-		start = time.Now()
-		if n, err := consume(ctx, seeds, in, c.records, nil); err != nil {
-			return err
-		} else if n != c.records {
-			return fmt.Errorf("consumed %d records, want %d", n, c.records)
-		}
-		consRates = append(consRates, rate(c.records, time.Since(start)))
-
-		pipeOut, err := topic(fmt.Sprint("pipe", i))
-		if err != nil {
+	fmt.Printf("Kafka at %s; keyed running count, exactly once, %s state, parallelism %d; %d partitions, records of %d bytes over %d keys; GOMAXPROCS %d\n",
+		strings.Join(seeds, ","), c.backend, c.parallelism, partitions, valueSize, c.keys, runtime.GOMAXPROCS(0))
+	if c.only != "latency" {
+		if err := b.throughput(); err != nil {
 			return err
 		}
-		start = time.Now()
-		if err := pipe(ctx, seeds, in, pipeOut, c.records); err != nil {
+	}
+	if c.only != "throughput" {
+		if err := b.latencyTable(); err != nil {
 			return err
 		}
-		pipeRates = append(pipeRates, rate(c.records, time.Since(start)))
-
-		jobOut, err := topic(fmt.Sprint("count", i))
-		if err != nil {
-			return err
-		}
-		if c.cpuProfile != "" && i == 0 {
-			f, err := os.Create(c.cpuProfile)
-			if err != nil {
-				return err
-			}
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return err
-			}
-			defer f.Close()
-		}
-		start = time.Now()
-		stats, err := runJob(ctx, c, seeds, in, jobOut, filepath.Join(chk, fmt.Sprint("throughput", i)), true, fmt.Sprintf("bench-eos-%s-%d", suffix, i))
-		if err != nil {
-			return err
-		}
-		elapsed := time.Since(start)
-		pprof.StopCPUProfile()
-		if n, err := consume(ctx, seeds, jobOut, c.records, nil); err != nil {
-			return err
-		} else if n != c.records {
-			return fmt.Errorf("the job committed %d output records, want %d", n, c.records)
-		}
-		jobRates = append(jobRates, rate(c.records, elapsed))
-		checkpoints = append(checkpoints, stats.completed.Load())
-		fmt.Fprintf(os.Stderr, "round %d: consumer %.0f, pipe %.0f, sluice %.0f records/s\n", i+1, consRates[i], pipeRates[i], jobRates[i])
 	}
-	rows = append(rows, row{"broker limit: franz-go consumer (read_committed)", median(consRates), spread(consRates)})
-	pipeRate := median(pipeRates)
-	rows = append(rows, row{"broker limit: consumer -> producer pipe, no processing (*)", pipeRate, spread(pipeRates)})
-	jobRate := median(jobRates)
-	rows = append(rows, row{fmt.Sprintf("sluice: keyed count, exactly-once, %v checkpoints, parallelism %d", c.interval, c.parallelism),
-		jobRate, fmt.Sprintf("%s; %.0f%% of the pipe; %v checkpoints", spread(jobRates), 100*jobRate/pipeRate, checkpoints)})
-
-	// Latency: produce to visible under read_committed.
-	latIn, err := topic("lat-in")
-	if err != nil {
-		return err
-	}
-	latOut, err := topic("lat-out")
-	if err != nil {
-		return err
-	}
-	p50, p99, samples, err := latency(ctx, c, seeds, latIn, latOut, filepath.Join(chk, "latency"), "bench-lat-"+suffix)
-	if err != nil {
-		return err
-	}
-
-	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "run\trecords/s\tMB/s\tnote (records/s)")
-	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%.0f\t%.1f\t%s\n", r.name, r.rate, r.rate*valueSize/1e6, r.note)
-	}
-	w.Flush()
-	fmt.Println("(*) writes, as the job does, a record of the input key and 16 bytes per input record")
-	fmt.Printf("\nend-to-end latency, produce -> visible to a read_committed consumer, %v checkpoints, %d records/s:\n", c.interval, c.latencyRate)
-	fmt.Printf("  p50 %v   p99 %v   (%d samples after a %v warm-up)\n", p50.Round(time.Millisecond), p99.Round(time.Millisecond), samples, c.latencyWarmup)
 	return nil
 }
 
-type row struct {
-	name string
-	rate float64
-	note string
+// throughput prints the throughput table: the broker's limits and the job
+// at each interval, in turn, -repeat rounds.
+func (b *bench) throughput() error {
+	in, err := b.topic("in")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if _, err := produce(b.ctx, b.seeds, in, b.records, b.keys, 0, 0); err != nil {
+		return err
+	}
+	producer := rate(b.records, time.Since(start))
+	var consRates, pipeRates []float64
+	eoRates := make([][]float64, len(b.intervals))
+	jobRates := make([][]float64, len(b.intervals))
+	for round := range b.repeat {
+		start = time.Now()
+		if n, err := consume(b.ctx, b.seeds, in, b.records, nil); err != nil {
+			return err
+		} else if n != b.records {
+			return fmt.Errorf("consumed %d records, want %d", n, b.records)
+		}
+		consRates = append(consRates, rate(b.records, time.Since(start)))
+		out, _, _, err := b.next("pipe")
+		if err != nil {
+			return err
+		}
+		start = time.Now()
+		if err := pipe(b.ctx, b.seeds, in, out, b.records, 0, ""); err != nil {
+			return err
+		}
+		pipeRates = append(pipeRates, rate(b.records, time.Since(start)))
+		for i, iv := range b.intervals {
+			out, _, prefix, err := b.next("eopipe")
+			if err != nil {
+				return err
+			}
+			start = time.Now()
+			if err := pipe(b.ctx, b.seeds, in, out, b.records, iv, prefix); err != nil {
+				return err
+			}
+			eoRates[i] = append(eoRates[i], rate(b.records, time.Since(start)))
+			if err := b.expect(out, b.records); err != nil {
+				return fmt.Errorf("exactly-once pipe: %w", err)
+			}
+
+			out, dir, prefix, err := b.next("count")
+			if err != nil {
+				return err
+			}
+			start = time.Now()
+			if _, err := b.runJob(b.ctx, iv, in, out, dir, prefix, true); err != nil {
+				return err
+			}
+			jobRates[i] = append(jobRates[i], rate(b.records, time.Since(start)))
+			if err := b.expect(out, b.records); err != nil {
+				return fmt.Errorf("job: %w", err)
+			}
+			fmt.Fprintf(os.Stderr, "round %d, %v checkpoints: exactly-once pipe %.0f, job %.0f records/s\n",
+				round+1, iv, eoRates[i][round], jobRates[i][round])
+		}
+	}
+	fmt.Printf("\nthroughput, %d records a run, median and range of %d rounds run in turn:\n", b.records, b.repeat)
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "run\trecords/s\trange\tshare of the pipe\t")
+	line := func(name string, xs []float64, of []float64) {
+		share := ""
+		if of != nil {
+			share = fmt.Sprintf("%.0f%%", 100*median(xs)/median(of))
+		}
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f-%.0f\t%s\t\n", name, median(xs), slices.Min(xs), slices.Max(xs), share)
+	}
+	line("broker: franz-go producer (idempotent, acks=all)", []float64{producer}, nil)
+	line("broker: franz-go consumer (read_committed)", consRates, nil)
+	line("broker: consumer -> producer pipe (*)", pipeRates, nil)
+	for i, iv := range b.intervals {
+		line(fmt.Sprintf("broker: consumer -> transactional producer, commit every %v (*)", iv), eoRates[i], pipeRates)
+		line(fmt.Sprintf("sluice: keyed count, exactly once, %v checkpoints", iv), jobRates[i], pipeRates)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(b.intervals) > 1 {
+		fmt.Printf("job at %v / at %v checkpoints: %.2f\n", b.intervals[len(b.intervals)-1], b.intervals[0],
+			median(jobRates[len(b.intervals)-1])/median(jobRates[0]))
+	}
+	fmt.Println("(*) writes, as the job does, a record of the input key and 16 bytes per input record")
+	return nil
 }
+
+// expect checks that topic holds n committed records.
+func (b *bench) expect(topic string, n int) error {
+	got, err := consume(b.ctx, b.seeds, topic, n, nil)
+	if err != nil {
+		return err
+	}
+	if got != n {
+		return fmt.Errorf("%s holds %d committed records, want %d", topic, got, n)
+	}
+	return nil
+}
+
+// latencyTable runs the job at every rate and interval and prints the
+// latency table.
+func (b *bench) latencyTable() error {
+	type cell struct {
+		rate     int
+		interval time.Duration
+		res      latencyResult
+	}
+	var cells []cell
+	for _, r := range b.rates {
+		for _, iv := range b.intervals {
+			res, err := b.latency(r, iv)
+			if err != nil {
+				return fmt.Errorf("latency at %d records/s, %v checkpoints: %w", r, iv, err)
+			}
+			fmt.Fprintf(os.Stderr, "%d records/s, %v: p50 %v p99 %v max %v\n", r, iv, ms(res.p50), ms(res.p99), ms(res.max))
+			cells = append(cells, cell{r, iv, res})
+		}
+	}
+	fmt.Printf("\nend-to-end latency, produce -> visible to a read_committed consumer, %v after a %v warm-up at a steady rate:\n", b.duration, b.warmup)
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "records/s\tcheckpoints\tp50 ms\tp99 ms\tmax ms\tsamples\tnot visible\tcompleted\tbarrier\tsync\tasync\t_metadata\tcommit\t")
+	for _, c := range cells {
+		r := c.res
+		fmt.Fprintf(w, "%d\t%v\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", c.rate, c.interval, ms(r.p50), ms(r.p99), ms(r.max),
+			r.samples, r.unseen, r.checkpoints, ms(r.barrier), ms(r.sync), ms(r.async), ms(r.metadata), ms(r.commit))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Println("(not visible: records produced but not visible 10 intervals + 10 s after the last was produced; when not 0 the job fell behind the rate and the percentiles are of the records it caught up with)")
+	fmt.Println("(the checkpoint columns, in ms, are medians over the measured checkpoints of the parts of its critical path " +
+		"(checkpoint.Phases): the barrier's way to the last task to acknowledge, that task's synchronous part (the state backend's " +
+		"and the sink's pre-commit) and asynchronous part, the _metadata written and the notifications sent; then the sink's mean commit, EndTxn)")
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
 
 func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
 
@@ -229,8 +339,13 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-func spread(xs []float64) string {
-	return fmt.Sprintf("%.0f..%.0f over %d rounds", slices.Min(xs), slices.Max(xs), len(xs))
+func medianDuration(xs []time.Duration) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // broker returns KAFKA_BROKERS, or starts a broker with scripts/kafka in a
@@ -321,20 +436,20 @@ func produce(ctx context.Context, seeds []string, topic string, n, keys, perSeco
 			cl.Produce(ctx, mk(i), promise)
 		}
 	} else {
-		// Paced in 10 ms steps.
-		step := 10 * time.Millisecond
-		perStep := max(1, perSecond/100)
-		t := time.NewTicker(step)
+		// Paced in 10 ms steps: by each step, as many records as the
+		// rate says for the time since the start.
+		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
-		end := time.Now().Add(d)
+		start := time.Now()
+		end := start.Add(d)
 		produced = 0
-		for time.Now().Before(end) {
-			for range perStep {
+		for now := start; now.Before(end); {
+			due := int(float64(perSecond) * now.Sub(start).Seconds())
+			for ; produced < due; produced++ {
 				cl.Produce(ctx, mk(produced), promise)
-				produced++
 			}
 			select {
-			case <-t.C:
+			case now = <-t.C:
 			case <-ctx.Done():
 				return produced, ctx.Err()
 			}
@@ -352,6 +467,13 @@ func produce(ctx context.Context, seeds []string, topic string, n, keys, perSeco
 // consume reads topic from the start under read_committed until it has n
 // records, calling fn (if set) with each, and returns how many it read.
 func consume(ctx context.Context, seeds []string, topic string, n int, fn func(*kgo.Record)) (int, error) {
+	return consumeWith(ctx, seeds, topic, n, func(fs kgo.Fetches) { fs.EachRecord(fn) }, fn == nil)
+}
+
+// consumeWith reads topic from the start under read_committed until it
+// has n records, handing every poll's fetches to each (unless count
+// only).
+func consumeWith(ctx context.Context, seeds []string, topic string, n int, each func(kgo.Fetches), countOnly bool) (int, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
@@ -367,12 +489,10 @@ func consume(ctx context.Context, seeds []string, topic string, n int, fn func(*
 		if err := fs.Err0(); err != nil && !errors.Is(err, context.Canceled) {
 			return got, fmt.Errorf("consume %s: %w", topic, err)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			got++
-			if fn != nil {
-				fn(r)
-			}
-		})
+		got += fs.NumRecords()
+		if !countOnly {
+			each(fs)
+		}
 	}
 	return got, nil
 }
@@ -380,24 +500,62 @@ func consume(ctx context.Context, seeds []string, topic string, n int, fn func(*
 // pipe moves n records from in to out: a consumer and a producer, no
 // processing. Each output record has the key and the first 16 bytes of
 // the value of its input record: the size of the job's output records.
-func pipe(ctx context.Context, seeds []string, in, out string, n int) error {
-	p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(out),
-		kgo.MaxBufferedRecords(200_000), kgo.ProducerLinger(5*time.Millisecond))
+// With a transactional id prefix the producer is transactional and
+// commits every interval (flush, EndTxn, begin the next), as an
+// exactly-once job without state would.
+func pipe(ctx context.Context, seeds []string, in, out string, n int, interval time.Duration, prefix string) error {
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(out),
+		kgo.MaxBufferedRecords(200_000), kgo.ProducerLinger(5 * time.Millisecond)}
+	if prefix != "" {
+		opts = append(opts, kgo.TransactionalID(prefix))
+	}
+	p, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
 	var firstErr atomic.Pointer[error]
-	if _, err := consume(ctx, seeds, in, n, func(r *kgo.Record) {
-		p.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value[:min(16, len(r.Value))]}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				firstErr.CompareAndSwap(nil, &err)
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			firstErr.CompareAndSwap(nil, &err)
+		}
+	}
+	var began time.Time
+	var txnErr error
+	end := func() error {
+		if err := p.Flush(ctx); err != nil {
+			return err
+		}
+		return p.EndTransaction(ctx, kgo.TryCommit)
+	}
+	if _, err := consumeWith(ctx, seeds, in, n, func(fs kgo.Fetches) {
+		if txnErr != nil {
+			return
+		}
+		if prefix != "" && began.IsZero() {
+			if txnErr = p.BeginTransaction(); txnErr != nil {
+				return
 			}
+			began = time.Now()
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			p.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value[:min(16, len(r.Value))]}, promise)
 		})
-	}); err != nil {
+		if prefix != "" && time.Since(began) >= interval {
+			txnErr = end()
+			began = time.Time{}
+		}
+	}, false); err != nil {
 		return err
 	}
-	if err := p.Flush(ctx); err != nil {
+	if txnErr != nil {
+		return fmt.Errorf("transactional pipe: %w", txnErr)
+	}
+	if prefix != "" && !began.IsZero() {
+		if err := end(); err != nil {
+			return fmt.Errorf("transactional pipe: %w", err)
+		}
+	} else if err := p.Flush(ctx); err != nil {
 		return err
 	}
 	if e := firstErr.Load(); e != nil {
@@ -460,22 +618,43 @@ func (c *countPerKey) ProcessElement(ctx *sluice.KeyedContext[string], e event, 
 	return nil
 }
 
-type jobStats struct{ completed atomic.Int64 }
+// jobRun is what a job run saw: its completed checkpoints (from
+// measureFrom on) and its sink.
+type jobRun struct {
+	mu          sync.Mutex
+	measureFrom time.Time
+	completed   []checkpoint.Stats
+	sink        *kafkasink.Sink[counted]
+}
 
-// runJob runs the keyed count from in to out, exactly once: bounded (to
-// the end offsets at its start) when bounded, else until ctx ends.
-func runJob(ctx context.Context, c config, seeds []string, in, out, chk string, bounded bool, prefix string) (*jobStats, error) {
+// runJob runs the keyed count from in to out, exactly once with
+// checkpoints every interval: bounded (to the end offsets at its start)
+// when bounded, else until ctx ends.
+func (b *bench) runJob(ctx context.Context, interval time.Duration, in, out, dir, prefix string, bounded bool) (*jobRun, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	stats := &jobStats{}
+	jr := &jobRun{}
+	conf := sluice.NewConfiguration()
+	if err := conf.Set("state.backend.type", b.backend); err != nil {
+		return nil, err
+	}
+	if err := conf.Set("state.backend.rocksdb.localdir", filepath.Join(dir, "rocksdb")); err != nil {
+		return nil, err
+	}
 	env := sluice.NewEnvironment(
+		sluice.WithConfiguration(conf),
 		sluice.WithJobName("bench-kafka"),
-		sluice.WithParallelism(c.parallelism),
+		sluice.WithParallelism(b.parallelism),
 		sluice.WithLogger(quiet),
-		sluice.WithCheckpointing(c.interval, chk),
+		sluice.WithCheckpointing(interval, filepath.Join(dir, "checkpoints")),
 		sluice.WithRestartStrategy(sluice.NoRestart()),
 		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
-			if s.Status == checkpoint.StatusCompleted {
-				stats.completed.Add(1)
+			if s.Status != checkpoint.StatusCompleted {
+				return
+			}
+			jr.mu.Lock()
+			defer jr.mu.Unlock()
+			if !jr.measureFrom.IsZero() && s.TriggerTime.After(jr.measureFrom) {
+				jr.completed = append(jr.completed, s)
 			}
 		}),
 	)
@@ -483,7 +662,7 @@ func runJob(ctx context.Context, c config, seeds []string, in, out, chk string, 
 	if bounded {
 		opts = append(opts, kafkasource.Bounded())
 	}
-	src, err := kafkasource.NewSource(seeds, kafkasource.Topics(in), func(r *kgo.Record) (event, error) {
+	src, err := kafkasource.NewSource(b.seeds, kafkasource.Topics(in), func(r *kgo.Record) (event, error) {
 		if len(r.Value) < 8 {
 			return event{}, fmt.Errorf("value of %d bytes, want at least 8", len(r.Value))
 		}
@@ -495,7 +674,7 @@ func runJob(ctx context.Context, c config, seeds []string, in, out, chk string, 
 	events := sluice.FromSource(env, src, sluice.NoWatermarks[event](), "in", sluice.UID("in"), sluice.WithCodec[event](eventCodec{}))
 	counts := sluice.Process[string, event, counted](sluice.KeyBy(events, func(e event) string { return e.Key }),
 		&countPerKey{}, sluice.Name("count"), sluice.UID("count"))
-	snk, err := kafkasink.NewSink(seeds, func(v counted) (*kgo.Record, error) {
+	snk, err := kafkasink.NewSink(b.seeds, func(v counted) (*kgo.Record, error) {
 		b := make([]byte, 16)
 		binary.BigEndian.PutUint64(b, uint64(v.Count))
 		binary.BigEndian.PutUint64(b[8:], uint64(v.Sent))
@@ -504,24 +683,71 @@ func runJob(ctx context.Context, c config, seeds []string, in, out, chk string, 
 	if err != nil {
 		return nil, err
 	}
+	jr.sink = snk
 	sluice.SinkTo(counts, snk, sluice.Name("out"), sluice.UID("out"))
+	if !bounded {
+		jr.measureFrom = time.Now() // the caller drops the warm-up's
+	}
 	err = env.Execute(ctx)
-	if err != nil && !(errors.Is(err, sluice.ErrJobCanceled) && !bounded) {
+	if err != nil && !((errors.Is(err, sluice.ErrJobCanceled) || errors.Is(err, context.Canceled)) && !bounded) {
 		return nil, fmt.Errorf("job: %w", err)
 	}
-	return stats, nil
+	return jr, nil
 }
 
-// latency runs the job unbounded while records are produced at the
-// latency rate, and measures, for each output record, the time from its
-// input record's production to its being read under read_committed.
-func latency(ctx context.Context, c config, seeds []string, in, out, chk, prefix string) (p50, p99 time.Duration, samples int, err error) {
+type latencyResult struct {
+	p50, p99, max time.Duration
+	samples       int
+	// unseen counts the records produced but not visible by the end
+	// (10 intervals + 10 s after the last was produced): the job did not
+	// keep up with the rate.
+	unseen      int64
+	checkpoints int
+	// Medians over the measured checkpoints of the parts of
+	// checkpoint.Phases: the barrier's way to the task whose
+	// acknowledgement came last (and its alignment), its synchronous and
+	// asynchronous parts, the coordinator's _metadata and notifications.
+	barrier, sync, async, metadata time.Duration
+	// commit is the sink's mean commit over the whole run.
+	commit time.Duration
+}
+
+// latency runs the job unbounded while records are produced at rate for
+// the warm-up and the duration, and measures, for each output record of
+// an input record produced after the warm-up, the time from its input
+// record's production to its being read under read_committed.
+func (b *bench) latency(rate int, interval time.Duration) (latencyResult, error) {
+	ctx := b.ctx
+	in, err := b.topic(fmt.Sprintf("lat-in%d", b.runs+1))
+	if err != nil {
+		return latencyResult{}, err
+	}
+	out, dir, prefix, err := b.next("lat-out")
+	if err != nil {
+		return latencyResult{}, err
+	}
+	if b.cpuProfile != "" {
+		f, err := os.Create(b.cpuProfile)
+		if err != nil {
+			return latencyResult{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return latencyResult{}, err
+		}
+		defer pprof.StopCPUProfile()
+		b.cpuProfile = ""
+	}
 	jctx, stopJob := context.WithCancel(ctx)
 	defer stopJob()
-	jobErr := make(chan error, 1)
+	type jobDone struct {
+		jr  *jobRun
+		err error
+	}
+	jobs := make(chan jobDone, 1)
 	go func() {
-		_, err := runJob(jctx, c, seeds, in, out, chk, false, prefix)
-		jobErr <- err
+		jr, err := b.runJob(jctx, interval, in, out, dir, prefix, false)
+		jobs <- jobDone{jr, err}
 	}()
 	type produced struct {
 		n   int
@@ -529,65 +755,86 @@ func latency(ctx context.Context, c config, seeds []string, in, out, chk, prefix
 	}
 	prodDone := make(chan produced, 1)
 	begin := time.Now()
+	warm := begin.Add(b.warmup)
 	go func() {
-		n, err := produce(ctx, seeds, in, 0, c.keys, c.latencyRate, c.latencyDuration)
+		n, err := produce(ctx, b.seeds, in, 0, b.keys, rate, b.warmup+b.duration)
 		prodDone <- produced{n, err}
 	}()
 	var mu sync.Mutex
 	var lat []time.Duration
 	var seen atomic.Int64
-	warm := begin.Add(c.latencyWarmup).UnixNano()
 	cctx, stopConsume := context.WithCancel(ctx)
 	defer stopConsume()
 	consumed := make(chan struct{})
 	go func() {
 		defer close(consumed)
-		_, _ = consume(cctx, seeds, out, int(^uint(0)>>1), func(r *kgo.Record) {
+		_, _ = consume(cctx, b.seeds, out, int(^uint(0)>>1), func(r *kgo.Record) {
 			seen.Add(1)
 			if len(r.Value) < 16 {
 				return
 			}
 			sent := int64(binary.BigEndian.Uint64(r.Value[8:]))
-			if sent >= warm {
+			if sent >= warm.UnixNano() {
+				d := time.Duration(time.Now().UnixNano() - sent)
 				mu.Lock()
-				lat = append(lat, time.Duration(time.Now().UnixNano()-sent))
+				lat = append(lat, d)
 				mu.Unlock()
 			}
 		})
 	}()
 	p := <-prodDone
 	if p.err != nil {
-		return 0, 0, 0, p.err
+		return latencyResult{}, p.err
 	}
-	// Everything produced is visible within a few checkpoint intervals.
-	deadline := time.Now().Add(10*c.interval + 10*time.Second)
-	for seen.Load() < int64(p.n) {
+	// Everything produced is visible within a few checkpoint intervals,
+	// unless the job cannot keep up with the rate: then the run reports
+	// the records it did not see (and the percentiles of those it saw,
+	// which understate the backlog's).
+	wait := 10*interval + 10*time.Second
+	deadline := time.Now().Add(wait)
+	for seen.Load() < int64(p.n) && time.Now().Before(deadline) {
 		select {
-		case err := <-jobErr:
-			return 0, 0, 0, fmt.Errorf("latency job ended: %v", err)
+		case j := <-jobs:
+			return latencyResult{}, fmt.Errorf("the job ended: %v", j.err)
 		case <-time.After(10 * time.Millisecond):
 		}
-		if time.Now().After(deadline) {
-			return 0, 0, 0, fmt.Errorf("only %d of %d records visible %v after the last was produced", seen.Load(), p.n, 10*c.interval+10*time.Second)
-		}
 	}
+	unseen := int64(p.n) - seen.Load()
 	stopConsume()
 	<-consumed
 	stopJob()
-	if err := <-jobErr; err != nil {
-		return 0, 0, 0, err
+	j := <-jobs
+	if j.err != nil {
+		return latencyResult{}, j.err
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(lat) == 0 {
-		return 0, 0, 0, errors.New("no latency samples")
+		return latencyResult{}, errors.New("no latency samples")
 	}
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	return pct(0.50), pct(0.99), len(lat), nil
+	res := latencyResult{p50: pct(0.50), p99: pct(0.99), max: lat[len(lat)-1], samples: len(lat), unseen: max(unseen, 0)}
+	var barrier, sync, async, meta []time.Duration
+	j.jr.mu.Lock()
+	for _, s := range j.jr.completed {
+		if s.TriggerTime.Before(warm) {
+			continue
+		}
+		ph := s.Phases
+		barrier = append(barrier, ph.TriggerToSource+ph.BarrierToLast+ph.Alignment)
+		sync = append(sync, ph.Sync)
+		async = append(async, ph.Async+ph.Ack)
+		meta = append(meta, ph.Metadata+ph.Notify)
+	}
+	j.jr.mu.Unlock()
+	res.checkpoints = len(barrier)
+	res.barrier, res.sync, res.async, res.metadata = medianDuration(barrier), medianDuration(sync), medianDuration(async), medianDuration(meta)
+	if m := j.jr.sink.Metrics(); m.TransactionsCommitted > 0 {
+		res.commit = m.CommitLatencySum / time.Duration(m.TransactionsCommitted)
+	}
+	return res, nil
 }
-
-func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
 
 func randomSuffix() string {
 	var b [4]byte

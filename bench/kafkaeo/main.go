@@ -3,8 +3,8 @@
 // Kafka topic to a Kafka topic, 1 s checkpoints, parallelism 2, with the
 // heap and the RocksDB state backends. Each run is a child process of its
 // own (this command started again with -child), so that its peak RSS
-// (VmHWM, and the kernel's figure for the finished child) is the job's
-// alone, not the producer's or the checker's.
+// (VmHWM, read by the child at its end) is the job's alone, not the
+// producer's or the checker's.
 //
 //	scripts/with-kafka go run ./bench/kafkaeo
 //	scripts/with-kafka go run ./bench/kafkaeo -rounds 5 -backends rocksdb -D taskmanager.memory.process.size=1g
@@ -115,7 +115,12 @@ type result struct {
 	VmHWMKiB    int64   `json:"vmhwm_kib"`
 	GoPeakBytes uint64  `json:"go_peak_bytes"` // highest Go-managed memory seen (runtime/metrics total minus released)
 	HeapPeak    uint64  `json:"heap_peak_bytes"`
-	Checkpoints int64   `json:"checkpoints"`
+	// AnonPeakKiB is the highest RssAnon sampled: the resident memory
+	// that is the process's own, without the pages of the binary and
+	// the shared libraries (RssFile, tens of MiB, shared with every
+	// process running them).
+	AnonPeakKiB int64 `json:"anon_peak_kib"`
+	Checkpoints int64 `json:"checkpoints"`
 }
 
 type run struct {
@@ -198,8 +203,8 @@ func parent(f flags, seeds []string) error {
 			}
 			_ = os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("%s-%d", b, i)))
 			runs[b] = append(runs[b], r)
-			fmt.Fprintf(os.Stderr, "round %d %s: %.2f s, %.0f records/s, peak RSS %.0f MiB (Go %.0f MiB, heap %.0f MiB), %d checkpoints\n",
-				i+1, b, r.Wall, float64(f.records)/r.Wall, float64(r.maxRSSKiB)/1024, float64(r.GoPeakBytes)/(1<<20),
+			fmt.Fprintf(os.Stderr, "round %d %s: %.2f s, %.0f records/s, peak RSS %.0f MiB (anonymous %.0f MiB, Go %.0f MiB, heap %.0f MiB), %d checkpoints\n",
+				i+1, b, r.Wall, float64(f.records)/r.Wall, float64(r.maxRSSKiB)/1024, float64(r.AnonPeakKiB)/1024, float64(r.GoPeakBytes)/(1<<20),
 				float64(r.HeapPeak)/(1<<20), r.Checkpoints)
 		}
 	}
@@ -209,15 +214,16 @@ func parent(f flags, seeds []string) error {
 		fmt.Printf("configuration: %s\n", strings.Join(f.dynamic, " "))
 	}
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "backend\twall s (min / median)\trecords/s (median)\tpeak RSS MiB (min / median / max)\tGo peak MiB (median)\tcheckpoints (median)")
+	fmt.Fprintln(w, "backend\twall s (min / median)\trecords/s (median)\tpeak RSS MiB (min / median / max)\tanonymous MiB (median)\tGo peak MiB (median)\tcheckpoints (median)")
 	for _, b := range backends {
 		rs := runs[b]
 		wall := col(rs, func(r run) float64 { return r.Wall })
 		rss := col(rs, func(r run) float64 { return float64(r.maxRSSKiB) / 1024 })
 		goPeak := col(rs, func(r run) float64 { return float64(r.GoPeakBytes) / (1 << 20) })
+		anon := col(rs, func(r run) float64 { return float64(r.AnonPeakKiB) / 1024 })
 		chk := col(rs, func(r run) float64 { return float64(r.Checkpoints) })
-		fmt.Fprintf(w, "%s\t%.2f / %.2f\t%.0f\t%.0f / %.0f / %.0f\t%.0f\t%.0f\n", b, wall[0], med(wall), float64(f.records)/med(wall),
-			rss[0], med(rss), rss[len(rss)-1], med(goPeak), med(chk))
+		fmt.Fprintf(w, "%s\t%.2f / %.2f\t%.0f\t%.0f / %.0f / %.0f\t%.0f\t%.0f\t%.0f\n", b, wall[0], med(wall), float64(f.records)/med(wall),
+			rss[0], med(rss), rss[len(rss)-1], med(anon), med(goPeak), med(chk))
 	}
 	return w.Flush()
 }
@@ -258,10 +264,15 @@ func runChild(ctx context.Context, self string, args []string) (run, error) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r.result); err != nil {
 		return run{}, fmt.Errorf("child printed %q: %w", out, err)
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+	// The child's own VmHWM, not the kernel's ru_maxrss of the reaped
+	// child: Go starts a child with vfork (CLONE_VM), and Linux takes
+	// the high-water mark of the memory the child leaves at exec, the
+	// parent's, into the child's ru_maxrss, so that figure is at least
+	// this process's peak (which grows with the records it produces and
+	// counts).
+	r.maxRSSKiB = r.VmHWMKiB
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && r.maxRSSKiB <= 0 {
 		r.maxRSSKiB = ru.Maxrss
-	} else {
-		r.maxRSSKiB = r.VmHWMKiB
 	}
 	return r, nil
 }
@@ -453,17 +464,19 @@ func child(f flags, seeds []string) error {
 		return fmt.Errorf("job: %w", err)
 	}
 	wall := time.Since(start)
-	goPeak, heapPeak := peaks()
+	goPeak, heapPeak, anonPeak := peaks()
 	return json.NewEncoder(os.Stdout).Encode(result{
-		Wall: wall.Seconds(), VmHWMKiB: vmHWM(), GoPeakBytes: goPeak, HeapPeak: heapPeak, Checkpoints: completed.Load(),
+		Wall: wall.Seconds(), VmHWMKiB: procStatus("VmHWM:"), GoPeakBytes: goPeak, HeapPeak: heapPeak, AnonPeakKiB: anonPeak,
+		Checkpoints: completed.Load(),
 	})
 }
 
-// startPeakWatch samples the Go runtime's memory every 20 ms and, when
-// profile is set, writes a heap profile whenever the in-use heap reaches
-// a new high (by more than 5%). The function it returns stops it and
-// gives the highest Go-managed memory and heap it saw.
-func startPeakWatch(profile string) func() (goPeak, heapPeak uint64) {
+// startPeakWatch samples the Go runtime's memory and the process's
+// RssAnon every 20 ms and, when profile is set, writes a heap profile
+// whenever the in-use heap reaches a new high (by more than 5%). The
+// function it returns stops it and gives the highest Go-managed memory,
+// heap and RssAnon (KiB) it saw.
+func startPeakWatch(profile string) func() (goPeak, heapPeak uint64, anonPeak int64) {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/total:bytes"},
 		{Name: "/memory/classes/heap/released:bytes"},
@@ -473,6 +486,7 @@ func startPeakWatch(profile string) func() (goPeak, heapPeak uint64) {
 		runtime.MemProfileRate = 64 << 10
 	}
 	var goPeak, heapPeak, written uint64
+	var anonPeak int64
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	sample := func() {
@@ -480,6 +494,7 @@ func startPeakWatch(profile string) func() (goPeak, heapPeak uint64) {
 		g := samples[0].Value.Uint64() - samples[1].Value.Uint64()
 		h := samples[2].Value.Uint64()
 		goPeak, heapPeak = max(goPeak, g), max(heapPeak, h)
+		anonPeak = max(anonPeak, procStatus("RssAnon:"))
 		if profile != "" && h > written+written/20 {
 			written = h
 			if pf, err := os.Create(profile); err == nil {
@@ -502,15 +517,16 @@ func startPeakWatch(profile string) func() (goPeak, heapPeak uint64) {
 			}
 		}
 	}()
-	return func() (uint64, uint64) {
+	return func() (uint64, uint64, int64) {
 		close(stop)
 		<-done
-		return goPeak, heapPeak
+		return goPeak, heapPeak, anonPeak
 	}
 }
 
-// vmHWM is the process's peak resident set size in KiB.
-func vmHWM() int64 {
+// procStatus is a KiB figure of /proc/self/status (field "VmHWM:", the
+// process's peak resident set size; "RssAnon:"), -1 if unknown.
+func procStatus(field string) int64 {
 	fh, err := os.Open("/proc/self/status")
 	if err != nil {
 		return -1
@@ -518,7 +534,7 @@ func vmHWM() int64 {
 	defer fh.Close()
 	sc := bufio.NewScanner(fh)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
 			var kib int64
 			_, _ = fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kib)
 			return kib

@@ -102,3 +102,22 @@ func TestReaderBoundedToOneRecordReadsAll(t *testing.T) {
 		t.Errorf("after the last record the reader holds %d bytes, %d records", b, n)
 	}
 }
+
+// Under the default budget the readers of a source of parallelism 2 hold
+// at most 6 MiB of records between them (the resident memory of the
+// exactly-once Kafka job is most of its Go heap), and still fetch at
+// least 128 KiB at a time, so that a broker far away is not asked for
+// small fetches.
+func TestDefaultReaderShare(t *testing.T) {
+	d, err := memory.Config{}.Budget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := readerShare(d, 2)
+	if held := 2 * r.MaxBufferedBytes; held > 6<<20 {
+		t.Errorf("two readers hold up to %d bytes of records, want at most 6 MiB", held)
+	}
+	if r.FetchMaxBytes < 128<<10 {
+		t.Errorf("a reader fetches %d bytes at a time, want at least 128 KiB", r.FetchMaxBytes)
+	}
+}

@@ -122,11 +122,16 @@ type Backend struct {
 	vbuf      []byte // scratch: a value read
 	lbuf      []byte // scratch: a list entry written
 
-	states   map[string]*cfState
-	order    []*cfState
-	listSeq  uint64
-	used     bool // a state was created: restore is refused
-	restored map[int]bool
+	states  map[string]*cfState
+	order   []*cfState
+	listSeq uint64
+	// metaWritten is the metadata last written into the open database:
+	// writeMeta skips an unchanged one, so that a checkpoint of value
+	// writes alone has no metadata memtable to flush.
+	metaWritten []byte
+	metaWrites  int  // metadata writes (for tests)
+	used        bool // a state was created: restore is refused
+	restored    map[int]bool
 
 	mu      sync.Mutex // guards the fields below, shared with async parts
 	closed  bool
@@ -344,6 +349,7 @@ func (b *Backend) openExisting(dir string) error {
 		return fmt.Errorf("rocksdb backend: database %s has column families its metadata does not list: %w", dir, state.ErrCorruptSnapshot)
 	}
 	b.db, b.metaCF, b.states, b.order, b.cfOpts = r.db, r.metaCF, states, order, r.opts
+	b.metaWritten = nil
 	return nil
 }
 
@@ -372,7 +378,7 @@ func (b *Backend) closeDB() {
 		}
 	}
 	destroyOptions(b.cfOpts, filters)
-	b.db, b.metaCF, b.cfOpts = nil, nil, nil
+	b.db, b.metaCF, b.cfOpts, b.metaWritten = nil, nil, nil, nil
 	b.states, b.order = make(map[string]*cfState), nil
 }
 
@@ -399,6 +405,8 @@ func (b *Backend) readMeta(r *rawDB) (*dbMeta, error) {
 	return &m, nil
 }
 
+// writeMeta writes the database's metadata (its states, the list
+// sequence) unless the database already holds the same.
 func (b *Backend) writeMeta() error {
 	m := dbMeta{Format: metaFormat, MaxParallelism: b.maxPar, ListSeq: b.listSeq}
 	for _, s := range b.order {
@@ -408,9 +416,14 @@ func (b *Backend) writeMeta() error {
 	if err != nil {
 		return fmt.Errorf("rocksdb backend: encode metadata: %w", err)
 	}
+	if bytes.Equal(data, b.metaWritten) {
+		return nil
+	}
 	if err := b.db.PutCF(b.nopts.wo, b.metaCF, metaKey, data); err != nil {
 		return fmt.Errorf("rocksdb backend: write metadata: %w", err)
 	}
+	b.metaWritten = data
+	b.metaWrites++
 	return nil
 }
 

@@ -686,3 +686,64 @@ func mustEncode(t testing.TB, h *IncrementalHandle) string {
 	check(t, err)
 	return string(data)
 }
+
+// TestIncrementalCheckpointOfSmallBuffers: the checkpoints of a job that
+// only updates value state write the buffered entries into the memtable
+// (no SST file ingested) and the metadata only when it changed (a new
+// state), so that a frequent checkpoint flushes one memtable per state
+// and nothing else; every checkpoint restores what it covered.
+func TestIncrementalCheckpointOfSmallBuffers(t *testing.T) {
+	b := newTestBackend(t, Options{})
+	closeLater(t, b)
+	stor := newDirStorage(t)
+	vals := make([]string, 500)
+	all := make([]int, len(vals))
+	for i := range vals {
+		vals[i], all[i] = fmt.Sprint("v", i), i
+	}
+	putAll(t, b, vals, all)
+	metaWrites := b.metaWrites
+	h1 := roundTrip(t, checkpoint(t, b, 1, stor))
+	b.NotifyCheckpointComplete(1)
+	vals1 := slices.Clone(vals)
+	for i := range 50 {
+		vals[i*7] = fmt.Sprint("w", i)
+	}
+	putAll(t, b, vals, all[:350])
+	h2 := roundTrip(t, checkpoint(t, b, 2, stor))
+	if n := b.spillSeq.Load(); n != 0 {
+		t.Errorf("%d write buffers were ingested as SST files, want none (each under %d bytes)", n, smallDrain)
+	}
+	if b.metaWrites != metaWrites {
+		t.Errorf("the metadata was written %d times by two checkpoints of value writes, want 0", b.metaWrites-metaWrites)
+	}
+	// A new state changes the metadata: the next checkpoint writes it.
+	ls, err := state.GetListState(b, state.ListStateDescriptor[string]{Name: "l"})
+	check(t, err)
+	k := []byte(keyName(0))
+	b.SetCurrentKey(k, state.KeyGroupFor(k, b.MaxParallelism()))
+	check(t, ls.Add("x"))
+	h3 := roundTrip(t, checkpoint(t, b, 3, stor))
+	if b.metaWrites == metaWrites {
+		t.Error("the checkpoint after a new state did not write the metadata")
+	}
+	for _, c := range []struct {
+		h    *IncrementalHandle
+		vals []string
+	}{{h1, vals1}, {h2, vals}, {h3, vals}} {
+		r := newTestBackend(t, Options{})
+		check(t, r.RestoreIncremental([]*IncrementalHandle{c.h}, stor.download))
+		verifyAll(t, r, c.vals)
+		if c.h == h3 {
+			ls, err := state.GetListState(r, state.ListStateDescriptor[string]{Name: "l"})
+			check(t, err)
+			r.SetCurrentKey(k, state.KeyGroupFor(k, r.MaxParallelism()))
+			got, err := ls.Get()
+			check(t, err)
+			if !slices.Equal(got, []string{"x"}) {
+				t.Errorf("restored list state = %q, want [x]", got)
+			}
+		}
+		check(t, r.Close())
+	}
+}
