@@ -353,9 +353,17 @@ func (b *Backend) openExisting(dir string) error {
 	return nil
 }
 
+// openErr names the directory and classifies RocksDB's error: its LOCK
+// file held ("While lock file: ..." from another process, "lock hold by
+// current process" from this one) is ErrLocked, a "Corruption:" status a
+// corrupt snapshot. (Matching "lock" alone took a "block checksum
+// mismatch" for a lock.)
 func openErr(dir string, err error) error {
-	msg := err.Error()
-	if strings.Contains(strings.ToLower(msg), "lock") {
+	msg := strings.ToLower(err.Error())
+	switch {
+	case strings.Contains(msg, "corruption:"):
+		return fmt.Errorf("rocksdb backend: open database %s: %w: %w", dir, state.ErrCorruptSnapshot, err)
+	case strings.Contains(msg, "lock file") || strings.Contains(msg, "lock hold"):
 		return fmt.Errorf("rocksdb backend: open database %s: %w: %w", dir, ErrLocked, err)
 	}
 	return fmt.Errorf("rocksdb backend: open database %s: %w", dir, err)

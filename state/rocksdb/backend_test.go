@@ -558,3 +558,26 @@ func TestKeyLayout(t *testing.T) {
 		t.Fatal("truncated key parsed")
 	}
 }
+
+// openErr tells a held lock from a corrupt file by RocksDB's statuses; a
+// corrupt block ("block checksum mismatch") is not a lock.
+func TestOpenErrClassifies(t *testing.T) {
+	for _, c := range []struct {
+		msg             string
+		locked, corrupt bool
+	}{
+		{"IO error: While lock file: /x/db/LOCK: Resource temporarily unavailable", true, false},
+		{"IO error: lock hold by current process, acquire time 1 acquiring thread 2: /x/db/LOCK: No locks available", true, false},
+		{"Corruption: block checksum mismatch: stored = 1, computed = 2 in /x/db/000012.sst offset 0 size 100", false, true},
+		{"Corruption: CURRENT file does not end with newline", false, true},
+		{"IO error: No such file or directory: /x/db/MANIFEST-000042", false, false},
+	} {
+		err := openErr("/x/db", errors.New(c.msg))
+		if errors.Is(err, ErrLocked) != c.locked || errors.Is(err, state.ErrCorruptSnapshot) != c.corrupt {
+			t.Errorf("openErr(%q) = %v; want locked %v, corrupt %v", c.msg, err, c.locked, c.corrupt)
+		}
+		if !strings.Contains(err.Error(), "/x/db") {
+			t.Errorf("openErr(%q) = %v, does not name the directory", c.msg, err)
+		}
+	}
+}
