@@ -191,7 +191,7 @@ func (r *Reconciler) reconcile(ctx context.Context, job *sluicev1.SluiceJob) (ct
 	}
 	// Keep the objects as the deployed spec says (a deleted Service or a
 	// hand-edited Deployment comes back).
-	if err := r.apply(ctx, job, r.current(job, true)); err != nil {
+	if err := r.apply(ctx, job, r.steady(job)); err != nil {
 		return ctrl.Result{}, err
 	}
 	api, err := r.api(ctx, job)
@@ -272,6 +272,20 @@ func (r *Reconciler) requeue(job *sluicev1.SluiceJob) time.Duration {
 // current is the deployment the status says runs.
 func (r *Reconciler) current(job *sluicev1.SluiceJob, running bool) deployment {
 	return deployment{spec: job.Status.Deployed, restorePath: job.Status.RestorePath, epoch: job.Status.Epoch, running: running}
+}
+
+// steady is what runs between upgrades: the current deployment, with the
+// workers a pending rescale needs (added before the job's rescale call,
+// and kept until it is made: not taken away by the next reconcile).
+func (r *Reconciler) steady(job *sluicev1.SluiceJob) deployment {
+	d := r.current(job, true)
+	if versionHash(&job.Spec) == job.Status.DeployedHash &&
+		(job.Spec.Parallelism != d.spec.Parallelism || workers(&job.Spec) != workers(d.spec)) {
+		grown := d.spec.DeepCopy()
+		grown.Workers = ptr(max(workers(&job.Spec), workers(d.spec)))
+		d.spec = grown
+	}
+	return d
 }
 
 // observe reads the job's state into the status.
