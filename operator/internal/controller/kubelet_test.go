@@ -56,8 +56,6 @@ type kubelet struct {
 	mu       sync.Mutex
 	pods     map[string]*pod // by pod name
 	services map[string]*service
-	nextPod  int
-	nextSvc  int
 	// overlap is set when processes of two pod templates of one job
 	// (two versions) ever lived at once, with what they were.
 	overlap string
@@ -67,6 +65,11 @@ type kubelet struct {
 	// stops, no status is written.
 	paused atomic.Bool
 }
+
+// podAddresses and serviceAddresses number the loopback addresses the
+// kubelets give out, one of each per pod and Service of every test: the
+// tests run in parallel.
+var podAddresses, serviceAddresses atomic.Int32
 
 type pod struct {
 	name, ns, owner, component string
@@ -303,8 +306,7 @@ func (k *kubelet) writeStatus(ctx context.Context, obj client.Object, ns, owner,
 // as restartPolicy Always does).
 func (k *kubelet) start(ns, owner, name, hash string, tmpl corev1.PodTemplateSpec) {
 	k.mu.Lock()
-	k.nextPod++
-	n := k.nextPod
+	n := int(podAddresses.Add(1))
 	p := &pod{name: name, ns: ns, owner: owner, template: hash, version: tmpl.Annotations[AnnotationSpecHash], spec: tmpl.Spec, labels: tmpl.Labels,
 		component: tmpl.Labels[LabelComponent], ip: fmt.Sprintf("127.0.%d.%d", 10+n/200, 1+n%200),
 		dir: filepath.Join(k.dir, name+"-"+strconv.Itoa(n)), done: make(chan struct{})}
@@ -692,8 +694,8 @@ func (k *kubelet) ensureService(s *corev1.Service) {
 		k.mu.Unlock()
 		return
 	}
-	k.nextSvc++
-	svc := &service{name: s.Name, ns: s.Namespace, ip: fmt.Sprintf("127.1.0.%d", k.nextSvc), selector: s.Spec.Selector,
+	n := int(serviceAddresses.Add(1))
+	svc := &service{name: s.Name, ns: s.Namespace, ip: fmt.Sprintf("127.1.%d.%d", n/200, 1+n%200), selector: s.Spec.Selector,
 		notReady: s.Spec.PublishNotReadyAddresses, ports: map[int32]string{}}
 	k.services[key] = svc
 	k.mu.Unlock()

@@ -96,12 +96,18 @@ func testMain(m *testing.M) int {
 			return 1
 		}
 	}
-	testEnv = &envtest.Environment{CRDDirectoryPaths: []string{crdDir}, ErrorIfCRDPathMissing: true}
+	// scripts/envtest builds kube-apiserver unoptimised (cheap to build,
+	// slower to start): on a loaded 2-core machine it takes longer than
+	// envtest's default 20 s to serve.
+	testEnv = &envtest.Environment{CRDDirectoryPaths: []string{crdDir}, ErrorIfCRDPathMissing: true,
+		ControlPlaneStartTimeout: 3 * time.Minute}
+	start := time.Now()
 	testCfg, err = testEnv.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start envtest (KUBEBUILDER_ASSETS=%s): %v\n", os.Getenv("KUBEBUILDER_ASSETS"), err)
 		return 1
 	}
+	fmt.Fprintf(os.Stderr, "envtest: kube-apiserver and etcd serving after %v\n", time.Since(start).Round(100*time.Millisecond))
 	code := m.Run()
 	if err := testEnv.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
@@ -128,6 +134,11 @@ func newCluster(t *testing.T) *cluster {
 	if skipReason != "" {
 		t.Skip(skipReason)
 	}
+	// The cases run in parallel (go test -parallel): each has a namespace,
+	// a kubelet, an operator, topics and a transactional id prefix of its
+	// own, its processes on loopback addresses of their own; they mostly
+	// wait on their jobs.
+	t.Parallel()
 	c, err := client.New(testCfg, client.Options{Scheme: testScheme})
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +241,9 @@ func (cl *cluster) job(name, in, out string, parallelism, slots int32, mode slui
 			Slots:         slots,
 			CheckpointDir: filepath.Join(cl.t.TempDir(), "checkpoints"),
 			Env: []corev1.EnvVar{{Name: "KAFKA_BROKERS", Value: strings.Join(brokers, ",")},
-				{Name: "SLUICE_INPUT_TOPIC", Value: in}, {Name: "SLUICE_OUTPUT_TOPIC", Value: out}},
+				{Name: "SLUICE_INPUT_TOPIC", Value: in}, {Name: "SLUICE_OUTPUT_TOPIC", Value: out},
+				// Jobs of tests running at once must not fence each other.
+				{Name: "SLUICE_TRANSACTIONAL_ID_PREFIX", Value: "wordcountd-" + cl.ns}},
 			Upgrade:  sluicev1.UpgradeSpec{Mode: mode, Timeout: &metav1.Duration{Duration: 2 * time.Minute}},
 			Security: sluicev1.SecuritySpec{RESTToken: ref("token"), InternalSecret: ref("internal")},
 		},
