@@ -34,6 +34,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -169,6 +170,8 @@ func newCluster(t *testing.T) *cluster {
 func (cl *cluster) startOperator() {
 	cl.t.Helper()
 	mgr, err := ctrl.NewManager(testCfg, ctrl.Options{
+		// Its own namespace only: the tests' operators run at once.
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{cl.ns: {}}},
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
