@@ -17,7 +17,7 @@
 //
 // Settings come from flags or the environment: KAFKA_BROKERS,
 // SLUICE_INPUT_TOPIC, SLUICE_OUTPUT_TOPIC, SLUICE_CHECKPOINT_DIR,
-// SLUICE_PARALLELISM, and the cluster's SLUICE_* variables
+// SLUICE_PARALLELISM, SLUICE_TRANSACTIONAL_ID_PREFIX, and the cluster's SLUICE_* variables
 // (cluster.Flags); any option by its Flink key from -config
 // (config.yaml), SLUICE_CONF_* or -D key=value, the job runner's too
 // (package runner: rest.*, metrics.reporter.prom.*, log.*,
@@ -43,6 +43,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -104,6 +105,7 @@ type options struct {
 	interval                                      time.Duration
 	apiAddr, metricsAddr                          string
 	apiHosts                                      string
+	txnPrefix                                     string
 	cluster                                       *cluster.Config
 	conf                                          *sluice.Configuration
 }
@@ -120,6 +122,8 @@ func main() {
 	flag.DurationVar(&o.interval, "interval", 10*time.Second, "checkpoint interval (execution.checkpointing.interval)")
 	flag.StringVar(&o.apiAddr, "api", ":8081", "single and coordinator roles: REST API, dashboard, /metrics, /healthz, /readyz (rest.port 8081); empty: none")
 	flag.StringVar(&o.apiHosts, "api-allowed-hosts", env("SLUICE_API_ALLOWED_HOSTS", ""), "host names the API answers to besides localhost and IP addresses, comma separated (e.g. the coordinator Service's DNS name; $SLUICE_API_ALLOWED_HOSTS)")
+	flag.StringVar(&o.txnPrefix, "transactional-id-prefix", env("SLUICE_TRANSACTIONAL_ID_PREFIX", "wordcountd"),
+		"the output's Kafka transactional id prefix: one per job writing to a cluster at once ($SLUICE_TRANSACTIONAL_ID_PREFIX)")
 	flag.StringVar(&o.metricsAddr, "metrics", ":9249", "worker role: the worker's /metrics, /healthz, /readyz (Flink's Prometheus reporter port 9249); empty: none")
 	o.cluster = cluster.Flags(flag.CommandLine)
 	o.conf = sluice.ConfigFlags(flag.CommandLine)
@@ -197,7 +201,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 		&countWords{}, sluice.Name("count"), sluice.UID("count"))
 	snk, err := kafkasink.NewSink(seeds, func(wc WordCount) (*kgo.Record, error) {
 		return &kgo.Record{Topic: o.output, Key: []byte(wc.Word), Value: strconv.AppendInt(nil, wc.Count, 10)}, nil
-	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix("wordcountd"), kafkasink.ClientOptions(kopts...))
+	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(cmp.Or(o.txnPrefix, "wordcountd")), kafkasink.ClientOptions(kopts...))
 	if err != nil {
 		return err
 	}

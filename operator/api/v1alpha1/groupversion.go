@@ -1,8 +1,9 @@
-// Package v1alpha1 holds the SluiceJob custom resource: a Sluice job on
-// Kubernetes (a coordinator Deployment and a StatefulSet of workers) that
-// the operator deploys, upgrades, rescales and reports. The CRD and the
-// operator's RBAC in deploy/operator/ are generated from these types
-// (make -C operator generate).
+// Package v1alpha1 holds the custom resources of the Sluice operator:
+// SluiceJob, a Sluice job on Kubernetes (a coordinator Deployment and a
+// StatefulSet of workers) that the operator deploys, upgrades, rescales
+// and reports, and SluiceSavepoint, a savepoint of one taken on demand.
+// The CRDs and the operator's RBAC in deploy/operator/ are generated from
+// these types (make operator-generate).
 //
 // +kubebuilder:object:generate=true
 // +groupName=sluice.sluicehq.dev
@@ -14,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// GroupVersion is the API group and version of SluiceJob.
+// GroupVersion is the API group and version of SluiceJob and SluiceSavepoint.
 var GroupVersion = schema.GroupVersion{Group: "sluice.sluicehq.dev", Version: "v1alpha1"}
 
 var (
@@ -25,7 +26,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &SluiceJob{}, &SluiceJobList{})
+	s.AddKnownTypes(GroupVersion, &SluiceJob{}, &SluiceJobList{}, &SluiceSavepoint{}, &SluiceSavepointList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

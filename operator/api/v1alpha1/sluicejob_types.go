@@ -309,6 +309,58 @@ type JobInfo struct {
 	// LatestCheckpointID is its id.
 	// +optional
 	LatestCheckpointID int64 `json:"latestCheckpointId,omitempty"`
+	// Coordinator is the coordinator pod whose REST API the operator
+	// last found leading the job, under HA (spec.ha).
+	// +optional
+	Coordinator string `json:"coordinator,omitempty"`
+}
+
+// AutoscalerStatus is what the job's own autoscaler (configuration
+// job.autoscaler.enabled: it runs inside the job and rescales it in
+// place) reports on GET /jobs/:id/autoscaler. Its rescales change the
+// job's parallelism (status.job.parallelism), not spec.parallelism: the
+// operator does not undo them; an upgrade starts at spec.parallelism.
+type AutoscalerStatus struct {
+	// Enabled: an autoscaler runs with the job.
+	Enabled bool `json:"enabled"`
+	// Rescales is how many rescales it asked of the job.
+	// +optional
+	Rescales int64 `json:"rescales,omitempty"`
+	// LastEvaluation is when it last looked at the job, and
+	// LastOutcome what it came to (collecting, stabilizing, steady,
+	// within-target, recommend, scale, ...).
+	// +optional
+	LastEvaluation *metav1.Time `json:"lastEvaluation,omitempty"`
+	// +optional
+	LastOutcome string `json:"lastOutcome,omitempty"`
+	// LastDecision is its latest evaluation that rescaled the job
+	// (outcome scale) or recommended it (recommend: the autoscaler only
+	// advises, job.autoscaler.scaling.enabled false).
+	// +optional
+	LastDecision *AutoscalerDecision `json:"lastDecision,omitempty"`
+}
+
+// AutoscalerDecision is one rescale the autoscaler decided on.
+type AutoscalerDecision struct {
+	// Time of the evaluation.
+	Time metav1.Time `json:"time"`
+	// Outcome: scale or recommend.
+	Outcome string `json:"outcome"`
+	// Vertices whose parallelism it changes.
+	// +optional
+	Vertices []VertexDecision `json:"vertices,omitempty"`
+}
+
+// VertexDecision is one vertex's new parallelism and why.
+type VertexDecision struct {
+	// Name of the vertex.
+	Name string `json:"name"`
+	// Parallelism before, and NewParallelism after.
+	Parallelism    int32 `json:"parallelism"`
+	NewParallelism int32 `json:"newParallelism"`
+	// Reason of the change, or what limited it.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // SluiceJobStatus is what the operator observed and did.
@@ -345,6 +397,10 @@ type SluiceJobStatus struct {
 	// Savepoints taken and pending.
 	// +optional
 	Savepoints SavepointStatus `json:"savepoints,omitempty"`
+	// Autoscaler is what the job's autoscaler decided; unset until the
+	// job's API was read once.
+	// +optional
+	Autoscaler *AutoscalerStatus `json:"autoscaler,omitempty"`
 	// Conditions: Ready (the job RUNNING at the spec), Progressing (an
 	// upgrade under way), UpgradeFailed (the last upgrade was rolled back).
 	// +listType=map

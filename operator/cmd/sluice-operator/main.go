@@ -65,6 +65,10 @@ func main() {
 		logger.Error("set up the controller", "err", err)
 		os.Exit(1)
 	}
+	if err := (&controller.SavepointReconciler{Jobs: r}).SetupWithManager(mgr); err != nil {
+		logger.Error("set up the savepoint controller", "err", err)
+		os.Exit(1)
+	}
 	_ = mgr.AddHealthzCheck("healthz", healthz.Ping)
 	_ = mgr.AddReadyzCheck("readyz", healthz.Ping)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -36,8 +38,11 @@ import (
 // process as an OS process on a loopback address of its own (the pod's
 // IP, 127.0.x.y), with the container's variables resolved as the kubelet
 // does ($(VAR), fieldRef, configMapKeyRef, secretKeyRef) and its volumes
-// as directories; it probes /readyz and writes the controllers' status
-// back (replicas counts every live process, a terminating one too). Each
+// as directories; it writes each pod to the API server (running, with
+// its IP) and deletes it once its process is gone, probes /readyz (HTTPS
+// when the probe says so, unverified as the kubelet's) and writes the
+// controllers' status back (replicas counts every live process, a
+// terminating one too). Each
 // Service gets an address of its own (127.1.0.N) where a TCP proxy
 // forwards to a pod its selector picks; "<svc>.<ns>.svc" in a process's
 // variables and arguments is that address.
@@ -51,8 +56,6 @@ type kubelet struct {
 	mu       sync.Mutex
 	pods     map[string]*pod // by pod name
 	services map[string]*service
-	nextPod  int
-	nextSvc  int
 	// overlap is set when processes of two pod templates of one job
 	// (two versions) ever lived at once, with what they were.
 	overlap string
@@ -62,6 +65,11 @@ type kubelet struct {
 	// stops, no status is written.
 	paused atomic.Bool
 }
+
+// podAddresses and serviceAddresses number the loopback addresses the
+// kubelets give out, one of each per pod and Service of every test: the
+// tests run in parallel.
+var podAddresses, serviceAddresses atomic.Int32
 
 type pod struct {
 	name, ns, owner, component string
@@ -298,8 +306,7 @@ func (k *kubelet) writeStatus(ctx context.Context, obj client.Object, ns, owner,
 // as restartPolicy Always does).
 func (k *kubelet) start(ns, owner, name, hash string, tmpl corev1.PodTemplateSpec) {
 	k.mu.Lock()
-	k.nextPod++
-	n := k.nextPod
+	n := int(podAddresses.Add(1))
 	p := &pod{name: name, ns: ns, owner: owner, template: hash, version: tmpl.Annotations[AnnotationSpecHash], spec: tmpl.Spec, labels: tmpl.Labels,
 		component: tmpl.Labels[LabelComponent], ip: fmt.Sprintf("127.0.%d.%d", 10+n/200, 1+n%200),
 		dir: filepath.Join(k.dir, name+"-"+strconv.Itoa(n)), done: make(chan struct{})}
@@ -312,7 +319,25 @@ func (k *kubelet) start(ns, owner, name, hash string, tmpl corev1.PodTemplateSpe
 	}
 	k.pods[name] = p
 	k.mu.Unlock()
+	k.createPod(p, tmpl)
 	k.launch(p)
+}
+
+// createPod writes the pod to the API server, running on its IP, as the
+// scheduler and the kubelet would: the operator finds a job's leading
+// coordinator among them, and waits for none to be left while it drains.
+func (k *kubelet) createPod(p *pod, tmpl corev1.PodTemplateSpec) {
+	ctx := context.Background()
+	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns, Labels: tmpl.Labels, Annotations: tmpl.Annotations},
+		Spec: tmpl.Spec}
+	if err := k.c.Create(ctx, obj); err != nil {
+		k.t.Logf("kubelet: create pod %s: %v", p.name, err)
+		return
+	}
+	obj.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: p.ip, PodIPs: []corev1.PodIP{{IP: p.ip}}, HostIP: "127.0.0.1"}
+	if err := k.c.Status().Update(ctx, obj); err != nil {
+		k.t.Logf("kubelet: pod %s status: %v", p.name, err)
+	}
 }
 
 // launch starts the pod's process; p.done is already the channel its
@@ -400,7 +425,29 @@ func (k *kubelet) terminate(p *pod) {
 	}()
 }
 
+// kill SIGKILLs a pod's process, as a crash: it is restarted (a
+// container's restart, the pod stays).
+func (k *kubelet) kill(name string) {
+	k.mu.Lock()
+	p := k.pods[name]
+	var cmd *exec.Cmd
+	if p != nil {
+		cmd = p.cmd
+	}
+	k.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		k.t.Fatalf("kubelet: no process of pod %s to kill", name)
+	}
+	_ = cmd.Process.Kill()
+}
+
 func (k *kubelet) remove(p *pod) {
+	// The pod object goes first: one of the same name (a StatefulSet's)
+	// starts only once this one is out of k.pods.
+	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}}
+	if err := k.c.Delete(context.Background(), obj, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+		k.t.Logf("kubelet: delete pod %s: %v", p.name, err)
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.pods[p.name] == p {
@@ -583,7 +630,9 @@ func (k *kubelet) probe() {
 		}
 	}
 	k.mu.Unlock()
-	hc := &http.Client{Timeout: time.Second}
+	// The kubelet does not verify an HTTPS probe's certificate.
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	defer hc.CloseIdleConnections()
 	for _, p := range all {
 		c := p.spec.Containers[0]
 		rp := c.ReadinessProbe
@@ -595,7 +644,11 @@ func (k *kubelet) probe() {
 					port = int(cp.ContainerPort)
 				}
 			}
-			resp, err := hc.Get(fmt.Sprintf("http://%s:%d%s", p.ip, port, rp.HTTPGet.Path))
+			scheme := "http"
+			if rp.HTTPGet.Scheme == corev1.URISchemeHTTPS {
+				scheme = "https"
+			}
+			resp, err := hc.Get(fmt.Sprintf("%s://%s:%d%s", scheme, p.ip, port, rp.HTTPGet.Path))
 			ok = err == nil && resp.StatusCode == http.StatusOK
 			if err == nil {
 				resp.Body.Close()
@@ -641,8 +694,8 @@ func (k *kubelet) ensureService(s *corev1.Service) {
 		k.mu.Unlock()
 		return
 	}
-	k.nextSvc++
-	svc := &service{name: s.Name, ns: s.Namespace, ip: fmt.Sprintf("127.1.0.%d", k.nextSvc), selector: s.Spec.Selector,
+	n := int(serviceAddresses.Add(1))
+	svc := &service{name: s.Name, ns: s.Namespace, ip: fmt.Sprintf("127.1.%d.%d", n/200, 1+n%200), selector: s.Spec.Selector,
 		notReady: s.Spec.PublishNotReadyAddresses, ports: map[int32]string{}}
 	k.services[key] = svc
 	k.mu.Unlock()
@@ -731,14 +784,18 @@ func (k *kubelet) dnsNames() []string {
 	return out
 }
 
-// serviceAddress is a Service's address (for the operator's API calls).
-func (k *kubelet) serviceAddress(ns, name string) string {
+// serviceAddress maps a Service's address (<name>.<namespace>.svc:<port>)
+// to its proxy's, for the operator's API calls.
+func (k *kubelet) serviceAddress(hostPort string) string {
+	host, port, _ := net.SplitHostPort(hostPort)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if s, ok := k.services[ns+"/"+name]; ok {
-		return s.ip
+	for _, s := range k.services {
+		if s.name+"."+s.ns+".svc" == host {
+			return net.JoinHostPort(s.ip, port)
+		}
 	}
-	return "127.0.0.1"
+	return hostPort
 }
 
 // logs prints the tail of every process's log.

@@ -198,6 +198,7 @@ func container(j *sluicev1.SluiceJob, d deployment, role string) corev1.Containe
 	args := slices.Clone(s.Args)
 	var ports []corev1.ContainerPort
 	var probePort string
+	probeScheme := corev1.URISchemeHTTP
 	switch role {
 	case ComponentCoordinator:
 		// Every listener on the pod's address: the Service, the workers
@@ -207,6 +208,13 @@ func container(j *sluicev1.SluiceJob, d deployment, role string) corev1.Containe
 			envValue("SLUICE_CONF_REST_PORT", strconv.Itoa(PortREST)))
 		if t := s.Security.RESTToken; t != nil {
 			env = append(env, corev1.EnvVar{Name: "SLUICE_CONF_REST_AUTHENTICATION_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: t.DeepCopy()}})
+		}
+		if s.Security.TLSSecretName != "" {
+			// The REST API over HTTPS with the same certificate: the
+			// operator verifies it for the Service's name.
+			env = append(env, envValue("SLUICE_CONF_SECURITY_SSL_REST_CERT_FILE", tlsDir+"/tls.crt"),
+				envValue("SLUICE_CONF_SECURITY_SSL_REST_KEY_FILE", tlsDir+"/tls.key"))
+			probeScheme = corev1.URISchemeHTTPS
 		}
 		ports = []corev1.ContainerPort{{Name: "rpc", ContainerPort: PortRPC}, {Name: "rest", ContainerPort: PortREST}}
 		probePort = "rest"
@@ -243,11 +251,11 @@ func container(j *sluicev1.SluiceJob, d deployment, role string) corev1.Containe
 		// does not serve the control plane until elected, is never
 		// restarted for it.
 		ReadinessProbe: &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString(probePort)}},
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString(probePort), Scheme: probeScheme}},
 			PeriodSeconds: 5, FailureThreshold: 3,
 		},
 		LivenessProbe: &corev1.Probe{
-			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString(probePort)}},
+			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString(probePort), Scheme: probeScheme}},
 			InitialDelaySeconds: 30, PeriodSeconds: 15, FailureThreshold: 4,
 		},
 		Resources:    pod.Resources,

@@ -2,8 +2,15 @@ package controller
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,11 +28,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -88,12 +97,18 @@ func testMain(m *testing.M) int {
 			return 1
 		}
 	}
-	testEnv = &envtest.Environment{CRDDirectoryPaths: []string{crdDir}, ErrorIfCRDPathMissing: true}
+	// scripts/envtest builds kube-apiserver unoptimised (cheap to build,
+	// slower to start): on a loaded 2-core machine it takes longer than
+	// envtest's default 20 s to serve.
+	testEnv = &envtest.Environment{CRDDirectoryPaths: []string{crdDir}, ErrorIfCRDPathMissing: true,
+		ControlPlaneStartTimeout: 3 * time.Minute}
+	start := time.Now()
 	testCfg, err = testEnv.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start envtest (KUBEBUILDER_ASSETS=%s): %v\n", os.Getenv("KUBEBUILDER_ASSETS"), err)
 		return 1
 	}
+	fmt.Fprintf(os.Stderr, "envtest: kube-apiserver and etcd serving after %v\n", time.Since(start).Round(100*time.Millisecond))
 	code := m.Run()
 	if err := testEnv.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
@@ -110,6 +125,9 @@ type cluster struct {
 	stopOp context.CancelFunc
 	opDone chan struct{}
 	mu     sync.Mutex
+	// coordinators is how many coordinator processes may run at once
+	// (1, and the standbys under HA).
+	coordinators int
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -117,6 +135,11 @@ func newCluster(t *testing.T) *cluster {
 	if skipReason != "" {
 		t.Skip(skipReason)
 	}
+	// The cases run in parallel (go test -parallel): each has a namespace,
+	// a kubelet, an operator, topics and a transactional id prefix of its
+	// own, its processes on loopback addresses of their own; they mostly
+	// wait on their jobs.
+	t.Parallel()
 	c, err := client.New(testCfg, client.Options{Scheme: testScheme})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +148,7 @@ func newCluster(t *testing.T) *cluster {
 	if err := c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	cl := &cluster{t: t, c: c, ns: ns}
+	cl := &cluster{t: t, c: c, ns: ns, coordinators: 1}
 	cl.k = newKubelet(t, c, ns, map[string]string{"wordcountd:v1": jobBinary, "wordcountd:v2": jobBinary, "wordcountd:v3": jobBinary})
 	kctx, stopK := context.WithCancel(context.Background())
 	kdone := make(chan struct{})
@@ -147,6 +170,8 @@ func newCluster(t *testing.T) *cluster {
 func (cl *cluster) startOperator() {
 	cl.t.Helper()
 	mgr, err := ctrl.NewManager(testCfg, ctrl.Options{
+		// Its own namespace only: the tests' operators run at once.
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{cl.ns: {}}},
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -157,11 +182,12 @@ func (cl *cluster) startOperator() {
 	}
 	r := &Reconciler{Client: mgr.GetClient(), Scheme: testScheme, Recorder: mgr.GetEventRecorder("sluice-operator"),
 		APIReader: mgr.GetAPIReader(), PollInterval: 300 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(testWriter{cl.t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		APIBase: func(j *sluicev1.SluiceJob) string {
-			return fmt.Sprintf("http://%s:%d", cl.k.serviceAddress(j.Namespace, coordinatorName(j)), PortREST)
-		}}
+		Logger:         slog.New(slog.NewTextHandler(testWriter{cl.t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		ServiceAddress: cl.k.serviceAddress}
 	if err := r.SetupWithManager(mgr); err != nil {
+		cl.t.Fatal(err)
+	}
+	if err := (&SavepointReconciler{Jobs: r}).SetupWithManager(mgr); err != nil {
 		cl.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -218,7 +244,9 @@ func (cl *cluster) job(name, in, out string, parallelism, slots int32, mode slui
 			Slots:         slots,
 			CheckpointDir: filepath.Join(cl.t.TempDir(), "checkpoints"),
 			Env: []corev1.EnvVar{{Name: "KAFKA_BROKERS", Value: strings.Join(brokers, ",")},
-				{Name: "SLUICE_INPUT_TOPIC", Value: in}, {Name: "SLUICE_OUTPUT_TOPIC", Value: out}},
+				{Name: "SLUICE_INPUT_TOPIC", Value: in}, {Name: "SLUICE_OUTPUT_TOPIC", Value: out},
+				// Jobs of tests running at once must not fence each other.
+				{Name: "SLUICE_TRANSACTIONAL_ID_PREFIX", Value: "wordcountd-" + cl.ns}},
 			Upgrade:  sluicev1.UpgradeSpec{Mode: mode, Timeout: &metav1.Duration{Duration: 2 * time.Minute}},
 			Security: sluicev1.SecuritySpec{RESTToken: ref("token"), InternalSecret: ref("internal")},
 		},
@@ -298,8 +326,8 @@ func (cl *cluster) noOverlap() {
 	if cl.k.overlap != "" {
 		cl.t.Errorf("two versions ran at once: %s", cl.k.overlap)
 	}
-	if cl.k.maxCoordinators > 1 {
-		cl.t.Errorf("%d coordinators ran at once", cl.k.maxCoordinators)
+	if cl.k.maxCoordinators > cl.coordinators {
+		cl.t.Errorf("%d coordinators ran at once, want at most %d", cl.k.maxCoordinators, cl.coordinators)
 	}
 }
 
@@ -498,28 +526,194 @@ func lens(m map[string][]int) map[string]int {
 
 const runTimeout = 3 * time.Minute
 
-// A SluiceJob is deployed and its job runs once: one coordinator, the
-// output exactly once on a real broker, the status and the objects as
-// the spec says.
+// A SluiceJob is deployed secured and its job runs once: one
+// coordinator, the output exactly once on a real broker, the status and
+// the objects as the spec says. Secured: mutual TLS and a shared secret
+// between the processes, the REST API over HTTPS (the operator verifies
+// its certificate against the Secret's CA) with a token. Its autoscaler
+// is reported in the status, and a SluiceSavepoint is taken on demand,
+// then disposed of with the resource.
 func TestJobRunsExactlyOnce(t *testing.T) {
 	cl := newCluster(t)
 	cl.secrets()
 	in, out := topics(t, "create")
 	p := newProducer(t, in)
 	p.write(200)
-	if err := cl.c.Create(t.Context(), cl.job("wc", in, out, 2, 2, sluicev1.UpgradeSavepoint)); err != nil {
+	job := cl.job("wc", in, out, 2, 2, sluicev1.UpgradeSavepoint)
+	job.Spec.Security.TLSSecretName = cl.tlsSecret("wc")
+	job.Spec.Configuration = map[string]string{"job.autoscaler.enabled": "true"}
+	if err := cl.c.Create(t.Context(), job); err != nil {
 		t.Fatal(err)
 	}
-	j := cl.await("wc", "the job runs", runTimeout, running)
-	if sec := j.Status.Deployed.Security; sec.InternalSecret == nil || sec.InternalSecret.Name != "sluice" {
+	j := cl.await("wc", "the job runs, its autoscaler reported", runTimeout, func(j *sluicev1.SluiceJob) bool {
+		return running(j) && j.Status.Autoscaler != nil && j.Status.Autoscaler.Enabled && j.Status.Autoscaler.LastOutcome != ""
+	})
+	if sec := j.Status.Deployed.Security; sec.InternalSecret == nil || sec.InternalSecret.Name != "sluice" || sec.TLSSecretName == "" {
 		t.Errorf("status.deployed has no security: %+v", j.Status.Deployed.Security)
 	}
-	p.write(100)
-	exactlyOnce(t, out, p.expected(), runTimeout)
-	cl.noOverlap()
 	if c := condition(j, ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("condition Ready: %+v", c)
 	}
+	// Each process was given the certificate, and the coordinator serves
+	// its API with it.
+	cl.k.mu.Lock()
+	for _, pd := range cl.k.pods {
+		env := map[string]bool{}
+		for _, e := range pd.spec.Containers[0].Env {
+			env[e.Name] = true
+		}
+		if !env["SLUICE_TLS_CERT"] || !env["SLUICE_INTERNAL_SECRET"] ||
+			pd.component == ComponentCoordinator && !env["SLUICE_CONF_SECURITY_SSL_REST_CERT_FILE"] {
+			t.Errorf("pod %s: no TLS or secret in its variables %v", pd.name, env)
+		}
+	}
+	cl.k.mu.Unlock()
+
+	path := cl.savepointResource("wc", "sp1")
+	p.write(100)
+	exactlyOnce(t, out, p.expected(), runTimeout)
+	cl.noOverlap()
+	// Deleting the resource disposes of its savepoint's files.
+	if err := cl.c.Delete(t.Context(), &sluicev1.SluiceSavepoint{ObjectMeta: metav1.ObjectMeta{Name: "sp1", Namespace: cl.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, "the SluiceSavepoint deleted and its files disposed of", runTimeout, func() bool {
+		var sp sluicev1.SluiceSavepoint
+		err := cl.c.Get(t.Context(), client.ObjectKey{Namespace: cl.ns, Name: "sp1"}, &sp)
+		_, serr := os.Stat(path)
+		return apierrors.IsNotFound(err) && os.IsNotExist(serr)
+	})
+}
+
+// savepointResource creates a SluiceSavepoint of the job and waits until
+// it completed; it returns its path, a directory holding the savepoint.
+func (cl *cluster) savepointResource(job, name string) string {
+	cl.t.Helper()
+	sp := &sluicev1.SluiceSavepoint{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cl.ns},
+		Spec: sluicev1.SluiceSavepointSpec{JobName: job}}
+	if err := cl.c.Create(cl.t.Context(), sp); err != nil {
+		cl.t.Fatal(err)
+	}
+	awaitCond(cl.t, "the SluiceSavepoint completes", runTimeout, func() bool {
+		if err := cl.c.Get(cl.t.Context(), client.ObjectKeyFromObject(sp), sp); err != nil {
+			cl.t.Fatal(err)
+		}
+		if sp.Status.State == sluicev1.SavepointFailed {
+			cl.t.Fatalf("SluiceSavepoint %s failed: %s", name, sp.Status.Error)
+		}
+		return sp.Status.State == sluicev1.SavepointCompleted
+	})
+	if !slices.Contains(sp.Finalizers, FinalizerDispose) {
+		cl.t.Errorf("SluiceSavepoint %s has no finalizer %s: %v", name, FinalizerDispose, sp.Finalizers)
+	}
+	if _, err := os.Stat(filepath.Join(sp.Status.Path, "_metadata")); err != nil {
+		cl.t.Fatalf("SluiceSavepoint %s completed at %q, which holds no savepoint: %v", name, sp.Status.Path, err)
+	}
+	return sp.Status.Path
+}
+
+// awaitCond polls cond until it holds.
+func awaitCond(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// tlsSecret creates a kubernetes.io/tls Secret as cert-manager writes
+// one: a CA, and a certificate it signed for the job's coordinator
+// Service name (the operator verifies the REST API's for it) that every
+// process presents to the others.
+func (cl *cluster) tlsSecret(job string) string {
+	cl.t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	svc := job + "-coordinator." + cl.ns + ".svc"
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: svc}, DNSNames: []string{svc},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	name := job + "-tls"
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cl.ns}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{
+			"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+			"tls.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+			"ca.crt":  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		}}
+	if err := cl.c.Create(cl.t.Context(), s); err != nil {
+		cl.t.Fatal(err)
+	}
+	return name
+}
+
+// Under HA, two coordinators (a standby), the leader SIGKILLed mid-run:
+// the standby takes the job over from its latest checkpoint, and the
+// operator follows it (status.job.coordinator), its calls going to the
+// new leader's API, not to the standby that the killed one restarts as:
+// a SluiceSavepoint after the failover completes; the output stays
+// exactly once.
+func TestHALeaderKilled(t *testing.T) {
+	cl := newCluster(t)
+	cl.coordinators = 2
+	cl.secrets()
+	in, out := topics(t, "ha")
+	p := newProducer(t, in)
+	p.write(60)
+	job := cl.job("wc", in, out, 2, 2, sluicev1.UpgradeSavepoint)
+	job.Spec.Security.TLSSecretName = cl.tlsSecret("wc")
+	job.Spec.HA = &sluicev1.HASpec{EtcdEndpoints: []string{testEnv.ControlPlane.Etcd.URL.String()}, Standbys: 1}
+	// A short lease: the standby is elected 3 s after the leader died.
+	job.Spec.Configuration = map[string]string{"high-availability.etcd.lease-duration": "3s"}
+	cl.start(job, p, out)
+	p.flow()
+	j := cl.await("wc", "the operator finds the leader", runTimeout, func(j *sluicev1.SluiceJob) bool {
+		return running(j) && j.Status.Job.Coordinator != ""
+	})
+	leader := j.Status.Job.Coordinator
+	standby := ""
+	for _, pd := range cl.k.owned(cl.ns, "Deployment/wc-coordinator") {
+		if pd.name != leader {
+			standby = pd.name
+		}
+	}
+	if standby == "" {
+		t.Fatalf("no standby coordinator beside the leader %s", leader)
+	}
+	cl.k.kill(leader)
+	cl.await("wc", "the standby leads, the operator follows", runTimeout, func(j *sluicev1.SluiceJob) bool {
+		return running(j) && j.Status.Job.Coordinator == standby
+	})
+	cl.savepointResource("wc", "after-failover")
+	p.halt()
+	p.write(30)
+	exactlyOnce(t, out, p.expected(), runTimeout)
+	cl.noOverlap()
 }
 
 func condition(j *sluicev1.SluiceJob, typ string) *metav1.Condition {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -76,9 +77,11 @@ type Reconciler struct {
 	// would then run at once), and the operator does not watch every
 	// Secret of the cluster, which it may not list.
 	APIReader client.Reader
-	// APIBase returns the URL of a job's REST API; nil: its coordinator
-	// Service (http://<name>-coordinator.<namespace>.svc:8081).
-	APIBase func(*sluicev1.SluiceJob) string
+	// ServiceAddress maps a Service's address
+	// (<name>.<namespace>.svc:<port>) to the one the operator dials; nil:
+	// as it is (the cluster's DNS). A pod's IP is dialled as it is. TLS
+	// verifies the Service's name whatever is dialled.
+	ServiceAddress func(hostPort string) string
 	// PollInterval is how often a job is looked at while something is
 	// under way; 0: 5 s.
 	PollInterval time.Duration
@@ -188,7 +191,7 @@ func (r *Reconciler) reconcile(ctx context.Context, job *sluicev1.SluiceJob) (ct
 	}
 	// Keep the objects as the deployed spec says (a deleted Service or a
 	// hand-edited Deployment comes back).
-	if err := r.apply(ctx, job, r.current(job, true)); err != nil {
+	if err := r.apply(ctx, job, r.steady(job)); err != nil {
 		return ctrl.Result{}, err
 	}
 	api, err := r.api(ctx, job)
@@ -271,6 +274,20 @@ func (r *Reconciler) current(job *sluicev1.SluiceJob, running bool) deployment {
 	return deployment{spec: job.Status.Deployed, restorePath: job.Status.RestorePath, epoch: job.Status.Epoch, running: running}
 }
 
+// steady is what runs between upgrades: the current deployment, with the
+// workers a pending rescale needs (added before the job's rescale call,
+// and kept until it is made: not taken away by the next reconcile).
+func (r *Reconciler) steady(job *sluicev1.SluiceJob) deployment {
+	d := r.current(job, true)
+	if versionHash(&job.Spec) == job.Status.DeployedHash &&
+		(job.Spec.Parallelism != d.spec.Parallelism || workers(&job.Spec) != workers(d.spec)) {
+		grown := d.spec.DeepCopy()
+		grown.Workers = ptr(max(workers(&job.Spec), workers(d.spec)))
+		d.spec = grown
+	}
+	return d
+}
+
 // observe reads the job's state into the status.
 func (r *Reconciler) observe(ctx context.Context, job *sluicev1.SluiceJob, api *jobapi.Client) (*jobapi.Details, error) {
 	id, err := api.JobID(ctx)
@@ -286,32 +303,49 @@ func (r *Reconciler) observe(ctx context.Context, job *sluicev1.SluiceJob, api *
 	if cp, err := api.LatestCheckpoint(ctx, id); err == nil && cp != nil {
 		info.LatestCheckpoint, info.LatestCheckpointID = cp.ExternalPath, cp.ID
 	}
+	if as, err := api.Autoscaler(ctx, id); err == nil {
+		r.observeAutoscaler(job, as)
+	}
 	return d, nil
 }
 
-// api is the client of the job's REST API, with its token.
-func (r *Reconciler) api(ctx context.Context, job *sluicev1.SluiceJob) (*jobapi.Client, error) {
-	base := fmt.Sprintf("http://%s:%d", CoordinatorService(job), PortREST)
-	if r.APIBase != nil {
-		base = r.APIBase(job)
+// observeAutoscaler reflects the job's autoscaler in the status, with an
+// event for each new decision.
+func (r *Reconciler) observeAutoscaler(job *sluicev1.SluiceJob, as *jobapi.Autoscaler) {
+	prev := job.Status.Autoscaler
+	st := &sluicev1.AutoscalerStatus{Enabled: as.Enabled, Rescales: as.Rescales}
+	if ev := as.Last; ev != nil {
+		t := metav1.NewTime(ev.Time)
+		st.LastEvaluation, st.LastOutcome = &t, ev.Outcome
 	}
-	c := &jobapi.Client{Base: base}
-	spec := job.Status.Deployed
-	if spec == nil {
-		spec = &job.Spec
-	}
-	if ref := spec.Security.RESTToken; ref != nil {
-		var s corev1.Secret
-		if err := r.reader().Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: ref.Name}, &s); err != nil {
-			return nil, fmt.Errorf("read the REST token from Secret %s/%s (spec.security.restToken): %w", job.Namespace, ref.Name, err)
+	if ev := as.LastDecision; ev != nil {
+		d := &sluicev1.AutoscalerDecision{Time: metav1.NewTime(ev.Time), Outcome: ev.Outcome}
+		for _, v := range ev.Vertices {
+			if v.NewParallelism != v.Parallelism {
+				d.Vertices = append(d.Vertices, sluicev1.VertexDecision{Name: v.Name, Parallelism: v.Parallelism,
+					NewParallelism: v.NewParallelism, Reason: v.Reason})
+			}
 		}
-		tok, ok := s.Data[ref.Key]
-		if !ok {
-			return nil, fmt.Errorf("Secret %s/%s has no key %q (spec.security.restToken)", job.Namespace, ref.Name, ref.Key)
+		st.LastDecision = d
+		if prev == nil || prev.LastDecision == nil || !prev.LastDecision.Time.Equal(&d.Time) {
+			r.event(job, corev1.EventTypeNormal, "Autoscaler", "Autoscale", "the job's autoscaler decided %s: %s", d.Outcome, decisionString(d))
 		}
-		c.Token = string(tok)
 	}
-	return c, nil
+	job.Status.Autoscaler = st
+}
+
+func decisionString(d *sluicev1.AutoscalerDecision) string {
+	var b strings.Builder
+	for i, v := range d.Vertices {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d -> %d", v.Name, v.Parallelism, v.NewParallelism)
+	}
+	if b.Len() == 0 {
+		return "no vertex changes"
+	}
+	return b.String()
 }
 
 // apply creates or updates the job's objects for d.
@@ -402,10 +436,14 @@ func setCondition(job *sluicev1.SluiceJob, typ string, status metav1.ConditionSt
 	})
 }
 
-// event records a Kubernetes event on the job.
-func (r *Reconciler) event(job *sluicev1.SluiceJob, typ, reason, action, format string, args ...any) {
-	r.logger().Info(fmt.Sprintf(format, args...), "sluicejob", client.ObjectKeyFromObject(job), "reason", reason)
+// event records a Kubernetes event on a SluiceJob or a SluiceSavepoint.
+func (r *Reconciler) event(obj client.Object, typ, reason, action, format string, args ...any) {
+	kind := "sluicejob"
+	if _, ok := obj.(*sluicev1.SluiceSavepoint); ok {
+		kind = "sluicesavepoint"
+	}
+	r.logger().Info(fmt.Sprintf(format, args...), kind, client.ObjectKeyFromObject(obj), "reason", reason)
 	if r.Recorder != nil {
-		r.Recorder.Eventf(job, nil, typ, reason, action, format, args...)
+		r.Recorder.Eventf(obj, nil, typ, reason, action, format, args...)
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	sluicev1 "github.com/sluicehq/sluice/operator/api/v1alpha1"
@@ -245,10 +247,20 @@ func (r *Reconciler) rescale(ctx context.Context, job *sluicev1.SluiceJob, api *
 	target := job.Spec.DeepCopy()
 	// The workers first, when more are needed: the template does not
 	// change, so the running ones stay.
-	grown := st.Deployed.DeepCopy()
-	grown.Workers = ptr(max(workers(target), workers(st.Deployed)))
-	if err := r.apply(ctx, job, deployment{spec: grown, restorePath: st.RestorePath, epoch: st.Epoch, running: true}); err != nil {
+	d := r.steady(job)
+	if err := r.apply(ctx, job, d); err != nil {
 		return ctrl.Result{}, err
+	}
+	// The call only once those workers run (registered: ready), or the
+	// job refuses it for want of slots.
+	var sts appsv1.StatefulSet
+	if err := r.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: workerName(job)}, &sts); err != nil {
+		return ctrl.Result{}, err
+	}
+	if want := workers(d.spec); sts.Status.ObservedGeneration < sts.Generation || sts.Status.ReadyReplicas < want {
+		r.logger().Info("rescale: waiting for the workers", "sluicejob", job.Namespace+"/"+job.Name,
+			"ready", sts.Status.ReadyReplicas, "want", want)
+		return ctrl.Result{RequeueAfter: r.poll()}, nil
 	}
 	vertices := map[string]int32{}
 	for _, v := range details.Vertices {

@@ -100,7 +100,7 @@ func TestUpgradeStepsRollBackAcrossRestarts(t *testing.T) {
 	key := client.ObjectKeyFromObject(job)
 	step := func(wantPhase sluicev1.JobPhase, wantStep sluicev1.UpgradeStep) *sluicev1.SluiceJob {
 		t.Helper()
-		r := &Reconciler{Client: c, Scheme: scheme, APIBase: func(*sluicev1.SluiceJob) string { return srv.URL }, PollInterval: time.Millisecond}
+		r := &Reconciler{Client: c, Scheme: scheme, ServiceAddress: func(string) string { return srv.Listener.Addr().String() }, PollInterval: time.Millisecond}
 		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: key}); err != nil {
 			t.Fatal(err)
 		}

@@ -321,3 +321,60 @@ func jobNotFound(se *StatusError) bool {
 	}
 	return false
 }
+
+// Readiness is a coordinator's GET /readyz: Status "ready", "not ready"
+// (Reason says why) or "standby" (under HA: another coordinator leads
+// the job). It needs no token.
+type Readiness struct {
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Standby reports whether the coordinator stands by for the leadership.
+func (r Readiness) Standby() bool { return r.Status == "standby" }
+
+// Ready returns the coordinator's readiness; a 503 is an answer too
+// (not ready), not an error.
+func (c *Client) Ready(ctx context.Context) (Readiness, error) {
+	var out Readiness
+	err := c.do(ctx, http.MethodGet, "/readyz", nil, &out)
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusServiceUnavailable {
+		out = Readiness{Status: "not ready", Reason: strings.Join(se.Errors, "; ")}
+		_ = json.Unmarshal([]byte(out.Reason), &out) // the body, {"status","reason"}
+		return out, nil
+	}
+	return out, err
+}
+
+// Evaluation is one evaluation of the job's autoscaler.
+type Evaluation struct {
+	Time     time.Time `json:"time"`
+	Outcome  string    `json:"outcome"`
+	Vertices []struct {
+		Name           string `json:"name"`
+		Parallelism    int32  `json:"parallelism"`
+		NewParallelism int32  `json:"newParallelism"`
+		Change         string `json:"change"`
+		Reason         string `json:"reason"`
+	} `json:"vertices"`
+}
+
+// Autoscaler is GET /jobs/{id}/autoscaler: whether the job's autoscaler
+// runs, how many rescales it asked, its latest evaluation and the latest
+// that rescaled the job or recommended it.
+type Autoscaler struct {
+	Enabled      bool        `json:"enabled"`
+	Rescales     int64       `json:"rescales"`
+	Last         *Evaluation `json:"last"`
+	LastDecision *Evaluation `json:"lastDecision"`
+}
+
+// Autoscaler returns what the job's autoscaler reports.
+func (c *Client) Autoscaler(ctx context.Context, id string) (*Autoscaler, error) {
+	var out Autoscaler
+	if err := c.do(ctx, http.MethodGet, "/jobs/"+id+"/autoscaler", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
