@@ -52,7 +52,7 @@ func floatGoLimit(base int64) {
 // the next collection. Big enough, and with a pointer, to get an
 // allocation of its own (the tiny allocator would batch it).
 type gcSentinel struct {
-	p *int
+	_ *int
 	_ [2]int64
 }
 
