@@ -27,9 +27,12 @@ var ErrInsufficientNetworkBuffers = network.ErrInsufficientNetworkBuffers
 // the task heap, and from which it sets the Go runtime's soft limit
 // (debug.SetMemoryLimit) unless $GOMEMLIMIT is set, with a GC percent of
 // memory.DefaultGCPercent unless $GOGC is set.
-// Without it the shares are those of memory.DefaultProcessSize, the Go
-// limit is left alone (unless taskmanager.memory.go.limit sets one) and
-// the GC percent is Go's 100.
+// Without it the shares are those of memory.DefaultProcessSize and,
+// unless taskmanager.memory.go.limit or $GOMEMLIMIT sets a limit, the Go
+// limit is that budget's task heap, raised to twice the live heap when
+// that is more (memory.Budget.GoLimitFloats), with the GC percent off: a
+// small job collects when its heap reaches the task heap, a large one as
+// Go's GOGC=100 would.
 func WithProcessMemory(bytes int64) Option {
 	return func(e *Environment) {
 		if bytes <= 0 {

@@ -39,7 +39,8 @@ const (
 	// explicit process size: the heap may grow to five times what is live
 	// before a collection, up to the Go limit, so a job allocating per
 	// record collects a fifth as often as with Go's 100. Without an
-	// explicit size Go's 100 stays, which keeps a small job small.
+	// explicit size the percent is off and the floating limit starts the
+	// collections (Budget.GoLimitFloats).
 	DefaultGCPercent = 400
 	// DefaultManagedFraction is taskmanager.memory.managed.fraction.
 	DefaultManagedFraction = 0.4
@@ -89,7 +90,9 @@ type Config struct {
 	// (Budget.GoLimit), ZeroSize sets none.
 	GoLimit int64
 	// GCPercent is taskmanager.memory.go.gc-percent (GOGC): 0 is
-	// DefaultGCPercent with an explicit ProcessSize and 100 without; a
+	// DefaultGCPercent with an explicit ProcessSize, off under the
+	// default budget's floating limit (Budget.GoLimitFloats) and 100 with
+	// only GoLimit set; a
 	// negative value turns the proportional trigger off (GOGC=off), which
 	// leaves the Go limit to start collections.
 	GCPercent int
@@ -131,6 +134,15 @@ type Budget struct {
 	// (all of it but ManagedGoFraction), which RocksDB allocates outside
 	// Go; or Config.GoLimit. 0: none.
 	GoLimit int64
+	// GoLimitFloats says GoLimit is the default budget's (neither the
+	// process size nor taskmanager.memory.go.limit was set): its task
+	// heap, the model's share for operators, heap state and records in
+	// flight, which the heap may fill before a collection (the GC percent
+	// is off). ApplyGoLimit keeps the runtime's limit at least
+	// LiveHeapHeadroom times the live heap, so a job whose live heap
+	// outgrows half of it collects as Go's GOGC=100 does, rather than
+	// without end, and a small job never holds more than the task heap.
+	GoLimitFloats bool
 	// GCPercent is the Go runtime's GC percent (debug.SetGCPercent),
 	// negative for off.
 	GCPercent int
@@ -232,9 +244,9 @@ func (c Config) Budget() (Budget, error) {
 	case c.GoLimit == 0 && !b.Explicit:
 		// No process size was given: the budget is a default, not the
 		// user's bound, and a job whose live heap (heap-backend state)
-		// outgrows it would collect without end. Go's own behaviour
-		// stays unless taskmanager.memory.go.limit says otherwise.
-		b.GoLimit = 0
+		// outgrows it must not collect without end: the limit is the
+		// task heap, floating above the live heap (GoLimitFloats).
+		b.GoLimit, b.GoLimitFloats = b.TaskHeap, true
 	case c.GoLimit == ZeroSize:
 		b.GoLimit = 0
 	case c.GoLimit < ZeroSize:
@@ -247,6 +259,8 @@ func (c Config) Budget() (Budget, error) {
 		b.GCPercent = max(c.GCPercent, -1)
 	case b.Explicit:
 		b.GCPercent = DefaultGCPercent
+	case b.GoLimitFloats && b.GoLimit > 0:
+		b.GCPercent = -1
 	default:
 		b.GCPercent = 100
 	}
@@ -281,24 +295,37 @@ func Current() Budget {
 }
 
 // ApplyGoLimit sets the Go runtime's soft memory limit to b.GoLimit
-// (none when neither the process size nor taskmanager.memory.go.limit
-// was configured) unless the GOMEMLIMIT environment variable (the user's own
-// limit, which wins) is set or the limit is off; getenv is os.Getenv. It
-// returns the limit set, or -1 when it set none.
+// unless the GOMEMLIMIT environment variable (the user's own limit,
+// which wins) is set or the limit is off; getenv is os.Getenv. The limit
+// of the default budget (b.GoLimitFloats) is kept at least
+// LiveHeapHeadroom times the live heap from then on. It returns the limit
+// set, or -1 when it set none.
 func ApplyGoLimit(b Budget, getenv func(string) string) int64 {
 	if getenv("GOMEMLIMIT") != "" || b.GoLimit <= 0 {
+		floatGoLimit(0)
 		return -1
 	}
+	if b.GoLimitFloats {
+		floatGoLimit(b.GoLimit)
+		return b.GoLimit
+	}
+	floatGoLimit(0)
 	debug.SetMemoryLimit(b.GoLimit)
 	return b.GoLimit
 }
 
 // ApplyGCPercent sets the Go runtime's GC percent to b.GCPercent unless
 // the GOGC environment variable (the user's own, which wins) is set, and
-// returns the percent set (negative: off), or 0 when it set none.
+// returns the percent set (negative: off), or 0 when it set none. Under
+// the default budget's floating limit with $GOMEMLIMIT set (the limit
+// is the user's, not the floating one) the percent is Go's 100.
 func ApplyGCPercent(b Budget, getenv func(string) string) int {
 	if getenv("GOGC") != "" || b.GCPercent == 0 {
 		return 0
+	}
+	if b.GoLimitFloats && getenv("GOMEMLIMIT") != "" {
+		debug.SetGCPercent(100)
+		return 100
 	}
 	debug.SetGCPercent(b.GCPercent)
 	return b.GCPercent

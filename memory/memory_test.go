@@ -4,9 +4,11 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/config"
 )
@@ -119,11 +121,15 @@ func TestApplyGoLimit(t *testing.T) {
 	explicit, _ := Config{ProcessSize: 1 << 30}.Budget()
 	implicit, _ := Config{}.Budget()
 	none := func(string) string { return "" }
-	// The default budget is no bound of the user's: it sets no limit (a
-	// large heap-backend state would make the collector run without end).
-	if got := ApplyGoLimit(implicit, none); got != -1 || implicit.GoLimit != 0 || debug.SetMemoryLimit(-1) != prev {
-		t.Errorf("a default budget set the limit %d (budget's %d), want none", got, implicit.GoLimit)
+	// The default budget's limit is derived from it and floats above the
+	// live heap (TestGoLimitFloatsAboveLiveHeap).
+	if got := ApplyGoLimit(implicit, none); !implicit.GoLimitFloats || got != implicit.GoLimit || got <= 0 || debug.SetMemoryLimit(-1) < got {
+		t.Errorf("a default budget set the limit %d (budget's %d, floats %v), runtime's %d", got, implicit.GoLimit, implicit.GoLimitFloats, debug.SetMemoryLimit(-1))
 	}
+	if explicit.GoLimitFloats {
+		t.Error("an explicit process size's limit floats")
+	}
+	debug.SetMemoryLimit(prev)
 	if own, _ := (Config{GoLimit: 200 * mib}).Budget(); own.GoLimit != 200*mib {
 		t.Errorf("taskmanager.memory.go.limit 200m without a process size: limit %d", own.GoLimit)
 	}
@@ -148,18 +154,87 @@ func TestApplyGoLimit(t *testing.T) {
 	}
 }
 
-// TestGCPercent: 400 with an explicit process size, Go's 100 without, the
-// key's value when set; GOGC wins; off needs a limit.
+// TestGoLimitFloatsAboveLiveHeap: the default budget's limit rises to
+// twice a live heap that outgrows it, and comes back down when the heap
+// is freed; an explicit budget's limit stays where it was set.
+func TestGoLimitFloatsAboveLiveHeap(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(prev)
+	defer floatGoLimit(0)
+	none := func(string) string { return "" }
+	const base = 16 * mib
+	// awaitLimit collects until the runtime's limit satisfies ok (the
+	// floor moves after a collection, on the cleanup goroutine).
+	awaitLimit := func(what string, ok func(int64) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok(debug.SetMemoryLimit(-1)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the limit is %d", what, debug.SetMemoryLimit(-1))
+			}
+			runtime.GC()
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if got := ApplyGoLimit(Budget{GoLimit: base, GoLimitFloats: true}, none); got != base {
+		t.Fatalf("applied %d, want %d", got, base)
+	}
+	live := make([][]byte, 64) // 64 MiB live, four times the base
+	for i := range live {
+		live[i] = make([]byte, mib)
+	}
+	awaitLimit("64 MiB live", func(l int64) bool { return l >= LiveHeapHeadroom*64*mib })
+	runtime.KeepAlive(live)
+	live = nil
+	awaitLimit("the heap freed", func(l int64) bool { return l < LiveHeapHeadroom*64*mib })
+
+	// An explicit limit is the user's bound: it does not move.
+	if got := ApplyGoLimit(Budget{GoLimit: base}, none); got != base {
+		t.Fatalf("applied %d, want %d", got, base)
+	}
+	live = make([][]byte, 64)
+	for i := range live {
+		live[i] = make([]byte, mib)
+	}
+	for range 5 {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if l := debug.SetMemoryLimit(-1); l != base {
+		t.Errorf("an explicit limit moved to %d, want %d", l, base)
+	}
+	runtime.KeepAlive(live)
+}
+
+// TestGCPercent: 400 with an explicit process size, off under the default
+// budget's floating limit (Go's 100 when $GOMEMLIMIT replaces it), 100
+// with only a Go limit set, the key's value when set; GOGC wins; off needs
+// a limit.
 func TestGCPercent(t *testing.T) {
 	prev := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(prev)
 	explicit, _ := Config{ProcessSize: 1 << 30}.Budget()
 	implicit, _ := Config{}.Budget()
 	own, _ := Config{GCPercent: 250}.Budget()
-	if explicit.GCPercent != DefaultGCPercent || implicit.GCPercent != 100 || own.GCPercent != 250 {
-		t.Errorf("gc percents %d %d %d, want %d 100 250", explicit.GCPercent, implicit.GCPercent, own.GCPercent, DefaultGCPercent)
+	limited, _ := Config{GoLimit: 100 * mib}.Budget()
+	if explicit.GCPercent != DefaultGCPercent || implicit.GCPercent != -1 || own.GCPercent != 250 || limited.GCPercent != 100 {
+		t.Errorf("gc percents %d %d %d %d, want %d -1 250 100", explicit.GCPercent, implicit.GCPercent, own.GCPercent, limited.GCPercent, DefaultGCPercent)
+	}
+	if !implicit.GoLimitFloats || implicit.GoLimit != implicit.TaskHeap || implicit.GoLimit <= 0 {
+		t.Errorf("the default budget's limit %d (floats %v), want its task heap %d, floating", implicit.GoLimit, implicit.GoLimitFloats, implicit.TaskHeap)
 	}
 	none := func(string) string { return "" }
+	if got := ApplyGCPercent(implicit, func(k string) string {
+		if k == "GOMEMLIMIT" {
+			return "1GiB"
+		}
+		return ""
+	}); got != 100 || debug.SetGCPercent(100) != 100 {
+		t.Errorf("the default budget with GOMEMLIMIT set: percent %d, want 100", got)
+	}
+	if got := ApplyGCPercent(implicit, none); got != -1 || debug.SetGCPercent(100) != -1 {
+		t.Errorf("the default budget: percent %d, want off", got)
+	}
 	if got := ApplyGCPercent(explicit, func(k string) string {
 		if k == "GOGC" {
 			return "50"

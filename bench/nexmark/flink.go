@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -34,8 +35,8 @@ func (f flinkResult) perCore() float64 {
 func runFlink(jar string, selected []query, o options) (map[string]flinkResult, error) {
 	var names []string
 	for _, q := range selected {
-		if flinkQueries[q.name] {
-			names = append(names, q.name)
+		if n := q.flinkName(); flinkQueries[n] && !slices.Contains(names, n) {
+			names = append(names, n)
 		}
 	}
 	if len(names) == 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"slices"
+	"testing"
 )
 
 // The plain evaluation of each query: straightforward Go over the whole
@@ -212,6 +213,72 @@ func refQ11(events []Event) []Q11Result {
 			n++
 		}
 		out = append(out, Q11Result{Bidder: bidder, BidCount: n, Start: start, End: last + gap})
+	}
+	return out
+}
+
+// refQ4SQL is query 4's final rows: the average of refWinning's prices
+// per category (Flink's changelog, applied, ends with these).
+func refQ4SQL(events []Event) []Q4SQLResult {
+	var out []Q4SQLResult
+	for _, r := range refQ4(events) {
+		out = append(out, Q4SQLResult{Kind: Insert, Category: r.Category, Avg: r.Avg})
+	}
+	return out
+}
+
+// refQ7SQL is query 7 by its SQL: the highest price per tumbling window
+// [start, end), then every bid at that price timed within [end - 10 s,
+// end], both ends inclusive, projected.
+func refQ7SQL(events []Event) []Bid {
+	const size = 10_000
+	bids := refBids(events)
+	maxOf := map[int64]int64{} // by window end
+	for _, b := range bids {
+		end := floorTo(b.DateTime, size) + size
+		if m, ok := maxOf[end]; !ok || b.Price > m {
+			maxOf[end] = b.Price
+		}
+	}
+	var out []Bid
+	for end, m := range maxOf {
+		for _, b := range bids {
+			if b.Price == m && b.DateTime >= end-size && b.DateTime <= end {
+				out = append(out, Bid{Auction: b.Auction, Price: b.Price, Bidder: b.Bidder, DateTime: b.DateTime, Extra: b.Extra})
+			}
+		}
+	}
+	return out
+}
+
+// applyChangelog applies a changelog to its rows, kept as a multiset so
+// that the order in which parallel sinks collected it does not matter:
+// an insert or update-after adds the row, an update-before removes it. It
+// fails on a row retracted more often than it was added, and returns
+// the rows left, each once per count, as inserts.
+func applyChangelog(t *testing.T, rows []Q4SQLResult) []Q4SQLResult {
+	t.Helper()
+	count := map[Q4SQLResult]int{}
+	for _, r := range rows {
+		k := r
+		k.Kind = Insert
+		switch r.Kind {
+		case Insert, UpdateAfter:
+			count[k]++
+		case UpdateBefore:
+			count[k]--
+		default:
+			t.Fatalf("row %+v: unknown kind", r)
+		}
+	}
+	var out []Q4SQLResult
+	for r, n := range count {
+		if n < 0 {
+			t.Fatalf("row %+v retracted %d more times than it was added", r, -n)
+		}
+		for range n {
+			out = append(out, r)
+		}
 	}
 	return out
 }
