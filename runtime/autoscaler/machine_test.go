@@ -54,7 +54,7 @@ type simVertex struct {
 	// lower and upper are the resource requirements' bounds (0: none).
 	lower, upper int
 	in, out      float64
-	busy       []float64 // seconds
+	busy         []float64 // seconds
 }
 
 type sim struct {
