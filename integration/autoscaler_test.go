@@ -8,7 +8,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -173,7 +172,7 @@ func TestAutoscalerOnClusterFollowsKafkaLag(t *testing.T) {
 		return env
 	}
 	prod := startPacedProducer(ctx, t, in, keys, low)
-	addr := freeListenAddr(t)
+	addr := haFreeAddr(t)
 	job, err := env(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr, HeartbeatInterval: 100 * time.Millisecond,
 		HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}).ExecuteAsync(ctx)
 	if err != nil {
@@ -265,13 +264,3 @@ func TestAutoscalerOnClusterFollowsKafkaLag(t *testing.T) {
 	t.Logf("%d rescales (%d asked by the autoscaler), %d records per key", len(h), d.Rescales(), perKey)
 }
 
-// freeListenAddr is a loopback address nothing listens on now.
-func freeListenAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
