@@ -263,4 +263,3 @@ func TestAutoscalerOnClusterFollowsKafkaLag(t *testing.T) {
 	}
 	t.Logf("%d rescales (%d asked by the autoscaler), %d records per key", len(h), d.Rescales(), perKey)
 }
-
