@@ -300,8 +300,9 @@ func (j *Job) SetResourceRequirements(req ResourceRequirements) error {
 }
 
 // SetResourceRequirementsBy is SetResourceRequirements on behalf of
-// cause, which the rescale it starts records (RescaleHistory: the
-// autoscaler's are "autoscaler").
+// cause, which the rescale it starts records (RescaleHistory). The
+// requirements replace the explicit ones; the autoscaler does not use
+// it (Autoscale keeps the user's bounds).
 func (j *Job) SetResourceRequirementsBy(req ResourceRequirements, cause string) error {
 	_, err := j.require(req, cause, false)
 	return err
