@@ -45,6 +45,7 @@ var ErrRescale = errors.New("rescale failed")
 var (
 	ErrInvalidRequirements = scaling.ErrInvalidRequirements
 	ErrNotEnoughSlots      = scaling.ErrNotEnoughSlots
+	ErrAutoscaleUnchanged  = scaling.ErrUnchanged
 )
 
 // SlotOffer is implemented by executors that know the task slots their
@@ -366,7 +367,9 @@ func (g *JobGraph) UniformRequirements(p int) ResourceRequirements {
 // change: GET resource-requirements shows the user's bounds, and bounds
 // set later narrow the decision again. The rescale, when one follows, is
 // carried out in the background as SetResourceRequirements' (cause
-// "autoscaler").
+// "autoscaler"); when none does (the decision, clamped into the bounds,
+// is the parallelism the job runs at), the error matches
+// ErrAutoscaleUnchanged.
 func (j *Job) Autoscale(par map[int]int) error {
 	_, err := j.scale(func(m *scaling.Machine, now time.Time) ([]scaling.Action, error) { return m.Autoscale(now, par) }, false)
 	return err

@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -181,8 +182,20 @@ func (m *Machine) Autoscale(now time.Time, par map[int]int) ([]Action, error) {
 		}
 		auto[i] = p
 	}
-	return m.set(now, m.req, auto, "autoscaler")
+	acts, err := m.set(now, m.req, auto, "autoscaler")
+	if err == nil && m.phase == phaseRunning {
+		// Clamped into the bounds (set meanwhile), the decision asks for
+		// the parallelism the job runs at: no rescale follows, which the
+		// autoscaler must hear of rather than wait for one.
+		return acts, fmt.Errorf("%w: %v", ErrUnchanged, m.Parallelism())
+	}
+	return acts, err
 }
+
+// ErrUnchanged: the autoscaler's decision, within the vertices' bounds,
+// asks for the parallelism the job runs at; it is kept, and no rescale
+// follows.
+var ErrUnchanged = errors.New("the autoscaler's decision, within the resource requirements' bounds, is the parallelism the job runs at")
 
 // set makes req and auto the machine's and rescales to what they ask
 // for, unless they cannot be met (nothing changes then).
