@@ -69,5 +69,8 @@ func FromSource[T any](env *Environment, src source.Source[T], ws WatermarkStrat
 	n.BuildSource = func(sc *runtime.SourceContext, out any) (runtime.SourceDriver, error) {
 		return operators.NewSource(src, strategy, sc, out.(operators.Output[T]))
 	}
+	if p, ok := src.(source.Partitioned); ok {
+		n.Partitions = p.Partitions
+	}
 	return newStream[T](env, n)
 }

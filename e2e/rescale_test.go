@@ -136,3 +136,75 @@ func TestRescaleRevertedWhenStateCannotFollow(t *testing.T) {
 	}
 	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
 }
+
+// The autoscaler's decisions (Job.Autoscale, what the autoscaler calls)
+// run within the bounds a user set in the job's resource requirements
+// and never replace them: with the count required within [2,3], a
+// decision of 8 runs it at 3 and one of 1 at 2, and the requirements
+// read back are still [2,3]; once the user widens them to [1,8], the
+// autoscaler's latest decision (1) holds. The output is exact.
+func TestAutoscaleWithinRequirements(t *testing.T) {
+	const records, keys = 12000, 40
+	out, cpDir := t.TempDir(), t.TempDir()
+	env, seen := countJobAt(out, records, keys, 2500, 1, sluice.WithCheckpointing(50*time.Millisecond, cpDir))
+	job, err := env.ExecuteAsync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const count = 1 // the count and files vertex
+	runsAt := func(what string, p int) {
+		t.Helper()
+		await(t, what, func() bool {
+			h := job.RescaleHistory()
+			return job.Graph().Parallelism()[count] == p && (len(h) == 0 || h[len(h)-1].Outcome != "")
+		})
+		if n := seen.Load(); n >= records {
+			t.Fatalf("the job read all %d records by %s; the test needs it midway", n, what)
+		}
+	}
+	required := func(want sluice.ParallelismBounds) {
+		t.Helper()
+		if got := job.ResourceRequirements()[count]; got != want {
+			t.Errorf("the count's requirements read back %v, want the user's %v", got, want)
+		}
+	}
+	if err := job.Rescale(ctx, sluice.ResourceRequirements{count: {Lower: 2, Upper: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	runsAt("the user's rescale to 3", 3)
+	if err := job.Autoscale(map[int]int{count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	runsAt("the autoscaler's 1 within [2,3]", 2)
+	required(sluice.ParallelismBounds{Lower: 2, Upper: 3})
+	if err := job.Autoscale(map[int]int{count: 8}); err != nil {
+		t.Fatal(err)
+	}
+	runsAt("the autoscaler's 8 within [2,3]", 3)
+	required(sluice.ParallelismBounds{Lower: 2, Upper: 3})
+	if err := job.Autoscale(map[int]int{count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	runsAt("the autoscaler's 1 within [2,3] again", 2)
+	if err := job.SetResourceRequirements(sluice.ResourceRequirements{count: {Lower: 1, Upper: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	runsAt("the autoscaler's 1 within the user's [1,8]", 1)
+	required(sluice.ParallelismBounds{Lower: 1, Upper: 8})
+	if err := job.Wait(); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	var causes []string
+	for _, h := range job.RescaleHistory() {
+		if h.Outcome != "rescaled" {
+			t.Errorf("rescale %+v did not end rescaled", h)
+		}
+		causes = append(causes, h.Cause)
+	}
+	if want := []string{"resource requirements", "autoscaler", "autoscaler", "autoscaler", "resource requirements"}; !slices.Equal(causes, want) {
+		t.Errorf("rescales caused by %q, want %q", causes, want)
+	}
+	checkExactCounts(t, readCounts(t, out), expectedCounts(records, keys))
+}

@@ -159,16 +159,17 @@ func TestRescaleInPlaceCluster(t *testing.T) {
 // follows the slots of the workers there are. It starts at 2 on one
 // worker of two slots; a second worker joins and the job scales up to 4
 // once the slots were stable for the stabilization timeout, a third and
-// it scales up to 6; the second is killed with SIGKILL and the restart
-// that follows scales the job down to the 4 slots left. The output is
-// exact.
+// it scales up to 6 (the Kafka source to its topic's 4 partitions only:
+// a fifth reader would read nothing); the second is killed with SIGKILL
+// and the restart that follows scales the job down to the 4 slots left.
+// The output is exact.
 func TestReactiveModeCluster(t *testing.T) {
 	const keys, perKey = 16, 200
 	ctx := jobContext(t, 2*time.Minute)
 	adm := kadm.NewClient(newClient(t))
 	job := newKeyedJob(ctx, t, adm, keys, perKey, "aligned", 100)
 	job.backend = "rocksdb"
-	c := startChaosCluster(ctx, t, job, "-parallelism", "2", "-restarts", "5",
+	c := startChaosCluster(ctx, t, job, "-parallelism", "2", "-restarts", "5", "-rest", "127.0.0.1:0",
 		"-D", "scheduler-mode=reactive",
 		"-D", "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout=300ms",
 		"-D", "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling=300ms")
@@ -193,6 +194,18 @@ func TestReactiveModeCluster(t *testing.T) {
 	deployedAt(4)
 	c.startWorker(t, "w3")
 	deployedAt(6)
+	api, jid := apiOf(ctx, t, c.coord)
+	info, err := api.Job(ctx, jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var par []string
+	for _, v := range info.Vertices {
+		par = append(par, fmt.Sprintf("%s=%d", v.Name, v.Parallelism))
+	}
+	if want := []string{"kafka-in -> pace=4", "count -> kafka-out=6"}; !slices.Equal(par, want) {
+		t.Errorf("on 6 slots the job runs at %v, want %v (the source bounded by its 4 partitions)", par, want)
+	}
 	before := c.restarts()
 	c.killWorker(t, "w2")
 	if !c.awaitCoordinator(ctx, t, "the restart after the loss of w2", func(s string) bool {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -87,6 +88,11 @@ type Node struct {
 	// BuildSource makes the driver of a source subtask; out is the node's
 	// operators.Output[T] as any.
 	BuildSource func(sc *SourceContext, out any) (SourceDriver, error)
+	// Partitions, for a source whose records come in a fixed number of
+	// splits (source.Partitioned: a Kafka source's partitions), says how
+	// many there are now: the reactive mode runs the source at no more
+	// parallelism. Nil for other sources.
+	Partitions func(ctx context.Context) (int, error)
 	// Build makes an operator instance; out is its operators.Output[T] as
 	// any (nil for sinks); inputs are its operators.Input[Ti] as any, one
 	// per input index.

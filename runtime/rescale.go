@@ -45,6 +45,7 @@ var ErrRescale = errors.New("rescale failed")
 var (
 	ErrInvalidRequirements = scaling.ErrInvalidRequirements
 	ErrNotEnoughSlots      = scaling.ErrNotEnoughSlots
+	ErrAutoscaleUnchanged  = scaling.ErrUnchanged
 )
 
 // SlotOffer is implemented by executors that know the task slots their
@@ -192,7 +193,13 @@ func (j *Job) newScaling() {
 	if ok {
 		slots, _ = o.Slots()
 	}
-	j.scaling.m = scaling.New(j.cfg.Scaling, j.base.scalingVertices(), slots)
+	vs := j.base.scalingVertices()
+	if j.cfg.Scaling.Mode == scaling.Reactive {
+		for i, l := range j.partitionLimits() {
+			vs[i].Limit = max(l, 0)
+		}
+	}
+	j.scaling.m = scaling.New(j.cfg.Scaling, vs, slots)
 	j.scaling.wake = make(chan struct{}, 1)
 	if ok {
 		go j.watchSlots(o)
@@ -208,6 +215,10 @@ func (j *Job) watchSlots(o SlotOffer) {
 	defer timer.Stop()
 	for {
 		n, changed := o.Slots()
+		var limits []int
+		if j.cfg.Scaling.Mode == scaling.Reactive {
+			limits = j.partitionLimits() // partitions added since are followed
+		}
 		now := time.Now()
 		s := &j.scaling
 		// While the job restarts its failover decides the parallelism
@@ -215,6 +226,9 @@ func (j *Job) watchSlots(o SlotOffer) {
 		restarting := j.Status() == JobRestarting
 		s.mu.Lock()
 		acts := s.m.SetSlots(now, n)
+		if limits != nil {
+			acts = append(acts, s.m.SetLimits(now, limits)...)
+		}
 		if !restarting {
 			acts = append(acts, s.m.Tick(now)...)
 		}
@@ -243,6 +257,35 @@ func (j *Job) watchSlots(o SlotOffer) {
 	}
 }
 
+// partitionsTimeout bounds the time a source takes to tell its partitions.
+const partitionsTimeout = 10 * time.Second
+
+// partitionLimits is, by vertex index, the partition count of every
+// vertex whose head is a partitioned source (Node.Partitions: a Kafka
+// source), 0 for the others: the reactive mode runs such a vertex at no
+// more parallelism (and the vertices it forwards to, which keep its
+// parallelism). A source that cannot tell is logged and -1: its bound
+// stays what it was.
+func (j *Job) partitionLimits() []int {
+	out := make([]int, len(j.base.Vertices))
+	for i, v := range j.base.Vertices {
+		h := v.Head()
+		if h.Partitions == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), partitionsTimeout)
+		n, err := h.Partitions(ctx)
+		cancel()
+		if err != nil {
+			j.logger.Warn("the reactive mode cannot read the source's partitions; its bound stays as it was", "vertex", v.Name, "err", err)
+			out[i] = -1
+			continue
+		}
+		out[i] = n
+	}
+	return out
+}
+
 // SetResourceRequirements sets the job's resource requirements (Flink's
 // PUT /jobs/:jobid/resource-requirements): every vertex's parallelism
 // bounds, by vertex index; a vertex left out keeps its parallelism (in
@@ -258,8 +301,9 @@ func (j *Job) SetResourceRequirements(req ResourceRequirements) error {
 }
 
 // SetResourceRequirementsBy is SetResourceRequirements on behalf of
-// cause, which the rescale it starts records (RescaleHistory: the
-// autoscaler's are "autoscaler").
+// cause, which the rescale it starts records (RescaleHistory). The
+// requirements replace the explicit ones; the autoscaler does not use
+// it (Autoscale keeps the user's bounds).
 func (j *Job) SetResourceRequirementsBy(req ResourceRequirements, cause string) error {
 	_, err := j.require(req, cause, false)
 	return err
@@ -316,10 +360,45 @@ func (g *JobGraph) UniformRequirements(p int) ResourceRequirements {
 	return req
 }
 
+// Autoscale is the autoscaler's decision: each vertex of par (by index)
+// runs at its parallelism there, clamped into the bounds the resource
+// requirements set explicitly give it (1 to its max parallelism
+// without); the others keep theirs. The requirements themselves do not
+// change: GET resource-requirements shows the user's bounds, and bounds
+// set later narrow the decision again. The rescale, when one follows, is
+// carried out in the background as SetResourceRequirements' (cause
+// "autoscaler"); when none does (the decision, clamped into the bounds,
+// is the parallelism the job runs at), the error matches
+// ErrAutoscaleUnchanged.
+func (j *Job) Autoscale(par map[int]int) error {
+	_, err := j.scale(func(m *scaling.Machine, now time.Time) ([]scaling.Action, error) { return m.Autoscale(now, par) }, false)
+	return err
+}
+
+// ExplicitResourceRequirements are the bounds set explicitly
+// (SetResourceRequirements, PUT resource-requirements), without the
+// defaults of the other vertices: the bounds the autoscaler decides
+// within. Nil when none were set.
+func (j *Job) ExplicitResourceRequirements() ResourceRequirements {
+	if j.scaling.m == nil {
+		return nil
+	}
+	j.scaling.mu.Lock()
+	defer j.scaling.mu.Unlock()
+	return j.scaling.m.ExplicitRequirements()
+}
+
 // require hands requirements to the machine and carries out what it
 // decides; with wait, it returns a waiter for the parallelism asked (nil
 // when the job runs at it already).
 func (j *Job) require(req ResourceRequirements, cause string, wait bool) (*rescaleWaiter, error) {
+	return j.scale(func(m *scaling.Machine, now time.Time) ([]scaling.Action, error) { return m.Require(now, req, cause) }, wait)
+}
+
+// scale makes a change of the machine's requirements (set) and carries
+// out what it decides; with wait, it returns a waiter for the
+// parallelism they ask for (nil when the job runs at it already).
+func (j *Job) scale(set func(*scaling.Machine, time.Time) ([]scaling.Action, error), wait bool) (*rescaleWaiter, error) {
 	if j.scaling.m == nil {
 		return nil, fmt.Errorf("%w: the job is not running here", ErrRescale)
 	}
@@ -334,18 +413,13 @@ func (j *Job) require(req ResourceRequirements, cause string, wait bool) (*resca
 	now := time.Now()
 	s := &j.scaling
 	s.mu.Lock()
-	target, err := scaling.Target(j.base.scalingVertices(), req, s.m.Slots(), j.cfg.Scaling.Mode)
-	if err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	acts, err := s.m.Require(now, req, cause)
+	acts, err := set(s.m, now)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, err
 	}
 	var w *rescaleWaiter
-	if wait && !slices.Equal(target, j.Graph().Parallelism()) {
+	if target, err := s.m.Target(); err == nil && wait && !slices.Equal(target, j.Graph().Parallelism()) {
 		w = &rescaleWaiter{want: target, done: make(chan error, 1)}
 		s.waiters = append(s.waiters, w)
 	}

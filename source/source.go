@@ -4,6 +4,7 @@
 package source
 
 import (
+	"context"
 	"log/slog"
 	"math"
 )
@@ -146,4 +147,14 @@ type CheckpointedReader[T any] interface {
 type CheckpointListener interface {
 	NotifyCheckpointComplete(checkpointID int64) error
 	NotifyCheckpointAborted(checkpointID int64) error
+}
+
+// Partitioned is implemented by a source whose records come in a fixed
+// number of splits at a time (a Kafka source: the partitions of its
+// topics): more readers than splits would read nothing. The reactive mode
+// (scheduler-mode: reactive) runs the source at no more parallelism than
+// Partitions says. It may ask the external system and should return
+// within ctx.
+type Partitioned interface {
+	Partitions(ctx context.Context) (int, error)
 }

@@ -107,6 +107,11 @@ type VertexEvaluation struct {
 	// max parallelism, a source's partitions, the configured bound.
 	MaxParallelism int `json:"maxParallelism"`
 	Partitions     int `json:"partitions,omitempty"`
+	// LowerBound and UpperBound are the bounds the job's resource
+	// requirements set for the vertex (0: none), which the decision keeps
+	// within.
+	LowerBound int `json:"lowerBound,omitempty"`
+	UpperBound int `json:"upperBound,omitempty"`
 }
 
 // Number is a figure that may be infinite (a vertex with no input can
@@ -180,6 +185,9 @@ func (v VertexEvaluation) String() string {
 	}
 	fmt.Fprintf(&b, " capacity=%s bounds=[%s,%s] factor=%s max=%d", v.TargetCapacity, v.ScaleUpThreshold, v.ScaleDownThreshold,
 		v.ScaleFactor, v.MaxParallelism)
+	if v.LowerBound > 0 || v.UpperBound > 0 {
+		fmt.Fprintf(&b, " required=[%d,%d]", v.LowerBound, v.UpperBound)
+	}
 	if v.Reason != "" {
 		fmt.Fprintf(&b, " (%s)", v.Reason)
 	}
@@ -208,7 +216,7 @@ func (e Evaluation) LogAttrs() []slog.Attr {
 			slog.Int64("lag", v.Lag), slog.String("catchUpRate", v.CatchUpRate.String()),
 			slog.String("targetCapacity", v.TargetCapacity.String()),
 			slog.String("scaleUpThreshold", v.ScaleUpThreshold.String()), slog.String("scaleDownThreshold", v.ScaleDownThreshold.String()),
-			slog.Int("maxParallelism", v.MaxParallelism)))
+			slog.Int("maxParallelism", v.MaxParallelism), slog.Int("lowerBound", v.LowerBound), slog.Int("upperBound", v.UpperBound)))
 	}
 	return attrs
 }

@@ -112,7 +112,7 @@ func (w *window) evaluate() ([]VertexEvaluation, bool) {
 	for i, v := range w.topo.Vertices {
 		f := last.Vertices[i]
 		e := VertexEvaluation{Vertex: i, Name: v.Name, Parallelism: f.Parallelism, NewParallelism: f.Parallelism, Change: NoChange,
-			Lag: -1, Partitions: f.Partitions}
+			Lag: -1, Partitions: f.Partitions, LowerBound: f.Lower, UpperBound: f.Upper}
 		in := w.rate(i, recordsIn)
 		var target, catchUpRate float64
 		if v.Source {

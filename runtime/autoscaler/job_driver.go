@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/sluicehq/sluice/runtime"
@@ -15,10 +17,9 @@ import (
 var drivers sync.Map // *runtime.Job -> *Driver
 
 // Start runs the autoscaler of a running job: a Machine of cfg on the
-// job's graph, fed by JobSource every cfg.Interval, whose decisions
-// become the job's resource requirements (runtime.Job.
-// SetResourceRequirementsBy, cause "autoscaler", each vertex at the parallelism decided or the
-// one it runs at). It runs until ctx ends or the job does; Of returns it
+// job's graph, fed by JobSource every cfg.Interval, whose decisions the
+// job carries out within the bounds of its resource requirements
+// (runtime.Job.Autoscale: they stay the user's). It runs until ctx ends or the job does; Of returns it
 // meanwhile. A graph the machine cannot use (ErrTopology: two vertices of
 // one name among them) is an error and nothing starts.
 func Start(ctx context.Context, job *runtime.Job, cfg Config, log *slog.Logger) (*Driver, error) {
@@ -63,22 +64,15 @@ func Of(job any) *Driver {
 	return nil
 }
 
-// JobRescaler is the Rescaler of a job: it sets the job's resource
-// requirements (cause "autoscaler") to the parallelism decided for the vertices given and the
-// one they run at for the others.
+// JobRescaler is the Rescaler of a job: the vertices given run at the
+// parallelism decided, within the bounds of the job's resource
+// requirements, which it does not change (runtime.Job.Autoscale, cause
+// "autoscaler"); the others keep theirs.
 func JobRescaler(job *runtime.Job) Rescaler {
 	return RescalerFunc(func(_ context.Context, par map[int]int) error {
-		cur := job.Graph().Parallelism()
-		req := runtime.ResourceRequirements{}
-		for i, p := range cur {
-			req[i] = runtime.ParallelismBounds{Lower: p, Upper: p}
+		if n := len(job.Graph().Vertices); slices.ContainsFunc(slices.Collect(maps.Keys(par)), func(i int) bool { return i < 0 || i >= n }) {
+			return fmt.Errorf("%w: parallelism %s for a job of %d vertices", ErrTopology, formatParallelism(par), n)
 		}
-		for i, p := range par {
-			if i < 0 || i >= len(cur) {
-				return fmt.Errorf("%w: parallelism %s for a job of %d vertices", ErrTopology, formatParallelism(par), len(cur))
-			}
-			req[i] = runtime.ParallelismBounds{Lower: p, Upper: p}
-		}
-		return job.SetResourceRequirementsBy(req, "autoscaler")
+		return job.Autoscale(par)
 	})
 }

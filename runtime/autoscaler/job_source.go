@@ -16,11 +16,14 @@ const (
 	familyPendingRecords = "kafka_source_pendingRecords"
 )
 
-// Job is what JobSource reads; *runtime.Job has both methods, in one
+// Job is what JobSource reads; *runtime.Job has these methods, in one
 // process and on the coordinator of a job on several.
 type Job interface {
 	Metrics() []runtime.TaskMetrics
 	Graph() *runtime.JobGraph
+	// ExplicitResourceRequirements are the bounds a user set (PUT
+	// resource-requirements), which the decisions keep within.
+	ExplicitResourceRequirements() runtime.ResourceRequirements
 }
 
 // JobSource is the MetricsSource of a running job: the figures the
@@ -28,6 +31,8 @@ type Job interface {
 // is the progress of its Kafka offsets where it reports them, else the
 // records it sent downstream; its lag is the sum of its readers'
 // pendingRecords, its partitions those its readers report offsets of.
+// A vertex's bounds are those of the job's explicit resource
+// requirements.
 type JobSource struct {
 	job Job
 	now func() time.Time
@@ -111,6 +116,11 @@ func (s *JobSource) Snapshot(context.Context) (Snapshot, error) {
 				src.pending += c.Value
 				src.hasPending = true
 			}
+		}
+	}
+	for i, b := range s.job.ExplicitResourceRequirements() {
+		if i >= 0 && i < len(snap.Vertices) {
+			snap.Vertices[i].Lower, snap.Vertices[i].Upper = b.Lower, b.Upper
 		}
 	}
 	for i, v := range g.Vertices {

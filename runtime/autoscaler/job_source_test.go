@@ -38,10 +38,14 @@ func graph(t *testing.T) *runtime.JobGraph {
 type fakeJob struct {
 	g       *runtime.JobGraph
 	metrics []runtime.TaskMetrics
+	req     runtime.ResourceRequirements
 }
 
-func (j *fakeJob) Graph() *runtime.JobGraph            { return j.g }
-func (j *fakeJob) Metrics() []runtime.TaskMetrics      { return j.metrics }
+func (j *fakeJob) Graph() *runtime.JobGraph       { return j.g }
+func (j *fakeJob) Metrics() []runtime.TaskMetrics { return j.metrics }
+func (j *fakeJob) ExplicitResourceRequirements() runtime.ResourceRequirements {
+	return j.req
+}
 func (f reporterFunc) Report(emit func(report.Sample)) { f(emit) }
 
 type reporterFunc func(func(report.Sample))
@@ -109,8 +113,14 @@ func TestJobSourceReadsTheRuntimesFigures(t *testing.T) {
 		t.Errorf("source figures %+v", s)
 	}
 	a := snap.Vertices[1]
-	if a.Parallelism != 3 || a.RecordsIn != 900 || a.RecordsOut != 90 || a.Lag != -1 || a.Partitions != 0 {
+	if a.Parallelism != 3 || a.RecordsIn != 900 || a.RecordsOut != 90 || a.Lag != -1 || a.Partitions != 0 || a.Lower != 0 || a.Upper != 0 {
 		t.Errorf("agg figures %+v", a)
+	}
+	// The bounds a user set are the vertex's.
+	job.req = runtime.ResourceRequirements{1: {Lower: 2, Upper: 6}}
+	if snap, err = js.Snapshot(context.Background()); err != nil || snap.Vertices[1].Lower != 2 || snap.Vertices[1].Upper != 6 ||
+		snap.Vertices[0].Lower != 0 {
+		t.Fatalf("with agg required within [2,6]: %+v, %v", snap.Vertices, err)
 	}
 
 	// A task that is not running: the snapshot is not used.

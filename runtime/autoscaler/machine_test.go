@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,9 +21,11 @@ import (
 //
 //	job [window= stabilization= scale-down= catch-up= restart= target= boundary=
 //	    min= max= up-factor= down-factor= aggregator= scaling= backlog= mode=]
-//	<name> [source] p= max= cap= [partitions=] [in=(from:ship,...)] [ratio=]   one line per vertex
+//	<name> [source] p= max= cap= [partitions=] [in=(from:ship,...)] [ratio=]
+//	       [lower= upper=]     one line per vertex; lower/upper: its resource requirements' bounds
 //	----
 //	rate r=<records/s> | r=(a,b,...) a rate per tick, in turn [lag=<records>]
+//	bounds <name>=(lower,upper) ...   sets vertices' resource requirements (0,0: none)
 //	run for= every= [downtime=]    prints each evaluation that differs from the one before
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -48,8 +51,10 @@ type simVertex struct {
 	cap        float64 // records per second one subtask processes
 	ratio      float64 // records out per record in
 	partitions int
-	in, out    float64
-	busy       []float64 // seconds
+	// lower and upper are the resource requirements' bounds (0: none).
+	lower, upper int
+	in, out      float64
+	busy         []float64 // seconds
 }
 
 type sim struct {
@@ -83,6 +88,20 @@ func (s *sim) run(t *testing.T, d *datadriven.TestData) string {
 		return s.state()
 	case "run":
 		return s.advance(t, d)
+	case "bounds":
+		for _, a := range d.Args {
+			i := slices.IndexFunc(s.topo.Vertices, func(v Vertex) bool { return v.Name == a.Key })
+			if i < 0 || len(a.Vals) != 2 {
+				d.Fatalf(t, "bounds %s: want <vertex>=(lower,upper)", a.Key)
+			}
+			v := s.vs[i]
+			v.lower, v.upper = atoi(t, d, a.Vals[0]), atoi(t, d, a.Vals[1])
+			if p := v.p; v.lower > 0 && (p < v.lower || p > v.upper) {
+				// The runtime rescales the job into the new bounds.
+				s.apply(map[int]int{i: min(max(p, v.lower), v.upper)}, 0)
+			}
+		}
+		return s.state()
 	}
 	d.Fatalf(t, "unknown command")
 	return ""
@@ -131,6 +150,10 @@ func (s *sim) job(t *testing.T, d *datadriven.TestData) string {
 				sv.ratio = num()
 			case "partitions":
 				sv.partitions = int(num())
+			case "lower":
+				sv.lower = int(num())
+			case "upper":
+				sv.upper = int(num())
 			case "in":
 				for _, e := range strings.Split(strings.Trim(val, "()"), ",") {
 					from, ship, _ := strings.Cut(e, ":")
@@ -210,7 +233,8 @@ func (s *sim) step(dt time.Duration) {
 func (s *sim) snapshot() Snapshot {
 	snap := Snapshot{Time: time.Unix(0, 0).Add(s.now), Running: true}
 	for i, v := range s.vs {
-		f := Figures{Parallelism: v.p, RecordsIn: int64(v.in), RecordsOut: int64(v.out), Lag: -1, Partitions: v.partitions}
+		f := Figures{Parallelism: v.p, RecordsIn: int64(v.in), RecordsOut: int64(v.out), Lag: -1, Partitions: v.partitions,
+			Lower: v.lower, Upper: v.upper}
 		for _, b := range v.busy {
 			f.Busy = append(f.Busy, time.Duration(b*float64(time.Second)))
 		}
@@ -273,12 +297,23 @@ func summary(ev Evaluation) string {
 	return b.String()
 }
 
+func atoi(t *testing.T, d *datadriven.TestData, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		d.Fatalf(t, "%q: %v", s, err)
+	}
+	return n
+}
+
 func clock(d time.Duration) string { return "t=" + time.Unix(0, 0).Add(d).UTC().Format(time.TimeOnly) }
 
 func (s *sim) state() string {
 	parts := make([]string, len(s.vs))
 	for i, v := range s.vs {
 		parts[i] = fmt.Sprintf("%s p=%d", s.topo.Vertices[i].Name, v.p)
+		if v.lower > 0 {
+			parts[i] += fmt.Sprintf(" required=[%d,%d]", v.lower, v.upper)
+		}
 	}
 	return fmt.Sprintf("job: %s lag=%d", strings.Join(parts, " "), int64(s.lag))
 }

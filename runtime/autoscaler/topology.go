@@ -122,4 +122,8 @@ type Figures struct {
 	// Partitions is the number of partitions a source reads, 0 when
 	// unknown; the source runs at no more parallelism.
 	Partitions int
+	// Lower and Upper are the parallelism bounds set for the vertex in
+	// the job's resource requirements (PUT resource-requirements), 0 when
+	// none are: the autoscaler decides within them.
+	Lower, Upper int
 }

@@ -9,7 +9,9 @@ import (
 // scaleVertex sets e's new parallelism from its figures (Flink's
 // JobVertexScaler): the capacity over the true processing rate, within
 // the scale factors, the parallelism bounds and the alignment to key
-// groups or partitions. It does not apply the scale-down delay.
+// groups or partitions, and the bounds of the job's resource
+// requirements, which are hard: a vertex outside them is brought within.
+// It does not apply the scale-down delay.
 func scaleVertex(cfg Config, v Vertex, e *VertexEvaluation) {
 	cur := e.Parallelism
 	maxP := v.MaxParallelism
@@ -18,6 +20,14 @@ func scaleVertex(cfg Config, v Vertex, e *VertexEvaluation) {
 	}
 	lower, upper := min(cur, cfg.MinParallelism), max(cur, cfg.MaxParallelism)
 	bound := min(maxP, upper)
+	required := ""
+	if e.UpperBound > 0 && e.UpperBound < bound {
+		bound, required = e.UpperBound, fmt.Sprintf("at the upper bound %d of its resource requirements", e.UpperBound)
+	}
+	if e.LowerBound > 0 {
+		lower = max(lower, e.LowerBound)
+	}
+	lower = min(lower, bound)
 	e.MaxParallelism = bound
 	tpr, capacity := float64(e.TrueProcessingRate), float64(e.TargetCapacity)
 	if math.IsNaN(tpr) || math.IsNaN(capacity) {
@@ -44,6 +54,12 @@ func scaleVertex(cfg Config, v Vertex, e *VertexEvaluation) {
 	}
 	if p == cur && e.Reason == "" && factor > 1 && cur >= bound {
 		e.Reason = fmt.Sprintf("at max parallelism %d", bound)
+		if required != "" {
+			e.Reason = required
+		}
+	}
+	if p == cur && e.Reason == "" && factor < 1 && cur <= lower && e.LowerBound > 0 && cur <= e.LowerBound {
+		e.Reason = fmt.Sprintf("at the lower bound %d of its resource requirements", e.LowerBound)
 	}
 	e.NewParallelism = p
 	switch {

@@ -19,15 +19,23 @@
 // chained keep one parallelism (the lowest of theirs). Without explicit
 // requirements a vertex keeps the parallelism it has in the default mode,
 // and in the reactive mode (scheduler-mode: reactive) asks for its max
-// parallelism, bounded by its source's partition count. A lower bound the
-// slots cannot meet is an error naming the vertex (ErrNotEnoughSlots).
+// parallelism, bounded by its Limit (a Kafka source's partition count,
+// SetLimits). A lower bound the slots cannot meet is an error naming the
+// vertex (ErrNotEnoughSlots).
+//
+// The autoscaler's decisions (Autoscale) are kept beside the
+// requirements set explicitly (Require), never in their place: a vertex
+// the autoscaler decided runs at its decision clamped into its explicit
+// bounds (1 to its max parallelism without), so a user's range bounds
+// every decision, including those made before it was set.
 //
 // # When
 //
 // New requirements are carried out at once, one rescale at a time (those
 // that arrive while one is in flight are carried out after it). In the
 // reactive mode a change of the slots is carried out once they have been
-// stable for the stabilization timeout, and no sooner than the cooldown
+// stable for the stabilization timeout (so is a change of a source's
+// partitions), and no sooner than the cooldown
 // after the last rescale (Flink's
 // jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout
 // and .cooldown-after-rescaling). A failure restarts the job at the

@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -65,9 +66,13 @@ const maxHistory = 32
 // Machine decides a running job's parallelism. Its methods are called
 // from one goroutine at a time.
 type Machine struct {
-	cfg   Config
-	vs    []Vertex
+	cfg Config
+	vs  []Vertex
+	// req are the requirements set explicitly (a user's, the REST API's);
+	// auto the parallelism the autoscaler decided per vertex, which runs
+	// within them (effective) and never replaces them.
 	req   Requirements
+	auto  map[int]int
 	slots int // 0: as many as asked (one process)
 	phase phase
 	// again: requirements changed while a rescale was in flight; decide
@@ -82,8 +87,9 @@ type Machine struct {
 	history      []Decision
 	// before are the requirements and parallelism the latest rescale
 	// started from (Revert).
-	beforeReq Requirements
-	beforePar []int
+	beforeReq  Requirements
+	beforeAuto map[int]int
+	beforePar  []int
 }
 
 // New returns the machine of a job whose vertices are vs (at their
@@ -118,6 +124,26 @@ func (m *Machine) Requirements() Requirements {
 	return out
 }
 
+// SetLimits sets each vertex's Limit (by index; a Kafka source's
+// partition count, 0 for none; a negative entry keeps the vertex's). In
+// the reactive mode a change is
+// followed as a change of the slots is: once stable for the
+// stabilization timeout (Tick).
+func (m *Machine) SetLimits(now time.Time, limits []int) []Action {
+	changed := false
+	for i := range m.vs {
+		if i < len(limits) && limits[i] >= 0 && m.vs[i].Limit != limits[i] {
+			m.vs[i].Limit, changed = limits[i], true
+		}
+	}
+	if !changed || m.cfg.Mode != Reactive {
+		return nil
+	}
+	m.slotsChanged, m.slotsAt = true, now
+	return []Action{Log{slog.LevelInfo, "a source's partitions changed; the job follows once they are stable", []any{
+		"limits", limits, "stable_at", now.Add(m.cfg.Stabilization).UTC().Format(time.RFC3339Nano)}}}
+}
+
 // History is the rescales decided, oldest first.
 func (m *Machine) History() []Decision { return slices.Clone(m.history) }
 
@@ -130,22 +156,100 @@ func (m *Machine) Slots() int { return m.slots }
 // in flight, once it is done. Requirements that cannot be met are
 // refused and change nothing.
 func (m *Machine) Require(now time.Time, req Requirements, cause string) ([]Action, error) {
-	target, err := Target(m.vs, req, m.slots, m.cfg.Mode)
+	if err := Check(m.vs, req); err != nil {
+		return nil, err
+	}
+	return m.set(now, cloneReq(req), m.auto, cause)
+}
+
+// Autoscale sets the parallelism the autoscaler decided for the vertices
+// of par (by index; the others keep theirs). Each runs at it within the
+// requirements set explicitly (clamped into a vertex's bounds), which it
+// does not replace: a later Require narrows it again. It is carried out
+// as Require's (cause "autoscaler").
+func (m *Machine) Autoscale(now time.Time, par map[int]int) ([]Action, error) {
+	auto := maps.Clone(m.auto)
+	if auto == nil {
+		auto = map[int]int{}
+	}
+	for i, p := range par {
+		if i < 0 || i >= len(m.vs) {
+			return nil, fmt.Errorf("%w: vertex %d: the job has %d vertices", ErrInvalidRequirements, i, len(m.vs))
+		}
+		if p < 1 || p > m.vs[i].MaxParallelism {
+			return nil, fmt.Errorf("%w: vertex %d (%s): parallelism %d out of [1, %d] (its max parallelism)",
+				ErrInvalidRequirements, i, m.vs[i].Name, p, m.vs[i].MaxParallelism)
+		}
+		auto[i] = p
+	}
+	acts, err := m.set(now, m.req, auto, "autoscaler")
+	if err == nil && m.phase == phaseRunning {
+		// Clamped into the bounds (set meanwhile), the decision asks for
+		// the parallelism the job runs at: no rescale follows, which the
+		// autoscaler must hear of rather than wait for one.
+		return acts, fmt.Errorf("%w: %v", ErrUnchanged, m.Parallelism())
+	}
+	return acts, err
+}
+
+// ErrUnchanged: the autoscaler's decision, within the vertices' bounds,
+// asks for the parallelism the job runs at; it is kept, and no rescale
+// follows.
+var ErrUnchanged = errors.New("the autoscaler's decision, within the resource requirements' bounds, is the parallelism the job runs at")
+
+// set makes req and auto the machine's and rescales to what they ask
+// for, unless they cannot be met (nothing changes then).
+func (m *Machine) set(now time.Time, req Requirements, auto map[int]int, cause string) ([]Action, error) {
+	target, err := Target(m.vs, effective(m.vs, req, auto), m.slots, m.cfg.Mode)
 	if err != nil {
 		return nil, err
 	}
-	prev := m.req
-	m.req = cloneReq(req)
+	prevReq, prevAuto := m.req, m.auto
+	m.req, m.auto = req, auto
 	if m.phase == phaseRescaling {
 		m.again, m.againCause = true, cause
 		return []Action{Log{slog.LevelInfo, "rescale requested; it follows the rescale in progress", []any{"cause", cause, "parallelism", target}}}, nil
 	}
 	acts := m.decide(now, target, cause)
 	if m.phase == phaseRescaling {
-		m.beforeReq = prev
+		m.beforeReq, m.beforeAuto = prevReq, prevAuto
 	}
 	return acts, nil
 }
+
+// effective are the requirements the job runs at: req, and for a vertex
+// the autoscaler decided, its decision clamped into the vertex's bounds
+// in req (1 to its max parallelism without).
+func effective(vs []Vertex, req Requirements, auto map[int]int) Requirements {
+	if len(auto) == 0 {
+		return req
+	}
+	out := cloneReq(req)
+	if out == nil {
+		out = Requirements{}
+	}
+	for i, p := range auto {
+		b, ok := req[i]
+		if !ok {
+			b = Bounds{Lower: 1, Upper: vs[i].MaxParallelism}
+		}
+		p = min(max(p, b.Lower), b.Upper)
+		out[i] = Bounds{Lower: p, Upper: p}
+	}
+	return out
+}
+
+// Target is the parallelism the requirements in force (the explicit ones
+// and the autoscaler's decisions within them) ask for with the slots
+// there are.
+func (m *Machine) Target() ([]int, error) {
+	return Target(m.vs, effective(m.vs, m.req, m.auto), m.slots, m.cfg.Mode)
+}
+
+// ExplicitRequirements are the requirements set explicitly (Require),
+// without the defaults of the other vertices nor the autoscaler's
+// decisions: the bounds the autoscaler decides within.
+func (m *Machine) ExplicitRequirements() Requirements { return cloneReq(m.req) }
 
 // decide starts a rescale to target unless the job runs at it already.
 func (m *Machine) decide(now time.Time, target []int, cause string) []Action {
@@ -154,7 +258,7 @@ func (m *Machine) decide(now time.Time, target []int, cause string) []Action {
 		return []Action{Log{slog.LevelInfo, "the job already runs at the parallelism asked for", []any{"cause", cause, "parallelism", from}}}
 	}
 	m.phase = phaseRescaling
-	m.beforeReq, m.beforePar = m.req, from
+	m.beforeReq, m.beforeAuto, m.beforePar = m.req, m.auto, from
 	m.record(Decision{Time: now, From: from, To: slices.Clone(target), Cause: cause})
 	return []Action{Rescale{From: from, To: slices.Clone(target), Cause: cause}}
 }
@@ -213,7 +317,7 @@ func (m *Machine) Tick(now time.Time) []Action {
 		return nil
 	}
 	m.slotsChanged = false
-	target, err := Target(m.vs, m.req, m.slots, m.cfg.Mode)
+	target, err := m.Target()
 	if err != nil {
 		return []Action{Log{slog.LevelWarn, "the job cannot follow the task slots", []any{"slots", m.slots, "err", err}}}
 	}
@@ -237,7 +341,7 @@ func (m *Machine) Running(now time.Time, parallelism []int) []Action {
 	}
 	if m.again {
 		m.again = false
-		target, err := Target(m.vs, m.req, m.slots, m.cfg.Mode)
+		target, err := m.Target()
 		if err != nil {
 			return append(acts, Log{slog.LevelWarn, "the requirements set during the rescale cannot be met", []any{"err", err}})
 		}
@@ -261,7 +365,7 @@ func (m *Machine) RescaleFailed(now time.Time, err error) []Action {
 	acts := []Action{Log{slog.LevelWarn, "rescale failed; the job carries on at its parallelism", []any{"parallelism", m.Parallelism(), "err", err}}}
 	if m.again {
 		m.again = false
-		if target, terr := Target(m.vs, m.req, m.slots, m.cfg.Mode); terr == nil {
+		if target, terr := m.Target(); terr == nil {
 			acts = append(acts, m.decide(now, target, m.againCause)...)
 		}
 	}
@@ -279,20 +383,20 @@ func (m *Machine) Revert(now time.Time, err error) ([]int, []Action) {
 	for i := range m.vs {
 		m.vs[i].Parallelism = m.beforePar[i]
 	}
-	m.req = cloneReq(m.beforeReq)
+	m.req, m.auto = cloneReq(m.beforeReq), maps.Clone(m.beforeAuto)
 	m.phase, m.lastRescale, m.again = phaseRunning, now, false
 	if n := len(m.history); n > 0 {
 		m.history[n-1].Outcome = "reverted: " + err.Error()
 	}
 	par := m.beforePar
-	m.beforePar, m.beforeReq = nil, nil
+	m.beforePar, m.beforeReq, m.beforeAuto = nil, nil, nil
 	return slices.Clone(par), []Action{Log{slog.LevelWarn, "the job cannot run at the parallelism of its rescale; it goes back to the one before",
 		[]any{"parallelism", par, "err", err}}}
 }
 
 // Confirmed says the job completed a checkpoint at its parallelism: a
 // later failure no longer reverts the rescale.
-func (m *Machine) Confirmed() { m.beforePar, m.beforeReq = nil, nil }
+func (m *Machine) Confirmed() { m.beforePar, m.beforeReq, m.beforeAuto = nil, nil, nil }
 
 // Failover is the parallelism of the attempt that follows a failure:
 // what the requirements ask for with the slots there are, so that in the
@@ -311,7 +415,7 @@ func (m *Machine) Failover(now time.Time, rescale bool) ([]int, []Action) {
 	if !rescale {
 		return cur, nil
 	}
-	target, err := Target(m.vs, m.req, m.slots, m.cfg.Mode)
+	target, err := m.Target()
 	if err != nil {
 		return cur, []Action{Log{slog.LevelInfo, "the restart keeps the job's parallelism: the requirements cannot be met with the slots there are", []any{"err", err}}}
 	}
@@ -332,6 +436,9 @@ func (m *Machine) String() string {
 	if len(m.req) > 0 {
 		s += " requirements=" + m.req.String()
 	}
+	if len(m.auto) > 0 {
+		s += " autoscaler=" + formatAuto(m.auto)
+	}
 	if at, ok := m.NextWakeup(); ok {
 		s += fmt.Sprintf(" wakeup=%d", at.UnixMilli())
 	}
@@ -345,6 +452,17 @@ func (r Requirements) String() string {
 			s += " "
 		}
 		s += fmt.Sprintf("%d:%s", i, r[i])
+	}
+	return s + "}"
+}
+
+func formatAuto(auto map[int]int) string {
+	s := "{"
+	for k, i := range slices.Sorted(maps.Keys(auto)) {
+		if k > 0 {
+			s += " "
+		}
+		s += fmt.Sprintf("%d:%d", i, auto[i])
 	}
 	return s + "}"
 }

@@ -17,6 +17,8 @@ import (
 //	<name> p= [max=] [limit=] [group=]         one line per vertex, in order
 //	----
 //	require t= [cause=]      input lines: <vertex index> <lower> <upper>
+//	autoscale t=             input lines: <vertex index> <parallelism>
+//	limits t= l=(…)          every vertex's Limit
 //	slots t= n= | tick t= | running t= p=(…) | failed t= err= | failover t= [fixed]
 //	target slots= [mode=]    input lines as require: Target alone
 //	state | history
@@ -46,6 +48,19 @@ func TestScalingScenarios(t *testing.T) {
 			switch d.Cmd {
 			case "require":
 				acts, err = m.Require(now, parseRequirements(t, d), d.Str(t, "cause", "resource requirements"))
+			case "autoscale":
+				par := map[int]int{}
+				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+					if f := strings.Fields(line); len(f) == 2 {
+						n := parseInts(t, d, f)
+						par[n[0]] = n[1]
+					} else if len(f) > 0 {
+						d.Fatalf(t, "autoscale %q: want <vertex> <parallelism>", line)
+					}
+				}
+				acts, err = m.Autoscale(now, par)
+			case "limits":
+				acts = m.SetLimits(now, parseInts(t, d, d.Vals("l")))
 			case "target":
 				mode := cfg.Mode
 				if d.Has("mode") {
