@@ -196,6 +196,17 @@ func TestUserMetricsOverHTTP(t *testing.T) {
 	// Running: await every record mapped (the function says so, after
 	// updating its metrics), then read the metrics.
 	testjob.Await(t, "the map to map every record", func() bool { return mapped.Load() == n })
+	// The task stores its records-in count once it has processed the
+	// buffer the records came in: await that too.
+	testjob.Await(t, "the map's numRecordsIn to count every record", func() bool {
+		var in int64
+		for _, m := range job.Metrics() {
+			if strings.Contains(m.Vertex, userMetricsOperator) {
+				in += m.RecordsIn
+			}
+		}
+		return in == n
+	})
 	path := "/jobs/" + e.jobID + "/vertices/" + vertexID + "/metrics"
 	if st := job.Status(); st.String() != "RUNNING" {
 		t.Fatalf("job %v, want it running while its source is held", st)
