@@ -126,9 +126,8 @@ func (m *Machine) Requirements() Requirements {
 
 // SetLimits sets each vertex's Limit (by index; a Kafka source's
 // partition count, 0 for none; a negative entry keeps the vertex's). In
-// the reactive mode a change is
-// followed as a change of the slots is: once stable for the
-// stabilization timeout (Tick).
+// the reactive mode a change is followed as a change of the slots is:
+// once stable for the stabilization timeout (Tick).
 func (m *Machine) SetLimits(now time.Time, limits []int) []Action {
 	changed := false
 	for i := range m.vs {

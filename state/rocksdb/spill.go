@@ -125,11 +125,13 @@ func (b *Backend) drain(s *cfState) error {
 	if wb.active.empty() {
 		return nil
 	}
-	spill := func() error { return b.spill(s, wb.active, b.spillPath()) }
+	var err error
 	if wb.active.size() <= smallDrain {
-		spill = func() error { return b.writeBatch(s, wb.active) }
+		err = b.writeBatch(s, wb.active)
+	} else {
+		err = b.spill(s, wb.active, b.spillPath())
 	}
-	if err := spill(); err != nil {
+	if err != nil {
 		wb.err = fmt.Errorf("state %q: %w", s.meta.Name, err)
 		return wb.err
 	}
