@@ -236,7 +236,7 @@ func TestAutoscalerOnClusterFollowsKafkaLag(t *testing.T) {
 	perKey := prod.finish(t)
 	var got []outRecord
 	awaitOrFail("every record counted and committed", func() bool {
-		got = readCommitted(ctx, t, out)
+		got = readCommittedSoFar(ctx, t, out)
 		return len(got) >= keys*perKey
 	})
 	if _, err := job.StopWithSavepoint(ctx, t.TempDir(), false); err != nil {

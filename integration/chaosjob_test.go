@@ -497,15 +497,70 @@ type outRecord struct {
 }
 
 // readCommitted reads every record of topic a read_committed consumer can
-// see, up to the last stable offset of each partition as it is when
-// called, in offset order per partition.
+// see once the job that wrote it has ended: it waits until no transaction
+// is open on any partition of topic, then reads up to the end, in offset
+// order per partition.
 func readCommitted(ctx context.Context, t *testing.T, topic string) []outRecord {
 	t.Helper()
 	return readCommittedAt(ctx, t, brokers(t), topic)
 }
 
 // readCommittedAt is readCommitted from the brokers at seeds.
+//
+// A commit is durable when the transaction coordinator answers EndTxn, but
+// its markers reach the partitions after that (the coordinator writes them
+// to each partition's leader in the background, later after a broker
+// restart), and until then the partition's last stable offset stays before
+// the transaction: reading up to the last stable offsets right after the
+// job ended misses its last transactions. Every transaction of an ended
+// job is resolved, so the wait ends unless one was left open, which the
+// failure names.
 func readCommittedAt(ctx context.Context, t *testing.T, seeds []string, topic string) []outRecord {
+	t.Helper()
+	adm := kadm.NewClient(newClientAt(t, seeds))
+	awaitWhy(ctx, t, "every transaction on "+topic+" resolved (last stable offset = end offset)", func() string {
+		return openTransactions(ctx, adm, topic)
+	})
+	return readCommittedSoFarAt(ctx, t, seeds, topic)
+}
+
+// openTransactions names the partitions of topic whose last stable offset
+// is behind their end offset (a transaction open, or its markers not yet
+// written), or says why it cannot tell; "" when there is none.
+func openTransactions(ctx context.Context, adm *kadm.Client, topic string) string {
+	lso, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Sprintf("last stable offsets: %v", err)
+	}
+	end, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Sprintf("end offsets: %v", err)
+	}
+	var open, failed []string
+	end.Each(func(o kadm.ListedOffset) {
+		s, ok := lso.Lookup(o.Topic, o.Partition)
+		switch {
+		case o.Err != nil || !ok || s.Err != nil:
+			failed = append(failed, fmt.Sprintf("%s/%d: end offset %v, last stable offset %v", o.Topic, o.Partition, o.Err, s.Err))
+		case s.Offset < o.Offset:
+			open = append(open, fmt.Sprintf("%s/%d stable at %d, ends at %d", o.Topic, o.Partition, s.Offset, o.Offset))
+		}
+	})
+	slices.Sort(open)
+	slices.Sort(failed)
+	return strings.Join(append(failed, open...), "; ")
+}
+
+// readCommittedSoFar reads what a read_committed consumer of topic sees
+// now, up to the last stable offset of each partition as it is when
+// called, for a job that still runs.
+func readCommittedSoFar(ctx context.Context, t *testing.T, topic string) []outRecord {
+	t.Helper()
+	return readCommittedSoFarAt(ctx, t, brokers(t), topic)
+}
+
+// readCommittedSoFarAt is readCommittedSoFar from the brokers at seeds.
+func readCommittedSoFarAt(ctx context.Context, t *testing.T, seeds []string, topic string) []outRecord {
 	t.Helper()
 	adm := kadm.NewClient(newClientAt(t, seeds))
 	lso, err := adm.ListCommittedOffsets(ctx, topic)
