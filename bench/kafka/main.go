@@ -20,6 +20,11 @@
 //     go run ./bench/kafka          # starts a broker with scripts/kafka, stops it after
 //     go run ./bench/kafka -only latency -rates 100000 -intervals 100ms -duration 20s -warmup 10s
 //
+// With -kstreams (the jar of bench/kstreamsref: mvn -q -f bench/kstreamsref
+// package) Kafka Streams runs the same keyed count, exactly_once_v2,
+// committing every interval, beside Sluice in both tables, with its peak
+// RSS.
+//
 // The defaults (20 K and 100 K records/s, 1 s and 100 ms checkpoints, 60 s
 // after a 30 s warm-up each, 3 M records per throughput run, 3 rounds)
 // take about 12 minutes.
@@ -76,6 +81,9 @@ type config struct {
 	repeat      int
 	only        string
 	cpuProfile  string
+	// kstreams is the jar of bench/kstreamsref: when set, Kafka Streams
+	// runs the same job beside Sluice in both tables.
+	kstreams string
 }
 
 func main() {
@@ -92,6 +100,7 @@ func main() {
 	flag.IntVar(&c.repeat, "repeat", 3, "rounds of the throughput runs (the table shows medians and ranges)")
 	flag.StringVar(&c.only, "only", "", "run only the \"throughput\" or the \"latency\" table")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the first latency run to this file")
+	flag.StringVar(&c.kstreams, "kstreams", "", "jar of bench/kstreamsref (mvn -q -f bench/kstreamsref package): run the same job on Kafka Streams (exactly_once_v2) beside Sluice's in both tables")
 	flag.Parse()
 	var err error
 	if c.intervals, err = parseList(intervals, time.ParseDuration); err == nil {
@@ -99,6 +108,11 @@ func main() {
 	}
 	if err == nil && c.only != "" && c.only != "throughput" && c.only != "latency" {
 		err = fmt.Errorf("-only %q: want throughput or latency", c.only)
+	}
+	if err == nil && c.kstreams != "" {
+		if _, serr := os.Stat(c.kstreams); serr != nil {
+			err = fmt.Errorf("-kstreams: %w (build it with mvn -q -f bench/kstreamsref package)", serr)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench/kafka: %v\n", err)
@@ -205,6 +219,8 @@ func (b *bench) throughput() error {
 	var consRates, pipeRates []float64
 	eoRates := make([][]float64, len(b.intervals))
 	jobRates := make([][]float64, len(b.intervals))
+	ksRates := make([][]float64, len(b.intervals))
+	var ksRSS int64
 	for round := range b.repeat {
 		start = time.Now()
 		if n, err := consume(b.ctx, b.seeds, in, b.records, nil); err != nil {
@@ -250,6 +266,14 @@ func (b *bench) throughput() error {
 			}
 			fmt.Fprintf(os.Stderr, "round %d, %v checkpoints: exactly-once pipe %.0f, job %.0f records/s\n",
 				round+1, iv, eoRates[i][round], jobRates[i][round])
+			if b.kstreams != "" {
+				r, rss, err := b.throughputKStreams(in, iv)
+				if err != nil {
+					return err
+				}
+				ksRates[i], ksRSS = append(ksRates[i], r), max(ksRSS, rss)
+				fmt.Fprintf(os.Stderr, "round %d, %v commits: kafka streams %.0f records/s, peak RSS %d MiB\n", round+1, iv, r, rss>>20)
+			}
 		}
 	}
 	fmt.Printf("\nthroughput, %d records a run, median and range of %d rounds run in turn:\n", b.records, b.repeat)
@@ -268,6 +292,9 @@ func (b *bench) throughput() error {
 	for i, iv := range b.intervals {
 		line(fmt.Sprintf("broker: consumer -> transactional producer, commit every %v (*)", iv), eoRates[i], pipeRates)
 		line(fmt.Sprintf("sluice: keyed count, exactly once, %v checkpoints", iv), jobRates[i], pipeRates)
+		if b.kstreams != "" {
+			line(fmt.Sprintf("kafka streams: keyed count, exactly_once_v2, %v commits (**)", iv), ksRates[i], pipeRates)
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -277,6 +304,9 @@ func (b *bench) throughput() error {
 			median(jobRates[len(b.intervals)-1])/median(jobRates[0]))
 	}
 	fmt.Println("(*) writes, as the job does, a record of the input key and 16 bytes per input record")
+	if b.kstreams != "" {
+		fmt.Printf("(**) bench/kstreamsref, Kafka Streams 4.1 in its own JVM (defaults), timed from RUNNING to the last record visible; peak RSS %d MiB\n", ksRSS>>20)
+	}
 	return nil
 }
 
@@ -296,33 +326,48 @@ func (b *bench) expect(topic string, n int) error {
 // latency table.
 func (b *bench) latencyTable() error {
 	type cell struct {
+		system   string
 		rate     int
 		interval time.Duration
 		res      latencyResult
 	}
+	systems := []string{"sluice"}
+	if b.kstreams != "" {
+		systems = append(systems, "kafka streams")
+	}
 	var cells []cell
 	for _, r := range b.rates {
 		for _, iv := range b.intervals {
-			res, err := b.latency(r, iv)
-			if err != nil {
-				return fmt.Errorf("latency at %d records/s, %v checkpoints: %w", r, iv, err)
+			for _, sys := range systems {
+				res, err := b.latency(r, iv, sys == "kafka streams")
+				if err != nil {
+					return fmt.Errorf("%s latency at %d records/s, %v checkpoints: %w", sys, r, iv, err)
+				}
+				fmt.Fprintf(os.Stderr, "%s, %d records/s, %v: p50 %v p99 %v max %v\n", sys, r, iv, ms(res.p50), ms(res.p99), ms(res.max))
+				cells = append(cells, cell{sys, r, iv, res})
 			}
-			fmt.Fprintf(os.Stderr, "%d records/s, %v: p50 %v p99 %v max %v\n", r, iv, ms(res.p50), ms(res.p99), ms(res.max))
-			cells = append(cells, cell{r, iv, res})
 		}
 	}
 	fmt.Printf("\nend-to-end latency, produce -> visible to a read_committed consumer, %v after a %v warm-up at a steady rate:\n", b.duration, b.warmup)
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "records/s\tcheckpoints\tp50 ms\tp99 ms\tmax ms\tsamples\tnot visible\tcompleted\tbarrier\tsync\tasync\t_metadata\tcommit\t")
+	fmt.Fprintln(w, "system\trecords/s\tcheckpoints\tp50 ms\tp99 ms\tmax ms\tsamples\tnot visible\tcompleted\tbarrier\tsync\tasync\t_metadata\tcommit\t")
 	for _, c := range cells {
 		r := c.res
-		fmt.Fprintf(w, "%d\t%v\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", c.rate, c.interval, ms(r.p50), ms(r.p99), ms(r.max),
+		if c.system != "sluice" {
+			fmt.Fprintf(w, "%s\t%d\t%v\t%s\t%s\t%s\t%d\t%d\t-\t-\t-\t-\t-\t-\t\n", c.system, c.rate, c.interval, ms(r.p50), ms(r.p99), ms(r.max),
+				r.samples, r.unseen)
+			continue
+		}
+		fmt.Fprintf(w, "%s\t%d\t%v\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", c.system, c.rate, c.interval, ms(r.p50), ms(r.p99), ms(r.max),
 			r.samples, r.unseen, r.checkpoints, ms(r.barrier), ms(r.sync), ms(r.async), ms(r.metadata), ms(r.commit))
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
 	fmt.Println("(not visible: records produced but not visible 10 intervals + 10 s after the last was produced; when not 0 the job fell behind the rate and the percentiles are of the records it caught up with)")
+	if b.kstreams != "" {
+		fmt.Println("(kafka streams: bench/kstreamsref, exactly_once_v2, its commit.interval.ms at the interval, started before the input: a transaction commit per interval, as Sluice's per checkpoint)")
+	}
 	fmt.Println("(the checkpoint columns, in ms, are medians over the measured checkpoints of the parts of its critical path " +
 		"(checkpoint.Phases): the barrier's way to the last task to acknowledge, that task's synchronous part (the state backend's " +
 		"and the sink's pre-commit) and asynchronous part, the _metadata written and the notifications sent; then the sink's mean commit, EndTxn)")
@@ -716,7 +761,10 @@ type latencyResult struct {
 // the warm-up and the duration, and measures, for each output record of
 // an input record produced after the warm-up, the time from its input
 // record's production to its being read under read_committed.
-func (b *bench) latency(rate int, interval time.Duration) (latencyResult, error) {
+//
+// With kstreams the job is the Kafka Streams reference instead, committing
+// every interval; its result has no checkpoint parts.
+func (b *bench) latency(rate int, interval time.Duration, kstreams bool) (latencyResult, error) {
 	ctx := b.ctx
 	in, err := b.topic(fmt.Sprintf("lat-in%d", b.runs+1))
 	if err != nil {
@@ -745,10 +793,21 @@ func (b *bench) latency(rate int, interval time.Duration) (latencyResult, error)
 		err error
 	}
 	jobs := make(chan jobDone, 1)
-	go func() {
-		jr, err := b.runJob(jctx, interval, in, out, dir, prefix, false)
-		jobs <- jobDone{jr, err}
-	}()
+	var ks *ksRun
+	if kstreams {
+		if ks, err = b.startKStreams(ctx, in, out, prefix, dir, interval); err != nil {
+			return latencyResult{}, err
+		}
+		go func() {
+			<-ks.exited
+			jobs <- jobDone{nil, fmt.Errorf("kafka streams exited (%v)\n%s", ks.err, ks.stderr.tail(20))}
+		}()
+	} else {
+		go func() {
+			jr, err := b.runJob(jctx, interval, in, out, dir, prefix, false)
+			jobs <- jobDone{jr, err}
+		}()
+	}
 	type produced struct {
 		n   int
 		err error
@@ -802,10 +861,16 @@ func (b *bench) latency(rate int, interval time.Duration) (latencyResult, error)
 	unseen := int64(p.n) - seen.Load()
 	stopConsume()
 	<-consumed
-	stopJob()
-	j := <-jobs
-	if j.err != nil {
-		return latencyResult{}, j.err
+	var j jobDone
+	if ks != nil {
+		if _, err := ks.stop(); err != nil {
+			return latencyResult{}, err
+		}
+	} else {
+		stopJob()
+		if j = <-jobs; j.err != nil {
+			return latencyResult{}, j.err
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -815,6 +880,9 @@ func (b *bench) latency(rate int, interval time.Duration) (latencyResult, error)
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
 	res := latencyResult{p50: pct(0.50), p99: pct(0.99), max: lat[len(lat)-1], samples: len(lat), unseen: max(unseen, 0)}
+	if j.jr == nil {
+		return res, nil
+	}
 	var barrier, sync, async, meta []time.Duration
 	j.jr.mu.Lock()
 	for _, s := range j.jr.completed {
