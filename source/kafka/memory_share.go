@@ -9,13 +9,16 @@ import (
 // Flink equivalent: Flink's Kafka clients live on the task heap,
 // unaccounted): the part of the process's memory past the overhead that
 // the Kafka source readers of the process hold in records fetched ahead
-// of the tasks. 0.05 of the default 256 MiB budget is 11 MiB: two
-// readers each fetch up to 175 KiB at a time and hold 2.8 MiB of records,
-// tens of milliseconds of input at hundreds of thousands of records per
-// second, which is all a task needs ahead of it; 0.1 held twice that and
-// with the collector's headroom was a third of the exactly-once Kafka
-// job's resident memory, for no throughput.
-const DefaultMemoryFraction = 0.05
+// of the tasks. 0.02 of the default 256 MiB budget is 4.5 MiB: two
+// readers each fetch up to 70 KiB at a time and hold 1.1 MiB of
+// records, a few milliseconds of input at hundreds of thousands of
+// records per second, which is all a task needs ahead of it. 0.1 held
+// five times that and with the collector's headroom was a third of the
+// exactly-once Kafka job's resident memory; 0.05 kept the job's live
+// heap at 20-30 MiB, above half of the default Go limit
+// (memory.DefaultGoLimit), for no throughput either (issue 32: 0.02
+// gave the same records per CPU second).
+const DefaultMemoryFraction = 0.02
 
 // memoryShare is the readers' share of the process's memory budget,
 // declared to the memory model by importing this package.

@@ -67,14 +67,20 @@ func TestReaderShare(t *testing.T) {
 	if r := readerShare(memory.Budget{Shares: map[string]int64{"kafka.source": 1 << 40}}, 1); r.FetchMaxBytes != 50<<20 || r.FetchMaxPartitionBytes != 1<<20 {
 		t.Errorf("large reader share %+v", r)
 	}
-	// The default budget sets the source's share aside: 0.1 of the 224
-	// MiB past the overhead.
+	// The default budget sets the source's share aside: 0.02 of the 224
+	// MiB past the overhead, 4.48 MiB; each of two readers holds up to
+	// 1.12 MiB of records and fetches 70 KiB at a time.
 	d, err := memory.Config{}.Budget()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := memoryShare.Of(d), int64(float64(d.Process-d.Overhead)*DefaultMemoryFraction); got != want || d.Process-d.Overhead != 224*mib {
+	fraction := 0.02
+	want := int64(224 * mib * fraction)
+	if got := memoryShare.Of(d); got != want || d.Process-d.Overhead != 224*mib {
 		t.Errorf("default share %d bytes of %d, want %d", got, d.Process-d.Overhead, want)
+	}
+	if r := readerShare(d, 2); r.MaxBufferedBytes != want/2/2 || r.FetchMaxBytes != int32(want/2/32) {
+		t.Errorf("a reader of two under the default budget: %+v", r)
 	}
 }
 
