@@ -29,10 +29,11 @@ var ErrInsufficientNetworkBuffers = network.ErrInsufficientNetworkBuffers
 // memory.DefaultGCPercent unless $GOGC is set.
 // Without it the shares are those of memory.DefaultProcessSize and,
 // unless taskmanager.memory.go.limit or $GOMEMLIMIT sets a limit, the Go
-// limit is that budget's task heap, raised to twice the live heap when
-// that is more (memory.Budget.GoLimitFloats), with the GC percent off: a
-// small job collects when its heap reaches the task heap, a large one as
-// Go's GOGC=100 would.
+// limit is memory.DefaultGoLimit (32 MiB, or that budget's task heap if
+// less), raised to twice the live heap when that is more
+// (memory.Budget.GoLimitFloats), with the GC percent off: a small job
+// collects when its heap reaches 32 MiB, a large one as Go's GOGC=100
+// would.
 func WithProcessMemory(bytes int64) Option {
 	return func(e *Environment) {
 		if bytes <= 0 {

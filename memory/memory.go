@@ -60,6 +60,18 @@ const (
 	DefaultOverheadMin int64 = 32 << 20
 	// DefaultOverheadMax is taskmanager.memory.jvm-overhead.max.
 	DefaultOverheadMax int64 = 1 << 30
+	// DefaultGoLimit is the Go limit of the default budget (neither
+	// taskmanager.memory.process.size nor taskmanager.memory.go.limit
+	// set), at most its task heap, before it floats above
+	// LiveHeapHeadroom times the live heap (Budget.GoLimitFloats). The
+	// default budget sizes the shares of a process nobody sized, and
+	// most of it goes unused by a small job: its task heap (78 MiB with
+	// the Kafka connectors) as the limit, with the collector off below
+	// it, let the exactly-once Kafka job's heap grow to 90 MiB over a
+	// live heap of 15-30 MiB, 113-116 MiB of RSS. 32 MiB holds that job
+	// under 70 MB of RSS (issue 32); a job whose live heap is above
+	// half of it collects as with Go's GOGC=100.
+	DefaultGoLimit int64 = 32 << 20
 )
 
 // ErrInvalid is matched by the errors of Config.Budget.
@@ -135,13 +147,13 @@ type Budget struct {
 	// Go; or Config.GoLimit. 0: none.
 	GoLimit int64
 	// GoLimitFloats says GoLimit is the default budget's (neither the
-	// process size nor taskmanager.memory.go.limit was set): its task
-	// heap, the model's share for operators, heap state and records in
-	// flight, which the heap may fill before a collection (the GC percent
-	// is off). ApplyGoLimit keeps the runtime's limit at least
-	// LiveHeapHeadroom times the live heap, so a job whose live heap
-	// outgrows half of it collects as Go's GOGC=100 does, rather than
-	// without end, and a small job never holds more than the task heap.
+	// process size nor taskmanager.memory.go.limit was set):
+	// DefaultGoLimit, or the task heap if that is less, which the heap
+	// may fill before a collection (the GC percent is off).
+	// ApplyGoLimit keeps the runtime's limit at least LiveHeapHeadroom
+	// times the live heap, so a job whose live heap outgrows half of it
+	// collects as Go's GOGC=100 does, rather than without end, and a
+	// small job holds no more than DefaultGoLimit.
 	GoLimitFloats bool
 	// GCPercent is the Go runtime's GC percent (debug.SetGCPercent),
 	// negative for off.
@@ -244,9 +256,10 @@ func (c Config) Budget() (Budget, error) {
 	case c.GoLimit == 0 && !b.Explicit:
 		// No process size was given: the budget is a default, not the
 		// user's bound, and a job whose live heap (heap-backend state)
-		// outgrows it must not collect without end: the limit is the
-		// task heap, floating above the live heap (GoLimitFloats).
-		b.GoLimit, b.GoLimitFloats = b.TaskHeap, true
+		// outgrows it must not collect without end: the limit is
+		// DefaultGoLimit within the task heap, floating above the live
+		// heap (GoLimitFloats).
+		b.GoLimit, b.GoLimitFloats = min(b.TaskHeap, DefaultGoLimit), true
 	case c.GoLimit == ZeroSize:
 		b.GoLimit = 0
 	case c.GoLimit < ZeroSize:

@@ -220,8 +220,14 @@ func TestGCPercent(t *testing.T) {
 	if explicit.GCPercent != DefaultGCPercent || implicit.GCPercent != -1 || own.GCPercent != 250 || limited.GCPercent != 100 {
 		t.Errorf("gc percents %d %d %d %d, want %d -1 250 100", explicit.GCPercent, implicit.GCPercent, own.GCPercent, limited.GCPercent, DefaultGCPercent)
 	}
-	if !implicit.GoLimitFloats || implicit.GoLimit != implicit.TaskHeap || implicit.GoLimit <= 0 {
-		t.Errorf("the default budget's limit %d (floats %v), want its task heap %d, floating", implicit.GoLimit, implicit.GoLimitFloats, implicit.TaskHeap)
+	if !implicit.GoLimitFloats || implicit.GoLimit != 32*mib || implicit.TaskHeap <= implicit.GoLimit {
+		t.Errorf("the default budget's limit %d (floats %v), want DefaultGoLimit %d (32 MiB) below its task heap %d, floating",
+			implicit.GoLimit, implicit.GoLimitFloats, DefaultGoLimit, implicit.TaskHeap)
+	}
+	// A default budget whose task heap is smaller (most of it managed)
+	// keeps the limit within it.
+	if small, err := (Config{ManagedFraction: 0.65}).Budget(); err != nil || small.GoLimit != small.TaskHeap || small.GoLimit >= DefaultGoLimit || !small.GoLimitFloats {
+		t.Errorf("a default budget of task heap %d: limit %d (floats %v, err %v), want the task heap", small.TaskHeap, small.GoLimit, small.GoLimitFloats, err)
 	}
 	none := func(string) string { return "" }
 	if got := ApplyGCPercent(implicit, func(k string) string {

@@ -12,6 +12,9 @@
 // The input (-records records of -value-size bytes over -keys keys, in
 // -partitions partitions) is produced once; every run reads all of it
 // (bounded), and its committed output is counted under read_committed.
+// Besides wall time it prints records per CPU second of the job's
+// process (steadier than wall time on a shared machine), the live heap
+// and the collector's share of the CPU.
 // -D key=value and -config pass configuration keys to the job (the
 // memory model's, say); -memprofile writes the child's heap profile at
 // its highest in-use heap.
@@ -46,6 +49,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/bench"
 	"github.com/sluicehq/sluice/checkpoint"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
@@ -57,7 +61,8 @@ type flags struct {
 	records, keys, partitions, valueSize, parallelism, rounds int
 	interval                                                  time.Duration
 	backends                                                  string
-	memProfile, cpuProfile                                    string
+	memProfile, cpuProfile, liveProfile                       string
+	liveAt                                                    time.Duration
 	child                                                     bool
 	backend, in, out, prefix, dir                             string
 	dynamic                                                   []string
@@ -79,6 +84,8 @@ func main() {
 	flag.DurationVar(&f.interval, "interval", time.Second, "checkpoint interval")
 	flag.StringVar(&f.backends, "backends", "hashmap,rocksdb", "state backends to run, comma separated")
 	flag.StringVar(&f.memProfile, "memprofile", "", "write each run's heap profile at its highest in-use heap to this file (suffixed -<backend>-<round>)")
+	flag.StringVar(&f.liveProfile, "liveprofile", "", "write each run's heap profile of what is live -liveprofile-at into the job, after a forced collection, to this file (suffixed -<backend>-<round>)")
+	flag.DurationVar(&f.liveAt, "liveprofile-at", 3*time.Second, "when -liveprofile collects and writes the profile")
 	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write each run's CPU profile to this file (suffixed -<backend>-<round>)")
 	flag.Var((*multi)(&f.dynamic), "D", "key=value: a configuration key for the job (repeatable)")
 	// The child's.
@@ -120,7 +127,14 @@ type result struct {
 	// the shared libraries (RssFile, tens of MiB, shared with every
 	// process running them).
 	AnonPeakKiB int64 `json:"anon_peak_kib"`
-	Checkpoints int64 `json:"checkpoints"`
+	// LivePeak is the highest live heap a collection left
+	// (/gc/heap/live:bytes): what the job holds, without the garbage
+	// the Go limit or GOGC lets the heap grow by.
+	LivePeak    uint64  `json:"live_peak_bytes"`
+	GCs         uint64  `json:"gcs"`
+	CPU         float64 `json:"cpu_s"`    // the process's user and system CPU over the job
+	GCCPU       float64 `json:"gc_cpu_s"` // the collector's share of it (runtime/metrics' estimate)
+	Checkpoints int64   `json:"checkpoints"`
 }
 
 type run struct {
@@ -189,6 +203,9 @@ func parent(f flags, seeds []string) error {
 			if f.cpuProfile != "" {
 				args = append(args, "-cpuprofile", fmt.Sprintf("%s-%s-%d", f.cpuProfile, b, i))
 			}
+			if f.liveProfile != "" {
+				args = append(args, "-liveprofile", fmt.Sprintf("%s-%s-%d", f.liveProfile, b, i), "-liveprofile-at", f.liveAt.String())
+			}
 			for _, d := range f.dynamic {
 				args = append(args, "-D", d)
 			}
@@ -203,9 +220,9 @@ func parent(f flags, seeds []string) error {
 			}
 			_ = os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("%s-%d", b, i)))
 			runs[b] = append(runs[b], r)
-			fmt.Fprintf(os.Stderr, "round %d %s: %.2f s, %.0f records/s, peak RSS %.0f MiB (anonymous %.0f MiB, Go %.0f MiB, heap %.0f MiB), %d checkpoints\n",
-				i+1, b, r.Wall, float64(f.records)/r.Wall, float64(r.maxRSSKiB)/1024, float64(r.AnonPeakKiB)/1024, float64(r.GoPeakBytes)/(1<<20),
-				float64(r.HeapPeak)/(1<<20), r.Checkpoints)
+			fmt.Fprintf(os.Stderr, "round %d %s: %.2f s, %.0f records/s, %.0f records per CPU s, peak RSS %.0f MiB (anonymous %.0f MiB, Go %.0f MiB, heap %.0f MiB, live heap %.0f MiB), %d collections (%.0f%% of the CPU), %d checkpoints\n",
+				i+1, b, r.Wall, float64(f.records)/r.Wall, float64(f.records)/r.CPU, float64(r.maxRSSKiB)/1024, float64(r.AnonPeakKiB)/1024, float64(r.GoPeakBytes)/(1<<20),
+				float64(r.HeapPeak)/(1<<20), float64(r.LivePeak)/(1<<20), r.GCs, 100*r.GCCPU/r.CPU, r.Checkpoints)
 		}
 	}
 	fmt.Printf("Kafka -> keyed running count -> Kafka, exactly-once: %d records of %d bytes over %d keys, %d partitions, parallelism %d, %v checkpoints, %d rounds; GOMAXPROCS %d\n",
@@ -214,7 +231,7 @@ func parent(f flags, seeds []string) error {
 		fmt.Printf("configuration: %s\n", strings.Join(f.dynamic, " "))
 	}
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "backend\twall s (min / median)\trecords/s (median)\tpeak RSS MiB (min / median / max)\tanonymous MiB (median)\tGo peak MiB (median)\tcheckpoints (median)")
+	fmt.Fprintln(w, "backend\twall s (min / median)\trecords/s (median)\trecords per CPU s (median)\tpeak RSS MiB (min / median / max)\tanonymous MiB (median)\tGo peak MiB (median)\tlive heap MiB (median)\tGC CPU % (median)\tcheckpoints (median)")
 	for _, b := range backends {
 		rs := runs[b]
 		wall := col(rs, func(r run) float64 { return r.Wall })
@@ -222,8 +239,11 @@ func parent(f flags, seeds []string) error {
 		goPeak := col(rs, func(r run) float64 { return float64(r.GoPeakBytes) / (1 << 20) })
 		anon := col(rs, func(r run) float64 { return float64(r.AnonPeakKiB) / 1024 })
 		chk := col(rs, func(r run) float64 { return float64(r.Checkpoints) })
-		fmt.Fprintf(w, "%s\t%.2f / %.2f\t%.0f\t%.0f / %.0f / %.0f\t%.0f\t%.0f\t%.0f\n", b, wall[0], med(wall), float64(f.records)/med(wall),
-			rss[0], med(rss), rss[len(rss)-1], med(anon), med(goPeak), med(chk))
+		cpu := col(rs, func(r run) float64 { return r.CPU })
+		live := col(rs, func(r run) float64 { return float64(r.LivePeak) / (1 << 20) })
+		gcShare := col(rs, func(r run) float64 { return 100 * r.GCCPU / r.CPU })
+		fmt.Fprintf(w, "%s\t%.2f / %.2f\t%.0f\t%.0f\t%.0f / %.0f / %.0f\t%.0f\t%.0f\t%.0f\t%.1f\t%.0f\n", b, wall[0], med(wall), float64(f.records)/med(wall),
+			float64(f.records)/med(cpu), rss[0], med(rss), rss[len(rss)-1], med(anon), med(goPeak), med(live), med(gcShare), med(chk))
 	}
 	return w.Flush()
 }
@@ -459,16 +479,42 @@ func child(f flags, seeds []string) error {
 		return err
 	}
 	sluice.SinkTo(counts, snk, sluice.Name("out"), sluice.UID("out"))
-	start := time.Now()
+	if f.liveProfile != "" {
+		t := time.AfterFunc(f.liveAt, func() {
+			runtime.GC()
+			if pf, err := os.Create(f.liveProfile); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(pf, 0)
+				pf.Close()
+			}
+		})
+		defer t.Stop()
+	}
+	gc0 := gcFigures()
+	start, cpu0 := time.Now(), bench.ProcessCPUTime()
 	if err := env.Execute(context.Background()); err != nil {
 		return fmt.Errorf("job: %w", err)
 	}
-	wall := time.Since(start)
-	goPeak, heapPeak, anonPeak := peaks()
+	wall, cpu := time.Since(start), bench.ProcessCPUTime()-cpu0
+	gc1 := gcFigures()
+	goPeak, heapPeak, anonPeak, livePeak := peaks()
 	return json.NewEncoder(os.Stdout).Encode(result{
 		Wall: wall.Seconds(), VmHWMKiB: procStatus("VmHWM:"), GoPeakBytes: goPeak, HeapPeak: heapPeak, AnonPeakKiB: anonPeak,
+		LivePeak: livePeak, GCs: gc1.cycles - gc0.cycles, CPU: cpu.Seconds(), GCCPU: gc1.cpu - gc0.cpu,
 		Checkpoints: completed.Load(),
 	})
+}
+
+type gcFig struct {
+	cycles uint64
+	cpu    float64
+}
+
+// gcFigures reads the collections so far and the CPU seconds the
+// runtime estimates the collector took.
+func gcFigures() gcFig {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	return gcFig{cycles: s[0].Value.Uint64(), cpu: s[1].Value.Float64()}
 }
 
 // startPeakWatch samples the Go runtime's memory and the process's
@@ -476,16 +522,17 @@ func child(f flags, seeds []string) error {
 // whenever the in-use heap reaches a new high (by more than 5%). The
 // function it returns stops it and gives the highest Go-managed memory,
 // heap and RssAnon (KiB) it saw.
-func startPeakWatch(profile string) func() (goPeak, heapPeak uint64, anonPeak int64) {
+func startPeakWatch(profile string) func() (goPeak, heapPeak uint64, anonPeak int64, livePeak uint64) {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/total:bytes"},
 		{Name: "/memory/classes/heap/released:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/gc/heap/live:bytes"},
 	}
 	if profile != "" {
 		runtime.MemProfileRate = 64 << 10
 	}
-	var goPeak, heapPeak, written uint64
+	var goPeak, heapPeak, livePeak, written uint64
 	var anonPeak int64
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -493,7 +540,7 @@ func startPeakWatch(profile string) func() (goPeak, heapPeak uint64, anonPeak in
 		metrics.Read(samples)
 		g := samples[0].Value.Uint64() - samples[1].Value.Uint64()
 		h := samples[2].Value.Uint64()
-		goPeak, heapPeak = max(goPeak, g), max(heapPeak, h)
+		goPeak, heapPeak, livePeak = max(goPeak, g), max(heapPeak, h), max(livePeak, samples[3].Value.Uint64())
 		anonPeak = max(anonPeak, procStatus("RssAnon:"))
 		if profile != "" && h > written+written/20 {
 			written = h
@@ -517,10 +564,10 @@ func startPeakWatch(profile string) func() (goPeak, heapPeak uint64, anonPeak in
 			}
 		}
 	}()
-	return func() (uint64, uint64, int64) {
+	return func() (uint64, uint64, int64, uint64) {
 		close(stop)
 		<-done
-		return goPeak, heapPeak, anonPeak
+		return goPeak, heapPeak, anonPeak, livePeak
 	}
 }
 

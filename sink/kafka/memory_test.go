@@ -64,4 +64,16 @@ func TestProducerShare(t *testing.T) {
 	if p.MaxBufferedBytes != 2*mib || p.MaxBufferedRecords != 2*mib/kafkaclient.RecordOverhead || p.BatchMaxBytes != 512<<10 {
 		t.Errorf("producer share %+v", p)
 	}
+	// The default budget sets 0.02 of the 224 MiB past the overhead
+	// aside, 4.48 MiB: 1.12 MiB for each of the four clients of an
+	// exactly-once sink of parallelism 2 (two transactional ids each).
+	d, err := memory.Config{}.Budget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fraction := 0.02
+	want := int64(224 * mib * fraction)
+	if p := producerShare(d, 4); memoryShare.Of(d) != want || p.MaxBufferedBytes != want/4 {
+		t.Errorf("default share %d, a producer of four %+v", memoryShare.Of(d), p)
+	}
 }

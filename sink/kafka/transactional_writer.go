@@ -344,7 +344,7 @@ func (w *transactionalWriter[T]) Write(v T, ts int64) error {
 			return err
 		}
 	}
-	w.cur.cl.Produce(w.ctx, r, w.res.promise)
+	w.cur.cl.Produce(w.ctx, r, w.res.onAck)
 	return nil
 }
 

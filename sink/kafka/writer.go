@@ -20,6 +20,9 @@ type results struct {
 	acked    int64
 	firstErr error
 	last     map[topicPartition]int64 // highest acknowledged offset
+	// onAck is promise as a func value, made once: a method value
+	// passed to every Produce would be a heap allocation per record.
+	onAck func(*kgo.Record, error)
 }
 
 type topicPartition struct {
@@ -27,7 +30,11 @@ type topicPartition struct {
 	partition int32
 }
 
-func newResults() *results { return &results{last: map[topicPartition]int64{}} }
+func newResults() *results {
+	r := &results{last: map[topicPartition]int64{}}
+	r.onAck = r.promise
+	return r
+}
 
 // promise is the franz-go promise of every record.
 func (r *results) promise(rec *kgo.Record, err error) {
@@ -116,7 +123,7 @@ func (w *writer[T]) Write(v T, ts int64) error {
 	if err != nil || r == nil {
 		return err
 	}
-	w.cl.Produce(w.ctx, r, w.res.promise)
+	w.cl.Produce(w.ctx, r, w.res.onAck)
 	return nil
 }
 

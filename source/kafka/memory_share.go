@@ -9,13 +9,17 @@ import (
 // Flink equivalent: Flink's Kafka clients live on the task heap,
 // unaccounted): the part of the process's memory past the overhead that
 // the Kafka source readers of the process hold in records fetched ahead
-// of the tasks. 0.05 of the default 256 MiB budget is 11 MiB: two
-// readers each fetch up to 175 KiB at a time and hold 2.8 MiB of records,
-// tens of milliseconds of input at hundreds of thousands of records per
-// second, which is all a task needs ahead of it; 0.1 held twice that and
-// with the collector's headroom was a third of the exactly-once Kafka
-// job's resident memory, for no throughput.
-const DefaultMemoryFraction = 0.05
+// of the tasks. 0.02 of the default 256 MiB budget is 4.5 MiB: two
+// readers each hold 1.1 MiB of records, a few milliseconds of input at
+// hundreds of thousands of records per second, which is all a task
+// needs ahead of it, and fetch 128 KiB at a time, 64 KiB a partition
+// (the floors of readerShare). 0.1 held
+// five times that and with the collector's headroom was a third of the
+// exactly-once Kafka job's resident memory; 0.05 kept the job's live
+// heap at 20-30 MiB, above half of the default Go limit
+// (memory.DefaultGoLimit), for no throughput either (issue 32: 0.02
+// gave the same records per CPU second).
+const DefaultMemoryFraction = 0.02
 
 // memoryShare is the readers' share of the process's memory budget,
 // declared to the memory model by importing this package.
@@ -39,12 +43,14 @@ type readerBuffers struct {
 // client fetches ahead and decompresses. The fetch sizes bound
 // compressed bytes, and a batch of small similar records decompresses to
 // many times its size (and each record costs RecordOverhead more), so a
-// fetch is a 32nd of the share, a partition's part of it a 64th.
+// fetch is a 32nd of the share, a partition's part of it a 64th; but at
+// least 128 KiB and 64 KiB, so that a small share does not ask a broker
+// far away for small fetches (a fetch a round trip).
 func readerShare(b memory.Budget, readers int) readerBuffers {
 	s := memory.Share(memoryShare.Of(b), readers, 1<<20)
 	return readerBuffers{
-		FetchMaxBytes:          int32(min(max(s/32, 64<<10), 50<<20)),
-		FetchMaxPartitionBytes: int32(min(max(s/64, 16<<10), 1<<20)),
+		FetchMaxBytes:          int32(min(max(s/32, 128<<10), 50<<20)),
+		FetchMaxPartitionBytes: int32(min(max(s/64, 64<<10), 1<<20)),
 		MaxBufferedBytes:       s / 2,
 		MaxBufferedRecords:     int(max(s/2/kafkaclient.RecordOverhead, 1024)),
 	}

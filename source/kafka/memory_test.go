@@ -52,7 +52,8 @@ func TestReaderBuffersFromMemoryBudget(t *testing.T) {
 }
 
 // The reader's share: its part of the source's share of the budget,
-// half of it held records, the fetch sizes a 32nd and a 64th of it.
+// half of it held records, the fetch sizes a 32nd and a 64th of it, at
+// least 128 and 64 KiB.
 func TestReaderShare(t *testing.T) {
 	const mib = 1 << 20
 	if memoryShare.Name() != "kafka.source" || memory.ShareKey(memoryShare.Name()) != "taskmanager.memory.kafka.source.fraction" {
@@ -67,14 +68,21 @@ func TestReaderShare(t *testing.T) {
 	if r := readerShare(memory.Budget{Shares: map[string]int64{"kafka.source": 1 << 40}}, 1); r.FetchMaxBytes != 50<<20 || r.FetchMaxPartitionBytes != 1<<20 {
 		t.Errorf("large reader share %+v", r)
 	}
-	// The default budget sets the source's share aside: 0.1 of the 224
-	// MiB past the overhead.
+	// The default budget sets the source's share aside: 0.02 of the 224
+	// MiB past the overhead, 4.48 MiB; each of two readers holds up to
+	// 1.12 MiB of records and fetches at the floors, 128 KiB at a time
+	// and 64 KiB a partition (its 32nd and 64th would be 70 and 35).
 	d, err := memory.Config{}.Budget()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := memoryShare.Of(d), int64(float64(d.Process-d.Overhead)*DefaultMemoryFraction); got != want || d.Process-d.Overhead != 224*mib {
+	fraction := 0.02
+	want := int64(224 * mib * fraction)
+	if got := memoryShare.Of(d); got != want || d.Process-d.Overhead != 224*mib {
 		t.Errorf("default share %d bytes of %d, want %d", got, d.Process-d.Overhead, want)
+	}
+	if r := readerShare(d, 2); r.MaxBufferedBytes != want/2/2 || r.FetchMaxBytes != 128<<10 || r.FetchMaxPartitionBytes != 64<<10 {
+		t.Errorf("a reader of two under the default budget: %+v", r)
 	}
 }
 
