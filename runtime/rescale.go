@@ -527,7 +527,7 @@ func (j *Job) stopForRescale(g *JobGraph, to []int) error {
 	a.mu.Lock()
 	a.rescale = nil
 	a.mu.Unlock()
-	if errors.Is(err, checkpoint.ErrNoRunningTasks) {
+	if errors.Is(err, checkpoint.ErrNoRunningTasks) || errors.Is(err, checkpoint.ErrRegionRestarting) {
 		return errNotReady
 	}
 	return err
@@ -567,11 +567,12 @@ func (j *Job) attemptRunning(a *attempt) {
 // rescale that made it is done (a failure from now on no longer reverts
 // it), and the waiters for its parallelism are answered.
 func (j *Job) attemptCheckpointed(a *attempt) {
+	if a.running.Load() {
+		// Also the first checkpoint after a failover region restarted.
+		j.outages.checkpointed(time.Now())
+	}
 	if !a.checkpointed.CompareAndSwap(false, true) {
 		return
-	}
-	if a.running.Load() {
-		j.outages.checkpointed(time.Now())
 	}
 	if j.scaling.m == nil {
 		return

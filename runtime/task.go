@@ -31,6 +31,15 @@ type Task struct {
 	name     string
 	logger   *slog.Logger
 	ctx      context.Context
+	// cancel ends ctx: the task's own, under its attempt's, so that a
+	// failover region's tasks stop while the others run on.
+	cancel context.CancelFunc
+	// execution counts the restarts of the task's failover region within
+	// its attempt: messages of an earlier execution are stale.
+	execution int
+	// restore is what the task restored from: its attempt's snapshot, or
+	// the checkpoint its region restarted from (nil: no state).
+	restore *restoreSnapshot
 
 	wake    chan struct{}
 	mailbox *Mailbox

@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// A pipeline of forward edges has a failover region per subtask: a
+// subtask's failure restarts its region only, from the latest completed
+// checkpoint, while the other region's tasks run on (their map is opened
+// once); with an all-to-all exchange (rebalance) the job is one region and
+// restarts whole, as every job does with the full strategy. The committed
+// output is exact either way.
+func TestRegionFailover(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		strategy  sluice.FailoverStrategy
+		rebalance bool
+		// opens is how many times the map's subtasks 0 and 1 are opened:
+		// once, and once more for each restart of their task.
+		opens [2]int
+	}{
+		{"forward-only", sluice.FailoverRegion, false, [2]int{2, 1}},
+		{"forward-only-full", sluice.FailoverFull, false, [2]int{2, 2}},
+		{"rebalance", sluice.FailoverRegion, true, [2]int{2, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const records = 6000
+			fm := &failingMap{at: records / 3, failures: &failures{}}
+			j := &job[int64]{
+				opts: crashOptions(t.TempDir(), 20*time.Millisecond,
+					sluice.WithChaining(false), sluice.WithFailoverStrategy(tc.strategy)),
+				records: records, rate: 6000, outDir: t.TempDir(), timeout: time.Minute,
+				build: func(j *job[int64], env *sluice.Environment) *sluice.Stream[int64] {
+					s := datagen(j, env, "gen", index, nil, sluice.NoWatermarks[int64]())
+					s = sluice.RichMap(s, fm, sluice.Name("fail"), sluice.UID("fail"))
+					if tc.rebalance {
+						s = sluice.Map(s.Rebalance(), func(v int64) (int64, error) { return v, nil }, sluice.Name("after"), sluice.UID("after"))
+					}
+					return s
+				},
+			}
+			job := j.run(t)
+			if !fm.fired.Load() {
+				t.Fatal("the injected failure never fired")
+			}
+			if n := job.Restarts(); n != 1 {
+				t.Errorf("%d restarts, want 1", n)
+			}
+			if got := fm.openCounts(); got != tc.opens {
+				t.Errorf("the map's subtasks were opened %v times, want %v", got, tc.opens)
+			}
+			want := make([]int64, records)
+			for i := range want {
+				want[i] = int64(i)
+			}
+			got := j.output(t)
+			slices.Sort(got)
+			if d := sameMultiset(got, want); d != "" {
+				t.Errorf("committed output is not every record once: %s", d)
+			}
+			for _, d := range job.Downtimes() {
+				t.Logf("%s: failure to tasks running %v, to the next completed checkpoint %v", tc.name, d.Running, d.Checkpointed)
+			}
+		})
+	}
+}
+
+// failingMap fails once, in subtask 0, at the first record at or past at,
+// and counts how many times each subtask is opened. The job clones it for
+// every subtask: what they share is behind a pointer.
+type failingMap struct {
+	at int64
+	*failures
+}
+
+type failures struct {
+	fired atomic.Bool
+	mu    sync.Mutex
+	opens [2]int
+}
+
+func (m *failingMap) Open(ctx *sluice.OperatorContext) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.opens[ctx.Subtask]++
+	return nil
+}
+
+func (m *failingMap) openCounts() [2]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.opens
+}
+
+func (m *failingMap) Map(v int64) (int64, error) {
+	// Datagen's subtask 0 reads the even indexes.
+	if v%2 == 0 && v >= m.at && m.fired.CompareAndSwap(false, true) {
+		return v, fmt.Errorf("map of %d: %w", v, errInjectedCrash)
+	}
+	return v, nil
+}
