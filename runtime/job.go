@@ -272,6 +272,10 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 		j.collectGarbage()
 	}
 	j.adopt = start.adopt
+	if n := len(g.FailoverRegions()); n > 1 && cfg.Failover == FailoverRegion && cfg.Executor != nil {
+		logger.Info("the job has several failover regions, but region failover runs in one process only: a failure restarts the whole job",
+			"regions", n)
+	}
 	j.ctx, j.cancel = context.WithCancel(context.Background())
 	j.newScaling()
 	a, err := j.newAttempt(0, start.restore, start.owned)
