@@ -23,12 +23,13 @@ func TestRegionFailover(t *testing.T) {
 		strategy  sluice.FailoverStrategy
 		rebalance bool
 		// opens is how many times the map's subtasks 0 and 1 are opened:
-		// once, and once more for each restart of their task.
-		opens [2]int
+		// once, and once more for each restart of their task; attempts
+		// the operator context's Attempt at their last open.
+		opens, attempts [2]int
 	}{
-		{"forward-only", sluice.FailoverRegion, false, [2]int{2, 1}},
-		{"forward-only-full", sluice.FailoverFull, false, [2]int{2, 2}},
-		{"rebalance", sluice.FailoverRegion, true, [2]int{2, 2}},
+		{"forward-only", sluice.FailoverRegion, false, [2]int{2, 1}, [2]int{1, 0}},
+		{"forward-only-full", sluice.FailoverFull, false, [2]int{2, 2}, [2]int{1, 1}},
+		{"rebalance", sluice.FailoverRegion, true, [2]int{2, 2}, [2]int{1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const records = 6000
@@ -53,8 +54,8 @@ func TestRegionFailover(t *testing.T) {
 			if n := job.Restarts(); n != 1 {
 				t.Errorf("%d restarts, want 1", n)
 			}
-			if got := fm.openCounts(); got != tc.opens {
-				t.Errorf("the map's subtasks were opened %v times, want %v", got, tc.opens)
+			if opens, attempts := fm.openCounts(); opens != tc.opens || attempts != tc.attempts {
+				t.Errorf("the map's subtasks were opened %v times, last in attempts %v; want %v times, in %v", opens, attempts, tc.opens, tc.attempts)
 			}
 			want := make([]int64, records)
 			for i := range want {
@@ -81,22 +82,24 @@ type failingMap struct {
 }
 
 type failures struct {
-	fired atomic.Bool
-	mu    sync.Mutex
-	opens [2]int
+	fired    atomic.Bool
+	mu       sync.Mutex
+	opens    [2]int
+	attempts [2]int
 }
 
 func (m *failingMap) Open(ctx *sluice.OperatorContext) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.opens[ctx.Subtask]++
+	m.attempts[ctx.Subtask] = ctx.Attempt
 	return nil
 }
 
-func (m *failingMap) openCounts() [2]int {
+func (m *failingMap) openCounts() (opens, attempts [2]int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.opens
+	return m.opens, m.attempts
 }
 
 func (m *failingMap) Map(v int64) (int64, error) {

@@ -226,6 +226,7 @@ func (a *attempt) failoverRegion(r *region, task string, cause error) {
 	j.noteFailure(a.number, task, cause)
 	j.outages.failed(failedAt, cause)
 	j.restarts.Add(1)
+	j.regionRestarts.Add(1)
 	j.logger.Log(context.Background(), failureLevel(cause, slog.LevelWarn), "task failed; restarting its failover region",
 		"task", task, "attempt", a.number, "region", r.index, "tasks", len(r.tasks), "regions", len(a.regions.list), "delay", delay, "err", cause)
 

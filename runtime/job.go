@@ -82,6 +82,9 @@ type Job struct {
 	status   atomic.Int32
 	att      atomic.Pointer[attempt]
 	restarts atomic.Int64
+	// regionRestarts counts the restarts of failover regions (a part of
+	// restarts).
+	regionRestarts atomic.Int64
 	// strategy is the restart strategy: the supervisor's, and a region
 	// failover's (failover_region.go), under strategyMu.
 	strategy   *checkpoint.RestartStrategy
@@ -750,7 +753,7 @@ func (a *attempt) newTask(s TaskSpec, execution int, restore *restoreSnapshot) *
 	}
 	t := &Task{
 		job: j, att: a, id: s.ID, vertex: s.Vertex, subtask: s.Subtask, name: s.Name, ctx: ctx, cancel: cancel,
-		execution: execution, restore: restore,
+		execution: execution, restore: restore, attemptNumber: a.number + int(j.regionRestarts.Load()),
 		wake: wake, mailbox: mb, upstream: s.Upstream, exitCh: make(chan struct{}),
 		timers: &processingTime{mailbox: mb, timers: map[*time.Timer]struct{}{}},
 		logger: logger,

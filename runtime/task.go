@@ -40,6 +40,9 @@ type Task struct {
 	// restore is what the task restored from: its attempt's snapshot, or
 	// the checkpoint its region restarted from (nil: no state).
 	restore *restoreSnapshot
+	// attemptNumber is the operators' Attempt: the attempt's number and
+	// the region restarts of the run before the task was made.
+	attemptNumber int
 
 	wake    chan struct{}
 	mailbox *Mailbox
@@ -272,17 +275,9 @@ func (t *Task) operatorContext(n *Node) *operators.Context {
 		Ctx:            t.ctx,
 		PostMail:       func(fn func() error) error { return t.mailbox.Put(fn) },
 		TaskName:       t.name,
-		Attempt:        t.attemptNumber(),
+		Attempt:        t.attemptNumber,
 		Metrics:        operators.NewMetricGroup(),
 	}
-}
-
-// attemptNumber is the number of the attempt running the task.
-func (t *Task) attemptNumber() int {
-	if t.att == nil {
-		return 0
-	}
-	return t.att.number
 }
 
 // close releases everything the task holds, on every exit path.
