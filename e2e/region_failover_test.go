@@ -14,22 +14,25 @@ import (
 // A pipeline of forward edges has a failover region per subtask: a
 // subtask's failure restarts its region only, from the latest completed
 // checkpoint, while the other region's tasks run on (their map is opened
-// once); with an all-to-all exchange (rebalance) the job is one region and
+// once); with an all-to-all exchange (rebalance, keyBy) the job is one region and
 // restarts whole, as every job does with the full strategy. The committed
 // output is exact either way.
 func TestRegionFailover(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		strategy  sluice.FailoverStrategy
-		rebalance bool
+		name     string
+		strategy sluice.FailoverStrategy
+		// exchange is the all-to-all exchange after the map: "",
+		// "rebalance" or "keyBy".
+		exchange string
 		// opens is how many times the map's subtasks 0 and 1 are opened:
 		// once, and once more for each restart of their task; attempts
 		// the operator context's Attempt at their last open.
 		opens, attempts [2]int
 	}{
-		{"forward-only", sluice.FailoverRegion, false, [2]int{2, 1}, [2]int{1, 0}},
-		{"forward-only-full", sluice.FailoverFull, false, [2]int{2, 2}, [2]int{1, 1}},
-		{"rebalance", sluice.FailoverRegion, true, [2]int{2, 2}, [2]int{1, 1}},
+		{"forward-only", sluice.FailoverRegion, "", [2]int{2, 1}, [2]int{1, 0}},
+		{"forward-only-full", sluice.FailoverFull, "", [2]int{2, 2}, [2]int{1, 1}},
+		{"rebalance", sluice.FailoverRegion, "rebalance", [2]int{2, 2}, [2]int{1, 1}},
+		{"keyBy", sluice.FailoverRegion, "keyBy", [2]int{2, 2}, [2]int{1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const records = 6000
@@ -41,8 +44,11 @@ func TestRegionFailover(t *testing.T) {
 				build: func(j *job[int64], env *sluice.Environment) *sluice.Stream[int64] {
 					s := datagen(j, env, "gen", index, nil, sluice.NoWatermarks[int64]())
 					s = sluice.RichMap(s, fm, sluice.Name("fail"), sluice.UID("fail"))
-					if tc.rebalance {
+					switch tc.exchange {
+					case "rebalance":
 						s = sluice.Map(s.Rebalance(), func(v int64) (int64, error) { return v, nil }, sluice.Name("after"), sluice.UID("after"))
+					case "keyBy":
+						s = sluice.Process(sluice.KeyBy(s, func(v int64) int64 { return v % 7 }), passThrough{}, sluice.Name("after"), sluice.UID("after"))
 					}
 					return s
 				},
@@ -71,6 +77,14 @@ func TestRegionFailover(t *testing.T) {
 			}
 		})
 	}
+}
+
+// passThrough is a keyed process function that emits what it reads.
+type passThrough struct{}
+
+func (passThrough) ProcessElement(_ *sluice.KeyedContext[int64], v int64, out sluice.Collector[int64]) error {
+	out.Collect(v)
+	return nil
 }
 
 // failingMap fails once, in subtask 0, at the first record at or past at,
