@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -79,6 +81,39 @@ func TestRegionFailover(t *testing.T) {
 	}
 }
 
+// Region restarts count against the restart strategy as the job's do: a
+// subtask that fails at every try restarts its region as often as the
+// strategy allows, then the job fails with its error; the other region's
+// map is never reopened.
+func TestRegionFailoverExhaustsRestarts(t *testing.T) {
+	const records, attempts = 6000, 3
+	fm := &failingMap{at: records / 3, always: true, failures: &failures{}}
+	j := &job[int64]{
+		opts: crashOptions(t.TempDir(), 20*time.Millisecond,
+			sluice.WithChaining(false), sluice.WithRestartStrategy(sluice.FixedDelayRestart(attempts, 5*time.Millisecond))),
+		records: records, rate: 6000, outDir: t.TempDir(),
+		build: func(j *job[int64], env *sluice.Environment) *sluice.Stream[int64] {
+			return sluice.RichMap(datagen(j, env, "gen", index, nil, sluice.NoWatermarks[int64]()), fm, sluice.Name("fail"), sluice.UID("fail"))
+		},
+	}
+	// Bounded: restarts that the strategy did not count would go on.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	job, err := j.env().ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Wait(); !errors.Is(err, errInjectedCrash) {
+		t.Fatalf("job ended with %v, want the injected failure", err)
+	}
+	if n := job.Restarts(); n != attempts {
+		t.Errorf("%d restarts, want %d", n, attempts)
+	}
+	if opens, _ := fm.openCounts(); opens != [2]int{attempts + 1, 1} {
+		t.Errorf("the map's subtasks were opened %v times, want [%d 1]", opens, attempts+1)
+	}
+}
+
 // passThrough is a keyed process function that emits what it reads.
 type passThrough struct{}
 
@@ -87,11 +122,13 @@ func (passThrough) ProcessElement(_ *sluice.KeyedContext[int64], v int64, out sl
 	return nil
 }
 
-// failingMap fails once, in subtask 0, at the first record at or past at,
-// and counts how many times each subtask is opened. The job clones it for
+// failingMap fails once (always: at every try), in subtask 0, at the
+// first record at or past at, and counts how many times each subtask is
+// opened. The job clones it for
 // every subtask: what they share is behind a pointer.
 type failingMap struct {
-	at int64
+	at     int64
+	always bool
 	*failures
 }
 
@@ -118,7 +155,7 @@ func (m *failingMap) openCounts() (opens, attempts [2]int) {
 
 func (m *failingMap) Map(v int64) (int64, error) {
 	// Datagen's subtask 0 reads the even indexes.
-	if v%2 == 0 && v >= m.at && m.fired.CompareAndSwap(false, true) {
+	if v%2 == 0 && v >= m.at && (m.fired.CompareAndSwap(false, true) || m.always) {
 		return v, fmt.Errorf("map of %d: %w", v, errInjectedCrash)
 	}
 	return v, nil
