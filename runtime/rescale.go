@@ -550,10 +550,10 @@ func (j *Job) rescaleFailed(cause error) {
 // tasks started) and answers the waiters for its parallelism.
 func (j *Job) attemptRunning(a *attempt) {
 	j.outages.running(time.Now())
+	a.running.Store(true) // a failover region may restart from now on
 	if j.scaling.m == nil {
 		return
 	}
-	a.running.Store(true)
 	par := a.graph.Parallelism()
 	s := &j.scaling
 	s.mu.Lock()
