@@ -42,6 +42,9 @@ var (
 	keyBufferTimeout = config.Custom("execution.buffer-timeout.interval",
 		"How long a partly filled network buffer waits before it is sent; 0 sends every record at once.", "duration",
 		parseBufferTimeout).Default(keyDefaults.BufferTimeout).DefaultText(config.FormatDuration(keyDefaults.BufferTimeout)).DeprecatedKeys("execution.buffer-timeout")
+	keyFailoverStrategy = config.Enum("jobmanager.execution.failover-strategy",
+		"What restarts when a task fails: its failover region (the tasks joined to it by forward edges; an all-to-all exchange joins all it connects), or the whole job.",
+		runtime.ParseFailoverStrategy, "region", "full").Default(runtime.FailoverRegion)
 	keyCancellationTimeout = config.Duration("task.cancellation.timeout",
 		"How long a stopping job waits for its tasks to exit; 0: for ever.").Default(keyDefaults.CancellationTimeout)
 	keySegmentSize = config.MemorySize("taskmanager.memory.segment-size", "The size of a network buffer.").

@@ -105,6 +105,7 @@ func applyConfiguration(e *Environment, c *Configuration) {
 	use(e, c, keyWatermarkInterval, WithAutoWatermarkInterval)
 	use(e, c, keyBufferTimeout, WithBufferTimeout)
 	use(e, c, keyCancellationTimeout, WithTaskCancellationTimeout)
+	use(e, c, keyFailoverStrategy, WithFailoverStrategy)
 	use(e, c, keySegmentSize, func(n int64) Option { return WithBufferSize(int(n)) })
 	use(e, c, keyBuffersPerChannel, WithExclusiveBuffers)
 	use(e, c, keyFloatingBuffers, WithFloatingBuffers)

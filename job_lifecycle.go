@@ -102,6 +102,32 @@ func WithAllowFallbackPastCommitted() Option {
 	return func(e *Environment) { e.cfg.AllowFallbackPastCommitted = true }
 }
 
+// FailoverStrategy says what restarts when a task fails (Flink's
+// jobmanager.execution.failover-strategy): FailoverRegion (the default)
+// or FailoverFull.
+type FailoverStrategy = runtime.FailoverStrategy
+
+const (
+	// FailoverRegion restarts only the failed task's failover region, from
+	// the latest completed checkpoint, while the other regions run on. A
+	// region is the tasks joined by forward edges: a pipeline without an
+	// all-to-all exchange (keyBy, rebalance, broadcast) has one per
+	// subtask, any other job one, which restarts whole. With one region, on
+	// several hosts, or when the region cannot restart alone (a stop, a
+	// rescale or a savepoint in flight, another region restarting, a task
+	// that reached its end), the whole job restarts. Region restarts count
+	// against the restart strategy as the job's do.
+	FailoverRegion = runtime.FailoverRegion
+	// FailoverFull restarts the whole job on every failure.
+	FailoverFull = runtime.FailoverFull
+)
+
+// WithFailoverStrategy sets what restarts when a task fails
+// (jobmanager.execution.failover-strategy, default region).
+func WithFailoverStrategy(s FailoverStrategy) Option {
+	return func(e *Environment) { e.cfg.Failover = s }
+}
+
 // WithTaskCancellationTimeout bounds how long a cancelled, suspended or
 // failing job waits for its tasks to exit (task.cancellation.timeout,
 // default 180 s; 0 waits for ever). Past it the job ends without them,

@@ -26,6 +26,12 @@ var (
 	// ErrFinishing: every source reached the end of its input; the job is
 	// finishing, and a stop at a checkpoint would only delay it.
 	ErrFinishing = errors.New("the job is finishing")
+	// ErrRegionRestarting: the tasks of a failover region are restarting;
+	// a savepoint or a stop is refused until RegionRestored.
+	ErrRegionRestarting = errors.New("a failover region is restarting")
+	// ErrRegionFailoverRefused is returned (wrapped) by RegionFailed when
+	// only a restart of the whole job is safe; the error says why.
+	ErrRegionFailoverRefused = errors.New("region failover refused")
 )
 
 // Coordinator is the checkpoint coordinator of one job (Flink's
@@ -55,6 +61,9 @@ type Coordinator struct {
 
 	finished map[TaskID]bool
 	ended    map[TaskID]bool // sources at the end of their input
+	// down are the tasks of a failover region being restarted
+	// (RegionFailed until RegionRestored): nothing is triggered meanwhile.
+	down map[TaskID]bool
 
 	started, stopped bool
 	nextID           int64
@@ -123,6 +132,7 @@ func NewCoordinator(job string, cfg Config, tasks []TaskInfo) (*Coordinator, err
 		byID:     map[TaskID]*TaskInfo{},
 		finished: map[TaskID]bool{},
 		ended:    map[TaskID]bool{},
+		down:     map[TaskID]bool{},
 		nextID:   1,
 		pending:  map[int64]*pendingCheckpoint{},
 		registry: snapshot.NewSharedRegistry(),
@@ -307,6 +317,9 @@ func (c *Coordinator) TriggerSavepoint(now time.Time, req SavepointRequest) (int
 	if req.Stop && c.suspended {
 		return 0, nil, ErrStopInProgress
 	}
+	if len(c.down) > 0 {
+		return 0, nil, ErrRegionRestarting
+	}
 	if len(c.triggerTasks()) == 0 {
 		return 0, nil, ErrNoRunningTasks
 	}
@@ -335,6 +348,8 @@ func (c *Coordinator) TriggerStop(now time.Time) (int64, []CoordinatorAction, er
 		return 0, nil, ErrStopInProgress
 	case c.finalWanted:
 		return 0, nil, ErrFinishing
+	case len(c.down) > 0:
+		return 0, nil, ErrRegionRestarting
 	case len(c.triggerTasks()) == 0:
 		return 0, nil, ErrNoRunningTasks
 	}
@@ -515,6 +530,65 @@ func (c *Coordinator) checkEndOfInput(acts []CoordinatorAction) []CoordinatorAct
 	return acts
 }
 
+// RegionFailed is told that the tasks of one failover region failed and
+// restart from the latest completed checkpoint while the other tasks run
+// on (Flink's region failover): every pending checkpoint is aborted (not
+// counted: each one waits for, or holds the snapshot of, a task whose
+// state is rolled back), the tasks get no notification until they run
+// again, and nothing is triggered until RegionRestored. It refuses
+// (ErrRegionFailoverRefused, wrapped with why) when only a restart of the
+// whole job is safe: a stop or a stop-with-savepoint in flight, the job
+// finishing, another region restarting, a checkpoint whose metadata is
+// being written (it holds the failed tasks' snapshots and may complete),
+// or a task of the region that finished or reached the end of its input.
+func (c *Coordinator) RegionFailed(now time.Time, tasks []TaskID) ([]CoordinatorAction, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	refuse := func(format string, args ...any) ([]CoordinatorAction, error) {
+		return nil, fmt.Errorf("%w: %s", ErrRegionFailoverRefused, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.suspended:
+		return refuse("%v", ErrStopInProgress)
+	case c.finalWanted:
+		return refuse("%v", ErrFinishing)
+	case len(c.down) > 0:
+		return refuse("tasks %s are restarting already", c.describeTasks(c.down))
+	}
+	for _, id := range tasks {
+		switch {
+		case c.byID[id] == nil:
+			return nil, fmt.Errorf("checkpoint coordinator: region failover of unknown task %d", id)
+		case c.finished[id] || c.ended[id]:
+			return refuse("task %s reached its end", c.describe(id))
+		}
+	}
+	for _, p := range c.pending {
+		if p.finalizing {
+			return refuse("checkpoint %d is completing", p.id())
+		}
+	}
+	for _, id := range tasks {
+		c.down[id] = true
+	}
+	var acts []CoordinatorAction
+	for _, p := range c.pendingByID() {
+		acts = c.abort(now, p, ReasonJobFailover, fmt.Errorf("checkpoint %d: tasks %s failed over", p.id(), c.describeTasks(c.down)), acts)
+	}
+	return acts, nil
+}
+
+// RegionRestored is told that the tasks RegionFailed named run again,
+// restored: checkpoints are triggered again, what was due at once.
+func (c *Coordinator) RegionRestored(now time.Time) []CoordinatorAction {
+	if c.stopped || len(c.down) == 0 {
+		return nil
+	}
+	clear(c.down)
+	return c.tryTrigger(now, nil)
+}
+
 // Suspend stops the coordinator for a failover: pending checkpoints are
 // aborted (not counted) and discarded, completed ones kept for the restore.
 // Call it once no metadata write is in flight: a checkpoint whose metadata
@@ -567,7 +641,7 @@ func (c *Coordinator) deferTrigger(now time.Time, acts []CoordinatorAction) []Co
 // tryTrigger triggers what is due while there is a free slot: queued
 // requests first (they ignore the min pause), then the periodic one.
 func (c *Coordinator) tryTrigger(now time.Time, acts []CoordinatorAction) []CoordinatorAction {
-	for !c.stopped && !c.suspended && len(c.pending) < c.cfg.MaxConcurrent {
+	for !c.stopped && !c.suspended && len(c.down) == 0 && len(c.pending) < c.cfg.MaxConcurrent {
 		if len(c.triggerTasks()) == 0 {
 			c.requests, c.periodicDue = nil, false
 			return acts
@@ -760,7 +834,7 @@ func (c *Coordinator) triggerTasks() []TaskID {
 func (c *Coordinator) runningTasks() []TaskID {
 	var out []TaskID
 	for _, t := range c.tasks {
-		if !c.finished[t.ID] {
+		if !c.finished[t.ID] && !c.down[t.ID] {
 			out = append(out, t.ID)
 		}
 	}
@@ -870,6 +944,9 @@ func (c *Coordinator) String() string {
 	}
 	if c.finalWanted {
 		b = fmt.Appendf(b, " final-wanted")
+	}
+	if len(c.down) > 0 {
+		b = fmt.Appendf(b, " down=%v", slices.Sorted(maps.Keys(c.down)))
 	}
 	if c.stopped {
 		b = fmt.Appendf(b, " stopped")

@@ -24,6 +24,7 @@ import (
 //	ack t= task= id= [shared=(names)] [size=] [persisted=] [processed=] [delay=] [unaligned]
 //	decline t= task= id= [reason=] | written t= id= [err=] | finished t= task=
 //	end-of-input t= task= | suspend t= | shutdown t= term= | state | stats [id=]
+//	region-failed t= tasks=(ids) | region-restored t=
 //	restore t= max-id= [from=] [from-savepoint]     input lines: <id> [shared=(names)] [pinned]
 func TestCoordinatorScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/coordinator", func(t *testing.T, path string) {
@@ -102,6 +103,18 @@ func TestCoordinatorScenarios(t *testing.T) {
 				acts = c.TaskFinished(now, TaskID(d.Int(t, "task", 0)))
 			case "end-of-input":
 				acts = c.TaskEndOfInput(now, TaskID(d.Int(t, "task", 0)))
+			case "region-failed":
+				var tasks []TaskID
+				for _, v := range d.Vals("tasks") {
+					id, perr := strconv.Atoi(v)
+					if perr != nil {
+						d.Fatalf(t, "tasks: %v", perr)
+					}
+					tasks = append(tasks, TaskID(id))
+				}
+				acts, err = c.RegionFailed(now, tasks)
+			case "region-restored":
+				acts = c.RegionRestored(now)
 			case "suspend":
 				acts = c.Suspend(now)
 			case "shutdown":

@@ -229,7 +229,11 @@ type richProbes struct {
 // functions and the sink at the job's parallelism par, checkpoints every
 // 12 ms into cpDir, output into outDir; the functions report to p.
 func richJob(cpDir, outDir string, records int64, rate float64, par int, p *richProbes) *job[richOut] {
-	return &job[richOut]{opts: crashOptions(cpDir, 12*time.Millisecond, sluice.WithParallelism(par)), records: records, rate: rate, outDir: outDir,
+	// The life-cycle checks count the job's attempts: a failure restarts
+	// the whole job (this forward-only job's region failover is
+	// TestRegionFailover's).
+	opts := crashOptions(cpDir, 12*time.Millisecond, sluice.WithParallelism(par), sluice.WithFailoverStrategy(sluice.FailoverFull))
+	return &job[richOut]{opts: opts, records: records, rate: rate, outDir: outDir,
 		build: func(j *job[richOut], env *sluice.Environment) *sluice.Stream[richOut] {
 			s := datagen(j, env, "gen", index, nil, sluice.NoWatermarks[int64](), sluice.Parallelism(2))
 			fn := func(name string) counted {

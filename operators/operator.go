@@ -78,7 +78,9 @@ type Context struct {
 	// with its subtask, as Flink's getTaskNameWithSubtasks).
 	TaskName string
 	// Attempt is the number of the job's attempt, 0 for the first run
-	// and +1 for every restart (Flink's getAttemptNumber).
+	// and +1 for every restart (Flink's getAttemptNumber); a task that
+	// its failover region's restart made counts those restarts too, so a
+	// subtask's number grows with each of its restarts.
 	Attempt int
 	// Metrics is the operator's group of user-defined metrics, reported
 	// with the task's (nil outside a running task).

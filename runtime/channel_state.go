@@ -63,7 +63,11 @@ func (t *Task) channel(ch int) (*gateInput, int) {
 // state through each channel's record reader into the operators.
 func (t *Task) replayChannelState() error {
 	start := time.Now()
-	defer func() { t.att.replayed(time.Since(start)) }()
+	defer func() {
+		if t.execution == 0 { // a region's restart is not the attempt's restore
+			t.att.replayed(time.Since(start))
+		}
+	}()
 	if len(t.units) == 0 {
 		return nil
 	}
@@ -71,7 +75,7 @@ func (t *Task) replayChannelState() error {
 	if len(head.inputState) == 0 && len(head.outputState) == 0 {
 		return nil
 	}
-	r := t.att.restore
+	r := t.restore
 	read := func(h storage.ChannelStateHandle) ([]byte, error) {
 		data, err := r.snap.ReadAll(h.Handle)
 		t.att.restoreCounters.bytes.Add(h.Length)

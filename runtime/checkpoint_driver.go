@@ -170,7 +170,7 @@ func (d *checkpointDriver) call(f func()) bool {
 
 // ref names task id of the driver's attempt.
 func (d *checkpointDriver) ref(id checkpoint.TaskID) TaskRef {
-	return TaskRef{JobID: d.a.job.id, Attempt: d.a.number, Task: id}
+	return TaskRef{JobID: d.a.job.id, Attempt: d.a.number, Task: id, Execution: d.a.execution(id)}
 }
 
 // toTask logs a message the task gateway did not take: a task whose

@@ -16,7 +16,9 @@
 // owns are those its coordinator retains; every other completed
 // checkpoint on disk is pinned (checkpoint_driver.go). A failover restores
 // the newest usable owned checkpoint or what the run started from
-// (failoverRestore). Context cancellation suspends (nothing recorded,
+// (failoverRestore); with several failover regions, a task's failure
+// restarts only its region, in the same attempt (failover_region.go).
+// Context cancellation suspends (nothing recorded,
 // nothing deleted); Cancel, finishing, and failing for good record the
 // result before the retention policy deletes anything (recordResult).
 //
@@ -43,6 +45,8 @@
 //	                                    a worker's TaskRunner, the Exchange between them
 //	checkpoint_trigger.go               a checkpoint taken now, on request (TriggerCheckpoint)
 //	exception_history.go                the failures that ended attempts (Exceptions)
+//	failover_region.go                  failover regions: a failed task's region restarts in
+//	                                    place while the others run on (FailoverStrategy)
 //	mailbox.go, metrics.go, watermarks.go  (metrics carry each task's input and
 //	                                    output watermark)
 package runtime

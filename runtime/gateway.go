@@ -22,14 +22,20 @@ import (
 // another job or of an attempt that is no longer current.
 var ErrStaleMessage = errors.New("message of another job or attempt")
 
-// TaskRef names a task of one attempt of a job.
+// TaskRef names a task of one attempt of a job, and its execution: the
+// restarts of its failover region within the attempt (0 for a task never
+// restarted; a region failover runs in one process only).
 type TaskRef struct {
-	JobID   string
-	Attempt int
-	Task    checkpoint.TaskID
+	JobID     string
+	Attempt   int
+	Task      checkpoint.TaskID
+	Execution int
 }
 
 func (r TaskRef) String() string {
+	if r.Execution > 0 {
+		return fmt.Sprintf("job %s attempt %d task %d execution %d", r.JobID, r.Attempt, r.Task, r.Execution)
+	}
 	return fmt.Sprintf("job %s attempt %d task %d", r.JobID, r.Attempt, r.Task)
 }
 
@@ -112,10 +118,14 @@ type localTaskGateway struct{ a *attempt }
 
 func (g localTaskGateway) task(to TaskRef) (*Task, error) {
 	a := g.a
-	if to.JobID != a.job.id || to.Attempt != a.number || int(to.Task) < 0 || int(to.Task) >= len(a.byID) || a.byID[to.Task] == nil {
+	var t *Task
+	if to.JobID == a.job.id && to.Attempt == a.number {
+		t = a.task(to.Task)
+	}
+	if t == nil || t.execution != to.Execution {
 		return nil, fmt.Errorf("task gateway of job %s attempt %d: %s: %w", a.job.id, a.number, to, ErrStaleMessage)
 	}
-	return a.byID[to.Task], nil
+	return t, nil
 }
 
 func (g localTaskGateway) TriggerCheckpoint(m TriggerCheckpoint) error {
@@ -157,7 +167,8 @@ type localCoordinatorGateway struct{ d *checkpointDriver }
 
 func (g localCoordinatorGateway) check(from TaskRef) error {
 	a := g.d.a
-	if from.JobID != a.job.id || from.Attempt != a.number || int(from.Task) < 0 || int(from.Task) >= len(a.specs) {
+	if from.JobID != a.job.id || from.Attempt != a.number || int(from.Task) < 0 || int(from.Task) >= len(a.specs) ||
+		from.Execution != a.execution(from.Task) {
 		return fmt.Errorf("coordinator gateway of job %s attempt %d: %s: %w", a.job.id, a.number, from, ErrStaleMessage)
 	}
 	return nil
@@ -195,9 +206,10 @@ func (g localCoordinatorGateway) Report(m TaskEvent) error {
 			d.a.remoteTaskFinished(m.From.Task)
 		}
 	case ReportFailed:
-		// At once, on the reporting goroutine: the attempt must stop even
-		// when the driver's loop has already quit.
-		d.a.fail(d.a.specs[m.From.Task].Name, m.Err)
+		// At once, on the reporting goroutine: the attempt (or the task's
+		// failover region) must stop even when the driver's loop has
+		// already quit.
+		d.a.taskFailed(m.From.Task, m.Err)
 	default:
 		return fmt.Errorf("coordinator gateway: %s: unknown task event %d", m.From, m.Kind)
 	}
@@ -205,7 +217,9 @@ func (g localCoordinatorGateway) Report(m TaskEvent) error {
 }
 
 // ref names task t of its attempt.
-func (t *Task) ref() TaskRef { return TaskRef{JobID: t.job.id, Attempt: t.att.number, Task: t.id} }
+func (t *Task) ref() TaskRef {
+	return TaskRef{JobID: t.job.id, Attempt: t.att.number, Task: t.id, Execution: t.execution}
+}
 
 // toCoordinator logs a message the coordinator gateway did not take (a
 // stale attempt's): the coordinator of the current attempt never sees it.

@@ -82,6 +82,13 @@ type Job struct {
 	status   atomic.Int32
 	att      atomic.Pointer[attempt]
 	restarts atomic.Int64
+	// regionRestarts counts the restarts of failover regions (a part of
+	// restarts).
+	regionRestarts atomic.Int64
+	// strategy is the restart strategy: the supervisor's, and a region
+	// failover's (failover_region.go), under strategyMu.
+	strategy   *checkpoint.RestartStrategy
+	strategyMu sync.Mutex
 
 	// scaling decides the job's parallelism while it runs (rescale.go).
 	scaling jobScaling
@@ -109,10 +116,18 @@ type attempt struct {
 	// specs are every task of the job; tasks the ones running in this
 	// process (all of them but on a worker of a job on several hosts),
 	// byID those by task id (nil for a remote task).
-	specs   []TaskSpec
+	specs []TaskSpec
+	// tasks and byID change when a failover region restarts: read them
+	// under tasksMu (localTasks, task) once the attempt runs.
 	tasks   []*Task
 	byID    []*Task
-	restore *restoreSnapshot
+	tasksMu sync.RWMutex
+	// executions are each task's execution number (Task.execution),
+	// under tasksMu.
+	executions []int
+	restore    *restoreSnapshot
+	// regions are the attempt's failover regions (failover_region.go).
+	regions regions
 	// local says which tasks run here (nil: all); exchange reaches the
 	// others' partitions, published the partitions this process serves.
 	local     func(checkpoint.TaskID) bool
@@ -144,6 +159,11 @@ type attempt struct {
 	failedTask string
 	// rescale is the rescale the attempt stops for (rescale.go).
 	rescale *rescalePlan
+	// regionRestart is the failover region restarting (nil: none), and
+	// restartsExhausted says a region's failure used up the restart
+	// strategy: the attempt's failure ends the job.
+	regionRestart     *region
+	restartsExhausted bool
 	// running: its tasks were deployed and started.
 	running atomic.Bool
 	// rescaled: the first attempt after a rescale; checkpointed: it
@@ -213,7 +233,7 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Job{base: g, cfg: cfg, logger: logger, done: make(chan struct{}), id: JobIDOf(cfg, g), run: newRunID()}
+	j := &Job{base: g, cfg: cfg, logger: logger, done: make(chan struct{}), id: JobIDOf(cfg, g), run: newRunID(), strategy: strategy}
 	j.graph.Store(g)
 	j.unlock = func() error { return nil }
 	if cfg.Checkpoint.Directory != "" {
@@ -255,6 +275,10 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 		j.collectGarbage()
 	}
 	j.adopt = start.adopt
+	if n := len(g.FailoverRegions()); n > 1 && cfg.Failover == FailoverRegion && cfg.Executor != nil {
+		logger.Info("the job has several failover regions, but region failover runs in one process only: a failure restarts the whole job",
+			"regions", n)
+	}
 	j.ctx, j.cancel = context.WithCancel(context.Background())
 	j.newScaling()
 	a, err := j.newAttempt(0, start.restore, start.owned)
@@ -272,7 +296,7 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	})
 	go func() {
 		defer stop()
-		j.supervise(a, start.restore, strategy)
+		j.supervise(a, start.restore)
 	}()
 	return j, nil
 }
@@ -311,7 +335,7 @@ func (j *Job) FallbacksPastCommitted() int64 { return j.fallbacks.Load() }
 // supervise runs attempts until the job finishes, is cancelled or
 // suspended, or fails beyond what the restart strategy allows (or with an
 // error that suppresses restarts).
-func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoint.RestartStrategy) {
+func (j *Job) supervise(a *attempt, restore *restoreSnapshot) {
 	var err error
 	var savepoint string
 	// failedAt is when the latest attempt ended: a failure's outage
@@ -324,6 +348,7 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 			failedAt = time.Now()
 			a.mu.Lock()
 			failed := a.failedTask
+			exhausted := a.restartsExhausted
 			savepoint = a.savepoint
 			rescale := a.rescale
 			a.mu.Unlock()
@@ -344,6 +369,10 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 					j.revertRescale(err)
 				}
 			}
+			if err != nil && exhausted {
+				j.logger.Error("job failed: the restart strategy allows no more restarts", "err", err)
+				break
+			}
 		}
 		if err == nil || j.isStopping() {
 			break
@@ -352,7 +381,7 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot, strategy *checkpoi
 			j.logger.Error("job failed with an error that suppresses restarts", "err", err)
 			break
 		}
-		delay, ok := strategy.NextDelay(time.Now())
+		delay, ok := j.nextRestartDelay(time.Now())
 		if !ok {
 			break
 		}
@@ -521,7 +550,12 @@ func (a *attempt) run() error {
 // startTasks runs every local task on a goroutine of its own; each reports
 // its end to the coordinator.
 func (a *attempt) startTasks() {
-	for _, t := range a.tasks {
+	a.start(a.localTasks())
+}
+
+// start runs tasks, each on a goroutine of its own.
+func (a *attempt) start(tasks []*Task) {
+	for _, t := range tasks {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
@@ -530,7 +564,9 @@ func (a *attempt) startTasks() {
 			err := t.run()
 			switch {
 			case err != nil && a.gateway != nil:
-				if gerr := a.gateway.Report(TaskEvent{From: t.ref(), Kind: ReportFailed, Err: err}); gerr != nil {
+				// A stale report is a task of a failover region that
+				// restarts: its end is the restart's.
+				if gerr := a.gateway.Report(TaskEvent{From: t.ref(), Kind: ReportFailed, Err: err}); gerr != nil && !errors.Is(gerr, ErrStaleMessage) {
 					a.fail(t.name, err)
 				}
 			case err != nil:
@@ -581,7 +617,7 @@ func (a *attempt) waitTasks() {
 	case <-timer.C:
 	}
 	var stuck []string
-	for _, t := range a.tasks {
+	for _, t := range a.localTasks() {
 		if !t.exited.Load() {
 			stuck = append(stuck, t.name)
 		}
@@ -652,6 +688,8 @@ func (a *attempt) stopAll() {
 		a.exchange.Unpublish(id)
 	}
 	a.cancel()
+	a.tasksMu.RLock()
+	defer a.tasksMu.RUnlock()
 	for _, p := range a.partitions {
 		p.Release()
 	}
@@ -672,8 +710,9 @@ func (a *attempt) closeTasks() {
 // tasks of other processes), and builds every operator chain. In one
 // process every task is local.
 func (a *attempt) deploy() error {
-	j := a.job
 	a.specs = a.graph.Tasks()
+	a.regions = regionsOf(a.specs)
+	a.executions = make([]int, len(a.specs))
 	if err := a.reserveBuffers(); err != nil {
 		return err
 	}
@@ -682,27 +721,68 @@ func (a *attempt) deploy() error {
 		if !a.isLocal(s.ID) {
 			continue
 		}
-		wake := make(chan struct{}, 1)
-		mb := newMailbox(wake)
-		t := &Task{
-			job: j, att: a, id: s.ID, vertex: s.Vertex, subtask: s.Subtask, name: s.Name, ctx: a.ctx,
-			wake: wake, mailbox: mb, upstream: s.Upstream, exitCh: make(chan struct{}),
-			timers: &processingTime{mailbox: mb, timers: map[*time.Timer]struct{}{}},
-			logger: j.logger.With("vertex", s.Vertex.Name, "subtask", s.Subtask),
-		}
-		t.counters.inputWM.Store(operators.MinWatermark)
-		t.counters.outputWM.Store(operators.MinWatermark)
+		t := a.newTask(s, 0, a.restore)
 		a.byID[s.ID] = t
 		a.tasks = append(a.tasks, t)
 	}
+	if err := a.wire(a.tasks, a.byID); err != nil {
+		a.closeTasks()
+		a.releaseBuffers()
+		return err
+	}
+	if err := a.buildTasks(a.tasks); err != nil {
+		a.closeTasks()
+		a.releaseBuffers()
+		return err
+	}
+	a.restoreCounters.stateDone = time.Now()
+	a.restoreCounters.replayLeft.Store(int32(len(a.tasks)))
+	return nil
+}
+
+// newTask makes the task of spec s, in its execution, restoring from
+// restore once built.
+func (a *attempt) newTask(s TaskSpec, execution int, restore *restoreSnapshot) *Task {
+	j := a.job
+	wake := make(chan struct{}, 1)
+	mb := newMailbox(wake)
+	ctx, cancel := context.WithCancel(a.ctx)
+	logger := j.logger.With("vertex", s.Vertex.Name, "subtask", s.Subtask)
+	if execution > 0 {
+		logger = logger.With("execution", execution)
+	}
+	t := &Task{
+		job: j, att: a, id: s.ID, vertex: s.Vertex, subtask: s.Subtask, name: s.Name, ctx: ctx, cancel: cancel,
+		execution: execution, restore: restore, attemptNumber: a.number + int(j.regionRestarts.Load()),
+		wake: wake, mailbox: mb, upstream: s.Upstream, exitCh: make(chan struct{}),
+		timers: &processingTime{mailbox: mb, timers: map[*time.Timer]struct{}{}},
+		logger: logger,
+	}
+	t.counters.inputWM.Store(operators.MinWatermark)
+	t.counters.outputWM.Store(operators.MinWatermark)
+	return t
+}
+
+// wire makes the partitions and gates of tasks and connects them: to the
+// producers byID holds (in memory), through the exchange to the others.
+func (a *attempt) wire(tasks []*Task, byID []*Task) error {
+	j := a.job
 	first := map[*JobVertex]checkpoint.TaskID{}
 	for _, s := range a.specs {
 		if _, ok := first[s.Vertex]; !ok {
 			first[s.Vertex] = s.ID
 		}
 	}
+	var partitions []*network.ResultPartition
+	var gates []*network.InputGate
+	defer func() {
+		a.tasksMu.Lock()
+		a.partitions = append(a.partitions, partitions...)
+		a.gates = append(a.gates, gates...)
+		a.tasksMu.Unlock()
+	}()
 	// One partition per producing task and network edge.
-	for _, t := range a.tasks {
+	for _, t := range tasks {
 		v := t.vertex
 		for ei, e := range v.Out {
 			cons := a.graph.vertexOf[e.To]
@@ -712,12 +792,12 @@ func (a *attempt) deploy() error {
 			}
 			name := fmt.Sprintf("%s -> %s [%d]", e.From.Name, e.To.Name, t.subtask)
 			p := network.NewResultPartition(name, n, j.cfg.Network, t.wake)
-			a.partitions = append(a.partitions, p)
+			partitions = append(partitions, p)
 			t.partitions = append(t.partitions, p)
 			t.writers = append(t.writers, &netWriter{
 				edge: e, name: fmt.Sprintf("edge %q -> %q", e.From.Name, e.To.Name),
 				part: p, kind: e.Partitioner, n: n, maxPar: cons.MaxParallelism,
-				ctx: a.ctx, flushEach: j.cfg.BufferTimeout == 0, outputWM: &t.counters.outputWM,
+				ctx: t.ctx, flushEach: j.cfg.BufferTimeout == 0, outputWM: &t.counters.outputWM,
 			})
 			remote := false
 			for ci := 0; ci < cons.Parallelism; ci++ {
@@ -733,7 +813,7 @@ func (a *attempt) deploy() error {
 		}
 	}
 	// One gate per consuming task and network edge, then connect.
-	for _, t := range a.tasks {
+	for _, t := range tasks {
 		v := t.vertex
 		channels := 0
 		for _, e := range v.In {
@@ -744,7 +824,7 @@ func (a *attempt) deploy() error {
 			}
 			name := fmt.Sprintf("%s -> %s [%d]", e.From.Name, e.To.Name, t.subtask)
 			gate := network.NewInputGate(name, n, j.cfg.Network, t.wake)
-			a.gates = append(a.gates, gate)
+			gates = append(gates, gate)
 			gi := &gateInput{edge: e, gate: gate, offset: channels}
 			for c := 0; c < n; c++ {
 				gi.channels = append(gi.channels, &channelInput{gate: gi, index: c, reader: network.NewRecordReader()})
@@ -761,13 +841,11 @@ func (a *attempt) deploy() error {
 					sub, ch = 0, 0
 				}
 				pid := first[prod] + checkpoint.TaskID(pi)
-				if pt := a.byID[pid]; pt != nil {
+				if pt := byID[pid]; pt != nil {
 					network.Connect(pt.writerFor(e).part, sub, gate, ch)
 					continue
 				}
 				if err := a.exchange.ConnectRemote(gate, ch, pid, PartitionID(j.id, a.number, pid, ei), sub); err != nil {
-					a.closeTasks()
-					a.releaseBuffers()
 					return fmt.Errorf("task %s: connect to %s: %w", t.name, a.specs[pid].Name, err)
 				}
 			}
@@ -775,13 +853,6 @@ func (a *attempt) deploy() error {
 		t.valve = newWatermarkValve(channels)
 		t.numChannels = channels
 	}
-	if err := a.buildTasks(); err != nil {
-		a.closeTasks()
-		a.releaseBuffers()
-		return err
-	}
-	a.restoreCounters.stateDone = time.Now()
-	a.restoreCounters.replayLeft.Store(int32(len(a.tasks)))
 	return nil
 }
 
@@ -790,11 +861,11 @@ func (a *attempt) deploy() error {
 // is its slowest task's, not the sum of every task's downloads and
 // database opens. The first failing task's error (in task order) is
 // returned.
-func (a *attempt) buildTasks() error {
-	errs := make([]error, len(a.tasks))
+func (a *attempt) buildTasks(tasks []*Task) error {
+	errs := make([]error, len(tasks))
 	sem := make(chan struct{}, max(goruntime.GOMAXPROCS(0), minRestoreConcurrency))
 	var wg sync.WaitGroup
-	for i, t := range a.tasks {
+	for i, t := range tasks {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -957,8 +1028,9 @@ func (j *Job) Metrics() []TaskMetrics {
 	if a == nil {
 		return nil
 	}
-	out := make([]TaskMetrics, len(a.tasks))
-	for i, t := range a.tasks {
+	tasks := a.localTasks()
+	out := make([]TaskMetrics, len(tasks))
+	for i, t := range tasks {
 		out[i] = t.metrics()
 	}
 	return out

@@ -259,6 +259,10 @@ type Config struct {
 	// default 180 s; 0 waits for ever, as Flink's 0 turns the watchdog off). Past it the job fails with
 	// ErrTaskCancellationTimeout, naming the tasks, without a restart.
 	CancellationTimeout time.Duration
+	// Failover says what restarts when a task fails
+	// (jobmanager.execution.failover-strategy): its failover region
+	// (FailoverRegion, the zero value and default) or the whole job.
+	Failover FailoverStrategy
 }
 
 // DefaultCancellationTimeout is Flink's task.cancellation.timeout.

@@ -141,10 +141,7 @@ func (j *Job) QueryState(ctx context.Context, name, key string) (QueryResult, er
 		return QueryResult{}, fmt.Errorf("%w: queryable state %q: the job is %s", ErrQueryUnavailable, name, j.Status())
 	}
 	res := QueryResult{Name: name, Key: key, Operator: tg.node.Name, Subtask: tg.subtask, KeyGroup: tg.keyGroup, Attempt: a.number}
-	var t *Task
-	if int(tg.task) < len(a.byID) {
-		t = a.byID[tg.task]
-	}
+	t := a.task(tg.task)
 	if t == nil {
 		if r, ok := j.cfg.Executor.(QueryRouter); ok {
 			res.Value, res.Found, err = r.QueryState(ctx, a.number, tg.task, name, tg.key)

@@ -527,7 +527,7 @@ func (j *Job) stopForRescale(g *JobGraph, to []int) error {
 	a.mu.Lock()
 	a.rescale = nil
 	a.mu.Unlock()
-	if errors.Is(err, checkpoint.ErrNoRunningTasks) {
+	if errors.Is(err, checkpoint.ErrNoRunningTasks) || errors.Is(err, checkpoint.ErrRegionRestarting) {
 		return errNotReady
 	}
 	return err
@@ -550,10 +550,10 @@ func (j *Job) rescaleFailed(cause error) {
 // tasks started) and answers the waiters for its parallelism.
 func (j *Job) attemptRunning(a *attempt) {
 	j.outages.running(time.Now())
+	a.running.Store(true) // a failover region may restart from now on
 	if j.scaling.m == nil {
 		return
 	}
-	a.running.Store(true)
 	par := a.graph.Parallelism()
 	s := &j.scaling
 	s.mu.Lock()
@@ -567,11 +567,12 @@ func (j *Job) attemptRunning(a *attempt) {
 // rescale that made it is done (a failure from now on no longer reverts
 // it), and the waiters for its parallelism are answered.
 func (j *Job) attemptCheckpointed(a *attempt) {
+	if a.running.Load() {
+		// Also the first checkpoint after a failover region restarted.
+		j.outages.checkpointed(time.Now())
+	}
 	if !a.checkpointed.CompareAndSwap(false, true) {
 		return
-	}
-	if a.running.Load() {
-		j.outages.checkpointed(time.Now())
 	}
 	if j.scaling.m == nil {
 		return

@@ -84,7 +84,7 @@ func (t *Task) initState(n *Node, oc *operators.Context) error {
 		}
 		oc.KeyedState = kb
 	}
-	r := t.att.restore
+	r := t.restore
 	if r == nil {
 		return nil
 	}
@@ -259,7 +259,7 @@ func (in *stateInit) restoreFrom(what string, hs []storage.StateHandle, restore 
 // for this task (recorded on the chain's head operator). Rescaling such a
 // checkpoint is refused: its channels no longer exist.
 func (t *Task) channelStateOf(head *Node) (in, out []storage.ChannelStateHandle, err error) {
-	r := t.att.restore
+	r := t.restore
 	if r == nil {
 		return nil, nil, nil
 	}

@@ -31,6 +31,18 @@ type Task struct {
 	name     string
 	logger   *slog.Logger
 	ctx      context.Context
+	// cancel ends ctx: the task's own, under its attempt's, so that a
+	// failover region's tasks stop while the others run on.
+	cancel context.CancelFunc
+	// execution counts the restarts of the task's failover region within
+	// its attempt: messages of an earlier execution are stale.
+	execution int
+	// restore is what the task restored from: its attempt's snapshot, or
+	// the checkpoint its region restarted from (nil: no state).
+	restore *restoreSnapshot
+	// attemptNumber is the operators' Attempt: the attempt's number and
+	// the region restarts of the run before the task was made.
+	attemptNumber int
 
 	wake    chan struct{}
 	mailbox *Mailbox
@@ -263,17 +275,9 @@ func (t *Task) operatorContext(n *Node) *operators.Context {
 		Ctx:            t.ctx,
 		PostMail:       func(fn func() error) error { return t.mailbox.Put(fn) },
 		TaskName:       t.name,
-		Attempt:        t.attemptNumber(),
+		Attempt:        t.attemptNumber,
 		Metrics:        operators.NewMetricGroup(),
 	}
-}
-
-// attemptNumber is the number of the attempt running the task.
-func (t *Task) attemptNumber() int {
-	if t.att == nil {
-		return 0
-	}
-	return t.att.number
 }
 
 // close releases everything the task holds, on every exit path.

@@ -253,7 +253,9 @@ func deploy(t *testing.T, s *Server, worker string, attempt int, tasks ...checkp
 }
 
 func ref(attempt int, task checkpoint.TaskID) runtime.TaskRef {
-	return runtime.TaskRef{JobID: testJob, Attempt: attempt, Task: task}
+	// An execution too, though a job on several hosts restarts no region:
+	// every field must cross the wire.
+	return runtime.TaskRef{JobID: testJob, Attempt: attempt, Task: task, Execution: 1}
 }
 
 // suppressErr is an error that suppresses restarts, as the runtime's and
