@@ -97,6 +97,29 @@ type unitSnapshot struct {
 
 func (p *pendingSnapshot) id() int64 { return p.barrier.ID }
 
+// completeOutput records the output channel state's last chunks and marks
+// it complete, under mu: a live snapshot's finishEarly, on its own
+// goroutine, reads outputDone to launch the asynchronous part, which
+// reads output.
+// A task without outputs starts with its output complete (its
+// asynchronous part may have started): there are no chunks then, and
+// output is left alone.
+func (p *pendingSnapshot) completeOutput(chunks []outputChunk) {
+	p.mu.Lock()
+	if len(chunks) > 0 {
+		p.output = append(p.output, chunks...)
+	}
+	p.outputDone = true
+	p.mu.Unlock()
+}
+
+// isOutputDone reads outputDone under mu.
+func (p *pendingSnapshot) isOutputDone() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.outputDone
+}
+
 func (p *pendingSnapshot) release() {
 	for _, u := range p.units {
 		if u.op != nil {
@@ -478,8 +501,7 @@ func (c *taskCheckpoints) exec(acts []checkpoint.Action, boe *network.BufferOrEv
 		case checkpoint.PersistOvertakenOutput:
 			p := c.pending[a.ID]
 			if p != nil {
-				p.output = append(p.output, c.overtaken...)
-				p.outputDone = true
+				p.completeOutput(c.overtaken)
 			}
 			c.overtaken = nil
 			if p != nil {
@@ -513,20 +535,19 @@ func (c *taskCheckpoints) exec(acts []checkpoint.Action, boe *network.BufferOrEv
 			}
 		case checkpoint.PromoteOutputBarrier:
 			p := c.pending[a.ID]
+			var chunks []outputChunk
 			for pi, part := range t.partitions {
 				for sub := 0; sub < part.NumSubpartitions(); sub++ {
 					ov, found := part.PromoteEvent(sub, matchBarrier(a.ID))
 					if found && p != nil {
 						for _, b := range ov {
-							p.output = append(p.output, outputChunk{partition: pi, sub: sub, data: b})
+							chunks = append(chunks, outputChunk{partition: pi, sub: sub, data: b})
 						}
 					}
 				}
 			}
 			if p != nil {
-				p.mu.Lock()
-				p.outputDone = true
-				p.mu.Unlock()
+				p.completeOutput(chunks)
 				c.maybeAsync(p)
 			}
 		case checkpoint.InputStateComplete:
@@ -559,7 +580,7 @@ func (c *taskCheckpoints) exec(acts []checkpoint.Action, boe *network.BufferOrEv
 // network tells when events leave the queues (onEventSent).
 func (c *taskCheckpoints) watchOutput(p *pendingSnapshot) {
 	if p.barrier.Options.Alignment != checkpoint.AlignedWithTimeout {
-		p.outputDone = true
+		p.completeOutput(nil)
 		c.maybeAsync(p)
 		return
 	}
@@ -590,11 +611,11 @@ func (c *taskCheckpoints) recheckWatched() {
 	keep := c.watched[:0]
 	for _, p := range c.watched {
 		switch {
-		case c.pending[p.id()] != p || p.outputDone:
+		case c.pending[p.id()] != p || p.isOutputDone():
 		case c.barrierQueued(p.id()):
 			keep = append(keep, p)
 		default:
-			p.outputDone = true
+			p.completeOutput(nil)
 			c.maybeAsync(p)
 		}
 	}
