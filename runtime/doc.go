@@ -27,6 +27,7 @@
 //	                                    the lifecycle machine's start, failover and end
 //	task.go                             a task: building its chain, its state, closing
 //	task_loop.go                        the task goroutine: mailbox, source polling, input
+//	output_flusher.go                   the buffer timeout: partly filled output buffers sent
 //	task_events.go                      events from the network: watermarks, end of data
 //	processing_time.go                  processing-time timers on the task goroutine
 //	task_checkpoint.go                  a task's barrier handling, triggers, notifications

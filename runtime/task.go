@@ -35,6 +35,9 @@ type Task struct {
 	wake    chan struct{}
 	mailbox *Mailbox
 	timers  *processingTime
+	// flusher sends the partly filled output buffers every buffer
+	// timeout; nil without partitions or a timeout that flushes by time.
+	flusher *outputFlusher
 
 	// the chain
 	ops     []operators.Operator // head first
@@ -280,6 +283,7 @@ func (t *Task) attemptNumber() int {
 func (t *Task) close() error {
 	t.mailbox.close()
 	t.timers.stopAll()
+	t.flusher.stop()
 	var errs []error
 	for _, op := range t.opened {
 		if err := op.Close(); err != nil {
