@@ -170,7 +170,7 @@ func (t *Task) build(g *JobGraph) error {
 		u := &opUnit{node: n, ctx: oc}
 		t.units = append(t.units, u)
 		if n.IsSource() {
-			sc := &SourceContext{Op: oc, SetIdle: t.setIdle}
+			sc := &SourceContext{Op: oc, SetIdle: t.setIdle, ShouldYield: t.shouldYield}
 			// A source task has no input channels: its input watermark is
 			// the one its watermark strategy generates into the chain.
 			out = n.Out.watchWatermarks(out, t.inputWatermark)

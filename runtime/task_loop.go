@@ -151,6 +151,13 @@ func (t *Task) pollSource() error {
 	return nil
 }
 
+// shouldYield tells a source reader emitting a batch in one poll to
+// return after the record it emitted (source.Yielder): the task has mail
+// or an output without a free buffer, as pollSource checks between polls.
+func (t *Task) shouldYield() bool {
+	return t.mailbox.HasMail() || !t.outputsAvailable()
+}
+
 // opCtxs0 is the context of the source node, for naming its errors.
 func (t *Task) opCtxs0() *operators.Context {
 	return t.operatorContext(t.vertex.Head())

@@ -82,3 +82,68 @@ func TestBufferTimeoutFlushesDuringALongPoll(t *testing.T) {
 		t.Fatalf("the record 0 did not reach its consumer while the poll that emitted it lasted (%v, fillers written all along): the buffer timeout did not send it", burstGuard)
 	}
 }
+
+// yieldSource's one reader emits, in its first poll, records until its
+// output says the task wants its goroutine back (source.Yielder), or
+// burstGuard passed; then it ends.
+type yieldSource struct {
+	// yielded is set when the first poll ended because the task asked.
+	yielded bool
+	// notYielder is set when the output is not a source.Yielder.
+	notYielder bool
+}
+
+func (s *yieldSource) Bounded() bool { return true }
+
+func (s *yieldSource) NewReader(source.ReaderContext) (source.Reader[int64], error) {
+	return &yieldReader{s: s}, nil
+}
+
+type yieldReader struct {
+	s     *yieldSource
+	polls int
+}
+
+func (r *yieldReader) PollNext(out source.Output[int64]) (source.Status, error) {
+	if r.polls++; r.polls > 1 {
+		return source.EndOfInput, nil
+	}
+	y, ok := out.(source.Yielder)
+	if !ok {
+		r.s.notYielder = true
+		return source.MoreAvailable, nil
+	}
+	for end := time.Now().Add(burstGuard); time.Now().Before(end); {
+		if err := out.Collect(1, source.NoTimestamp); err != nil {
+			return source.MoreAvailable, err
+		}
+		if y.ShouldYield() {
+			r.s.yielded = true
+			return source.MoreAvailable, nil
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	return source.MoreAvailable, nil
+}
+
+func (r *yieldReader) Available() <-chan struct{} { return closedCh }
+func (r *yieldReader) Close() error               { return nil }
+
+// TestSourcePollYieldsToMail: the output a source task gives its reader
+// tells a reader that emits a batch per poll when the task has mail (here
+// the buffer timeout's), so that the mail (a checkpoint's trigger) waits
+// for one record and not the batch. A reader that emits until told, with
+// the runtime never telling, reaches burstGuard.
+func TestSourcePollYieldsToMail(t *testing.T) {
+	src := &yieldSource{}
+	env := newEnv(sluice.WithParallelism(2), sluice.WithBufferTimeout(time.Millisecond))
+	in := sluice.FromSource(env, src, sluice.NoWatermarks[int64](), "batches", sluice.Parallelism(1))
+	sluice.SinkTo(sluice.Map(in, func(v int64) (int64, error) { return v, nil }), sink.NewDiscard[int64]())
+	mustExecute(t, env)
+	switch {
+	case src.notYielder:
+		t.Fatal("the output given to PollNext is not a source.Yielder")
+	case !src.yielded:
+		t.Fatalf("the reader emitted for %v without being told to yield, while the buffer timeout (1 ms) put mail every millisecond", burstGuard)
+	}
+}
