@@ -136,6 +136,30 @@ func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Conf
 			defer cancel()
 			return lead.PublishResult(pctx, data)
 		}
+		// The parallelism the job runs at (a rescale, the autoscaler's
+		// decisions) outlives the leader: the next one resumes at it.
+		rcfg.PublishScaling = func(st runtime.ScalingState) error {
+			data, err := json.Marshal(st)
+			if err != nil {
+				return err
+			}
+			pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return lead.PublishScaling(pctx, data)
+		}
+		rcfg.PublishedScaling = func() (runtime.ScalingState, bool, error) {
+			rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var st runtime.ScalingState
+			data, ok, err := services.Scaling(rctx, jobID)
+			if err != nil || !ok {
+				return st, ok, err
+			}
+			if err := json.Unmarshal(data, &st); err != nil {
+				return st, false, fmt.Errorf("ha: the job's scaling state in etcd: %w", err)
+			}
+			return st, true, nil
+		}
 		// The leadership is the lock: a paused former leader still holding
 		// the directory's flock must not keep its successor out. It is
 		// given up where the lock would be released, before Wait returns:

@@ -43,6 +43,8 @@
 //	cluster.go                          a job on several hosts: the coordinator's Executor,
 //	                                    a worker's TaskRunner, the Exchange between them
 //	checkpoint_trigger.go               a checkpoint taken now, on request (TriggerCheckpoint)
+//	rescale.go, scaling_state.go        rescaling in place; the scaling state a coordinator
+//	                                    taking over under HA resumes (ScalingState)
 //	exception_history.go                the failures that ended attempts (Exceptions)
 //	mailbox.go, metrics.go, watermarks.go  (metrics carry each task's input and
 //	                                    output watermark)

@@ -256,7 +256,11 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 	}
 	j.adopt = start.adopt
 	j.ctx, j.cancel = context.WithCancel(context.Background())
+	req, auto := j.resumeScaling(start.restore)
 	j.newScaling()
+	if req != nil || auto != nil {
+		j.carryOutScaling(j.scaling.m.Resume(time.Now(), req, auto))
+	}
 	a, err := j.newAttempt(0, start.restore, start.owned)
 	if err != nil {
 		j.cancel()
