@@ -127,26 +127,10 @@ func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Conf
 			p, ok, err := services.LatestCheckpoint(rctx, jobID)
 			return p.ID, p.Path, ok, err
 		}
-		rcfg.PublishResult = func(res *storage.JobResult) error {
-			data, err := json.Marshal(res)
-			if err != nil {
-				return err
-			}
-			pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			return lead.PublishResult(pctx, data)
-		}
+		rcfg.PublishResult = func(res *storage.JobResult) error { return publishJSON(res, lead.PublishResult) }
 		// The parallelism the job runs at (a rescale, the autoscaler's
 		// decisions) outlives the leader: the next one resumes at it.
-		rcfg.PublishScaling = func(st runtime.ScalingState) error {
-			data, err := json.Marshal(st)
-			if err != nil {
-				return err
-			}
-			pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			return lead.PublishScaling(pctx, data)
-		}
+		rcfg.PublishScaling = func(st runtime.ScalingState) error { return publishJSON(st, lead.PublishScaling) }
 		rcfg.PublishedScaling = func() (runtime.ScalingState, bool, error) {
 			rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -213,6 +197,17 @@ func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Conf
 		release()
 	}()
 	return job, nil
+}
+
+// publishJSON writes v's JSON with a leader's fenced write, within 30 s.
+func publishJSON(v any, write func(context.Context, []byte) error) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return write(ctx, data)
 }
 
 // lostLeadership is a fenced write's failure: another coordinator leads;
