@@ -71,13 +71,16 @@ func (j *Job) publishScaling(confirmed []int) {
 }
 
 // resumeScaling reads the scaling state the last leader published, when
-// the run resumes from restore, and makes the job's graph the
-// parallelism it ran at (the graph the first attempt deploys); it
-// returns the requirements and decisions for the scaling machine. A
-// state that does not fit the job (another graph, a checkpoint with
-// in-flight data at another parallelism) is logged and left aside.
-func (j *Job) resumeScaling(restore *restoreSnapshot) (ResourceRequirements, map[int]int) {
-	if j.cfg.PublishedScaling == nil || restore == nil {
+// the run resumes from one of the job's own checkpoints (not from a
+// snapshot given to start from, whose parallelism is the plan's), and
+// makes the job's graph the parallelism it ran at (the graph the first
+// attempt deploys); it returns the requirements and decisions for the
+// scaling machine. A state that does not fit the job (another graph, a
+// checkpoint with in-flight data at another parallelism) is logged and
+// left aside.
+func (j *Job) resumeScaling(start *startPlan) (ResourceRequirements, map[int]int) {
+	restore := start.restore
+	if j.cfg.PublishedScaling == nil || restore == nil || !start.resumed {
 		return nil, nil
 	}
 	st, ok, err := j.cfg.PublishedScaling()
@@ -103,6 +106,9 @@ func (j *Job) resumeScaling(restore *restoreSnapshot) (ResourceRequirements, map
 		j.graph.Store(g)
 	}
 	j.logger.Info("resuming the job's scaling as the last leader left it", "parallelism", par, "requirements", st.Requirements, "autoscaled", st.Autoscaled)
-	j.scaling.pub.confirmed, j.scaling.pub.last = slices.Clone(par), &st
+	p := &j.scaling.pub
+	p.mu.Lock()
+	p.confirmed, p.last = slices.Clone(par), &st
+	p.mu.Unlock()
 	return st.Requirements, st.Autoscaled
 }
