@@ -740,12 +740,6 @@ func (a *attempt) deploy() error {
 			}
 		}
 	}
-	for _, t := range a.tasks {
-		t.flusher = newOutputFlusher(j.cfg.BufferTimeout, t.mailbox, t.partitions)
-		for _, w := range t.writers {
-			w.flusher = t.flusher
-		}
-	}
 	// One gate per consuming task and network edge, then connect.
 	for _, t := range a.tasks {
 		v := t.vertex

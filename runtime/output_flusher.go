@@ -38,6 +38,17 @@ type outputFlusher struct {
 	stopped bool
 }
 
+// startFlusher gives the task and its writers their flusher, once its
+// partitions are made, and starts it (on the task goroutine, before the
+// first record; close stops it).
+func (t *Task) startFlusher() {
+	t.flusher = newOutputFlusher(t.job.cfg.BufferTimeout, t.mailbox, t.partitions)
+	for _, w := range t.writers {
+		w.flusher = t.flusher
+	}
+	t.flusher.start()
+}
+
 // newOutputFlusher returns the flusher of a task's partitions, or nil
 // when the buffer timeout does not flush by time (0: every record is
 // flushed as it is written; negative: only full buffers are sent).

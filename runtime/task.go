@@ -36,7 +36,8 @@ type Task struct {
 	mailbox *Mailbox
 	timers  *processingTime
 	// flusher sends the partly filled output buffers every buffer
-	// timeout; nil without partitions or a timeout that flushes by time.
+	// timeout (startFlusher); nil without partitions or a timeout that
+	// flushes by time. Task goroutine only.
 	flusher *outputFlusher
 
 	// the chain

@@ -41,7 +41,7 @@ func (t *Task) run() (err error) {
 	if err := t.replayChannelState(); err != nil {
 		return err
 	}
-	t.flusher.start()
+	t.startFlusher()
 	for !t.finished {
 		if t.mailbox.HasMail() {
 			if err := t.runMails(); err != nil {
