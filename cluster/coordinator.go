@@ -127,14 +127,22 @@ func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Conf
 			p, ok, err := services.LatestCheckpoint(rctx, jobID)
 			return p.ID, p.Path, ok, err
 		}
-		rcfg.PublishResult = func(res *storage.JobResult) error {
-			data, err := json.Marshal(res)
-			if err != nil {
-				return err
-			}
-			pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		rcfg.PublishResult = func(res *storage.JobResult) error { return publishJSON(res, lead.PublishResult) }
+		// The parallelism the job runs at (a rescale, the autoscaler's
+		// decisions) outlives the leader: the next one resumes at it.
+		rcfg.PublishScaling = func(st runtime.ScalingState) error { return publishJSON(st, lead.PublishScaling) }
+		rcfg.PublishedScaling = func() (runtime.ScalingState, bool, error) {
+			rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			return lead.PublishResult(pctx, data)
+			var st runtime.ScalingState
+			data, ok, err := services.Scaling(rctx, jobID)
+			if err != nil || !ok {
+				return st, ok, err
+			}
+			if err := json.Unmarshal(data, &st); err != nil {
+				return st, false, fmt.Errorf("ha: the job's scaling state in etcd: %w", err)
+			}
+			return st, true, nil
 		}
 		// The leadership is the lock: a paused former leader still holding
 		// the directory's flock must not keep its successor out. It is
@@ -189,6 +197,17 @@ func StartCoordinator(ctx context.Context, plan *runtime.Plan, rcfg runtime.Conf
 		release()
 	}()
 	return job, nil
+}
+
+// publishJSON writes v's JSON with a leader's fenced write, within 30 s.
+func publishJSON(v any, write func(context.Context, []byte) error) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return write(ctx, data)
 }
 
 // lostLeadership is a fenced write's failure: another coordinator leads;

@@ -11,9 +11,11 @@ package integration
 // 500ms, the chaos job's) and SLUICE_BENCH_CASES picks cases by name
 // (comma separated: rocksdb-download, rocksdb-local, heap);
 // SLUICE_BENCH_PAD_STATE adds that many random bytes of keyed state per
-// key (16 keys), and SLUICE_BENCH_S3=1 puts the checkpoints on the S3
+// key (16 keys), SLUICE_BENCH_S3=1 puts the checkpoints on the S3
 // server of scripts/with-s3 (scripts/with-s3 scripts/with-kafka go test
-// ...), where a download costs what it does in production.
+// ...), where a download costs what it does in production, and
+// SLUICE_BENCH_LOG_LEVEL=DEBUG sets every process's log level (with
+// SLUICE_BENCH_LOGS, to trace one restart).
 //
 // Worker kills: a coordinator and three workers of two slots run the
 // keyed count at parallelism 6; a worker that runs tasks is killed with
@@ -99,6 +101,9 @@ func benchJob(t *testing.T, job *chaosJob) string {
 	if pad := os.Getenv("SLUICE_BENCH_PAD_STATE"); pad != "" {
 		job.extra = append(job.extra, "-pad-state", pad)
 		what += ", " + pad + " bytes of state per key"
+	}
+	if level := os.Getenv("SLUICE_BENCH_LOG_LEVEL"); level != "" {
+		job.extra = append(job.extra, "-log-level", level)
 	}
 	return what
 }

@@ -40,6 +40,9 @@ type SourceContext struct {
 	// SetIdle marks the source subtask idle (true) or active again (false)
 	// downstream, so that watermarks do not wait for an idle source.
 	SetIdle func(idle bool) error
+	// ShouldYield reports whether the task wants its goroutine back
+	// between two records of one poll (source.Yielder); nil: never.
+	ShouldYield func() bool
 }
 
 // ReaderStateName is the union list state that holds the source readers'
@@ -96,7 +99,16 @@ type splitOutput[T any] struct {
 	quietFrom int64 // when it was last seen emitting, at a periodic check
 }
 
-var _ source.ReaderOutput[int] = (*splitOutput[int])(nil)
+var (
+	_ source.ReaderOutput[int] = (*splitOutput[int])(nil)
+	_ source.Yielder           = (*splitOutput[int])(nil)
+)
+
+// ShouldYield is the task's: source.Yielder.
+func (o *splitOutput[T]) ShouldYield() bool {
+	y := o.src.sc.ShouldYield
+	return y != nil && y()
+}
 
 // NewSource makes the reader of src for the subtask of sc, restoring its
 // position from the operator state, and returns the operator that drives

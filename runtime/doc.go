@@ -29,6 +29,7 @@
 //	                                    the lifecycle machine's start, failover and end
 //	task.go                             a task: building its chain, its state, closing
 //	task_loop.go                        the task goroutine: mailbox, source polling, input
+//	output_flusher.go                   the buffer timeout: partly filled output buffers sent
 //	task_events.go                      events from the network: watermarks, end of data
 //	processing_time.go                  processing-time timers on the task goroutine
 //	task_checkpoint.go                  a task's barrier handling, triggers, notifications
@@ -44,6 +45,8 @@
 //	cluster.go                          a job on several hosts: the coordinator's Executor,
 //	                                    a worker's TaskRunner, the Exchange between them
 //	checkpoint_trigger.go               a checkpoint taken now, on request (TriggerCheckpoint)
+//	rescale.go, scaling_state.go        rescaling in place; the scaling state a coordinator
+//	                                    taking over under HA resumes (ScalingState)
 //	exception_history.go                the failures that ended attempts (Exceptions)
 //	failover_region.go                  failover regions: a failed task's region restarts in
 //	                                    place while the others run on (FailoverStrategy)

@@ -280,7 +280,15 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 			"regions", n)
 	}
 	j.ctx, j.cancel = context.WithCancel(context.Background())
+	req, auto := j.resumeScaling(start)
 	j.newScaling()
+	if req != nil || auto != nil {
+		s := &j.scaling
+		s.mu.Lock() // watchSlots runs already
+		acts := s.m.Resume(time.Now(), req, auto)
+		s.mu.Unlock()
+		j.carryOutScaling(acts)
+	}
 	a, err := j.newAttempt(0, start.restore, start.owned)
 	if err != nil {
 		j.cancel()

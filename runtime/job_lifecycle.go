@@ -164,6 +164,9 @@ type startPlan struct {
 	adopt string
 	// finished: the job's result says it finished; nothing runs.
 	finished *storage.JobResult
+	// resumed: restore is the job's own checkpoint (the latest, the HA
+	// pointer's), not the snapshot RestoreFrom names.
+	resumed bool
 }
 
 // lockHolder says who holds the job directory's lock.
@@ -234,6 +237,7 @@ func (j *Job) planStart() (*startPlan, error) {
 			j.origin = a.Origin
 			if a.Restore != nil {
 				plan.restore = newRestoreSnapshot(a.Restore, a.RestoreOwned)
+				plan.resumed = a.Restore != f.Snapshot
 			}
 		case lifecycle.NothingToRun:
 			plan = &startPlan{finished: &a.Result}

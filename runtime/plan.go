@@ -219,6 +219,16 @@ type Config struct {
 	// fenced. An error records nothing and deletes nothing (the job ends
 	// here as if suspended: another coordinator leads it).
 	PublishResult func(res *storage.JobResult) error
+	// PublishScaling, when set, is called with the job's ScalingState each
+	// time it changes (a rescale's first checkpoint, requirements set, an
+	// autoscaler's decision): HA writes it to etcd, fenced, so that a
+	// coordinator taking over resumes at that parallelism, not the plan's.
+	// An error is logged.
+	PublishScaling func(ScalingState) error
+	// PublishedScaling, when set, reads the ScalingState the last leader
+	// published, at the start of a run that resumes from a checkpoint; ok
+	// is false when none was.
+	PublishedScaling func() (st ScalingState, ok bool, err error)
 	// SkipLock runs without the job directory's lock: HA's leader
 	// election keeps one coordinator per job instead (a paused former
 	// leader would otherwise hold the lock its successor needs).

@@ -148,6 +148,8 @@ type jobScaling struct {
 	waiters []*rescaleWaiter
 	// wake tells watchSlots to ask the machine when it is next due.
 	wake chan struct{}
+	// pub writes the scaling state for a coordinator taking over.
+	pub scalingPublisher
 }
 
 // nudge wakes watchSlots: the machine's phase changed.
@@ -193,7 +195,7 @@ func (j *Job) newScaling() {
 	if ok {
 		slots, _ = o.Slots()
 	}
-	vs := j.base.scalingVertices()
+	vs := j.Graph().scalingVertices() // the plan's, or the parallelism resumed (resumeScaling)
 	if j.cfg.Scaling.Mode == scaling.Reactive {
 		for i, l := range j.partitionLimits() {
 			vs[i].Limit = max(l, 0)
@@ -424,6 +426,7 @@ func (j *Job) scale(set func(*scaling.Machine, time.Time) ([]scaling.Action, err
 		s.waiters = append(s.waiters, w)
 	}
 	s.mu.Unlock()
+	j.publishScaling(nil)
 	j.carryOutScaling(acts)
 	return w, nil
 }
@@ -580,9 +583,10 @@ func (j *Job) attemptCheckpointed(a *attempt) {
 	par := a.graph.Parallelism()
 	s := &j.scaling
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.m.Confirmed()
 	s.resolveWaiters(par, nil)
+	s.mu.Unlock()
+	j.publishScaling(par)
 }
 
 // revertRescale: the first attempt at a rescale's parallelism failed
@@ -598,6 +602,7 @@ func (j *Job) revertRescale(cause error) {
 	}
 	s.resolveWaiters(nil, fmt.Errorf("%w: the job failed at its new parallelism and goes back to %v: %w", ErrRescale, par, cause))
 	s.mu.Unlock()
+	j.publishScaling(nil)
 	j.carryOutScaling(acts)
 }
 

@@ -47,6 +47,10 @@ type Task struct {
 	wake    chan struct{}
 	mailbox *Mailbox
 	timers  *processingTime
+	// flusher sends the partly filled output buffers every buffer
+	// timeout (startFlusher); nil without partitions or a timeout that
+	// flushes by time. Task goroutine only.
+	flusher *outputFlusher
 
 	// the chain
 	ops     []operators.Operator // head first
@@ -179,7 +183,7 @@ func (t *Task) build(g *JobGraph) error {
 		u := &opUnit{node: n, ctx: oc}
 		t.units = append(t.units, u)
 		if n.IsSource() {
-			sc := &SourceContext{Op: oc, SetIdle: t.setIdle}
+			sc := &SourceContext{Op: oc, SetIdle: t.setIdle, ShouldYield: t.shouldYield}
 			// A source task has no input channels: its input watermark is
 			// the one its watermark strategy generates into the chain.
 			out = n.Out.watchWatermarks(out, t.inputWatermark)
@@ -284,6 +288,7 @@ func (t *Task) operatorContext(n *Node) *operators.Context {
 func (t *Task) close() error {
 	t.mailbox.close()
 	t.timers.stopAll()
+	t.flusher.stop()
 	var errs []error
 	for _, op := range t.opened {
 		if err := op.Close(); err != nil {

@@ -41,7 +41,7 @@ func (t *Task) run() (err error) {
 	if err := t.replayChannelState(); err != nil {
 		return err
 	}
-	t.scheduleFlush()
+	t.startFlusher()
 	for !t.finished {
 		if t.mailbox.HasMail() {
 			if err := t.runMails(); err != nil {
@@ -97,24 +97,6 @@ func (t *Task) runMails() error {
 	return nil
 }
 
-// scheduleFlush arms the output flusher: every buffer timeout, the
-// partly filled buffers of the task's partitions are sent (Flink's
-// execution.buffer-timeout), so that a slow or paused producer does not
-// hold records back. A timeout of 0 flushes after every record instead.
-func (t *Task) scheduleFlush() {
-	d := t.job.cfg.BufferTimeout
-	if d <= 0 || len(t.partitions) == 0 {
-		return
-	}
-	t.timers.At(t.timers.Now()+max(d.Milliseconds(), 1), func() error {
-		for _, p := range t.partitions {
-			p.FlushAll()
-		}
-		t.scheduleFlush()
-		return nil
-	})
-}
-
 // wait blocks until something may have changed: a mail, input, a free
 // output buffer, a source's data, or cancellation. It adds the time spent
 // to counter (readable by metrics while the wait lasts).
@@ -167,6 +149,13 @@ func (t *Task) pollSource() error {
 		}
 	}
 	return nil
+}
+
+// shouldYield tells a source reader emitting a batch in one poll to
+// return after the record it emitted (source.Yielder): the task has mail
+// or an output without a free buffer, as pollSource checks between polls.
+func (t *Task) shouldYield() bool {
+	return t.mailbox.HasMail() || !t.outputsAvailable()
 }
 
 // opCtxs0 is the context of the source node, for naming its errors.

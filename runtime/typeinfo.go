@@ -248,6 +248,9 @@ type netWriter struct {
 	maxPar    int         // the consumer's max parallelism: its number of key groups
 	ctx       context.Context
 	flushEach bool
+	// flusher is the task's buffer timeout: a flush it marked due is done
+	// after the record being written (nil: flushEach, or none).
+	flusher *outputFlusher
 	// outputWM is the task's output watermark: the latest watermark sent
 	// downstream on any of its edges.
 	outputWM *atomic.Int64
@@ -260,6 +263,7 @@ func (w *netWriter) write(sub int, rec []byte) error {
 	if w.flushEach {
 		w.part.Flush(sub)
 	}
+	w.flusher.flushIfDue()
 	return nil
 }
 
@@ -304,6 +308,7 @@ func (o *netOutput[T]) Collect(v T, ts int64) error {
 		if w.flushEach {
 			w.part.FlushAll()
 		}
+		w.flusher.flushIfDue()
 		return nil
 	}
 	dst, err := w.part.RecordSpace(w.ctx, sub, o.last)

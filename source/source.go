@@ -113,13 +113,27 @@ type Source[T any] interface {
 	NewReader(ctx ReaderContext) (Reader[T], error)
 }
 
+// Yielder is implemented by the ReaderOutput the runtime passes to
+// PollNext. A reader that emits more than one record per call asks
+// ShouldYield after each record and returns MoreAvailable once it
+// reports true: the task has mail (a checkpoint's trigger, a timer, a
+// flush) or an output without a free buffer, which would otherwise wait
+// for the rest of the batch. Flink's readers emit one record per call,
+// so that its mails wait for one record at most; a batch keeps that
+// bound and its throughput.
+type Yielder interface {
+	ShouldYield() bool
+}
+
 // Reader reads the records of one subtask. All its methods run on the task
 // goroutine, so it needs no locks of its own.
 type Reader[T any] interface {
 	// PollNext emits a few records (typically one) to out and says whether
 	// more are available now. It must not block for long: the task checks
-	// its mailbox between calls. In a running job out is a ReaderOutput:
-	// a reader of several splits emits to their outputs.
+	// its mailbox between calls (a reader of several records per call
+	// asks the output when to stop early: Yielder). In a running job out
+	// is a ReaderOutput: a reader of several splits emits to their
+	// outputs.
 	PollNext(out Output[T]) (Status, error)
 	// Available returns a channel that receives (or is closed) when the
 	// reader may have data again after NothingAvailable.

@@ -18,6 +18,10 @@
 //	<prefix>/jobs/<job id>/checkpoint         the latest completed checkpoint:
 //	                                          JSON {"id","path","run_id","epoch"}
 //	<prefix>/jobs/<job id>/result             the job result, opaque bytes
+//	<prefix>/jobs/<job id>/scaling            the job's scaling state, opaque bytes
+//	                                          (runtime: the parallelism it runs at,
+//	                                          the requirements, the autoscaler's
+//	                                          decisions), for the next leader
 //
 // # Leadership and epochs
 //
@@ -79,7 +83,8 @@
 // numbers its checkpoints above it; an id that a former leader got as far
 // as step 2 with is refused by put-if-absent, and that checkpoint is
 // declined, not completed. The job result is published the same way
-// (PublishResult, fenced) before any checkpoint is discarded.
+// (PublishResult, fenced) before any checkpoint is discarded, and so is
+// the scaling state (PublishScaling) whenever it changes.
 //
 // # etcd restarts
 //

@@ -402,6 +402,15 @@ func (l *Leadership) PublishResult(ctx context.Context, data []byte) error {
 	return l.fencedWrite(ctx, "publish result", clientv3.OpPut(l.s.jobKey(l.jobID, "result"), string(data)))
 }
 
+// PublishScaling stores the job's scaling state (opaque bytes: the
+// parallelism it runs at, the resource requirements set and the
+// autoscaler's decisions), fenced: ErrFenced when another leader took
+// over. A leader taking over reads it (Services.Scaling) and resumes at
+// that parallelism instead of the plan's.
+func (l *Leadership) PublishScaling(ctx context.Context, data []byte) error {
+	return l.fencedWrite(ctx, "publish scaling", clientv3.OpPut(l.s.jobKey(l.jobID, "scaling"), string(data)))
+}
+
 // ClearResult deletes the job result, fenced: ErrFenced when another
 // leader took over.
 func (l *Leadership) ClearResult(ctx context.Context) error {

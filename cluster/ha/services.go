@@ -339,12 +339,23 @@ func (s *Services) LatestCheckpoint(ctx context.Context, jobID string) (Pointer,
 // Result reads the job's result; false when none was published (or it
 // was cleared). No leadership is needed.
 func (s *Services) Result(ctx context.Context, jobID string) ([]byte, bool, error) {
+	return s.get(ctx, jobID, "result")
+}
+
+// Scaling reads the job's scaling state (Leadership.PublishScaling);
+// false when none was published. No leadership is needed.
+func (s *Services) Scaling(ctx context.Context, jobID string) ([]byte, bool, error) {
+	return s.get(ctx, jobID, "scaling")
+}
+
+// get reads the job's key leaf; false when it does not exist.
+func (s *Services) get(ctx context.Context, jobID, leaf string) ([]byte, bool, error) {
 	if err := checkJobID(jobID); err != nil {
 		return nil, false, err
 	}
-	resp, err := s.client.Get(ctx, s.jobKey(jobID, "result"))
+	resp, err := s.client.Get(ctx, s.jobKey(jobID, leaf))
 	if err != nil {
-		return nil, false, fmt.Errorf("ha: read result of job %s: %w", jobID, err)
+		return nil, false, fmt.Errorf("ha: read %s of job %s: %w", leaf, jobID, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, false, nil

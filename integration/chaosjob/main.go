@@ -152,6 +152,8 @@ type options struct {
 	// rest is the address of the coordinator's (or single process's)
 	// REST API; "" for none.
 	rest string
+	// logLevel is the level of the process's log (-log-level).
+	logLevel slog.Level
 	// conf holds the -D keys (any key, through the config package).
 	conf *sluice.Configuration
 }
@@ -187,12 +189,13 @@ func main() {
 	flag.IntVar(&o.asyncCapacity, "async-capacity", 4, "operators job: capacity of the async I/O operator")
 	flag.DurationVar(&o.kafkaRetryTimeout, "kafka-retry-timeout", 0, "count job: how long franz-go retries one request before the connectors see its error (kgo.RetryTimeout; 0: franz-go's 30 s)")
 	flag.StringVar(&o.rest, "rest", "", "serve the job's REST API on this address (the coordinator's or single process's; it logs \"api listening\" with the address)")
+	flag.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "level of the log on stderr: DEBUG, INFO, WARN or ERROR")
 	cc := cluster.Flags(flag.CommandLine)
 	o.conf = sluice.ConfigFlags(flag.CommandLine)
 	flag.Parse()
 	o.cluster = *cc
 
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	liftRateOnSignal(log)
 	var alreadyFinished atomic.Bool
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

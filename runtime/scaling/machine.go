@@ -245,6 +245,32 @@ func (m *Machine) Target() ([]int, error) {
 	return Target(m.vs, effective(m.vs, m.req, m.auto), m.slots, m.cfg.Mode)
 }
 
+// Autoscaled is the parallelism the autoscaler decided, by vertex index
+// (Autoscale); nil when it decided none.
+func (m *Machine) Autoscaled() map[int]int { return maps.Clone(m.auto) }
+
+// Resume gives a machine made for a job a new leader took over the
+// requirements and autoscaler decisions the last leader had (vertices
+// out of range, or requirements its vertices cannot meet, are left
+// aside). When they ask for another parallelism than the job resumes at,
+// the rescale is decided once the job runs (Running).
+func (m *Machine) Resume(now time.Time, req Requirements, auto map[int]int) []Action {
+	if err := Check(m.vs, req); err != nil {
+		return []Action{Log{slog.LevelWarn, "the requirements of the last leader do not fit the job; left aside", []any{"err", err}}}
+	}
+	m.req = cloneReq(req)
+	m.auto = map[int]int{}
+	for i, p := range auto {
+		if i >= 0 && i < len(m.vs) && p >= 1 && p <= m.vs[i].MaxParallelism {
+			m.auto[i] = p
+		}
+	}
+	if target, err := m.Target(); err == nil && !slices.Equal(target, m.Parallelism()) {
+		m.again, m.againCause = true, "resumed from the last leader"
+	}
+	return nil
+}
+
 // ExplicitRequirements are the requirements set explicitly (Require),
 // without the defaults of the other vertices nor the autoscaler's
 // decisions: the bounds the autoscaler decides within.

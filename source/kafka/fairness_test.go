@@ -164,3 +164,36 @@ func TestHandOutAllocatesNothing(t *testing.T) {
 		t.Fatalf("%.1f allocations per poll of %d records, want 0", allocs, r.cfg.perPoll)
 	}
 }
+
+// yieldingOutput is an intOutput whose task asks for its goroutine back
+// once after records have been emitted (source.Yielder).
+type yieldingOutput struct {
+	intOutput
+	after int
+}
+
+func (o *yieldingOutput) ShouldYield() bool { return o.n >= o.after }
+
+// A poll ends at the record after which the task asks for its goroutine
+// back (a checkpoint's trigger waiting), instead of emitting the rest of
+// its batch; the records left are handed out by the next polls, in order.
+func TestHandOutYieldsToTheTask(t *testing.T) {
+	r := handOutReader(t, 100)
+	out := &yieldingOutput{intOutput: intOutput{last: []int{}}, after: 3}
+	if st, err := r.PollNext(out); err != nil || st != source.MoreAvailable {
+		t.Fatalf("poll: %v, %v", st, err)
+	}
+	if out.n != 3 {
+		t.Fatalf("the poll emitted %d records, want 3: it did not stop when the task asked (a batch is %d)", out.n, r.cfg.perPoll)
+	}
+	out.after = 4 // the task ran its mail; it asks again after one more record
+	if _, err := r.PollNext(out); err != nil {
+		t.Fatal(err)
+	}
+	if out.n != 4 {
+		t.Fatalf("the second poll ended after %d records in all, want 4", out.n)
+	}
+	if snap := r.Metrics(); snap[0].CurrentOffset != 4 {
+		t.Fatalf("partition at offset %d after 4 records, want 4", snap[0].CurrentOffset)
+	}
+}

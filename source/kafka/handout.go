@@ -10,8 +10,10 @@ import (
 	"github.com/sluicehq/sluice/source"
 )
 
-// PollNext emits up to a few dozen records from the buffered fetches. It
-// never waits for the network: with nothing buffered it returns
+// PollNext emits up to a few dozen records from the buffered fetches,
+// fewer when the task asks for its goroutine back (source.Yielder: a
+// checkpoint's trigger waits for one record, not the batch). It never
+// waits for the network: with nothing buffered it returns
 // NothingAvailable, and Available fires when a fetch arrives.
 //
 // Each partition's records go to the partition's own output when out is a
@@ -29,6 +31,7 @@ func (r *Reader[T]) PollNext(out source.Output[T]) (source.Status, error) {
 func (r *Reader[T]) bind(out source.Output[T]) {
 	r.out = out
 	r.outs, _ = out.(source.ReaderOutput[T])
+	r.yield, _ = out.(source.Yielder)
 	for _, p := range r.order {
 		if !p.finished {
 			r.outputs[p.index] = r.splitOutput(p)
@@ -92,7 +95,9 @@ func (r *Reader[T]) pollNext(out source.Output[T]) (source.Status, error) {
 			return source.NothingAvailable, err
 		}
 		if ok {
-			emitted++
+			if emitted++; r.yield != nil && r.yield.ShouldYield() {
+				break
+			}
 		}
 	}
 	return source.MoreAvailable, nil

@@ -155,6 +155,8 @@ type Reader[T any] struct {
 	out     source.Output[T]
 	outs    source.ReaderOutput[T]
 	outputs []source.Output[T]
+	// yield, when out is a source.Yielder, ends a poll early.
+	yield source.Yielder
 
 	skipped      atomic.Int64
 	deadLettered atomic.Int64

@@ -1,0 +1,143 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/cluster/ha"
+	"github.com/sluicehq/sluice/internal/etcdtest"
+	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/runtime"
+)
+
+// The parallelism the autoscaler decided outlives the leader: a job the
+// autoscaler scaled from 2 to 4 (its count) runs at 4 once a checkpoint
+// completed there, the leader stores that in etcd with its fenced
+// writes, and the standby that takes over resumes at 4 with the
+// decision, without a rescale of its own, instead of the plan's 2. The
+// output is exact.
+func TestStandbyResumesTheAutoscaledParallelism(t *testing.T) {
+	etcd := etcdtest.StartServer(t)
+	j := job{records: 12000, keys: 12, rate: 2000, par: 2, cpDir: t.TempDir(), out: t.TempDir()}
+	coordinator := cluster.Config{Role: cluster.RoleCoordinator, Listen: "127.0.0.1:0", Host: "127.0.0.1", EtcdEndpoints: etcd.Endpoints(),
+		LeaseDuration: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
+	const count = 1 // the count and files vertex; the generator (0) keeps 2
+	ctxA, suspendA := context.WithCancel(context.Background())
+	defer suspendA()
+	done := make(chan int64, 1000)
+	leader, err := j.env(coordinator, sluice.WithCheckpointListener(func(s checkpoint.Stats) {
+		if s.Status == checkpoint.StatusCompleted {
+			done <- s.ID
+		}
+	})).ExecuteAsync(ctxA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	standby := make(chan *sluice.Job, 1)
+	var logsB testutil.LogRecorder
+	go func() {
+		jb, err := j.env(coordinator, sluice.WithLogger(logsB.Logger())).ExecuteAsync(ctx)
+		if err != nil {
+			t.Errorf("standby coordinator: %v", err)
+		}
+		standby <- jb
+	}()
+	var wait []func() []error
+	for i := range 2 {
+		wait = append(wait, haWorker(t, j, etcd, i))
+	}
+	awaitCheckpoints := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				t.Fatal("the leader completed no checkpoint")
+			}
+		}
+	}
+	awaitCheckpoints(2)
+	if err := leader.Autoscale(map[int]int{count: 4}); err != nil {
+		t.Fatalf("autoscale: %v", err)
+	}
+	testutil.Await(t, "the leader running the count at 4", func() bool {
+		h := leader.RescaleHistory()
+		return leader.Graph().Parallelism()[count] == 4 && len(h) == 1 && h[0].Outcome == "rescaled"
+	})
+	services, err := ha.Open(ctx, ha.Config{Endpoints: etcd.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer services.Close()
+	var stored runtime.ScalingState
+	testutil.Await(t, "the scaling state in etcd at 4", func() bool {
+		data, ok, err := services.Scaling(ctx, leader.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok && json.Unmarshal(data, &stored) == nil && slices.Equal(stored.Parallelism, []int{2, 4})
+	})
+	if stored.Autoscaled[count] != 4 {
+		t.Fatalf("the stored scaling state %+v does not hold the autoscaler's decision", stored)
+	}
+	suspendA()
+	if err := leader.Wait(); !errors.Is(err, sluice.ErrJobSuspended) {
+		t.Fatalf("the first leader: %v, want suspended", err)
+	}
+	var next *sluice.Job
+	select {
+	case next = <-standby:
+	case <-ctx.Done():
+		t.Fatal("the standby never took over")
+	}
+	if next == nil {
+		t.FailNow()
+	}
+	if _, finished := next.PreviousResult(); finished {
+		t.Fatal("the job finished before the standby took over; the test needs it midway")
+	}
+	if got := next.Graph().Parallelism(); !slices.Equal(got, []int{2, 4}) {
+		t.Fatalf("the standby runs the job at %v, want the autoscaled [2 4]", got)
+	}
+	if err := next.Wait(); err != nil {
+		t.Fatalf("the second leader's job: %v", err)
+	}
+	if h := next.RescaleHistory(); len(h) != 0 {
+		t.Errorf("the standby rescaled the job (%+v); it should have resumed at the autoscaled parallelism", h)
+	}
+	if said := logsB.Find("resuming the job's scaling as the last leader left it"); len(said) != 1 {
+		t.Errorf("the standby logged %q, want one line saying it resumed the scaling", said)
+	}
+	for _, w := range wait {
+		for i, err := range w() {
+			if err != nil {
+				t.Errorf("worker %d: %v", i, err)
+			}
+		}
+	}
+	checkExact(t, j.out, j.records, j.keys)
+}
+
+// haWorker starts worker i of two slots, finding its coordinator in etcd;
+// it runs until the job ends.
+func haWorker(t *testing.T, j job, etcd *etcdtest.Server, i int) func() []error {
+	t.Helper()
+	errs := make(chan error, 1)
+	go func() {
+		c := cluster.Config{Role: cluster.RoleWorker, Slots: 2, WorkerID: "w" + string(rune('0'+i)), DataListen: "127.0.0.1:0",
+			Host: "127.0.0.1", EtcdEndpoints: etcd.Endpoints(), HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+		defer cancel()
+		errs <- j.env(c).Execute(ctx)
+	}()
+	return func() []error { return []error{<-errs} }
+}
