@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -244,4 +245,38 @@ func TestCheckpointJobFailure(t *testing.T) {
 	h := checkpoint(t, b, 2, stor)
 	verifyValues(t, b, v, keys, live, "after the next checkpoint")
 	restoreValues(t, h, stor, keys, live, "restored checkpoint 2")
+}
+
+// TestCheckpointRefusedFreezesNothing: a checkpoint refused because one
+// state's buffer failed (a spill that could not be written) freezes no
+// other state's buffer either, since no job would ever write it: the
+// other state still reads, and drains for a full snapshot.
+func TestCheckpointRefusedFreezesNothing(t *testing.T) {
+	b := newTestBackend(t, Options{WriteBufferSize: minWriteBufferSize})
+	closeLater(t, b)
+	check(t, os.WriteFile(filepath.Join(b.opts.Dir, spillDirName), nil, 0o644))
+	good, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "v"})
+	check(t, err)
+	bad, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "bad"})
+	check(t, err)
+	setKey(b, keyName(1))
+	check(t, good.Update(7))
+	var werr error
+	for k := 0; k < 100000 && werr == nil; k++ {
+		setKey(b, keyName(k))
+		werr = bad.Update(int64(k))
+	}
+	if werr == nil {
+		t.Fatal("no write failed with the spill directory unwritable")
+	}
+	if _, err := b.SnapshotIncremental(1); err == nil || !strings.Contains(err.Error(), `"bad"`) {
+		t.Fatalf("checkpoint after a failed spill: %v, want an error naming the state", err)
+	}
+	if n := len(b.states["v"].buf.frozen); n != 0 {
+		t.Fatalf("the refused checkpoint left %d frozen buffers of state v, which no job writes", n)
+	}
+	setKey(b, keyName(1))
+	if got, ok, err := good.Value(); err != nil || !ok || got != 7 {
+		t.Fatalf("state v after the refused checkpoint = %d %v %v, want 7", got, ok, err)
+	}
 }

@@ -111,15 +111,18 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		s *cfState
 		f *frozenBuffer
 	}
+	// Every state's buffers are checked before any is frozen: a buffer
+	// frozen must reach a job, or waiting for it would never end.
+	for _, s := range b.order {
+		if s.buf != nil {
+			if err := b.prune(s); err != nil {
+				return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
+			}
+		}
+	}
 	var frozen []frozenState
 	for _, s := range b.order {
-		if s.buf == nil {
-			continue
-		}
-		if err := b.prune(s); err != nil {
-			return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
-		}
-		if !s.buf.active.empty() {
+		if s.buf != nil && !s.buf.active.empty() {
 			frozen = append(frozen, frozenState{s, b.freeze(s)})
 		}
 	}
