@@ -110,6 +110,17 @@ func restoreValues(t *testing.T, h *IncrementalHandle, stor *dirStorage, keys in
 	return r
 }
 
+// valueBackend is a new backend, closed when the test ends, with the
+// value state "v" the tests check.
+func valueBackend(t *testing.T) (*Backend, state.ValueState[int64]) {
+	t.Helper()
+	b := newTestBackend(t, Options{})
+	closeLater(t, b)
+	v, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "v"})
+	check(t, err)
+	return b, v
+}
+
 // TestCheckpointReadsWhileDraining: after the barrier, while the
 // checkpoint's job has not drained the frozen write buffer yet and again
 // once it has but before the RocksDB checkpoint, reads see the latest
@@ -117,13 +128,10 @@ func restoreValues(t *testing.T, h *IncrementalHandle, stor *dirStorage, keys in
 // after it); a list write, which goes into RocksDB directly, waits for
 // the job; and the checkpoint holds exactly the state at the barrier.
 func TestCheckpointReadsWhileDraining(t *testing.T) {
-	b := newTestBackend(t, Options{})
-	closeLater(t, b)
+	b, v := valueBackend(t)
 	held := holdCheckpoints(t, b)
 	settling := make(chan struct{}, 1)
 	b.testHookSettle = func() { settling <- struct{}{} }
-	v, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "v"})
-	check(t, err)
 	l, err := state.GetListState(b, state.ListStateDescriptor[string]{Name: "l"})
 	check(t, err)
 	const keys = 3000
@@ -181,11 +189,8 @@ func TestCheckpointReadsWhileDraining(t *testing.T) {
 // after the first one, and each checkpoint restores to the state at its
 // own barrier; reads in between see the latest values.
 func TestCheckpointWhileDraining(t *testing.T) {
-	b := newTestBackend(t, Options{})
-	closeLater(t, b)
+	b, v := valueBackend(t)
 	held := holdCheckpoints(t, b)
-	v, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "v"})
-	check(t, err)
 	const keys = 2000
 	live := keyValues{}
 	update(t, b, v, keys, 1, 1, 9, live)
@@ -222,10 +227,7 @@ func TestCheckpointWhileDraining(t *testing.T) {
 // and writes on, and the next checkpoint restores to the state at its
 // barrier.
 func TestCheckpointJobFailure(t *testing.T) {
-	b := newTestBackend(t, Options{})
-	closeLater(t, b)
-	v, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "v"})
-	check(t, err)
+	b, v := valueBackend(t)
 	const keys = 1000
 	live := keyValues{}
 	update(t, b, v, keys, 1, 1, 6, live)
