@@ -76,7 +76,15 @@ type config struct {
 	repeat      int
 	only        string
 	cpuProfile  string
+	// dynamic are -D key=value configuration keys for the job.
+	dynamic []string
 }
+
+// multi is a repeatable string flag.
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, " ") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
 	var c config
@@ -92,6 +100,7 @@ func main() {
 	flag.IntVar(&c.repeat, "repeat", 3, "rounds of the throughput runs (the table shows medians and ranges)")
 	flag.StringVar(&c.only, "only", "", "run only the \"throughput\" or the \"latency\" table")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the first latency run to this file")
+	flag.Var((*multi)(&c.dynamic), "D", "key=value: a configuration key for the job, such as execution.checkpointing.max-concurrent-checkpoints=2 (repeatable)")
 	flag.Parse()
 	var err error
 	if c.intervals, err = parseList(intervals, time.ParseDuration); err == nil {
@@ -177,6 +186,9 @@ func run(c config) error {
 	}()
 	fmt.Printf("Kafka at %s; keyed running count, exactly once, %s state, parallelism %d; %d partitions, records of %d bytes over %d keys; GOMAXPROCS %d\n",
 		strings.Join(seeds, ","), c.backend, c.parallelism, partitions, valueSize, c.keys, runtime.GOMAXPROCS(0))
+	if len(c.dynamic) > 0 {
+		fmt.Printf("configuration: %s\n", strings.Join(c.dynamic, " "))
+	}
 	if c.only != "latency" {
 		if err := b.throughput(); err != nil {
 			return err
@@ -639,6 +651,15 @@ func (b *bench) runJob(ctx context.Context, interval time.Duration, in, out, dir
 	}
 	if err := conf.Set("state.backend.rocksdb.localdir", filepath.Join(dir, "rocksdb")); err != nil {
 		return nil, err
+	}
+	for _, d := range b.dynamic {
+		k, v, ok := strings.Cut(d, "=")
+		if !ok {
+			return nil, fmt.Errorf("-D %q: want key=value", d)
+		}
+		if err := conf.Set(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
+			return nil, fmt.Errorf("-D %q: %w", d, err)
+		}
 	}
 	env := sluice.NewEnvironment(
 		sluice.WithConfiguration(conf),
