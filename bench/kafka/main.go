@@ -84,7 +84,15 @@ type config struct {
 	// kstreams is the jar of bench/kstreamsref: when set, Kafka Streams
 	// runs the same job beside Sluice in both tables.
 	kstreams string
+	// dynamic are -D key=value configuration keys for the job.
+	dynamic []string
 }
+
+// multi is a repeatable string flag.
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, " ") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
 	var c config
@@ -101,6 +109,7 @@ func main() {
 	flag.StringVar(&c.only, "only", "", "run only the \"throughput\" or the \"latency\" table")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the first latency run to this file")
 	flag.StringVar(&c.kstreams, "kstreams", "", "jar of bench/kstreamsref (mvn -q -f bench/kstreamsref package): run the same job on Kafka Streams (exactly_once_v2) beside Sluice's in both tables")
+	flag.Var((*multi)(&c.dynamic), "D", "key=value: a configuration key for the job, such as execution.checkpointing.max-concurrent-checkpoints=2 (repeatable)")
 	flag.Parse()
 	var err error
 	if c.intervals, err = parseList(intervals, time.ParseDuration); err == nil {
@@ -191,6 +200,9 @@ func run(c config) error {
 	}()
 	fmt.Printf("Kafka at %s; keyed running count, exactly once, %s state, parallelism %d; %d partitions, records of %d bytes over %d keys; GOMAXPROCS %d\n",
 		strings.Join(seeds, ","), c.backend, c.parallelism, partitions, valueSize, c.keys, runtime.GOMAXPROCS(0))
+	if len(c.dynamic) > 0 {
+		fmt.Printf("configuration: %s\n", strings.Join(c.dynamic, " "))
+	}
 	if c.only != "latency" {
 		if err := b.throughput(); err != nil {
 			return err
@@ -684,6 +696,15 @@ func (b *bench) runJob(ctx context.Context, interval time.Duration, in, out, dir
 	}
 	if err := conf.Set("state.backend.rocksdb.localdir", filepath.Join(dir, "rocksdb")); err != nil {
 		return nil, err
+	}
+	for _, d := range b.dynamic {
+		k, v, ok := strings.Cut(d, "=")
+		if !ok {
+			return nil, fmt.Errorf("-D %q: want key=value", d)
+		}
+		if err := conf.Set(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
+			return nil, fmt.Errorf("-D %q: %w", d, err)
+		}
 	}
 	env := sluice.NewEnvironment(
 		sluice.WithConfiguration(conf),

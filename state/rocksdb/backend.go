@@ -81,8 +81,10 @@ func (b *Backend) goBuffers() bool { return !b.opts.NativeMemtable }
 //     or RestoreIncremental with the handles of the restored checkpoint that
 //     overlap the subtask's key groups — before any state is created.
 //   - For each checkpoint, on the task goroutine: SnapshotIncremental(id)
-//     (the synchronous part: flush and a local RocksDB checkpoint); then,
-//     on any goroutine, Upload on the returned IncrementalSnapshot, and
+//     (the synchronous part: freeze the write buffers; a background job
+//     then drains them, flushes and takes a local RocksDB checkpoint);
+//     then, on any goroutine, Upload (which waits for that job) on the
+//     returned IncrementalSnapshot, and
 //     Release when done with it (always, also after a failed Upload). The
 //     handle goes, Encode'd, into the checkpoint's metadata; its shared
 //     files are registered with the shared state registry.
@@ -94,7 +96,8 @@ func (b *Backend) goBuffers() bool { return !b.opts.NativeMemtable }
 //   - Close at the end. A running asynchronous part makes Close wait for it;
 //     one not started yet fails with state.ErrClosed.
 //
-// Everything but the asynchronous parts runs on the task goroutine.
+// Everything but the asynchronous parts and the background write jobs
+// (spill.go's enqueue) runs on the task goroutine.
 type Backend struct {
 	opts   Options
 	log    *slog.Logger
@@ -137,15 +140,25 @@ type Backend struct {
 	closed  bool
 	closing atomic.Bool
 	writers sync.WaitGroup
-	// spills counts background writes of sealed write buffers.
+	// spills counts the background write jobs (spills of full write
+	// buffers, checkpoints' drains and RocksDB checkpoints).
 	spills   sync.WaitGroup
 	spillSeq atomic.Int64
+	// lastJob is the done channel of the write job enqueued last, which
+	// the next one waits for; lastCheckpoint that of the last checkpoint's
+	// job until settle saw it done. Both are the task goroutine's.
+	lastJob, lastCheckpoint chan struct{}
 	// Test hooks: run before each background spill, and before waiting
 	// for one.
 	testHookBeforeSpill, testHookWaitSealed func()
-	snaps                                   map[*fullSnapshot]struct{}
-	inc                                     incState
-	restoreFigures                          RestoreFigures
+	// testHookCheckpoint runs on a checkpoint's background job before
+	// its drain (drained false) and before its RocksDB checkpoint;
+	// testHookSettle before settle waits for a checkpoint's job.
+	testHookCheckpoint func(id int64, drained bool)
+	testHookSettle     func()
+	snaps              map[*fullSnapshot]struct{}
+	inc                incState
+	restoreFigures     RestoreFigures
 }
 
 var _ state.KeyedBackend = (*Backend)(nil)
@@ -427,6 +440,7 @@ func (b *Backend) writeMeta() error {
 	if bytes.Equal(data, b.metaWritten) {
 		return nil
 	}
+	b.settle()
 	if err := b.db.PutCF(b.nopts.wo, b.metaCF, metaKey, data); err != nil {
 		return fmt.Errorf("rocksdb backend: write metadata: %w", err)
 	}
@@ -539,6 +553,7 @@ func newIterOptions() *grocksdb.ReadOptions {
 
 // addState creates the column family of a new state and records it.
 func (b *Backend) addState(m state.StateMeta) (*cfState, error) {
+	b.settle() // a new column family is no part of a checkpoint in progress
 	opts, filter := b.cfOptions(cfName(m))
 	cf, err := b.db.CreateColumnFamily(opts, cfName(m))
 	if err != nil {

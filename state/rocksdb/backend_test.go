@@ -447,6 +447,7 @@ func TestStaleDatabaseDiscarded(t *testing.T) {
 	check(t, err)
 	dir := t.TempDir()
 	check(t, os.MkdirAll(filepath.Join(dir, "db"), 0o755))
+	check(t, snap.wait())
 	var names []HandleFile
 	for _, f := range snap.files {
 		names = append(names, HandleFile{Name: f.name})

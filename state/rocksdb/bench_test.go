@@ -217,8 +217,8 @@ func BenchmarkIncrementalCheckpoint(b *testing.B) {
 		discard := time.Since(discardStart)
 		deleted := store.counts.load().sub(before).deletes
 		ratio := 100 * float64(h.CheckpointedSize) / float64(h.StateSize)
-		b.Logf("checkpoint %2d: sync %4dms, upload %5dms, uploaded %7.1f MiB of %7.1f MiB (%5.1f%%), %d files; wrote %d objects, %.1f MiB (with _metadata, commit %dms); discard of the previous %dms, %d objects",
-			id, snap.SyncDuration.Milliseconds(), up.Milliseconds(), float64(h.CheckpointedSize)/(1<<20), float64(h.StateSize)/(1<<20), ratio, len(h.Files),
+		b.Logf("checkpoint %2d: sync %4dms, upload %5dms (of which the background drain and RocksDB checkpoint %dms), uploaded %7.1f MiB of %7.1f MiB (%5.1f%%), %d files; wrote %d objects, %.1f MiB (with _metadata, commit %dms); discard of the previous %dms, %d objects",
+			id, snap.SyncDuration.Milliseconds(), up.Milliseconds(), snap.LocalDuration.Milliseconds(), float64(h.CheckpointedSize)/(1<<20), float64(h.StateSize)/(1<<20), ratio, len(h.Files),
 			wrote.objects, float64(wrote.bytes)/(1<<20), commit.Milliseconds(), discard.Milliseconds(), deleted)
 		if id == 1 {
 			first, firstAsync = wrote, up

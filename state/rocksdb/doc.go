@@ -38,11 +38,15 @@
 //     the one every backend reads. Savepoints use it, so they move between
 //     backends and parallelisms.
 //   - Incremental (SnapshotIncremental, RestoreIncremental), the default for
-//     checkpoints: the synchronous part writes the write buffers into
-//     RocksDB, flushes the memtables and takes a RocksDB checkpoint
-//     (hard links) in a local directory; the asynchronous part uploads the SST
-//     files that the last completed checkpoint did not upload and references
-//     the others. The runtime keeps the resulting IncrementalHandle (Encode)
+//     checkpoints: the synchronous part freezes the write buffers (new
+//     writes go to new ones, reads see the frozen ones until they are in
+//     RocksDB); a background job writes them into RocksDB, flushes the
+//     memtables and takes a RocksDB checkpoint (hard links) in a local
+//     directory while the task goes on; the asynchronous part waits for it,
+//     then uploads the SST files that the last completed checkpoint did not
+//     upload and references the others. Writes that go into RocksDB
+//     directly (list and map states, a new state) wait for the job, so the
+//     checkpoint holds the state at the barrier exactly. The runtime keeps the resulting IncrementalHandle (Encode)
 //     and counts references to shared files, as Flink's shared state
 //     registry. A restore at another parallelism cuts the overlapping old
 //     databases to the owned key groups.
@@ -52,7 +56,8 @@
 // block cache. Value-like states (value, reducing, aggregating) write into
 // a write buffer in Go memory (write_buffer.go) that RocksDB receives as
 // sorted SST files it ingests (spill.go): when a buffer fills, in the
-// background, and at every snapshot, in its synchronous part; reads look
+// background; at every incremental checkpoint, in the background after
+// the barrier; at a full snapshot, in its synchronous part. Reads look
 // into the buffers first. List and map states write into RocksDB's
 // memtables. TTL states get a compaction filter that drops expired
 // entries. The point reads and writes of the hot path go to RocksDB's C

@@ -31,17 +31,25 @@ type Uploader interface {
 }
 
 // IncrementalSnapshot is an incremental checkpoint whose synchronous part
-// is done: a RocksDB checkpoint (hard links) in a local directory.
+// is done: the write buffers frozen at the barrier. A background job of
+// the backend writes them into RocksDB and takes the RocksDB checkpoint
+// (hard links) in a local directory; Upload waits for it.
 type IncrementalSnapshot struct {
 	b         *Backend
 	id        int64
 	localName string
 	dir       string
-	files     []localFile
 	kgr       state.KeyGroupRange
 	maxPar    int
 	// SyncDuration is how long the synchronous part took.
 	SyncDuration time.Duration
+
+	// ready is closed when the background job has set files, or err and
+	// no directory; LocalDuration is how long that job took.
+	ready         chan struct{}
+	files         []localFile
+	err           error
+	LocalDuration time.Duration
 
 	mu       sync.Mutex
 	started  bool
@@ -82,39 +90,97 @@ func (s *incState) init() {
 }
 
 // SnapshotIncremental runs the synchronous part of an incremental
-// checkpoint: it writes the write buffers into RocksDB, records the
-// metadata, flushes the memtables and creates a
-// RocksDB checkpoint (hard links to the SST files, copies of the small
-// ones) in the local checkpoint directory. Call Upload on the result (on
-// any goroutine), then Release.
+// checkpoint: it freezes every state's write buffer (new writes go to a
+// new one) and records the metadata, then leaves to a background job,
+// after the jobs before it, writing the frozen buffers into RocksDB,
+// flushing the memtables and creating a RocksDB checkpoint (hard links to
+// the SST files, copies of the small ones) in the local checkpoint
+// directory. Reads see the frozen buffers until they are in RocksDB;
+// writes that go into RocksDB directly (list and map states, new states)
+// wait for the job, so the checkpoint holds the state at this call
+// exactly. Call Upload on the result (on any goroutine), then Release.
 func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot, error) {
 	if b.db == nil {
 		return nil, state.ErrClosed
 	}
 	start := time.Now()
-	if err := b.drainAll(); err != nil {
-		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
-	}
 	if err := b.writeMeta(); err != nil {
 		return nil, err
 	}
+	type frozenState struct {
+		s *cfState
+		f *frozenBuffer
+	}
+	// Every state's buffers are checked before any is frozen: a buffer
+	// frozen must reach a job, or waiting for it would never end.
+	for _, s := range b.order {
+		if s.buf != nil {
+			if err := b.prune(s); err != nil {
+				return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
+			}
+		}
+	}
+	var frozen []frozenState
+	for _, s := range b.order {
+		if s.buf != nil && !s.buf.active.empty() {
+			frozen = append(frozen, frozenState{s, b.freeze(s)})
+		}
+	}
 	name := fmt.Sprintf("chk-%d-%s", checkpointID, b.instance)
+	snap := &IncrementalSnapshot{
+		b: b, id: checkpointID, localName: name, dir: filepath.Join(b.chkDir, name),
+		kgr: b.kgr, maxPar: b.maxPar, ready: make(chan struct{}),
+	}
+	b.mu.Lock()
+	b.inc.inflight[snap.dir] = true
+	b.mu.Unlock()
+	b.lastCheckpoint = b.enqueue(func() {
+		defer close(snap.ready)
+		jobStart := time.Now()
+		if b.testHookCheckpoint != nil {
+			b.testHookCheckpoint(checkpointID, false)
+		}
+		drained := true
+		for _, fs := range frozen {
+			if b.closing.Load() {
+				fs.f.err = state.ErrClosed
+			} else if err := b.writeBuffered(fs.s, fs.f.w); err != nil {
+				fs.f.err = fmt.Errorf("write buffer: %w", err)
+			}
+			if fs.f.err != nil && drained {
+				drained = false
+				snap.err = fmt.Errorf("rocksdb incremental checkpoint %d: state %q: %w", checkpointID, fs.s.meta.Name, fs.f.err)
+			}
+			close(fs.f.done)
+		}
+		if drained {
+			snap.files, snap.err = b.localCheckpointFiles(checkpointID, name)
+		}
+		snap.LocalDuration = time.Since(jobStart)
+	})
+	snap.SyncDuration = time.Since(start)
+	return snap, nil
+}
+
+// localCheckpointFiles takes the local RocksDB checkpoint name and lists
+// its files; on the checkpoint's background job.
+func (b *Backend) localCheckpointFiles(id int64, name string) ([]localFile, error) {
+	if b.closing.Load() {
+		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", id, state.ErrClosed)
+	}
+	if b.testHookCheckpoint != nil {
+		b.testHookCheckpoint(id, true)
+	}
 	dir, err := b.localCheckpoint(name)
 	if err != nil {
-		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
+		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", id, err)
 	}
 	files, err := listFiles(dir)
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", checkpointID, err)
+		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", id, err)
 	}
-	b.mu.Lock()
-	b.inc.inflight[dir] = true
-	b.mu.Unlock()
-	return &IncrementalSnapshot{
-		b: b, id: checkpointID, localName: name, dir: dir, files: files,
-		kgr: b.kgr, maxPar: b.maxPar, SyncDuration: time.Since(start),
-	}, nil
+	return files, nil
 }
 
 // localCheckpoint flushes the memtables and takes a RocksDB checkpoint
@@ -162,6 +228,13 @@ func listFiles(dir string) ([]localFile, error) {
 
 func isSST(name string) bool { return strings.HasSuffix(name, ".sst") }
 
+// wait waits for the snapshot's background job: its RocksDB checkpoint,
+// or the error that prevented it.
+func (s *IncrementalSnapshot) wait() error {
+	<-s.ready
+	return s.err
+}
+
 // CheckpointID is the checkpoint the snapshot belongs to.
 func (s *IncrementalSnapshot) CheckpointID() int64 { return s.id }
 
@@ -180,7 +253,11 @@ func (s *IncrementalSnapshot) Upload(u Uploader) (*IncrementalHandle, error) {
 	}
 	s.started = true
 	s.mu.Unlock()
-	h, err := s.upload(u)
+	var h *IncrementalHandle
+	err := s.wait()
+	if err == nil {
+		h, err = s.upload(u)
+	}
 	s.mu.Lock()
 	s.finished, s.ok = true, err == nil
 	released := s.released
@@ -299,6 +376,7 @@ func (s *IncrementalSnapshot) Release() {
 }
 
 func (s *IncrementalSnapshot) cleanup() {
+	_ = s.wait() // the directory is complete, or was never made
 	b := s.b
 	b.mu.Lock()
 	delete(b.inc.inflight, s.dir)

@@ -41,7 +41,11 @@ func (st *store) get(key []byte) ([]byte, bool, error) {
 	return v, ok, nil
 }
 
+// put, del and write write into RocksDB directly: after a checkpoint's
+// background part (settle), which must not see them.
+
 func (st *store) put(key, value []byte) error {
+	st.b.settle()
 	if err := nativePut(st.b.db, st.b.nopts.wo, st.s.cf, key, value); err != nil {
 		return fmt.Errorf("state %q: rocksdb put: %w", st.s.meta.Name, err)
 	}
@@ -49,6 +53,7 @@ func (st *store) put(key, value []byte) error {
 }
 
 func (st *store) del(key []byte) error {
+	st.b.settle()
 	if err := st.b.db.DeleteCF(st.b.nopts.wo, st.s.cf, key); err != nil {
 		return fmt.Errorf("rocksdb delete: %w", err)
 	}
@@ -91,6 +96,7 @@ func (st *store) write(wb *grocksdb.WriteBatch) error {
 	if wb.Count() == 0 {
 		return nil
 	}
+	st.b.settle()
 	if err := st.b.db.Write(st.b.nopts.wo, wb); err != nil {
 		return fmt.Errorf("rocksdb write: %w", err)
 	}

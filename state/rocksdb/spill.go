@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/linxGnu/grocksdb"
+
+	"github.com/sluicehq/sluice/state"
 )
 
 // ErrValueTooLarge: a value-like state's value or key of 2 GiB or more,
@@ -15,19 +18,38 @@ import (
 var ErrValueTooLarge = errors.New("value too large for a write buffer")
 
 // cfBuffer is the write buffers of a value-like state: the active one,
-// which the task goroutine reads and writes, and at most one sealed one,
-// full, which a background goroutine writes into RocksDB while the task
-// still reads it (RocksDB's active and immutable memtables, with
-// Options.WriteBufferCount 2).
+// which the task goroutine reads and writes, and the frozen ones, which
+// background writes (writeJob) carry into RocksDB while the task still
+// reads them (RocksDB's active and immutable memtables). A buffer is
+// frozen when it fills (a spill, at most one full one at a time) and at
+// every checkpoint's barrier (the checkpoint's drain).
 type cfBuffer struct {
 	active *writeBuffer
-	sealed *writeBuffer
+	frozen []*frozenBuffer // oldest first; reads look newest first
 	spare  *writeBuffer
-	done   chan error // the sealed buffer's spill result
-	err    error      // a failed background spill: the buffer is unusable
+	err    error // a failed background write: the buffer is unusable
+}
+
+// frozenBuffer is a write buffer no longer written, on its way into
+// RocksDB. The job that writes it sets err and closes done; only then does
+// the task goroutine drop it (its entries are in RocksDB by then) or
+// reuse its memory.
+type frozenBuffer struct {
+	w    *writeBuffer
+	done chan struct{}
+	err  error
 }
 
 func newCFBuffer() *cfBuffer { return &cfBuffer{active: newWriteBuffer()} }
+
+func (f *frozenBuffer) finished() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // bufGet looks key up in s's buffers, newest first.
 func (b *Backend) bufGet(s *cfState, key []byte) (value []byte, dead, found bool) {
@@ -35,15 +57,17 @@ func (b *Backend) bufGet(s *cfState, key []byte) (value []byte, dead, found bool
 	if v, d, ok := wb.active.get(key); ok {
 		return v, d, true
 	}
-	if wb.sealed != nil {
-		return wb.sealed.get(key)
+	for i := len(wb.frozen) - 1; i >= 0; i-- {
+		if v, d, ok := wb.frozen[i].w.get(key); ok {
+			return v, d, true
+		}
 	}
 	return nil, false, false
 }
 
 // bufSet buffers a write of key in s (a deletion if dead). A full active
-// buffer is first sealed and written into RocksDB in the background,
-// after waiting for the one sealed before it.
+// buffer is first frozen and written into RocksDB in the background,
+// after waiting for the buffers frozen before it.
 func (b *Backend) bufSet(s *cfState, key, value []byte, dead bool) error {
 	wb := s.buf
 	if wb.err != nil {
@@ -65,78 +89,157 @@ func (b *Backend) bufSet(s *cfState, key, value []byte, dead bool) error {
 	return nil
 }
 
-// seal waits for the sealed buffer, then seals the active one and starts
-// writing it into RocksDB.
+// seal waits for the frozen buffers of s, then freezes the active one and
+// writes it into RocksDB in the background (an SST file it ingests).
 func (b *Backend) seal(s *cfState) error {
-	wb := s.buf
-	if err := b.waitSealed(s); err != nil {
+	if err := b.waitFrozen(s); err != nil {
 		return err
 	}
-	if wb.active.empty() {
+	if s.buf.active.empty() {
 		return nil
 	}
-	wb.sealed, wb.active = wb.active, wb.spare
-	wb.spare = nil
-	if wb.active == nil {
-		wb.active = newWriteBuffer()
-	}
-	wb.done = make(chan error, 1)
-	sealed, done, path := wb.sealed, wb.done, b.spillPath()
-	b.spills.Add(1)
-	go func() {
-		defer b.spills.Done()
+	f := b.freeze(s)
+	path := b.spillPath()
+	b.enqueue(func() {
 		if b.testHookBeforeSpill != nil {
 			b.testHookBeforeSpill()
 		}
-		done <- b.spill(s, sealed, path)
-	}()
+		if b.closing.Load() {
+			f.err = state.ErrClosed
+		} else {
+			f.err = b.spill(s, f.w, path)
+		}
+		close(f.done)
+	})
 	return nil
 }
 
-// waitSealed waits until the sealed buffer, if any, is in RocksDB, and
-// keeps its memory for the next seal.
-func (b *Backend) waitSealed(s *cfState) error {
+// freeze moves s's active buffer to its frozen ones and starts a new
+// active buffer (on the memory of a drained one if there is one). The
+// caller hands the frozen buffer to a write job.
+func (b *Backend) freeze(s *cfState) *frozenBuffer {
 	wb := s.buf
-	if wb.err != nil || wb.sealed == nil {
+	f := &frozenBuffer{w: wb.active, done: make(chan struct{})}
+	wb.frozen = append(wb.frozen, f)
+	wb.active, wb.spare = wb.spare, nil
+	if wb.active == nil {
+		wb.active = newWriteBuffer()
+	}
+	return f
+}
+
+// enqueue runs job on a goroutine of its own after every job enqueued
+// before it: the background writes into RocksDB happen in the order the
+// task goroutine froze their buffers, and a checkpoint's drain and RocksDB
+// checkpoint come after the spills of the buffers frozen before its
+// barrier and before those frozen after it. It returns the job's done
+// channel. Close waits for the jobs.
+func (b *Backend) enqueue(job func()) chan struct{} {
+	prev, done := b.lastJob, make(chan struct{})
+	b.lastJob = done
+	b.spills.Add(1)
+	go func() {
+		defer b.spills.Done()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		job()
+	}()
+	return done
+}
+
+// prune drops the frozen buffers of s whose entries are in RocksDB,
+// oldest first, keeping one's memory for the next active buffer, and
+// stops at one still being written. A failed write makes the buffer
+// unusable (wb.err); its frozen buffer stays, so reads still see it.
+func (b *Backend) prune(s *cfState) error {
+	wb := s.buf
+	n := 0
+	for _, f := range wb.frozen {
+		if !f.finished() {
+			break
+		}
+		if f.err != nil {
+			if wb.err == nil {
+				wb.err = fmt.Errorf("state %q: %w", s.meta.Name, f.err)
+			}
+			break
+		}
+		if wb.spare == nil {
+			f.w.reset()
+			wb.spare = f.w
+		}
+		n++
+	}
+	if n > 0 {
+		wb.frozen = slices.Delete(wb.frozen, 0, n)
+	}
+	return wb.err
+}
+
+// waitFrozen waits until every frozen buffer of s is in RocksDB.
+func (b *Backend) waitFrozen(s *cfState) error {
+	wb := s.buf
+	if wb.err != nil {
 		return wb.err
 	}
-	if b.testHookWaitSealed != nil {
+	if len(wb.frozen) > 0 && b.testHookWaitSealed != nil {
 		b.testHookWaitSealed()
 	}
-	if err := <-wb.done; err != nil {
-		wb.err = fmt.Errorf("state %q: %w", s.meta.Name, err)
-		return wb.err
+	for _, f := range wb.frozen {
+		<-f.done
 	}
-	wb.sealed.reset()
-	wb.spare, wb.sealed, wb.done = wb.sealed, nil, nil
-	return nil
+	return b.prune(s)
+}
+
+// settle waits until the background part of every checkpoint taken so
+// far (its drain and its RocksDB checkpoint) is done. The task goroutine
+// calls it before it writes into RocksDB itself (list and map states,
+// value states without write buffers, new states, the metadata) or reads
+// RocksDB as a whole: such a write must not reach a checkpoint whose
+// barrier came before it.
+func (b *Backend) settle() {
+	if b.lastCheckpoint == nil {
+		return
+	}
+	if b.testHookSettle != nil {
+		b.testHookSettle()
+	}
+	<-b.lastCheckpoint
+	b.lastCheckpoint = nil
 }
 
 // drain writes every buffered entry of s into RocksDB, on the calling
-// goroutine once the sealed buffer is in.
+// goroutine once the frozen buffers are in.
 func (b *Backend) drain(s *cfState) error {
 	if s.buf == nil {
 		return nil
 	}
-	if err := b.waitSealed(s); err != nil {
+	b.settle()
+	if err := b.waitFrozen(s); err != nil {
 		return err
 	}
 	wb := s.buf
 	if wb.active.empty() {
 		return nil
 	}
-	var err error
-	if wb.active.size() <= smallDrain {
-		err = b.writeBatch(s, wb.active)
-	} else {
-		err = b.spill(s, wb.active, b.spillPath())
-	}
-	if err != nil {
+	if err := b.writeBuffered(s, wb.active); err != nil {
 		wb.err = fmt.Errorf("state %q: %w", s.meta.Name, err)
 		return wb.err
 	}
 	wb.active.reset()
 	return nil
+}
+
+// writeBuffered writes the entries of w into s's column family: through
+// the memtable if there are few (smallDrain), else as an SST file RocksDB
+// ingests.
+func (b *Backend) writeBuffered(s *cfState, w *writeBuffer) error {
+	if w.size() <= smallDrain {
+		return b.writeBatch(s, w)
+	}
+	return b.spill(s, w, b.spillPath())
 }
 
 // smallDrain is the largest write buffer a drain writes into RocksDB's
@@ -166,9 +269,9 @@ func (b *Backend) writeBatch(s *cfState, w *writeBuffer) error {
 	return nil
 }
 
-// drainAll drains every state's buffers: before a snapshot, or an
-// iteration over RocksDB.
+// drainAll drains every state's buffers: before a full snapshot.
 func (b *Backend) drainAll() error {
+	b.settle()
 	for _, s := range b.order {
 		if err := b.drain(s); err != nil {
 			return err

@@ -86,7 +86,6 @@ func TestWriteBufferSpills(t *testing.T) {
 	release := make(chan struct{})
 	b.testHookBeforeSpill = func() { <-release }
 	b.testHookWaitSealed = func() { release <- struct{}{} }
-	t.Cleanup(func() { close(release) }) // before closeLater's Close
 	v, err := state.GetValueState(b, state.ValueStateDescriptor[string]{Name: "v"})
 	check(t, err)
 	const keys = 20000
@@ -126,6 +125,10 @@ func TestWriteBufferSpills(t *testing.T) {
 	if n := b.spillSeq.Load(); n < 10 {
 		t.Fatalf("%d spills, want many with a %d-byte write buffer", n, minWriteBufferSize)
 	}
+	// The checkpoint's background job waits for the spill held back last:
+	// let every spill run from now on.
+	b.testHookWaitSealed = nil
+	close(release)
 	stor := newDirStorage(t)
 	h := checkpoint(t, b, 1, stor)
 	verify(b, v, "after the checkpoint")
