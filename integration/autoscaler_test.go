@@ -123,7 +123,7 @@ func (p *pacedProducer) finish(t *testing.T) int {
 // a topic of 4 partitions at a rate that steps up and down: each record
 // costs the count 2 ms, so at 1200 records/s the count at parallelism 1
 // is busy all the time and the Kafka source's pending records grow. The
-// autoscaler scales the count up on the lag and the busy time, the job
+// autoscaler scales the count up on its busy time (and the lag), the job
 // catches up (the lag falls back while the rate is still high), and
 // after the rate drops to 100 records/s it scales the count down. Every
 // decision is the coordinator's autoscaler's, carried out in place; the
@@ -221,9 +221,13 @@ func TestAutoscalerOnClusterFollowsKafkaLag(t *testing.T) {
 	awaitOrFail("the scale-up at the high rate", func() bool { return countAt() > 1 })
 	up := d.LastDecision()
 	peak := countAt()
-	if v := up.Vertices; up.Outcome != autoscaler.Scale || len(v) != 2 || v[0].Lag <= 0 || v[countV].Change != autoscaler.ScaleUp ||
+	// The count's busy time drives it: its true processing rate is below
+	// the scale-up threshold. The source's lag may still be 0 when the
+	// window's input rate alone (part of it at the high rate) is more
+	// than the count sustains at the target utilization.
+	if v := up.Vertices; up.Outcome != autoscaler.Scale || len(v) != 2 || v[0].Lag < 0 || v[countV].Change != autoscaler.ScaleUp ||
 		float64(v[countV].TrueProcessingRate) >= float64(v[countV].ScaleUpThreshold) {
-		t.Errorf("the scale-up was not driven by the source's lag and the count's busy time: %s", up)
+		t.Errorf("the scale-up was not driven by the count's busy time: %s", up)
 	}
 	awaitOrFail("the job to catch up at the high rate", func() bool {
 		l := lag()

@@ -44,7 +44,9 @@ func TestExactlyOnceUnderKills(t *testing.T) {
 	for i, mode := range []string{"aligned", "unaligned", "mixed"} {
 		t.Run(mode, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, uint64(i)))
-			const minKills, maxEpisodes = 30, 8
+			// Most episodes land 4-8 kills; a fast machine (or job) ends
+			// more runs before their kill, so up to 10 episodes.
+			const minKills, maxEpisodes = 30, 10
 			ctx := jobContext(t, 4*time.Minute)
 			adm := kadm.NewClient(newClient(t))
 			var f chaosFigures
