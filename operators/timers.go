@@ -136,11 +136,17 @@ func (q *timerQueue[K]) Len() int {
 // operator, one per (key, timestamp), and fires them on the task goroutine.
 //
 // In a keyed operator with a keyed state backend the timers are part of
-// the keyed state (see persistIn): every live timer is also an entry of a
-// hidden map state of its key, so a checkpoint holds the timers, and a
-// restore (with any parallelism: timers move with their key groups) brings
-// back every timer that was live at the checkpoint. The heap stays the
-// fast path; the state is written on register, delete and fire only.
+// the keyed state (see persistIn): at every checkpoint each live timer is
+// also an entry of a hidden map state of its key, so a checkpoint holds
+// the timers, and a restore (with any parallelism: timers move with their
+// key groups) brings back every timer that was live at the checkpoint.
+// The heap is the timers' only home between checkpoints: registers,
+// deletes and fires are staged in memory and written to the state by
+// Context.FlushKeyedState before the backend's snapshot, so a timer
+// registered and fired between two checkpoints (a window's, most often)
+// never reaches the state. This is Flink's HEAP timer service
+// (state.backend.rocksdb.timer-service.factory: HEAP) with the timers'
+// snapshot kept in the keyed state's format.
 type TimerService[K comparable] struct {
 	event, proc timerQueue[K]
 	watermark   int64
@@ -238,7 +244,7 @@ func (s *TimerService[K]) register(d TimeDomain, ns string, ts int64) error {
 		s.scheduleProc()
 	}
 	if s.store != nil {
-		return s.store.put(d, t)
+		s.store.stage(d, t, true)
 	}
 	return nil
 }
@@ -246,10 +252,10 @@ func (s *TimerService[K]) register(d TimeDomain, ns string, ts int64) error {
 // delete removes the timer (current key, ns, ts) in domain d.
 func (s *TimerService[K]) delete(d TimeDomain, ns string, ts int64) error {
 	t := timer[K]{ts: ts, key: s.current, ns: ns}
-	if !s.queue(d).remove(t) || s.store == nil {
-		return nil
+	if s.queue(d).remove(t) && s.store != nil {
+		s.store.stage(d, t, false)
 	}
-	return s.store.remove(d, t)
+	return nil
 }
 
 // scheduleProc makes sure a callback is scheduled for the earliest
@@ -303,17 +309,12 @@ func (s *TimerService[K]) advanceWatermark(wm int64) error {
 	}
 }
 
-// popAndFire takes the earliest timer of domain d out of the queue and its
-// key's timer state, and fires it.
+// popAndFire takes the earliest timer of domain d out of the queue (and
+// stages its removal from its key's timer state), and fires it.
 func (s *TimerService[K]) popAndFire(d TimeDomain) error {
 	t := s.queue(d).pop()
 	if s.store != nil {
-		if err := s.store.setKey(t.key); err != nil {
-			return err
-		}
-		if err := s.store.remove(d, t); err != nil {
-			return err
-		}
+		s.store.stage(d, t, false)
 	}
 	return s.fire(t.key, t.ns, t.ts, d)
 }
@@ -364,17 +365,66 @@ func (timerEntryCodec) Decode(src []byte) (timerEntry, error) {
 	return timerEntry{ts: int64(binary.BigEndian.Uint64(src)), ns: string(src[8:])}, nil
 }
 
-// timerStore writes timers into the keyed state backend.
+// timerStore writes timers into the keyed state backend. It stages the
+// changes since the last flush: the timer state plus the staged changes
+// is the set of live timers. A staged true is a timer to write (live,
+// not in the state), a staged false one to remove (in the state, no
+// longer live); a timer live and in the state, or neither, is not
+// staged.
 type timerStore[K comparable] struct {
 	event, proc state.MapState[timerEntry, struct{}]
 	setKey      func(K) error
+	staged      [2]map[timer[K]]bool // by TimeDomain
 }
 
-// persistIn keeps the service's timers in keyed state from now on and,
-// when the backend was restored, loads the restored timers into the
-// queues. setKey sets the backend's current key (as the operator does per
-// record); kc decodes the keys that the backend holds.
-func (s *TimerService[K]) persistIn(b state.KeyedBackend, setKey func(K) error, kc codec.Codec[K]) error {
+// stage records that t became live (put) or stopped being live (!put) in
+// domain d. A change that undoes a staged one cancels it: the state
+// already holds what is live.
+func (st *timerStore[K]) stage(d TimeDomain, t timer[K], put bool) {
+	m := st.staged[d]
+	if m == nil {
+		m = make(map[timer[K]]bool)
+		st.staged[d] = m
+	}
+	if staged, ok := m[t]; ok && staged != put {
+		delete(m, t)
+		return
+	}
+	m[t] = put
+}
+
+// flush writes the staged changes into the timer state, one key at a
+// time through setKey.
+func (st *timerStore[K]) flush() error {
+	for d, m := range st.staged {
+		dom := TimeDomain(d)
+		h := st.handle(dom)
+		for t, put := range m {
+			if err := st.setKey(t.key); err != nil {
+				return fmt.Errorf("flush %s timers: %w", dom, err)
+			}
+			var err error
+			if put {
+				err = h.Put(timerEntry{t.ts, t.ns}, struct{}{})
+			} else {
+				err = h.Remove(timerEntry{t.ts, t.ns})
+			}
+			if err != nil {
+				return fmt.Errorf("flush %s timer %d of key %v: %w", dom, t.ts, t.key, err)
+			}
+		}
+		clear(m)
+	}
+	return nil
+}
+
+// persistIn keeps the service's timers in the keyed state of ctx (flushed
+// by ctx.FlushKeyedState) from now on and, when the backend was restored,
+// loads the restored timers into the queues. setKey sets the backend's
+// current key (as the operator does per record); kc decodes the keys that
+// the backend holds.
+func (s *TimerService[K]) persistIn(ctx *Context, setKey func(K) error, kc codec.Codec[K]) error {
+	b := ctx.KeyedState
 	st := &timerStore[K]{setKey: setKey}
 	s.keyBytes = func() string {
 		kb, _ := b.CurrentKey()
@@ -409,6 +459,7 @@ func (s *TimerService[K]) persistIn(b state.KeyedBackend, setKey func(K) error, 
 		}
 	}
 	s.store = st
+	ctx.flushers = append(ctx.flushers, st.flush)
 	s.scheduleProc()
 	return nil
 }
@@ -427,20 +478,6 @@ func (st *timerStore[K]) namespace(d TimeDomain) []byte {
 	return procTimersNS
 }
 
-func (st *timerStore[K]) put(d TimeDomain, t timer[K]) error {
-	if err := st.handle(d).Put(timerEntry{t.ts, t.ns}, struct{}{}); err != nil {
-		return fmt.Errorf("write %s timer %d: %w", d, t.ts, err)
-	}
-	return nil
-}
-
-func (st *timerStore[K]) remove(d TimeDomain, t timer[K]) error {
-	if err := st.handle(d).Remove(timerEntry{t.ts, t.ns}); err != nil {
-		return fmt.Errorf("remove %s timer %d: %w", d, t.ts, err)
-	}
-	return nil
-}
-
 // emptyCodec encodes struct{} in no bytes: the value of a set held in a
 // map state.
 type emptyCodec struct{}
@@ -454,7 +491,8 @@ func (emptyCodec) Decode([]byte) (struct{}, error)               { return struct
 // timestamp, and the namespace (the encoded window of a window operator,
 // empty for a process function). The bytes are valid during the call
 // only. An operator that never used timers has none. It reads what a
-// checkpoint of b would hold, for tools that inspect an operator's state
+// checkpoint of b would hold once the operator's Context.FlushKeyedState
+// has run (call it first), for tools that inspect an operator's state
 // (package sluicetest); it changes b's current key.
 func RegisteredTimers(b state.KeyedBackend, fn func(key []byte, domain TimeDomain, ts int64, namespace []byte) error) error {
 	found := false

@@ -289,7 +289,7 @@ func TestTimerErrorStopsFiring(t *testing.T) {
 // have (and a test harness as the job does).
 func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
 	kc := codec.DefaultKey[string]()
-	newService := func(b state.KeyedBackend) (*TimerService[string], *[]string) {
+	newService := func(b state.KeyedBackend) (*TimerService[string], *[]string, *Context) {
 		var fired []string
 		s := newTimerService[string](&fakeClock{}, func(k string, ts int64, _ TimeDomain) error {
 			fired = append(fired, fmt.Sprintf("%s@%d", k, ts))
@@ -304,10 +304,11 @@ func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
 			s.current = k
 			return nil
 		}
-		if err := s.persistIn(b, setKey, kc); err != nil {
+		ctx := &Context{KeyedState: b}
+		if err := s.persistIn(ctx, setKey, kc); err != nil {
 			t.Fatal(err)
 		}
-		return s, &fired
+		return s, &fired, ctx
 	}
 	newBackend := func() state.KeyedBackend {
 		b, err := state.HeapBackendFactory(state.BackendOptions{MaxParallelism: 128, Parallelism: 1, KeyGroups: state.RangeFor(128, 1, 0)})
@@ -318,13 +319,16 @@ func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
 	}
 	keys := []string{"k7", "k2", "k9", "k1", "k5", "k3", "k8", "k4", "k6"}
 	b := newBackend()
-	s, fired := newService(b)
+	s, fired, ctx := newService(b)
 	for _, k := range keys {
 		if err := s.store.setKey(k); err != nil {
 			t.Fatal(err)
 		}
 		s.RegisterEventTimeTimer(10)
 		s.RegisterEventTimeTimer(20)
+	}
+	if err := ctx.FlushKeyedState(); err != nil {
+		t.Fatal(err)
 	}
 	snap, err := b.Snapshot(1)
 	if err != nil {
@@ -357,7 +361,7 @@ func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
 		if err := r.Restore(bytes.NewReader(buf.Bytes())); err != nil {
 			t.Fatal(err)
 		}
-		rs, rfired := newService(r)
+		rs, rfired, _ := newService(r)
 		if err := rs.advanceWatermark(30); err != nil {
 			t.Fatal(err)
 		}
