@@ -1,7 +1,6 @@
 package operators
 
 import (
-	"container/heap"
 	"encoding/binary"
 	"fmt"
 
@@ -47,8 +46,7 @@ type queued[K comparable] struct {
 
 type timerHeap[K comparable] []queued[K]
 
-func (h timerHeap[K]) Len() int { return len(h) }
-func (h timerHeap[K]) Less(i, j int) bool {
+func (h timerHeap[K]) less(i, j int) bool {
 	a, b := &h[i], &h[j]
 	if a.ts != b.ts {
 		return a.ts < b.ts
@@ -58,74 +56,161 @@ func (h timerHeap[K]) Less(i, j int) bool {
 	}
 	return a.ns < b.ns
 }
-func (h timerHeap[K]) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap[K]) Push(x any)   { *h = append(*h, x.(queued[K])) }
-func (h *timerHeap[K]) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return t
+
+func (h *timerHeap[K]) push(q queued[K]) {
+	*h = append(*h, q)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
 }
+
+func (h *timerHeap[K]) pop() queued[K] {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = queued[K]{}
+	s = s[:n]
+	*h = s
+	for i := 0; ; {
+		m := 2*i + 1
+		if m >= n {
+			break
+		}
+		if r := m + 1; r < n && s.less(r, m) {
+			m = r
+		}
+		if !s.less(m, i) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	return top
+}
+
+// The flags of a timer in a timerQueue.
+const (
+	timerLive   uint8 = 1 << iota // registered, not deleted nor fired
+	timerQueued                   // a copy is in the heap
+	timerStored                   // the timer state holds it (as of the last flush)
+	timerDirty                    // in the dirty list
+)
 
 // timerQueue is a min-heap of timers with at most one timer per (key,
 // namespace, ts); deleted timers are dropped lazily when they reach the
-// top.
+// top. When it tracks (its timers are kept in keyed state), it also
+// knows which timers the timer state holds, and lists the timers whose
+// liveness changed since the last flush (live and not stored, or stored
+// and no longer live): a flush writes those only.
 type timerQueue[K comparable] struct {
-	h   timerHeap[K]
-	set map[timer[K]]bool // true: live; absent or false: deleted
+	h timerHeap[K]
+	// set holds the flags of every timer queued or stored; absent is 0.
+	set   map[timer[K]]uint8
+	track bool
+	dirty []timer[K]
+}
+
+// mark lists t as dirty if the queue tracks and t's liveness is not what
+// the timer state holds; it returns t's flags f with timerDirty if so.
+func (q *timerQueue[K]) mark(t timer[K], f uint8) uint8 {
+	if q.track && f&timerDirty == 0 && (f&timerLive != 0) != (f&timerStored != 0) {
+		f |= timerDirty
+		q.dirty = append(q.dirty, t)
+	}
+	return f
+}
+
+// settle stores t's flags f, forgetting t when none is left.
+func (q *timerQueue[K]) settle(t timer[K], f uint8) {
+	if f == 0 {
+		delete(q.set, t)
+		return
+	}
+	q.set[t] = f
 }
 
 // add makes t live; it reports whether t was not live before. keyBytes
 // gives the encoded key of a timer that is queued anew.
 func (q *timerQueue[K]) add(t timer[K], keyBytes func() string) bool {
 	if q.set == nil {
-		q.set = make(map[timer[K]]bool)
+		q.set = make(map[timer[K]]uint8)
 	}
-	if live, ok := q.set[t]; ok {
-		if !live {
-			q.set[t] = true // re-registered while its stale copy is still queued
-			return true
-		}
+	f := q.set[t]
+	if f&timerLive != 0 {
 		return false
 	}
-	q.set[t] = true
-	heap.Push(&q.h, queued[K]{timer: t, kb: keyBytes()})
+	f |= timerLive
+	if f&timerQueued == 0 { // not re-registered while a stale copy is still queued
+		q.h.push(queued[K]{timer: t, kb: keyBytes()})
+		f |= timerQueued
+	}
+	q.set[t] = q.mark(t, f)
 	return true
 }
 
 // remove deletes t; it reports whether t was live.
 func (q *timerQueue[K]) remove(t timer[K]) bool {
-	if q.set[t] {
-		q.set[t] = false
-		return true
+	f := q.set[t]
+	if f&timerLive == 0 {
+		return false
 	}
-	return false
+	q.set[t] = q.mark(t, f&^timerLive)
+	return true
 }
 
 // peek returns the earliest live timer.
 func (q *timerQueue[K]) peek() (timer[K], bool) {
 	for len(q.h) > 0 {
 		t := q.h[0].timer
-		if q.set[t] {
+		f := q.set[t]
+		if f&timerLive != 0 {
 			return t, true
 		}
-		heap.Pop(&q.h)
-		delete(q.set, t)
+		q.h.pop()
+		q.settle(t, f&^timerQueued)
 	}
 	return timer[K]{}, false
 }
 
+// pop takes the earliest timer out of the queue (peek said it is live).
 func (q *timerQueue[K]) pop() timer[K] {
-	t := heap.Pop(&q.h).(queued[K]).timer
-	delete(q.set, t)
+	t := q.h.pop().timer
+	q.settle(t, q.mark(t, q.set[t]&^(timerQueued|timerLive)))
 	return t
+}
+
+// flush calls write for every dirty timer whose liveness is not what the
+// timer state holds (put: it is live), and empties the dirty list.
+func (q *timerQueue[K]) flush(write func(t timer[K], put bool) error) error {
+	for i, t := range q.dirty {
+		f := q.set[t]
+		live, stored := f&timerLive != 0, f&timerStored != 0
+		if live != stored {
+			if err := write(t, live); err != nil {
+				q.dirty = q.dirty[i:] // the rest is still to write
+				return err
+			}
+			f ^= timerStored
+		}
+		q.settle(t, f&^timerDirty)
+	}
+	clear(q.dirty)
+	q.dirty = q.dirty[:0]
+	return nil
 }
 
 // Len is the number of live timers.
 func (q *timerQueue[K]) Len() int {
 	n := 0
-	for _, live := range q.set {
-		if live {
+	for _, f := range q.set {
+		if f&timerLive != 0 {
 			n++
 		}
 	}
@@ -243,18 +328,13 @@ func (s *TimerService[K]) register(d TimeDomain, ns string, ts int64) error {
 	if d == ProcessingTime {
 		s.scheduleProc()
 	}
-	if s.store != nil {
-		s.store.stage(d, t, true)
-	}
 	return nil
 }
 
 // delete removes the timer (current key, ns, ts) in domain d.
 func (s *TimerService[K]) delete(d TimeDomain, ns string, ts int64) error {
 	t := timer[K]{ts: ts, key: s.current, ns: ns}
-	if s.queue(d).remove(t) && s.store != nil {
-		s.store.stage(d, t, false)
-	}
+	s.queue(d).remove(t)
 	return nil
 }
 
@@ -309,13 +389,10 @@ func (s *TimerService[K]) advanceWatermark(wm int64) error {
 	}
 }
 
-// popAndFire takes the earliest timer of domain d out of the queue (and
-// stages its removal from its key's timer state), and fires it.
+// popAndFire takes the earliest timer of domain d out of the queue (its
+// removal from the timer state waits for the next flush), and fires it.
 func (s *TimerService[K]) popAndFire(d TimeDomain) error {
 	t := s.queue(d).pop()
-	if s.store != nil {
-		s.store.stage(d, t, false)
-	}
 	return s.fire(t.key, t.ns, t.ts, d)
 }
 
@@ -365,55 +442,31 @@ func (timerEntryCodec) Decode(src []byte) (timerEntry, error) {
 	return timerEntry{ts: int64(binary.BigEndian.Uint64(src)), ns: string(src[8:])}, nil
 }
 
-// timerStore writes timers into the keyed state backend. It stages the
-// changes since the last flush: the timer state plus the staged changes
-// is the set of live timers. A staged true is a timer to write (live,
-// not in the state), a staged false one to remove (in the state, no
-// longer live); a timer live and in the state, or neither, is not
-// staged.
+// timerStore writes timers into the keyed state backend.
 type timerStore[K comparable] struct {
 	event, proc state.MapState[timerEntry, struct{}]
 	setKey      func(K) error
-	staged      [2]map[timer[K]]bool // by TimeDomain
 }
 
-// stage records that t became live (put) or stopped being live (!put) in
-// domain d. A change that undoes a staged one cancels it: the state
-// already holds what is live.
-func (st *timerStore[K]) stage(d TimeDomain, t timer[K], put bool) {
-	m := st.staged[d]
-	if m == nil {
-		m = make(map[timer[K]]bool)
-		st.staged[d] = m
-	}
-	if staged, ok := m[t]; ok && staged != put {
-		delete(m, t)
-		return
-	}
-	m[t] = put
-}
-
-// flush writes the staged changes into the timer state, one key at a
-// time through setKey.
-func (st *timerStore[K]) flush() error {
-	for d, m := range st.staged {
-		dom := TimeDomain(d)
-		h := st.handle(dom)
-		for t, put := range m {
+// flush writes the timers whose liveness changed since the last flush
+// into the timer state, one key at a time through setKey: the timer state
+// holds the live timers again.
+func (s *TimerService[K]) flush() error {
+	st := s.store
+	for _, d := range []TimeDomain{EventTime, ProcessingTime} {
+		h := st.handle(d)
+		err := s.queue(d).flush(func(t timer[K], put bool) error {
 			if err := st.setKey(t.key); err != nil {
-				return fmt.Errorf("flush %s timers: %w", dom, err)
+				return err
 			}
-			var err error
 			if put {
-				err = h.Put(timerEntry{t.ts, t.ns}, struct{}{})
-			} else {
-				err = h.Remove(timerEntry{t.ts, t.ns})
+				return h.Put(timerEntry{t.ts, t.ns}, struct{}{})
 			}
-			if err != nil {
-				return fmt.Errorf("flush %s timer %d of key %v: %w", dom, t.ts, t.key, err)
-			}
+			return h.Remove(timerEntry{t.ts, t.ns})
+		})
+		if err != nil {
+			return fmt.Errorf("write the %s timers to keyed state: %w", d, err)
 		}
-		clear(m)
 	}
 	return nil
 }
@@ -450,7 +503,9 @@ func (s *TimerService[K]) persistIn(ctx *Context, setKey func(K) error, kc codec
 			}
 			b.SetCurrentKey(kb, kg)
 			return h.IterateKeys(func(e timerEntry) bool {
-				q.add(timer[K]{ts: e.ts, key: k, ns: e.ns}, s.keyBytes)
+				t := timer[K]{ts: e.ts, key: k, ns: e.ns}
+				q.add(t, s.keyBytes)
+				q.set[t] |= timerStored
 				return true
 			})
 		})
@@ -459,7 +514,8 @@ func (s *TimerService[K]) persistIn(ctx *Context, setKey func(K) error, kc codec
 		}
 	}
 	s.store = st
-	ctx.flushers = append(ctx.flushers, st.flush)
+	s.event.track, s.proc.track = true, true
+	ctx.flushers = append(ctx.flushers, s.flush)
 	s.scheduleProc()
 	return nil
 }

@@ -3,6 +3,7 @@ package operators
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"testing"
@@ -368,5 +369,121 @@ func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
 		if !slices.Equal(*rfired, want) {
 			t.Fatalf("restored, fired\n%v\nwant\n%v", *rfired, want)
 		}
+	}
+}
+
+// The timer state equals the live timers after every flush, whatever
+// registers, deletes, re-registers and fires came between two flushes,
+// and a service restored from a snapshot taken after a flush fires
+// exactly the timers live at it.
+func TestTimerStateAfterFlushIsTheLiveTimers(t *testing.T) {
+	kc := codec.DefaultKey[string]()
+	newBackend := func() state.KeyedBackend {
+		b, err := state.HeapBackendFactory(state.BackendOptions{MaxParallelism: 128, Parallelism: 1, KeyGroups: state.RangeFor(128, 1, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	type live struct {
+		key string
+		ts  int64
+	}
+	open := func(b state.KeyedBackend, fired map[live]bool) (*TimerService[string], *Context) {
+		s := newTimerService[string](&fakeClock{}, func(k string, ts int64, _ TimeDomain) error {
+			fired[live{k, ts}] = true
+			return nil
+		})
+		setKey := func(k string) error {
+			kb, err := kc.Append(nil, k)
+			if err != nil {
+				return err
+			}
+			b.SetCurrentKey(kb, state.KeyGroupFor(kb, b.MaxParallelism()))
+			s.current = k
+			return nil
+		}
+		ctx := &Context{KeyedState: b}
+		if err := s.persistIn(ctx, setKey, kc); err != nil {
+			t.Fatal(err)
+		}
+		s.store.setKey = setKey
+		return s, ctx
+	}
+	stored := func(b state.KeyedBackend) map[live]bool {
+		got := map[live]bool{}
+		err := RegisteredTimers(b, func(key []byte, _ TimeDomain, ts int64, _ []byte) error {
+			k, err := kc.Decode(key)
+			got[live{k, ts}] = true
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	rng := rand.New(rand.NewSource(7))
+	b := newBackend()
+	fired := map[live]bool{}
+	s, ctx := open(b, fired)
+	want := map[live]bool{}
+	wm := int64(0)
+	for round := range 40 {
+		for range rng.Intn(60) {
+			l := live{fmt.Sprintf("k%d", rng.Intn(8)), wm + 1 + int64(rng.Intn(20))}
+			if err := s.store.setKey(l.key); err != nil {
+				t.Fatal(err)
+			}
+			if rng.Intn(3) == 0 {
+				s.DeleteEventTimeTimer(l.ts)
+				delete(want, l)
+			} else {
+				s.RegisterEventTimeTimer(l.ts)
+				want[l] = true
+			}
+		}
+		if rng.Intn(2) == 0 {
+			wm += int64(rng.Intn(6))
+			if err := s.advanceWatermark(wm); err != nil {
+				t.Fatal(err)
+			}
+			for l := range want {
+				if l.ts <= wm {
+					delete(want, l)
+				}
+			}
+		}
+		if err := s.takeErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctx.FlushKeyedState(); err != nil {
+			t.Fatal(err)
+		}
+		if got := stored(b); !maps.Equal(got, want) {
+			t.Fatalf("round %d: timer state %v, want the live timers %v", round, got, want)
+		}
+		if s.NumEventTimeTimers() != len(want) {
+			t.Fatalf("round %d: %d live timers, want %d", round, s.NumEventTimeTimers(), len(want))
+		}
+	}
+	snap, err := b.Snapshot(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	r := newBackend()
+	if err := r.Restore(bytes.NewReader(buf.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	rfired := map[live]bool{}
+	rs, _ := open(r, rfired)
+	if err := rs.advanceWatermark(MaxWatermark); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(rfired, want) {
+		t.Fatalf("restored, fired %v, want %v", rfired, want)
 	}
 }
