@@ -288,39 +288,57 @@ func TestTimerErrorStopsFiring(t *testing.T) {
 // again after a restore, whose timers come back in no particular order:
 // a restored job fires them as the job that took the checkpoint would
 // have (and a test harness as the job does).
+// timerBackend is a heap backend of every key group, restored from snap
+// if not nil.
+func timerBackend(t *testing.T, snap []byte) state.KeyedBackend {
+	t.Helper()
+	b, err := state.HeapBackendFactory(state.BackendOptions{MaxParallelism: 128, Parallelism: 1, KeyGroups: state.RangeFor(128, 1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap != nil {
+		if err := b.Restore(bytes.NewReader(snap)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// persistedTimers is a string-keyed timer service whose timers live in
+// b's keyed state, as a keyed operator's do; its store's setKey sets the
+// current key of both. fire is called with each timer that fires.
+func persistedTimers(t *testing.T, b state.KeyedBackend, fire func(k string, ts int64)) (*TimerService[string], *Context) {
+	t.Helper()
+	kc := codec.DefaultKey[string]()
+	s := newTimerService[string](&fakeClock{}, func(k string, ts int64, _ TimeDomain) error {
+		fire(k, ts)
+		return nil
+	})
+	setKey := func(k string) error {
+		kb, err := kc.Append(nil, k)
+		if err != nil {
+			return err
+		}
+		b.SetCurrentKey(kb, state.KeyGroupFor(kb, b.MaxParallelism()))
+		s.current = k
+		return nil
+	}
+	ctx := &Context{KeyedState: b}
+	if err := s.persistIn(ctx, setKey, kc); err != nil {
+		t.Fatal(err)
+	}
+	return s, ctx
+}
+
 func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
 	kc := codec.DefaultKey[string]()
 	newService := func(b state.KeyedBackend) (*TimerService[string], *[]string, *Context) {
 		var fired []string
-		s := newTimerService[string](&fakeClock{}, func(k string, ts int64, _ TimeDomain) error {
-			fired = append(fired, fmt.Sprintf("%s@%d", k, ts))
-			return nil
-		})
-		setKey := func(k string) error {
-			kb, err := kc.Append(nil, k)
-			if err != nil {
-				return err
-			}
-			b.SetCurrentKey(kb, state.KeyGroupFor(kb, b.MaxParallelism()))
-			s.current = k
-			return nil
-		}
-		ctx := &Context{KeyedState: b}
-		if err := s.persistIn(ctx, setKey, kc); err != nil {
-			t.Fatal(err)
-		}
+		s, ctx := persistedTimers(t, b, func(k string, ts int64) { fired = append(fired, fmt.Sprintf("%s@%d", k, ts)) })
 		return s, &fired, ctx
 	}
-	newBackend := func() state.KeyedBackend {
-		b, err := state.HeapBackendFactory(state.BackendOptions{MaxParallelism: 128, Parallelism: 1, KeyGroups: state.RangeFor(128, 1, 0)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
 	keys := []string{"k7", "k2", "k9", "k1", "k5", "k3", "k8", "k4", "k6"}
-	b := newBackend()
-	s, fired, ctx := newService(b)
+	s, fired, ctx := newService(timerBackend(t, nil))
 	for _, k := range keys {
 		if err := s.store.setKey(k); err != nil {
 			t.Fatal(err)
@@ -328,17 +346,7 @@ func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
 		s.RegisterEventTimeTimer(10)
 		s.RegisterEventTimeTimer(20)
 	}
-	if err := ctx.FlushKeyedState(); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := b.Snapshot(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
+	snap := snapshot(t, ctx)
 	if err := s.advanceWatermark(30); err != nil {
 		t.Fatal(err)
 	}
@@ -358,11 +366,7 @@ func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
 		t.Fatalf("fired\n%v\nwant\n%v", *fired, want)
 	}
 	for range 5 {
-		r := newBackend()
-		if err := r.Restore(bytes.NewReader(buf.Bytes())); err != nil {
-			t.Fatal(err)
-		}
-		rs, rfired, _ := newService(r)
+		rs, rfired, _ := newService(timerBackend(t, snap))
 		if err := rs.advanceWatermark(30); err != nil {
 			t.Fatal(err)
 		}
@@ -378,37 +382,12 @@ func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
 // exactly the timers live at it.
 func TestTimerStateAfterFlushIsTheLiveTimers(t *testing.T) {
 	kc := codec.DefaultKey[string]()
-	newBackend := func() state.KeyedBackend {
-		b, err := state.HeapBackendFactory(state.BackendOptions{MaxParallelism: 128, Parallelism: 1, KeyGroups: state.RangeFor(128, 1, 0)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
 	type live struct {
 		key string
 		ts  int64
 	}
 	open := func(b state.KeyedBackend, fired map[live]bool) (*TimerService[string], *Context) {
-		s := newTimerService[string](&fakeClock{}, func(k string, ts int64, _ TimeDomain) error {
-			fired[live{k, ts}] = true
-			return nil
-		})
-		setKey := func(k string) error {
-			kb, err := kc.Append(nil, k)
-			if err != nil {
-				return err
-			}
-			b.SetCurrentKey(kb, state.KeyGroupFor(kb, b.MaxParallelism()))
-			s.current = k
-			return nil
-		}
-		ctx := &Context{KeyedState: b}
-		if err := s.persistIn(ctx, setKey, kc); err != nil {
-			t.Fatal(err)
-		}
-		s.store.setKey = setKey
-		return s, ctx
+		return persistedTimers(t, b, func(k string, ts int64) { fired[live{k, ts}] = true })
 	}
 	stored := func(b state.KeyedBackend) map[live]bool {
 		got := map[live]bool{}
@@ -423,7 +402,7 @@ func TestTimerStateAfterFlushIsTheLiveTimers(t *testing.T) {
 		return got
 	}
 	rng := rand.New(rand.NewSource(7))
-	b := newBackend()
+	b := timerBackend(t, nil)
 	fired := map[live]bool{}
 	s, ctx := open(b, fired)
 	want := map[live]bool{}
@@ -466,20 +445,8 @@ func TestTimerStateAfterFlushIsTheLiveTimers(t *testing.T) {
 			t.Fatalf("round %d: %d live timers, want %d", round, s.NumEventTimeTimers(), len(want))
 		}
 	}
-	snap, err := b.Snapshot(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	r := newBackend()
-	if err := r.Restore(bytes.NewReader(buf.Bytes())); err != nil {
-		t.Fatal(err)
-	}
 	rfired := map[live]bool{}
-	rs, _ := open(r, rfired)
+	rs, _ := open(timerBackend(t, snapshot(t, ctx)), rfired)
 	if err := rs.advanceWatermark(MaxWatermark); err != nil {
 		t.Fatal(err)
 	}
