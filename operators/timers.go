@@ -115,17 +115,46 @@ type timerQueue[K comparable] struct {
 	set   map[timer[K]]uint8
 	track bool
 	dirty []timer[K]
+	// compactAt is the length of dirty at which mark drops the timers
+	// whose liveness went back to what the state holds (without
+	// checkpoints nothing flushes, and a timer registered and fired
+	// would stay listed for good).
+	compactAt int
 }
 
 // mark lists t as dirty if the queue tracks and t's liveness is not what
 // the timer state holds; it returns t's flags f with timerDirty if so.
 func (q *timerQueue[K]) mark(t timer[K], f uint8) uint8 {
 	if q.track && f&timerDirty == 0 && (f&timerLive != 0) != (f&timerStored != 0) {
+		if len(q.dirty) >= q.compactAt {
+			q.compact() // t is not listed: its flags in set may be stale
+		}
 		f |= timerDirty
 		q.dirty = append(q.dirty, t)
 	}
 	return f
 }
+
+// compact drops from the dirty list the timers that need no write, and
+// forgets those neither queued nor stored; the next compaction waits for
+// the list to double.
+func (q *timerQueue[K]) compact() {
+	kept := q.dirty[:0]
+	for _, t := range q.dirty {
+		f := q.set[t]
+		if (f&timerLive != 0) != (f&timerStored != 0) {
+			kept = append(kept, t)
+			continue
+		}
+		q.settle(t, f&^timerDirty)
+	}
+	clear(q.dirty[len(kept):])
+	q.dirty = kept
+	q.compactAt = max(2*len(kept), minTimerCompaction)
+}
+
+// minTimerCompaction is the shortest dirty list that mark compacts.
+const minTimerCompaction = 1 << 12
 
 // settle stores t's flags f, forgetting t when none is left.
 func (q *timerQueue[K]) settle(t timer[K], f uint8) {
@@ -203,6 +232,7 @@ func (q *timerQueue[K]) flush(write func(t timer[K], put bool) error) error {
 	}
 	clear(q.dirty)
 	q.dirty = q.dirty[:0]
+	q.compactAt = minTimerCompaction
 	return nil
 }
 
@@ -514,7 +544,9 @@ func (s *TimerService[K]) persistIn(ctx *Context, setKey func(K) error, kc codec
 		}
 	}
 	s.store = st
-	s.event.track, s.proc.track = true, true
+	for _, q := range []*timerQueue[K]{&s.event, &s.proc} {
+		q.track, q.compactAt = true, minTimerCompaction
+	}
 	ctx.flushers = append(ctx.flushers, s.flush)
 	s.scheduleProc()
 	return nil

@@ -454,3 +454,37 @@ func TestTimerStateAfterFlushIsTheLiveTimers(t *testing.T) {
 		t.Fatalf("restored, fired %v, want %v", rfired, want)
 	}
 }
+
+// Without checkpoints nothing flushes: the timers registered and fired
+// meanwhile are forgotten, not kept for a flush that never comes, and the
+// flush that finally comes still writes exactly the live timers.
+func TestTimersWithoutFlushesStayBounded(t *testing.T) {
+	b := timerBackend(t, nil)
+	fired := 0
+	s, ctx := persistedTimers(t, b, func(string, int64) { fired++ })
+	const n = 50_000
+	for i := range n {
+		if err := s.store.setKey(fmt.Sprintf("k%d", i%100)); err != nil {
+			t.Fatal(err)
+		}
+		s.RegisterEventTimeTimer(int64(i + 1))
+		if i%10 == 9 {
+			if err := s.advanceWatermark(int64(i - 5)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if size := len(s.event.set) + len(s.event.dirty); size > 4*minTimerCompaction {
+			t.Fatalf("after %d timers the queue holds %d entries", i+1, size)
+		}
+	}
+	if err := ctx.FlushKeyedState(); err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	if err := RegisteredTimers(b, func([]byte, TimeDomain, int64, []byte) error { stored++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if live := s.NumEventTimeTimers(); stored != live || live+fired != n {
+		t.Fatalf("%d timers stored, %d live, %d fired of %d", stored, live, fired, n)
+	}
+}
