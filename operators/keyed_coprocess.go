@@ -162,7 +162,7 @@ func (c *keyedCore[K, OUT]) open(ctx *Context, onTimer func(*KeyedContext[K], in
 	if ctx.KeyedState == nil {
 		return Wrap(ctx, fmt.Errorf("a keyed two-input operator needs a keyed state backend"))
 	}
-	if err := c.kctx.timers.persistIn(ctx.KeyedState, c.keys.set, c.keys.codec); err != nil {
+	if err := c.kctx.timers.persistIn(ctx, c.keys.set, c.keys.codec); err != nil {
 		return Wrap(ctx, err)
 	}
 	return nil

@@ -124,6 +124,26 @@ type Context struct {
 	// sides are the operator's side outputs, for a rich function's
 	// EmitSide (nil without any).
 	sides *SideOutputs
+	// flushers write into KeyedState what the operator keeps of its keyed
+	// state in memory only (FlushKeyedState).
+	flushers []func() error
+}
+
+// FlushKeyedState writes into KeyedState what the operator holds of its
+// keyed state in memory alone: the timers registered, deleted and fired
+// since the last flush (a TimerService keeps its timers in a heap and
+// writes their changes to keyed state only here, as Flink's heap timers
+// are written only by a snapshot). The runtime calls it before it
+// snapshots the keyed backend; a tool that reads the timers from the
+// backend (RegisteredTimers) calls it first. It changes the backend's
+// current key.
+func (c *Context) FlushKeyedState() error {
+	for _, f := range c.flushers {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SideOutputs returns the side outputs of the operator (for EmitSide

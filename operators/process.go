@@ -116,7 +116,7 @@ func (p *KeyedProcess[K, IN, OUT]) Open(ctx *Context) error {
 	p.keys.open(ctx)
 	if ctx.KeyedState != nil {
 		// Timers live in keyed state, so they survive a restore.
-		if err := p.kctx.timers.persistIn(ctx.KeyedState, p.keys.set, p.keys.codec); err != nil {
+		if err := p.kctx.timers.persistIn(ctx, p.keys.set, p.keys.codec); err != nil {
 			return Wrap(ctx, err)
 		}
 	}

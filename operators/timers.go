@@ -1,7 +1,6 @@
 package operators
 
 import (
-	"container/heap"
 	"encoding/binary"
 	"fmt"
 
@@ -47,8 +46,7 @@ type queued[K comparable] struct {
 
 type timerHeap[K comparable] []queued[K]
 
-func (h timerHeap[K]) Len() int { return len(h) }
-func (h timerHeap[K]) Less(i, j int) bool {
+func (h timerHeap[K]) less(i, j int) bool {
 	a, b := &h[i], &h[j]
 	if a.ts != b.ts {
 		return a.ts < b.ts
@@ -58,74 +56,191 @@ func (h timerHeap[K]) Less(i, j int) bool {
 	}
 	return a.ns < b.ns
 }
-func (h timerHeap[K]) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap[K]) Push(x any)   { *h = append(*h, x.(queued[K])) }
-func (h *timerHeap[K]) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return t
+
+func (h *timerHeap[K]) push(q queued[K]) {
+	*h = append(*h, q)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
 }
+
+func (h *timerHeap[K]) pop() queued[K] {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = queued[K]{}
+	s = s[:n]
+	*h = s
+	for i := 0; ; {
+		m := 2*i + 1
+		if m >= n {
+			break
+		}
+		if r := m + 1; r < n && s.less(r, m) {
+			m = r
+		}
+		if !s.less(m, i) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	return top
+}
+
+// The flags of a timer in a timerQueue.
+const (
+	timerLive   uint8 = 1 << iota // registered, not deleted nor fired
+	timerQueued                   // a copy is in the heap
+	timerStored                   // the timer state holds it (as of the last flush)
+	timerDirty                    // in the dirty list
+)
 
 // timerQueue is a min-heap of timers with at most one timer per (key,
 // namespace, ts); deleted timers are dropped lazily when they reach the
-// top.
+// top. When it tracks (its timers are kept in keyed state), it also
+// knows which timers the timer state holds, and lists the timers whose
+// liveness changed since the last flush (live and not stored, or stored
+// and no longer live): a flush writes those only.
 type timerQueue[K comparable] struct {
-	h   timerHeap[K]
-	set map[timer[K]]bool // true: live; absent or false: deleted
+	h timerHeap[K]
+	// set holds the flags of every timer queued or stored; absent is 0.
+	set   map[timer[K]]uint8
+	track bool
+	dirty []timer[K]
+	// compactAt is the length of dirty at which mark drops the timers
+	// whose liveness went back to what the state holds (without
+	// checkpoints nothing flushes, and a timer registered and fired
+	// would stay listed for good).
+	compactAt int
+}
+
+// mark lists t as dirty if the queue tracks and t's liveness is not what
+// the timer state holds; it returns t's flags f with timerDirty if so.
+func (q *timerQueue[K]) mark(t timer[K], f uint8) uint8 {
+	if q.track && f&timerDirty == 0 && (f&timerLive != 0) != (f&timerStored != 0) {
+		if len(q.dirty) >= q.compactAt {
+			q.compact() // t is not listed: its flags in set may be stale
+		}
+		f |= timerDirty
+		q.dirty = append(q.dirty, t)
+	}
+	return f
+}
+
+// compact drops from the dirty list the timers that need no write, and
+// forgets those neither queued nor stored; the next compaction waits for
+// the list to double.
+func (q *timerQueue[K]) compact() {
+	kept := q.dirty[:0]
+	for _, t := range q.dirty {
+		f := q.set[t]
+		if (f&timerLive != 0) != (f&timerStored != 0) {
+			kept = append(kept, t)
+			continue
+		}
+		q.settle(t, f&^timerDirty)
+	}
+	clear(q.dirty[len(kept):])
+	q.dirty = kept
+	q.compactAt = max(2*len(kept), minTimerCompaction)
+}
+
+// minTimerCompaction is the shortest dirty list that mark compacts.
+const minTimerCompaction = 1 << 12
+
+// settle stores t's flags f, forgetting t when none is left.
+func (q *timerQueue[K]) settle(t timer[K], f uint8) {
+	if f == 0 {
+		delete(q.set, t)
+		return
+	}
+	q.set[t] = f
 }
 
 // add makes t live; it reports whether t was not live before. keyBytes
 // gives the encoded key of a timer that is queued anew.
 func (q *timerQueue[K]) add(t timer[K], keyBytes func() string) bool {
 	if q.set == nil {
-		q.set = make(map[timer[K]]bool)
+		q.set = make(map[timer[K]]uint8)
 	}
-	if live, ok := q.set[t]; ok {
-		if !live {
-			q.set[t] = true // re-registered while its stale copy is still queued
-			return true
-		}
+	f := q.set[t]
+	if f&timerLive != 0 {
 		return false
 	}
-	q.set[t] = true
-	heap.Push(&q.h, queued[K]{timer: t, kb: keyBytes()})
+	f |= timerLive
+	if f&timerQueued == 0 { // not re-registered while a stale copy is still queued
+		q.h.push(queued[K]{timer: t, kb: keyBytes()})
+		f |= timerQueued
+	}
+	q.set[t] = q.mark(t, f)
 	return true
 }
 
 // remove deletes t; it reports whether t was live.
 func (q *timerQueue[K]) remove(t timer[K]) bool {
-	if q.set[t] {
-		q.set[t] = false
-		return true
+	f := q.set[t]
+	if f&timerLive == 0 {
+		return false
 	}
-	return false
+	q.set[t] = q.mark(t, f&^timerLive)
+	return true
 }
 
 // peek returns the earliest live timer.
 func (q *timerQueue[K]) peek() (timer[K], bool) {
 	for len(q.h) > 0 {
 		t := q.h[0].timer
-		if q.set[t] {
+		f := q.set[t]
+		if f&timerLive != 0 {
 			return t, true
 		}
-		heap.Pop(&q.h)
-		delete(q.set, t)
+		q.h.pop()
+		q.settle(t, f&^timerQueued)
 	}
 	return timer[K]{}, false
 }
 
+// pop takes the earliest timer out of the queue (peek said it is live).
 func (q *timerQueue[K]) pop() timer[K] {
-	t := heap.Pop(&q.h).(queued[K]).timer
-	delete(q.set, t)
+	t := q.h.pop().timer
+	q.settle(t, q.mark(t, q.set[t]&^(timerQueued|timerLive)))
 	return t
+}
+
+// flush calls write for every dirty timer whose liveness is not what the
+// timer state holds (put: it is live), and empties the dirty list.
+func (q *timerQueue[K]) flush(write func(t timer[K], put bool) error) error {
+	for i, t := range q.dirty {
+		f := q.set[t]
+		live, stored := f&timerLive != 0, f&timerStored != 0
+		if live != stored {
+			if err := write(t, live); err != nil {
+				q.dirty = q.dirty[i:] // the rest is still to write
+				return err
+			}
+			f ^= timerStored
+		}
+		q.settle(t, f&^timerDirty)
+	}
+	clear(q.dirty)
+	q.dirty = q.dirty[:0]
+	q.compactAt = minTimerCompaction
+	return nil
 }
 
 // Len is the number of live timers.
 func (q *timerQueue[K]) Len() int {
 	n := 0
-	for _, live := range q.set {
-		if live {
+	for _, f := range q.set {
+		if f&timerLive != 0 {
 			n++
 		}
 	}
@@ -136,11 +251,17 @@ func (q *timerQueue[K]) Len() int {
 // operator, one per (key, timestamp), and fires them on the task goroutine.
 //
 // In a keyed operator with a keyed state backend the timers are part of
-// the keyed state (see persistIn): every live timer is also an entry of a
-// hidden map state of its key, so a checkpoint holds the timers, and a
-// restore (with any parallelism: timers move with their key groups) brings
-// back every timer that was live at the checkpoint. The heap stays the
-// fast path; the state is written on register, delete and fire only.
+// the keyed state (see persistIn): at every checkpoint each live timer is
+// also an entry of a hidden map state of its key, so a checkpoint holds
+// the timers, and a restore (with any parallelism: timers move with their
+// key groups) brings back every timer that was live at the checkpoint.
+// The heap is the timers' only home between checkpoints: registers,
+// deletes and fires are staged in memory and written to the state by
+// Context.FlushKeyedState before the backend's snapshot, so a timer
+// registered and fired between two checkpoints (a window's, most often)
+// never reaches the state. This is Flink's HEAP timer service
+// (state.backend.rocksdb.timer-service.factory: HEAP) with the timers'
+// snapshot kept in the keyed state's format.
 type TimerService[K comparable] struct {
 	event, proc timerQueue[K]
 	watermark   int64
@@ -237,19 +358,14 @@ func (s *TimerService[K]) register(d TimeDomain, ns string, ts int64) error {
 	if d == ProcessingTime {
 		s.scheduleProc()
 	}
-	if s.store != nil {
-		return s.store.put(d, t)
-	}
 	return nil
 }
 
 // delete removes the timer (current key, ns, ts) in domain d.
 func (s *TimerService[K]) delete(d TimeDomain, ns string, ts int64) error {
 	t := timer[K]{ts: ts, key: s.current, ns: ns}
-	if !s.queue(d).remove(t) || s.store == nil {
-		return nil
-	}
-	return s.store.remove(d, t)
+	s.queue(d).remove(t)
+	return nil
 }
 
 // scheduleProc makes sure a callback is scheduled for the earliest
@@ -303,18 +419,10 @@ func (s *TimerService[K]) advanceWatermark(wm int64) error {
 	}
 }
 
-// popAndFire takes the earliest timer of domain d out of the queue and its
-// key's timer state, and fires it.
+// popAndFire takes the earliest timer of domain d out of the queue (its
+// removal from the timer state waits for the next flush), and fires it.
 func (s *TimerService[K]) popAndFire(d TimeDomain) error {
 	t := s.queue(d).pop()
-	if s.store != nil {
-		if err := s.store.setKey(t.key); err != nil {
-			return err
-		}
-		if err := s.store.remove(d, t); err != nil {
-			return err
-		}
-	}
 	return s.fire(t.key, t.ns, t.ts, d)
 }
 
@@ -370,11 +478,36 @@ type timerStore[K comparable] struct {
 	setKey      func(K) error
 }
 
-// persistIn keeps the service's timers in keyed state from now on and,
-// when the backend was restored, loads the restored timers into the
-// queues. setKey sets the backend's current key (as the operator does per
-// record); kc decodes the keys that the backend holds.
-func (s *TimerService[K]) persistIn(b state.KeyedBackend, setKey func(K) error, kc codec.Codec[K]) error {
+// flush writes the timers whose liveness changed since the last flush
+// into the timer state, one key at a time through setKey: the timer state
+// holds the live timers again.
+func (s *TimerService[K]) flush() error {
+	st := s.store
+	for _, d := range []TimeDomain{EventTime, ProcessingTime} {
+		h := st.handle(d)
+		err := s.queue(d).flush(func(t timer[K], put bool) error {
+			if err := st.setKey(t.key); err != nil {
+				return err
+			}
+			if put {
+				return h.Put(timerEntry{t.ts, t.ns}, struct{}{})
+			}
+			return h.Remove(timerEntry{t.ts, t.ns})
+		})
+		if err != nil {
+			return fmt.Errorf("write the %s timers to keyed state: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// persistIn keeps the service's timers in the keyed state of ctx (flushed
+// by ctx.FlushKeyedState) from now on and, when the backend was restored,
+// loads the restored timers into the queues. setKey sets the backend's
+// current key (as the operator does per record); kc decodes the keys that
+// the backend holds.
+func (s *TimerService[K]) persistIn(ctx *Context, setKey func(K) error, kc codec.Codec[K]) error {
+	b := ctx.KeyedState
 	st := &timerStore[K]{setKey: setKey}
 	s.keyBytes = func() string {
 		kb, _ := b.CurrentKey()
@@ -400,7 +533,9 @@ func (s *TimerService[K]) persistIn(b state.KeyedBackend, setKey func(K) error, 
 			}
 			b.SetCurrentKey(kb, kg)
 			return h.IterateKeys(func(e timerEntry) bool {
-				q.add(timer[K]{ts: e.ts, key: k, ns: e.ns}, s.keyBytes)
+				t := timer[K]{ts: e.ts, key: k, ns: e.ns}
+				q.add(t, s.keyBytes)
+				q.set[t] |= timerStored
 				return true
 			})
 		})
@@ -409,6 +544,10 @@ func (s *TimerService[K]) persistIn(b state.KeyedBackend, setKey func(K) error, 
 		}
 	}
 	s.store = st
+	for _, q := range []*timerQueue[K]{&s.event, &s.proc} {
+		q.track, q.compactAt = true, minTimerCompaction
+	}
+	ctx.flushers = append(ctx.flushers, s.flush)
 	s.scheduleProc()
 	return nil
 }
@@ -427,20 +566,6 @@ func (st *timerStore[K]) namespace(d TimeDomain) []byte {
 	return procTimersNS
 }
 
-func (st *timerStore[K]) put(d TimeDomain, t timer[K]) error {
-	if err := st.handle(d).Put(timerEntry{t.ts, t.ns}, struct{}{}); err != nil {
-		return fmt.Errorf("write %s timer %d: %w", d, t.ts, err)
-	}
-	return nil
-}
-
-func (st *timerStore[K]) remove(d TimeDomain, t timer[K]) error {
-	if err := st.handle(d).Remove(timerEntry{t.ts, t.ns}); err != nil {
-		return fmt.Errorf("remove %s timer %d: %w", d, t.ts, err)
-	}
-	return nil
-}
-
 // emptyCodec encodes struct{} in no bytes: the value of a set held in a
 // map state.
 type emptyCodec struct{}
@@ -454,7 +579,8 @@ func (emptyCodec) Decode([]byte) (struct{}, error)               { return struct
 // timestamp, and the namespace (the encoded window of a window operator,
 // empty for a process function). The bytes are valid during the call
 // only. An operator that never used timers has none. It reads what a
-// checkpoint of b would hold, for tools that inspect an operator's state
+// checkpoint of b would hold once the operator's Context.FlushKeyedState
+// has run (call it first), for tools that inspect an operator's state
 // (package sluicetest); it changes b's current key.
 func RegisteredTimers(b state.KeyedBackend, fn func(key []byte, domain TimeDomain, ts int64, namespace []byte) error) error {
 	found := false

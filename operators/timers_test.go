@@ -3,6 +3,7 @@ package operators
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"testing"
@@ -287,38 +288,57 @@ func TestTimerErrorStopsFiring(t *testing.T) {
 // again after a restore, whose timers come back in no particular order:
 // a restored job fires them as the job that took the checkpoint would
 // have (and a test harness as the job does).
+// timerBackend is a heap backend of every key group, restored from snap
+// if not nil.
+func timerBackend(t *testing.T, snap []byte) state.KeyedBackend {
+	t.Helper()
+	b, err := state.HeapBackendFactory(state.BackendOptions{MaxParallelism: 128, Parallelism: 1, KeyGroups: state.RangeFor(128, 1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap != nil {
+		if err := b.Restore(bytes.NewReader(snap)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// persistedTimers is a string-keyed timer service whose timers live in
+// b's keyed state, as a keyed operator's do; its store's setKey sets the
+// current key of both. fire is called with each timer that fires.
+func persistedTimers(t *testing.T, b state.KeyedBackend, fire func(k string, ts int64)) (*TimerService[string], *Context) {
+	t.Helper()
+	kc := codec.DefaultKey[string]()
+	s := newTimerService[string](&fakeClock{}, func(k string, ts int64, _ TimeDomain) error {
+		fire(k, ts)
+		return nil
+	})
+	setKey := func(k string) error {
+		kb, err := kc.Append(nil, k)
+		if err != nil {
+			return err
+		}
+		b.SetCurrentKey(kb, state.KeyGroupFor(kb, b.MaxParallelism()))
+		s.current = k
+		return nil
+	}
+	ctx := &Context{KeyedState: b}
+	if err := s.persistIn(ctx, setKey, kc); err != nil {
+		t.Fatal(err)
+	}
+	return s, ctx
+}
+
 func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
 	kc := codec.DefaultKey[string]()
-	newService := func(b state.KeyedBackend) (*TimerService[string], *[]string) {
+	newService := func(b state.KeyedBackend) (*TimerService[string], *[]string, *Context) {
 		var fired []string
-		s := newTimerService[string](&fakeClock{}, func(k string, ts int64, _ TimeDomain) error {
-			fired = append(fired, fmt.Sprintf("%s@%d", k, ts))
-			return nil
-		})
-		setKey := func(k string) error {
-			kb, err := kc.Append(nil, k)
-			if err != nil {
-				return err
-			}
-			b.SetCurrentKey(kb, state.KeyGroupFor(kb, b.MaxParallelism()))
-			s.current = k
-			return nil
-		}
-		if err := s.persistIn(b, setKey, kc); err != nil {
-			t.Fatal(err)
-		}
-		return s, &fired
-	}
-	newBackend := func() state.KeyedBackend {
-		b, err := state.HeapBackendFactory(state.BackendOptions{MaxParallelism: 128, Parallelism: 1, KeyGroups: state.RangeFor(128, 1, 0)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		s, ctx := persistedTimers(t, b, func(k string, ts int64) { fired = append(fired, fmt.Sprintf("%s@%d", k, ts)) })
+		return s, &fired, ctx
 	}
 	keys := []string{"k7", "k2", "k9", "k1", "k5", "k3", "k8", "k4", "k6"}
-	b := newBackend()
-	s, fired := newService(b)
+	s, fired, ctx := newService(timerBackend(t, nil))
 	for _, k := range keys {
 		if err := s.store.setKey(k); err != nil {
 			t.Fatal(err)
@@ -326,14 +346,7 @@ func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
 		s.RegisterEventTimeTimer(10)
 		s.RegisterEventTimeTimer(20)
 	}
-	snap, err := b.Snapshot(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
+	snap := snapshot(t, ctx)
 	if err := s.advanceWatermark(30); err != nil {
 		t.Fatal(err)
 	}
@@ -353,16 +366,125 @@ func TestTimersOfOneTimestampFireInKeyOrder(t *testing.T) {
 		t.Fatalf("fired\n%v\nwant\n%v", *fired, want)
 	}
 	for range 5 {
-		r := newBackend()
-		if err := r.Restore(bytes.NewReader(buf.Bytes())); err != nil {
-			t.Fatal(err)
-		}
-		rs, rfired := newService(r)
+		rs, rfired, _ := newService(timerBackend(t, snap))
 		if err := rs.advanceWatermark(30); err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Equal(*rfired, want) {
 			t.Fatalf("restored, fired\n%v\nwant\n%v", *rfired, want)
 		}
+	}
+}
+
+// The timer state equals the live timers after every flush, whatever
+// registers, deletes, re-registers and fires came between two flushes,
+// and a service restored from a snapshot taken after a flush fires
+// exactly the timers live at it.
+func TestTimerStateAfterFlushIsTheLiveTimers(t *testing.T) {
+	kc := codec.DefaultKey[string]()
+	type live struct {
+		key string
+		ts  int64
+	}
+	open := func(b state.KeyedBackend, fired map[live]bool) (*TimerService[string], *Context) {
+		return persistedTimers(t, b, func(k string, ts int64) { fired[live{k, ts}] = true })
+	}
+	stored := func(b state.KeyedBackend) map[live]bool {
+		got := map[live]bool{}
+		err := RegisteredTimers(b, func(key []byte, _ TimeDomain, ts int64, _ []byte) error {
+			k, err := kc.Decode(key)
+			got[live{k, ts}] = true
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	rng := rand.New(rand.NewSource(7))
+	b := timerBackend(t, nil)
+	fired := map[live]bool{}
+	s, ctx := open(b, fired)
+	want := map[live]bool{}
+	wm := int64(0)
+	for round := range 40 {
+		for range rng.Intn(60) {
+			l := live{fmt.Sprintf("k%d", rng.Intn(8)), wm + 1 + int64(rng.Intn(20))}
+			if err := s.store.setKey(l.key); err != nil {
+				t.Fatal(err)
+			}
+			if rng.Intn(3) == 0 {
+				s.DeleteEventTimeTimer(l.ts)
+				delete(want, l)
+			} else {
+				s.RegisterEventTimeTimer(l.ts)
+				want[l] = true
+			}
+		}
+		if rng.Intn(2) == 0 {
+			wm += int64(rng.Intn(6))
+			if err := s.advanceWatermark(wm); err != nil {
+				t.Fatal(err)
+			}
+			for l := range want {
+				if l.ts <= wm {
+					delete(want, l)
+				}
+			}
+		}
+		if err := s.takeErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctx.FlushKeyedState(); err != nil {
+			t.Fatal(err)
+		}
+		if got := stored(b); !maps.Equal(got, want) {
+			t.Fatalf("round %d: timer state %v, want the live timers %v", round, got, want)
+		}
+		if s.NumEventTimeTimers() != len(want) {
+			t.Fatalf("round %d: %d live timers, want %d", round, s.NumEventTimeTimers(), len(want))
+		}
+	}
+	rfired := map[live]bool{}
+	rs, _ := open(timerBackend(t, snapshot(t, ctx)), rfired)
+	if err := rs.advanceWatermark(MaxWatermark); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(rfired, want) {
+		t.Fatalf("restored, fired %v, want %v", rfired, want)
+	}
+}
+
+// Without checkpoints nothing flushes: the timers registered and fired
+// meanwhile are forgotten, not kept for a flush that never comes, and the
+// flush that finally comes still writes exactly the live timers.
+func TestTimersWithoutFlushesStayBounded(t *testing.T) {
+	b := timerBackend(t, nil)
+	fired := 0
+	s, ctx := persistedTimers(t, b, func(string, int64) { fired++ })
+	const n = 50_000
+	for i := range n {
+		if err := s.store.setKey(fmt.Sprintf("k%d", i%100)); err != nil {
+			t.Fatal(err)
+		}
+		s.RegisterEventTimeTimer(int64(i + 1))
+		if i%10 == 9 {
+			if err := s.advanceWatermark(int64(i - 5)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if size := len(s.event.set) + len(s.event.dirty); size > 4*minTimerCompaction {
+			t.Fatalf("after %d timers the queue holds %d entries", i+1, size)
+		}
+	}
+	if err := ctx.FlushKeyedState(); err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	if err := RegisteredTimers(b, func([]byte, TimeDomain, int64, []byte) error { stored++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if live := s.NumEventTimeTimers(); stored != live || live+fired != n {
+		t.Fatalf("%d timers stored, %d live, %d fired of %d", stored, live, fired, n)
 	}
 }

@@ -74,7 +74,7 @@ func TestMergingSetsOfTheListLayoutRestore(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			snap := snapshot(t, kb)
+			snap := snapshot(t, op.ctx)
 
 			kb2 := newKB(t, snap)
 			out := &recOut[int64]{}

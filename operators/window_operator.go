@@ -342,7 +342,7 @@ func (w *WindowOperator[K, IN, V, OUT]) Open(ctx *Context) error {
 		}
 	}
 	w.timers = newNamespacedTimerService(ctx.ProcessingTime, w.onTimer)
-	if err := w.timers.persistIn(ctx.KeyedState, w.keys.set, w.keys.codec); err != nil {
+	if err := w.timers.persistIn(ctx, w.keys.set, w.keys.codec); err != nil {
 		return Wrap(ctx, err)
 	}
 	w.wctx.timers, w.wctx.rt = w.timers, ctx

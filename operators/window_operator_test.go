@@ -56,10 +56,14 @@ func newBackend(t *testing.T, kgr *state.KeyGroupRange, snapshots ...[]byte) sta
 	return kb
 }
 
-// snapshot writes the backend's full snapshot.
-func snapshot(t *testing.T, kb state.KeyedBackend) []byte {
+// snapshot writes the full snapshot of the operator's keyed backend, as
+// the runtime takes it: the timers held in memory flushed first.
+func snapshot(t *testing.T, ctx *Context) []byte {
 	t.Helper()
-	s, err := kb.Snapshot(1)
+	if err := ctx.FlushKeyedState(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ctx.KeyedState.Snapshot(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +255,7 @@ func TestProcessingTimeWindowsAcrossRescale(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			snap := snapshot(t, op.ctx.KeyedState)
+			snap := snapshot(t, op.ctx)
 			if err := op.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -349,7 +353,7 @@ func TestEventTimeWindowsAcrossRescale(t *testing.T) {
 			if len(out0.vals) == 0 {
 				t.Fatal("no window fired before the snapshot")
 			}
-			snap := snapshot(t, op.ctx.KeyedState)
+			snap := snapshot(t, op.ctx)
 			ranges := halves()
 			outs := []*recOut[winResult]{out0}
 			var ops []*WindowOperator[string, ev, []ev, winResult]
@@ -385,7 +389,11 @@ func TestEventTimeWindowsAcrossRescale(t *testing.T) {
 					t.Fatalf("watermarks not forwarded: %v", o.wms)
 				}
 				// Every window was purged: no contents, no merging sets, no
-				// timers are left in state.
+				// timers are left in state (once the staged removals of the
+				// fired timers are flushed, as a checkpoint would).
+				if err := p.ctx.FlushKeyedState(); err != nil {
+					t.Fatal(err)
+				}
 				for _, name := range []string{windowContentsName, timerStateName} {
 					n := 0
 					kb := p.ctx.KeyedState
@@ -509,7 +517,7 @@ func TestSessionMergeLatenessAndRestore(t *testing.T) {
 			step(&ev{"b", 64, 31}, 0) // another key
 			step(nil, 50)             // fires [0,15), [22,32) of a and [31,41) of b
 			if restore {
-				snap := snapshot(t, op.ctx.KeyedState)
+				snap := snapshot(t, op.ctx)
 				op = newSumWindow(SessionWindows{Gap: 10}, 100, out)
 				if err := op.Open(testContext(newBackend(t, nil, snap), &fakeClock{}, true)); err != nil {
 					t.Fatal(err)
@@ -593,7 +601,7 @@ func TestKeyedProcessTimersSurviveRescale(t *testing.T) {
 		}
 		delete(live, f)
 	}
-	snap := snapshot(t, kp.ctx.KeyedState)
+	snap := snapshot(t, kp.ctx)
 	if err := kp.Close(); err != nil {
 		t.Fatal(err)
 	}

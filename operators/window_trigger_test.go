@@ -162,7 +162,7 @@ func TestContinuousEventTimeTriggerAcrossRescale(t *testing.T) {
 	if len(out0.vals) == 0 {
 		t.Fatal("no window fired before the snapshot")
 	}
-	snap := snapshot(t, op.ctx.KeyedState)
+	snap := snapshot(t, op.ctx)
 	ranges := halves()
 	outs := []*recOut[winResult]{out0}
 	var ops []*WindowOperator[string, ev, []ev, winResult]

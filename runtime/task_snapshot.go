@@ -69,6 +69,7 @@ func (c *taskCheckpoints) snapshotSync(a checkpoint.StartCheckpoint) error {
 
 // captureUnit is one operator's synchronous part of checkpoint id: its
 // StateSnapshotter (for a source unit, the source driver's), then the
+// keyed state it holds in memory (its timers: FlushKeyedState) and the
 // copy-on-write snapshots of its operator and keyed backends; an
 // incremental backend writes only what changed when incremental is set
 // (checkpoints, not savepoints, which are always full, in the canonical
@@ -93,6 +94,10 @@ func captureUnit(u *opUnit, src SourceDriver, id int64, incremental bool) (unitS
 		return us, operators.Wrap(u.ctx, fmt.Errorf("snapshot operator state for checkpoint %d: %w", id, err))
 	}
 	if kb := u.ctx.KeyedState; kb != nil {
+		if err := u.ctx.FlushKeyedState(); err != nil {
+			us.op.Release()
+			return us, operators.Wrap(u.ctx, fmt.Errorf("snapshot keyed state for checkpoint %d: %w", id, err))
+		}
 		if ib, ok := kb.(state.IncrementalBackend); ok && ib.Incremental() && incremental {
 			us.incremental, err = ib.SnapshotIncrementalState(id)
 		} else {

@@ -134,6 +134,7 @@ func Timers[K comparable](h OperatorHarness) []Timer[K] {
 	}
 	var all []raw
 	for _, s := range c.subs {
+		c.check(fmt.Sprintf("flush the timers of subtask %d", s.index), s.oc.FlushKeyedState())
 		err := operators.RegisteredTimers(s.oc.KeyedState, func(key []byte, d operators.TimeDomain, ts int64, _ []byte) error {
 			k, err := kc.Decode(key)
 			if err != nil {
