@@ -557,11 +557,16 @@ func (c *coordinator) WorkerRegistered(w control.WorkerInfo) {
 }
 
 // WorkerLost fails the current attempt when the worker ran some of its
-// tasks: the job restarts on the slots there are.
+// tasks: the job restarts whole on the slots there are, even under region
+// failover (the worker's slot is gone, and the tasks that restart need
+// new places that their peers' channels must learn).
 func (c *coordinator) WorkerLost(id string, cause error) {
 	c.mu.Lock()
 	tasks := c.hosting[id]
 	gw, attempt := c.gw, c.current
+	if len(tasks) > 0 {
+		c.regions = false
+	}
 	c.mu.Unlock()
 	c.signal()
 	if errors.Is(cause, control.ErrClosed) {
