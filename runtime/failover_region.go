@@ -22,10 +22,12 @@ const (
 	// while the other regions run on. A region is a connected component
 	// of the tasks over their channels: an all-to-all exchange (keyBy,
 	// rebalance, broadcast) joins all it connects, so only a pipeline of
-	// forward edges has several. With one region, on several hosts, or
-	// when the region cannot restart alone (a stop, a rescale or a
-	// savepoint in flight, another region restarting, a task that reached
-	// its end), the whole job restarts.
+	// forward edges has several. On several hosts the region restarts on
+	// the workers running it (RegionRestarter). With one region, when a
+	// worker is lost (or one restarts no regions), or when the region
+	// cannot restart alone (a stop, a rescale or a savepoint in flight,
+	// another region restarting, a task that reached its end, a step on a
+	// worker that failed), the whole job restarts.
 	FailoverRegion FailoverStrategy = iota
 	// FailoverFull: every failure restarts the whole job.
 	FailoverFull
