@@ -71,7 +71,7 @@ func TestRegionFailoverOnWorkers(t *testing.T) {
 			if n := jb.Restarts(); n != 1 {
 				t.Errorf("%d restarts, want 1", n)
 			}
-			opens, attempts, gap := fm.shared.counts()
+			opens, attempts, gap, pause1 := fm.shared.counts()
 			if opens != tc.opens || attempts != tc.attempts {
 				t.Errorf("the map's subtasks were opened %v times, last in attempts %v; want %v times, in %v", opens, attempts, tc.opens, tc.attempts)
 			}
@@ -90,7 +90,7 @@ func TestRegionFailoverOnWorkers(t *testing.T) {
 			}
 			// Not asserted (the machine is noisy): the figure the report
 			// quotes, with -v.
-			t.Logf("%s: injected failure to the restarted subtask's first record: %v", tc.name, gap)
+			t.Logf("%s: injected failure to the restarted subtask's first record: %v; the other subtask's longest pause between records: %v", tc.name, gap, pause1)
 		})
 	}
 }
@@ -126,13 +126,15 @@ func (j forwardJob) env(c cluster.Config) *sluice.Environment {
 
 // failingMapOnWorkers fails once, in subtask 0 (datagen's subtask 0
 // reads the even indexes), at the first record at or past at, and counts
-// how many times each subtask is opened, in which attempt last, and the
-// time from the failure to the first record the reopened subtask 0 maps.
+// how many times each subtask is opened, in which attempt last, the time
+// from the failure to the first record the reopened subtask 0 maps, and
+// subtask 1's longest pause between two records.
 // Every process of the test (in one test process) clones it: what they
 // share is behind a pointer.
 type failingMapOnWorkers struct {
 	at     int64
 	shared *mapShared
+	subtask int
 	// reopened: this clone was opened after the failure fired.
 	reopened bool
 	first    bool
@@ -145,12 +147,17 @@ type mapShared struct {
 	attempts [2]int
 	failedAt time.Time
 	gap      time.Duration
+	// last1 is when subtask 1 last mapped a record, pause1 its longest
+	// pause between two records.
+	last1  time.Time
+	pause1 time.Duration
 }
 
 func (m *failingMapOnWorkers) Open(ctx *sluice.OperatorContext) error {
 	s := m.shared
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	m.subtask = ctx.Subtask
 	s.opens[ctx.Subtask]++
 	s.attempts[ctx.Subtask] = ctx.Attempt
 	m.reopened = ctx.Subtask == 0 && s.fired.Load()
@@ -165,6 +172,15 @@ func (m *failingMapOnWorkers) Map(v int64) (int64, error) {
 		s.gap = time.Since(s.failedAt)
 		s.mu.Unlock()
 	}
+	if m.subtask == 1 {
+		now := time.Now()
+		s.mu.Lock()
+		if !s.last1.IsZero() {
+			s.pause1 = max(s.pause1, now.Sub(s.last1))
+		}
+		s.last1 = now
+		s.mu.Unlock()
+	}
 	if v%2 == 0 && v >= m.at && s.fired.CompareAndSwap(false, true) {
 		s.mu.Lock()
 		s.failedAt = time.Now()
@@ -174,8 +190,8 @@ func (m *failingMapOnWorkers) Map(v int64) (int64, error) {
 	return v, nil
 }
 
-func (s *mapShared) counts() (opens, attempts [2]int, gap time.Duration) {
+func (s *mapShared) counts() (opens, attempts [2]int, gap, pause1 time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.opens, s.attempts, s.gap
+	return s.opens, s.attempts, s.gap, s.pause1
 }
