@@ -132,8 +132,8 @@ func (j forwardJob) env(c cluster.Config) *sluice.Environment {
 // Every process of the test (in one test process) clones it: what they
 // share is behind a pointer.
 type failingMapOnWorkers struct {
-	at     int64
-	shared *mapShared
+	at      int64
+	shared  *mapShared
 	subtask int
 	// reopened: this clone was opened after the failure fired.
 	reopened bool
