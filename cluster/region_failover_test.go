@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -30,9 +31,12 @@ func TestRegionFailoverOnWorkers(t *testing.T) {
 		strategy sluice.FailoverStrategy
 		// opens and attempts as in failingMapOnWorkers, want.
 		opens, attempts [2]int
+		// restoredIn is the attempt the coordinator's restore listeners
+		// hear of the restart's restore in: a region restarts within 0.
+		restoredIn int
 	}{
-		{"region", sluice.FailoverRegion, [2]int{2, 1}, [2]int{1, 0}},
-		{"full", sluice.FailoverFull, [2]int{2, 2}, [2]int{1, 1}},
+		{"region", sluice.FailoverRegion, [2]int{2, 1}, [2]int{1, 0}, 0},
+		{"full", sluice.FailoverFull, [2]int{2, 2}, [2]int{1, 1}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const records = 6000
@@ -41,8 +45,20 @@ func TestRegionFailoverOnWorkers(t *testing.T) {
 			addr := freeAddr(t)
 			ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
 			defer cancel()
+			var restoresMu sync.Mutex
+			var restores []sluice.RestoreInfo
 			jb, err := j.env(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr,
-				HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}).ExecuteAsync(ctx)
+				HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second},
+				sluice.WithCheckpointListener(func(s checkpoint.Stats) {
+					if s.Status == checkpoint.StatusCompleted {
+						fm.shared.checkpointed.Store(true)
+					}
+				}),
+				sluice.WithRestoreListener(func(r sluice.RestoreInfo) {
+					restoresMu.Lock()
+					defer restoresMu.Unlock()
+					restores = append(restores, r)
+				})).ExecuteAsync(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,6 +91,11 @@ func TestRegionFailoverOnWorkers(t *testing.T) {
 			if opens != tc.opens || attempts != tc.attempts {
 				t.Errorf("the map's subtasks were opened %v times, last in attempts %v; want %v times, in %v", opens, attempts, tc.opens, tc.attempts)
 			}
+			restoresMu.Lock()
+			if len(restores) != 1 || restores[0].Attempt != tc.restoredIn || restores[0].CheckpointID == 0 {
+				t.Errorf("restores reported: %+v; want one of a checkpoint, in attempt %d", restores, tc.restoredIn)
+			}
+			restoresMu.Unlock()
 			got, err := filesink.ReadCommitted(j.out, codec.JSON[int64]{})
 			if err != nil {
 				t.Fatal(err)
@@ -106,17 +127,17 @@ type forwardJob struct {
 	strategy   sluice.FailoverStrategy
 }
 
-func (j forwardJob) env(c cluster.Config) *sluice.Environment {
-	env := sluice.NewEnvironment(
+func (j forwardJob) env(c cluster.Config, more ...sluice.Option) *sluice.Environment {
+	env := sluice.NewEnvironment(append([]sluice.Option{
 		sluice.WithParallelism(2),
 		sluice.WithJobName("clustered-regions"),
 		sluice.WithChaining(false),
-		sluice.WithBufferTimeout(2*time.Millisecond),
+		sluice.WithBufferTimeout(2 * time.Millisecond),
 		sluice.WithCheckpointing(50*time.Millisecond, j.cpDir),
 		sluice.WithRestartStrategy(sluice.FixedDelayRestart(5, 50*time.Millisecond)),
 		sluice.WithFailoverStrategy(j.strategy),
 		cluster.With(c),
-	)
+	}, more...)...)
 	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(j.records), source.DatagenRate(j.rate))
 	s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen", sluice.UID("gen"))
 	s = sluice.RichMap(s, j.fm, sluice.Name("fail"), sluice.UID("fail"))
@@ -141,12 +162,15 @@ type failingMapOnWorkers struct {
 }
 
 type mapShared struct {
-	fired    atomic.Bool
-	mu       sync.Mutex
-	opens    [2]int
-	attempts [2]int
-	failedAt time.Time
-	gap      time.Duration
+	// checkpointed: a checkpoint completed; the failure waits for it, so
+	// that the restart restores one.
+	checkpointed atomic.Bool
+	fired        atomic.Bool
+	mu           sync.Mutex
+	opens        [2]int
+	attempts     [2]int
+	failedAt     time.Time
+	gap          time.Duration
 	// last1 is when subtask 1 last mapped a record, pause1 its longest
 	// pause between two records.
 	last1  time.Time
@@ -181,7 +205,7 @@ func (m *failingMapOnWorkers) Map(v int64) (int64, error) {
 		s.last1 = now
 		s.mu.Unlock()
 	}
-	if v%2 == 0 && v >= m.at && s.fired.CompareAndSwap(false, true) {
+	if v%2 == 0 && v >= m.at && s.checkpointed.Load() && s.fired.CompareAndSwap(false, true) {
 		s.mu.Lock()
 		s.failedAt = time.Now()
 		s.mu.Unlock()

@@ -385,6 +385,9 @@ func (a *attempt) newExecutions(ids []checkpoint.TaskID, restore *restoreSnapsho
 	a.tasksMu.RLock()
 	byID := slices.Clone(a.byID)
 	a.tasksMu.RUnlock()
+	// The restore's figures are the region's, reported once its tasks
+	// replayed their in-flight data (attempt.replayed).
+	rc := &restoreCounters{start: time.Now(), restore: restore}
 	var tasks []*Task
 	for _, id := range ids {
 		if !a.isLocal(id) {
@@ -392,6 +395,7 @@ func (a *attempt) newExecutions(ids []checkpoint.TaskID, restore *restoreSnapsho
 		}
 		t := a.newTask(a.specs[id], a.execution(id), restore)
 		t.attemptNumber = attempt
+		t.restoreCounters = rc
 		byID[id] = t
 		tasks = append(tasks, t)
 	}
@@ -405,6 +409,8 @@ func (a *attempt) newExecutions(ids []checkpoint.TaskID, restore *restoreSnapsho
 		}
 		return nil, err
 	}
+	rc.stateDone = time.Now()
+	rc.replayLeft.Store(int32(len(tasks)))
 	return tasks, nil
 }
 
@@ -484,9 +490,16 @@ func (x *remoteRegion) deploy(restore *restoreSnapshot, attempt int) error {
 	if restore != nil {
 		d.Restore, d.RestoreOwned = restore.snap.Dir, restore.owned
 	}
+	rc := &restoreCounters{start: time.Now(), restore: restore}
 	err := x.ex.DeployTasks(a.ctx, d)
 	if err != nil && a.ctx.Err() != nil {
 		return errAttemptStopping
+	}
+	if err == nil {
+		// The workers restored the tasks' state before they answered, as
+		// for an attempt's deployment.
+		rc.stateDone = time.Now()
+		a.reportRestore(rc)
 	}
 	return err
 }

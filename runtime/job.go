@@ -534,7 +534,7 @@ func (a *attempt) run() error {
 		// deployment: the restore is reported from here (channel-state
 		// replay is not measured across hosts).
 		a.restoreCounters.stateDone = time.Now()
-		a.reportRestore()
+		a.reportRestore(&a.restoreCounters)
 	}
 	if a.driver != nil {
 		a.driver.start()
@@ -766,7 +766,7 @@ func (a *attempt) newTask(s TaskSpec, execution int, restore *restoreSnapshot) *
 	t := &Task{
 		job: j, att: a, id: s.ID, vertex: s.Vertex, subtask: s.Subtask, name: s.Name, ctx: ctx, cancel: cancel,
 		execution: execution, restore: restore, attemptNumber: a.number + int(j.regionRestarts.Load()),
-		wake: wake, mailbox: mb, upstream: s.Upstream, exitCh: make(chan struct{}),
+		wake: wake, mailbox: mb, upstream: s.Upstream, exitCh: make(chan struct{}), restoreCounters: &a.restoreCounters,
 		timers: &processingTime{mailbox: mb, timers: map[*time.Timer]struct{}{}},
 		logger: logger,
 	}
