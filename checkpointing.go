@@ -183,7 +183,9 @@ func WithCheckpointStorageFS(fsys storage.FS) Option {
 type RestoreInfo = runtime.RestoreInfo
 
 // WithRestoreListener calls fn once per job attempt that restored state
-// from a checkpoint or savepoint.
+// from a checkpoint or savepoint, and once per failover region's restart
+// that did (RestoreInfo.Attempt is then the attempt the region restarted
+// in).
 func WithRestoreListener(fn func(RestoreInfo)) Option {
 	return func(e *Environment) { e.cfg.RestoreListeners = append(e.cfg.RestoreListeners, fn) }
 }

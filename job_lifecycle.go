@@ -112,11 +112,13 @@ const (
 	// the latest completed checkpoint, while the other regions run on. A
 	// region is the tasks joined by forward edges: a pipeline without an
 	// all-to-all exchange (keyBy, rebalance, broadcast) has one per
-	// subtask, any other job one, which restarts whole. With one region, on
-	// several hosts, or when the region cannot restart alone (a stop, a
-	// rescale or a savepoint in flight, another region restarting, a task
-	// that reached its end), the whole job restarts. Region restarts count
-	// against the restart strategy as the job's do.
+	// subtask, any other job one, which restarts whole. On several hosts
+	// the region restarts on the workers running it. With one region, when
+	// a worker is lost (or one restarts no regions: older code), or when
+	// the region cannot restart alone (a stop, a rescale or a savepoint in
+	// flight, another region restarting, a task that reached its end), the
+	// whole job restarts. Region restarts count against the restart
+	// strategy as the job's do.
 	FailoverRegion = runtime.FailoverRegion
 	// FailoverFull restarts the whole job on every failure.
 	FailoverFull = runtime.FailoverFull

@@ -244,6 +244,10 @@ type coordinator struct {
 	slotsOf  []string // the worker of each slot, current attempt
 	previous []string // the last attempt's
 	hosting  map[string][]checkpoint.TaskID
+	// placement is the worker of each task, current attempt; regions says
+	// its failover regions restart alone (runtime.RegionRestarter).
+	placement []string
+	regions   bool
 	// metrics are the figures the workers last reported, current attempt.
 	metrics map[string][]runtime.TaskMetrics
 }
@@ -259,6 +263,7 @@ var (
 	_ runtime.Executor           = (*coordinator)(nil)
 	_ runtime.MetricsSource      = (*coordinator)(nil)
 	_ runtime.SlotOffer          = (*coordinator)(nil)
+	_ runtime.RegionRestarter    = (*coordinator)(nil)
 	_ control.CoordinatorHandler = (*coordinator)(nil)
 	_ control.MetricsReceiver    = (*coordinator)(nil)
 )
@@ -317,7 +322,17 @@ func (c *coordinator) Deploy(ctx context.Context, d runtime.AttemptDeployment, g
 	for i, w := range placement {
 		hosting[w] = append(hosting[w], checkpoint.TaskID(i))
 	}
-	c.current, c.gw, c.slotsOf, c.previous, c.hosting = d.Attempt, gw, slots, slots, hosting
+	// Regions restart alone where every worker of the attempt can.
+	regions := d.RegionFailover
+	for _, w := range workers {
+		if len(hosting[w.ID]) > 0 && !w.RegionRestart {
+			if regions {
+				c.logger.Info("a worker restarts no failover regions (older code): a task failure restarts the whole job", "worker", w.ID)
+			}
+			regions = false
+		}
+	}
+	c.current, c.gw, c.slotsOf, c.previous, c.hosting, c.placement, c.regions = d.Attempt, gw, slots, slots, hosting, placement, regions
 	c.metrics = map[string][]runtime.TaskMetrics{}
 	c.mu.Unlock()
 	c.logger.Info("deploying attempt", "attempt", d.Attempt, "workers", len(hosting), "tasks", len(placement), "slots", need, "restore", d.Restore)
@@ -328,6 +343,7 @@ func (c *coordinator) Deploy(ctx context.Context, d runtime.AttemptDeployment, g
 			err := c.srv.Deploy(ctx, w, control.Deployment{
 				JobID: d.JobID, Attempt: d.Attempt, Tasks: tasks, Placement: placement, Peers: peers,
 				RunID: d.RunID, Restore: d.Restore, RestoreOwned: d.RestoreOwned, Parallelism: d.Parallelism,
+				RegionFailover: regions,
 			})
 			if err != nil {
 				err = fmt.Errorf("deploy %d tasks on worker %s: %w", len(tasks), w, err)
@@ -425,6 +441,81 @@ func (c *coordinator) Cancel(ctx context.Context, attempt int) error {
 	return errors.Join(errs...)
 }
 
+// CanRestartRegions: the attempt is the deployed one, and every worker
+// running its tasks restarts failover regions (runtime.RegionRestarter).
+func (c *coordinator) CanRestartRegions(attempt int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.regions && attempt == c.current
+}
+
+// byWorker splits tasks by the worker running them in the current
+// attempt.
+func (c *coordinator) byWorker(attempt int, tasks []runtime.TaskRef) (map[string][]runtime.TaskRef, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if attempt != c.current {
+		return nil, fmt.Errorf("coordinator of job %s: attempt %d is not the deployed one (%d): %w", c.jobID, attempt, c.current, runtime.ErrStaleMessage)
+	}
+	out := map[string][]runtime.TaskRef{}
+	for _, t := range tasks {
+		if int(t.Task) < 0 || int(t.Task) >= len(c.placement) {
+			return nil, fmt.Errorf("coordinator of job %s: task %d has no worker in attempt %d", c.jobID, t.Task, attempt)
+		}
+		w := c.placement[t.Task]
+		out[w] = append(out[w], t)
+	}
+	return out, nil
+}
+
+// onWorkers carries out step on every worker running some of tasks, at
+// once, and returns when all answered.
+func (c *coordinator) onWorkers(attempt int, tasks []runtime.TaskRef, step func(worker string, tasks []runtime.TaskRef) error) error {
+	split, err := c.byWorker(attempt, tasks)
+	if err != nil {
+		return err
+	}
+	errs := make(chan error, len(split))
+	for w, ts := range split {
+		go func() { errs <- step(w, ts) }()
+	}
+	var all []error
+	for range split {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// StopTasks has the workers running a failover region's tasks cancel
+// them, and waits until they exited (runtime.RegionRestarter).
+func (c *coordinator) StopTasks(ctx context.Context, attempt int, tasks []runtime.TaskRef) error {
+	return c.onWorkers(attempt, tasks, func(w string, ts []runtime.TaskRef) error {
+		return c.srv.StopTasks(ctx, w, attempt, ts)
+	})
+}
+
+// DeployTasks deploys the new executions of a failover region's tasks on
+// the workers running them: the same workers, so that their state
+// recovers from local files where it can (runtime.RegionRestarter).
+func (c *coordinator) DeployTasks(ctx context.Context, d runtime.RegionDeployment) error {
+	c.logger.Info("deploying a failover region's tasks", "attempt", d.Attempt, "tasks", len(d.Tasks), "restore", d.Restore)
+	return c.onWorkers(d.Attempt, d.Tasks, func(w string, ts []runtime.TaskRef) error {
+		wd := d
+		wd.Tasks = ts
+		return c.srv.DeployTasks(ctx, w, wd)
+	})
+}
+
+// StartTasks runs the new executions DeployTasks made
+// (runtime.RegionRestarter).
+func (c *coordinator) StartTasks(attempt int, tasks []runtime.TaskRef) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.HeartbeatTimeout)
+	defer cancel()
+	return c.onWorkers(attempt, tasks, func(w string, ts []runtime.TaskRef) error {
+		return c.srv.StartTasks(ctx, w, attempt, ts)
+	})
+}
+
 func (c *coordinator) gateway() (runtime.CoordinatorGateway, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -466,11 +557,16 @@ func (c *coordinator) WorkerRegistered(w control.WorkerInfo) {
 }
 
 // WorkerLost fails the current attempt when the worker ran some of its
-// tasks: the job restarts on the slots there are.
+// tasks: the job restarts whole on the slots there are, even under region
+// failover (the worker's slot is gone, and the tasks that restart need
+// new places that their peers' channels must learn).
 func (c *coordinator) WorkerLost(id string, cause error) {
 	c.mu.Lock()
 	tasks := c.hosting[id]
 	gw, attempt := c.gw, c.current
+	if len(tasks) > 0 {
+		c.regions = false
+	}
 	c.mu.Unlock()
 	c.signal()
 	if errors.Is(cause, control.ErrClosed) {

@@ -6,6 +6,8 @@
 // (cluster/control, gRPC), the data plane (runtime/network's TCP
 // transport), HA (cluster/ha, etcd) and checkpoint storage shared by every
 // process (S3). Slot sharing places subtask i of every vertex in slot i;
-// a failure restarts the whole job from its latest checkpoint on the slots
-// there are.
+// a lost worker restarts the whole job from its latest checkpoint on the
+// slots there are, a task's failure its failover region only, on the
+// workers running it, where the job has several (a forward-only
+// pipeline; runtime.RegionRestarter), else the whole job too.
 package cluster

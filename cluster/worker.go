@@ -226,6 +226,7 @@ var (
 	_ control.SavepointLocator = (*worker)(nil)
 	_ control.QueryHandler     = (*worker)(nil)
 	_ runtime.TaskStopper      = (*worker)(nil)
+	_ control.RegionHandler    = (*worker)(nil)
 )
 
 // beginSession starts a registration: until setClient, the handler's
@@ -273,7 +274,7 @@ func (w *worker) Deploy(d control.Deployment) error {
 	ex := &exchange{tr: w.tr, placement: d.Placement, peers: d.Peers}
 	r, err := runtime.RunTasks(w.plan, w.rcfg, runtime.WorkerDeployment{
 		JobID: d.JobID, RunID: d.RunID, Attempt: d.Attempt, Tasks: d.Tasks, Restore: d.Restore, RestoreOwned: d.RestoreOwned,
-		Parallelism: d.Parallelism,
+		Parallelism: d.Parallelism, RegionFailover: d.RegionFailover,
 	}, ex, gw)
 	if err != nil {
 		return err
@@ -306,6 +307,42 @@ func (w *worker) Cancel(jobID string, attempt int) {
 		w.logger.Info("attempt cancelled by the coordinator", "attempt", attempt)
 		r.Cancel()
 	}
+}
+
+// runnerOf is the runner of the attempt, for a step of a failover
+// region's restart.
+func (w *worker) runnerOf(attempt int) (*runtime.TaskRunner, error) {
+	r := w.runnerNow()
+	if r == nil || r.Attempt() != attempt {
+		return nil, fmt.Errorf("worker %s: attempt %d runs no tasks here: %w", w.cfg.WorkerID, attempt, runtime.ErrStaleMessage)
+	}
+	return r, nil
+}
+
+// StopTasks, DeployTasks and StartTasks restart a failover region's tasks
+// of the current runner (control.RegionHandler).
+func (w *worker) StopTasks(ctx context.Context, attempt int, tasks []runtime.TaskRef) error {
+	r, err := w.runnerOf(attempt)
+	if err != nil {
+		return err
+	}
+	return r.StopTasks(ctx, attempt, tasks)
+}
+
+func (w *worker) DeployTasks(ctx context.Context, d runtime.RegionDeployment) error {
+	r, err := w.runnerOf(d.Attempt)
+	if err != nil {
+		return err
+	}
+	return r.DeployTasks(ctx, d)
+}
+
+func (w *worker) StartTasks(attempt int, tasks []runtime.TaskRef) error {
+	r, err := w.runnerOf(attempt)
+	if err != nil {
+		return err
+	}
+	return r.StartTasks(attempt, tasks)
 }
 
 func (w *worker) current() (runtime.TaskGateway, error) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/checkpoint"
 )
 
 // A pipeline of forward edges has a failover region per subtask: a
@@ -30,18 +31,36 @@ func TestRegionFailover(t *testing.T) {
 		// once, and once more for each restart of their task; attempts
 		// the operator context's Attempt at their last open.
 		opens, attempts [2]int
+		// restoredIn is the attempt the restore listeners hear of the
+		// restart's restore in: a region restarts within attempt 0.
+		restoredIn int
 	}{
-		{"forward-only", sluice.FailoverRegion, "", [2]int{2, 1}, [2]int{1, 0}},
-		{"forward-only-full", sluice.FailoverFull, "", [2]int{2, 2}, [2]int{1, 1}},
-		{"rebalance", sluice.FailoverRegion, "rebalance", [2]int{2, 2}, [2]int{1, 1}},
-		{"keyBy", sluice.FailoverRegion, "keyBy", [2]int{2, 2}, [2]int{1, 1}},
+		{"forward-only", sluice.FailoverRegion, "", [2]int{2, 1}, [2]int{1, 0}, 0},
+		{"forward-only-full", sluice.FailoverFull, "", [2]int{2, 2}, [2]int{1, 1}, 1},
+		{"rebalance", sluice.FailoverRegion, "rebalance", [2]int{2, 2}, [2]int{1, 1}, 1},
+		{"keyBy", sluice.FailoverRegion, "keyBy", [2]int{2, 2}, [2]int{1, 1}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const records = 6000
-			fm := &failingMap{at: records / 3, failures: &failures{}}
+			// The failure waits for a completed checkpoint: the restart
+			// restores one, which the restore listeners hear of.
+			checkpointed := &atomic.Bool{}
+			fm := &failingMap{at: records / 3, failures: &failures{}, after: checkpointed}
+			var restoresMu sync.Mutex
+			var restores []sluice.RestoreInfo
 			j := &job[int64]{
 				opts: crashOptions(t.TempDir(), 20*time.Millisecond,
-					sluice.WithChaining(false), sluice.WithFailoverStrategy(tc.strategy)),
+					sluice.WithChaining(false), sluice.WithFailoverStrategy(tc.strategy),
+					sluice.WithCheckpointListener(func(s checkpoint.Stats) {
+						if s.Status == checkpoint.StatusCompleted {
+							checkpointed.Store(true)
+						}
+					}),
+					sluice.WithRestoreListener(func(r sluice.RestoreInfo) {
+						restoresMu.Lock()
+						defer restoresMu.Unlock()
+						restores = append(restores, r)
+					})),
 				records: records, rate: 6000, outDir: t.TempDir(), timeout: time.Minute,
 				build: func(j *job[int64], env *sluice.Environment) *sluice.Stream[int64] {
 					s := datagen(j, env, "gen", index, nil, sluice.NoWatermarks[int64]())
@@ -65,6 +84,11 @@ func TestRegionFailover(t *testing.T) {
 			if opens, attempts := fm.openCounts(); opens != tc.opens || attempts != tc.attempts {
 				t.Errorf("the map's subtasks were opened %v times, last in attempts %v; want %v times, in %v", opens, attempts, tc.opens, tc.attempts)
 			}
+			restoresMu.Lock()
+			if len(restores) != 1 || restores[0].Attempt != tc.restoredIn || restores[0].CheckpointID == 0 {
+				t.Errorf("restores reported: %+v; want one of a checkpoint, in attempt %d", restores, tc.restoredIn)
+			}
+			restoresMu.Unlock()
 			want := make([]int64, records)
 			for i := range want {
 				want[i] = int64(i)
@@ -129,6 +153,8 @@ func (passThrough) ProcessElement(_ *sluice.KeyedContext[int64], v int64, out sl
 type failingMap struct {
 	at     int64
 	always bool
+	// after, when set, holds the failure back until it is true.
+	after *atomic.Bool
 	*failures
 }
 
@@ -155,7 +181,7 @@ func (m *failingMap) openCounts() (opens, attempts [2]int) {
 
 func (m *failingMap) Map(v int64) (int64, error) {
 	// Datagen's subtask 0 reads the even indexes.
-	if v%2 == 0 && v >= m.at && (m.fired.CompareAndSwap(false, true) || m.always) {
+	if v%2 == 0 && v >= m.at && (m.after == nil || m.after.Load()) && (m.fired.CompareAndSwap(false, true) || m.always) {
 		return v, fmt.Errorf("map of %d: %w", v, errInjectedCrash)
 	}
 	return v, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/codec"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
@@ -27,16 +28,26 @@ import (
 // tasks run on — its map is opened once; with the full strategy both are
 // opened again. A read_committed consumer sees every input record exactly
 // once either way. The test logs the time from the failure to the first
-// record the restarted map reads, and the longest pause of subtask 1.
+// record the restarted map reads, and the longest pause of subtask 1. On
+// a coordinator and two workers the region restarts on its worker alone,
+// as in one process.
 func TestRegionFailoverKafkaExactlyOnce(t *testing.T) {
 	for _, tc := range []struct {
 		strategy sluice.FailoverStrategy
 		opens    [2]int
+		// workers: on a coordinator and two workers of one slot (in this
+		// process, over loopback gRPC and TCP), a region on each.
+		workers bool
 	}{
-		{sluice.FailoverRegion, [2]int{2, 1}},
-		{sluice.FailoverFull, [2]int{2, 2}},
+		{sluice.FailoverRegion, [2]int{2, 1}, false},
+		{sluice.FailoverFull, [2]int{2, 2}, false},
+		{sluice.FailoverRegion, [2]int{2, 1}, true},
 	} {
-		t.Run(tc.strategy.String(), func(t *testing.T) {
+		name := tc.strategy.String()
+		if tc.workers {
+			name += "-on-workers"
+		}
+		t.Run(name, func(t *testing.T) {
 			const records, partitions = 2000, 4
 			ctx := testContext(t)
 			adm := kadm.NewClient(newClient(t))
@@ -52,33 +63,58 @@ func TestRegionFailoverKafkaExactlyOnce(t *testing.T) {
 			}
 
 			quiet := slog.New(slog.DiscardHandler)
-			env := sluice.NewEnvironment(
-				sluice.WithLogger(quiet),
-				sluice.WithParallelism(2),
-				sluice.WithCheckpointing(100*time.Millisecond, t.TempDir()),
-				sluice.WithRestartStrategy(sluice.FixedDelayRestart(3, 0)),
-				sluice.WithFailoverStrategy(tc.strategy),
-			)
-			src, err := kafkasource.NewSource(brokers(t), kafkasource.Topics(in), kafkasource.ValueDecoder[int64](codec.Int[int64]{}),
-				kafkasource.Bounded(), kafkasource.Logger(quiet))
-			if err != nil {
-				t.Fatal(err)
-			}
-			snk, err := kafkasink.NewSink(brokers(t), kafkasink.ValueSerializer(out, codec.String{}),
-				kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(uniqueName(t, "region")), kafkasink.Logger(quiet))
-			if err != nil {
-				t.Fatal(err)
-			}
 			// Each subtask reads half the records, 1 ms each: the failure
 			// comes half a second in, after several checkpoints.
 			fm := &regionMap{failAt: records / 4, shared: &regionMapShared{}}
-			s := sluice.FromSource(env, src, sluice.NoWatermarks[int64](), "kafka-in", sluice.UID("kafka-in"))
-			m := sluice.RichMap(s, fm, sluice.Name("map"), sluice.UID("map"))
-			sluice.SinkTo(m, snk, sluice.Name("kafka-out"), sluice.UID("kafka-out"))
-			job, err := env.ExecuteAsync(ctx)
+			cpDir, prefix := t.TempDir(), uniqueName(t, "region")
+			build := func(more ...sluice.Option) *sluice.Environment {
+				env := sluice.NewEnvironment(append([]sluice.Option{
+					sluice.WithLogger(quiet),
+					sluice.WithJobName("region-failover"),
+					sluice.WithParallelism(2),
+					sluice.WithCheckpointing(100*time.Millisecond, cpDir),
+					sluice.WithRestartStrategy(sluice.FixedDelayRestart(3, 0)),
+					sluice.WithFailoverStrategy(tc.strategy),
+				}, more...)...)
+				src, err := kafkasource.NewSource(brokers(t), kafkasource.Topics(in), kafkasource.ValueDecoder[int64](codec.Int[int64]{}),
+					kafkasource.Bounded(), kafkasource.Logger(quiet))
+				if err != nil {
+					t.Fatal(err)
+				}
+				snk, err := kafkasink.NewSink(brokers(t), kafkasink.ValueSerializer(out, codec.String{}),
+					kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(prefix), kafkasink.Logger(quiet))
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := sluice.FromSource(env, src, sluice.NoWatermarks[int64](), "kafka-in", sluice.UID("kafka-in"))
+				m := sluice.RichMap(s, fm, sluice.Name("map"), sluice.UID("map"))
+				sluice.SinkTo(m, snk, sluice.Name("kafka-out"), sluice.UID("kafka-out"))
+				return env
+			}
+			var job *sluice.Job
+			var err error
+			var workers sync.WaitGroup
+			if !tc.workers {
+				job, err = build().ExecuteAsync(ctx)
+			} else {
+				addr := haFreeAddr(t)
+				job, err = build(cluster.With(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr, HeartbeatInterval: 100 * time.Millisecond,
+					HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second})).ExecuteAsync(ctx)
+				for i := range 2 {
+					workers.Go(func() {
+						err := build(cluster.With(cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, Slots: 1, WorkerID: fmt.Sprintf("w%d", i),
+							DataListen: "127.0.0.1:0", Host: "127.0.0.1", HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second})).
+							Execute(ctx)
+						if err != nil {
+							t.Errorf("worker %d: %v", i, err)
+						}
+					})
+				}
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer workers.Wait()
 			if err := job.Wait(); err != nil {
 				t.Fatalf("job failed: %v", err)
 			}

@@ -63,11 +63,7 @@ func (t *Task) channel(ch int) (*gateInput, int) {
 // state through each channel's record reader into the operators.
 func (t *Task) replayChannelState() error {
 	start := time.Now()
-	defer func() {
-		if t.execution == 0 { // a region's restart is not the attempt's restore
-			t.att.replayed(time.Since(start))
-		}
-	}()
+	defer func() { t.att.replayed(t.restoreCounters, time.Since(start)) }()
 	if len(t.units) == 0 {
 		return nil
 	}
@@ -78,7 +74,7 @@ func (t *Task) replayChannelState() error {
 	r := t.restore
 	read := func(h storage.ChannelStateHandle) ([]byte, error) {
 		data, err := r.snap.ReadAll(h.Handle)
-		t.att.restoreCounters.bytes.Add(h.Length)
+		t.restoreCounters.bytes.Add(h.Length)
 		if err != nil {
 			return nil, fmt.Errorf("%w channel state of task %s from checkpoint %d: %w", ErrRestore, t.name, r.id(), err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,6 +47,51 @@ type AttemptDeployment struct {
 	// the plan's (the job was rescaled); nil otherwise. The workers
 	// compile the plan and run it at this parallelism.
 	Parallelism []int
+	// RegionFailover: the job restarts a failed task's failover region
+	// alone (jobmanager.execution.failover-strategy region and several
+	// regions), so a worker whose task fails stops none of its other
+	// tasks itself: the coordinator says what stops (RegionRestarter).
+	RegionFailover bool
+}
+
+// RegionRestarter is implemented by executors that restart one failover
+// region's tasks on the workers running them while the attempt's other
+// tasks run on (Flink's RestartPipelinedRegionFailoverStrategy across
+// TaskManagers). Without it, a task failure on several hosts restarts the
+// whole job. The coordinator calls StopTasks, DeployTasks and StartTasks
+// in this order for one region at a time (TaskRunner's methods of the
+// same names on the other side); any error restarts the whole job.
+type RegionRestarter interface {
+	// CanRestartRegions reports whether the attempt's regions can restart
+	// alone: it is the deployed one and every worker running its tasks
+	// restarts regions.
+	CanRestartRegions(attempt int) bool
+	// StopTasks cancels the tasks, in the executions tasks name, and waits
+	// until they exited, or ctx ends.
+	StopTasks(ctx context.Context, attempt int, tasks []TaskRef) error
+	// DeployTasks makes new executions of the tasks (d.Tasks name them in
+	// their new executions), wired to their peers and restored from
+	// d.Restore, without running them.
+	DeployTasks(ctx context.Context, d RegionDeployment) error
+	// StartTasks runs the executions DeployTasks made.
+	StartTasks(attempt int, tasks []TaskRef) error
+}
+
+// RegionDeployment is the new executions of a failover region's tasks, as
+// the coordinator deploys them.
+type RegionDeployment struct {
+	JobID   string
+	RunID   string
+	Attempt int
+	// Tasks name the region's tasks in their new executions; the
+	// executor gives each worker its own.
+	Tasks []TaskRef
+	// OperatorAttempt is the operators' Attempt (operators.Context): the
+	// attempt's number and the region restarts of the run.
+	OperatorAttempt int
+	// Restore and RestoreOwned: as in AttemptDeployment.
+	Restore      string
+	RestoreOwned bool
 }
 
 // MetricsSource is implemented by executors that know their tasks'
@@ -103,8 +149,9 @@ type WorkerDeployment struct {
 	// Restore and RestoreOwned: as in AttemptDeployment.
 	Restore      string
 	RestoreOwned bool
-	// Parallelism: as in AttemptDeployment.
-	Parallelism []int
+	// Parallelism, RegionFailover: as in AttemptDeployment.
+	Parallelism    []int
+	RegionFailover bool
 }
 
 // TaskRunner runs, in a worker process, the tasks of one attempt that the
@@ -117,6 +164,13 @@ type TaskRunner struct {
 	mu         sync.Mutex
 	savepoints map[int64]string
 	spWait     map[int64]chan struct{}
+	// prepared are the new executions DeployTasks made, until StartTasks
+	// runs them (or the runner is cancelled).
+	prepared []*Task
+	// deploying counts the DeployTasks calls under way, which the runner
+	// waits for before it is done; ended: it no longer takes one.
+	deploying sync.WaitGroup
+	ended     bool
 }
 
 // ErrSavepointLocation: a worker's task wrote a savepoint's state before
@@ -159,14 +213,10 @@ func RunTasks(plan *Plan, cfg Config, d WorkerDeployment, ex Exchange, coord Coo
 		}
 		j.store = st
 	}
-	var restore *restoreSnapshot
-	if d.Restore != "" {
-		snap, err := storage.LoadSnapshotMetadata(cfg.CheckpointFS, d.Restore, cfg.CheckpointSchemes)
-		if err != nil {
-			j.cancel()
-			return nil, fmt.Errorf("%w from %s: %w", ErrRestore, d.Restore, err)
-		}
-		restore = newRestoreSnapshot(snap, d.RestoreOwned)
+	restore, err := loadRestore(cfg, d.Restore, d.RestoreOwned)
+	if err != nil {
+		j.cancel()
+		return nil, err
 	}
 	local := make(map[checkpoint.TaskID]bool, len(d.Tasks))
 	for _, id := range d.Tasks {
@@ -174,7 +224,8 @@ func RunTasks(plan *Plan, cfg Config, d WorkerDeployment, ex Exchange, coord Coo
 	}
 	r := &TaskRunner{job: j, done: make(chan struct{}), savepoints: map[int64]string{}, spWait: map[int64]chan struct{}{}}
 	a := &attempt{job: j, number: d.Attempt, graph: g, restore: restore, stopping: make(chan struct{}),
-		local: func(id checkpoint.TaskID) bool { return local[id] }, exchange: ex, locations: r.location}
+		local: func(id checkpoint.TaskID) bool { return local[id] }, exchange: ex, locations: r.location,
+		remoteRegions: d.RegionFailover}
 	a.gateway = workerGateway{CoordinatorGateway: coord, a: a}
 	a.restoreCounters.start = time.Now()
 	a.ctx, a.cancel = context.WithCancel(j.ctx)
@@ -200,14 +251,179 @@ func RunTasks(plan *Plan, cfg Config, d WorkerDeployment, ex Exchange, coord Coo
 	go func() {
 		a.waitTasks()
 		a.releaseBuffers()
+		a.tasksMu.RLock()
 		for _, id := range a.published {
 			ex.Unpublish(id)
 		}
+		a.tasksMu.RUnlock()
 		a.cancel()
+		r.mu.Lock()
+		r.ended = true
+		r.mu.Unlock()
+		r.deploying.Wait()
 		j.cancel()
 		close(r.done)
 	}()
 	return r, nil
+}
+
+// loadRestore loads the snapshot in dir to restore ("" for none).
+func loadRestore(cfg Config, dir string, owned bool) (*restoreSnapshot, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	snap, err := storage.LoadSnapshotMetadata(cfg.CheckpointFS, dir, cfg.CheckpointSchemes)
+	if err != nil {
+		return nil, fmt.Errorf("%w from %s: %w", ErrRestore, dir, err)
+	}
+	return newRestoreSnapshot(snap, owned), nil
+}
+
+// regionTasks checks that tasks are local tasks of the runner's attempt,
+// for a region's restart, and returns their ids and executions.
+func (r *TaskRunner) regionTasks(step string, attempt int, tasks []TaskRef) ([]checkpoint.TaskID, map[checkpoint.TaskID]int, error) {
+	a := r.a
+	ids := make([]checkpoint.TaskID, 0, len(tasks))
+	executions := make(map[checkpoint.TaskID]int, len(tasks))
+	for _, t := range tasks {
+		switch {
+		case t.JobID != a.job.id || t.Attempt != attempt || attempt != a.number:
+			return nil, nil, fmt.Errorf("%s of %s: the worker runs job %s attempt %d: %w", step, t, a.job.id, a.number, ErrStaleMessage)
+		case int(t.Task) < 0 || int(t.Task) >= len(a.specs) || !a.isLocal(t.Task):
+			return nil, nil, fmt.Errorf("%s of %s: not a task of this worker", step, t)
+		}
+		ids = append(ids, t.Task)
+		executions[t.Task] = t.Execution
+	}
+	return ids, executions, nil
+}
+
+// StopTasks cancels the runner's tasks of a failover region that restarts
+// (RegionRestarter.StopTasks), in the executions tasks name or earlier,
+// and waits until they exited: at most the cancellation timeout, or until
+// ctx ends. The runner's other tasks run on, and the runner lasts until
+// StartTasks ran the region's new executions.
+func (r *TaskRunner) StopTasks(ctx context.Context, attempt int, tasks []TaskRef) error {
+	ids, executions, err := r.regionTasks("stop", attempt, tasks)
+	if err != nil {
+		return err
+	}
+	a := r.a
+	if err := a.holdForRegion(); err != nil {
+		return err
+	}
+	old := a.cancelTasks(ids, func(id checkpoint.TaskID) int { return executions[id] })
+	wctx, cancel := a.cancellation()
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	if err := a.waitCancelled(wctx, old); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("stop %d tasks of attempt %d: %w", len(old), attempt, ctx.Err())
+		}
+		return err
+	}
+	a.job.logger.Info("failover region's tasks stopped", "tasks", len(old))
+	return nil
+}
+
+// DeployTasks makes new executions of the runner's tasks of a failover
+// region (RegionRestarter.DeployTasks), the runner's tasks of their ids
+// from now on (the coordinator's messages queue in their mailboxes until
+// StartTasks runs them): their partitions published under
+// the new executions' ids, their channels to local peers in memory and to
+// remote ones through the exchange, their state restored from d.Restore
+// (from local files where the state backend keeps them, as a full restore
+// does). StartTasks runs them.
+func (r *TaskRunner) DeployTasks(ctx context.Context, d RegionDeployment) error {
+	ids, executions, err := r.regionTasks("deploy", d.Attempt, d.Tasks)
+	if err != nil {
+		return err
+	}
+	a := r.a
+	r.mu.Lock()
+	if r.ended {
+		r.mu.Unlock()
+		return fmt.Errorf("deploy %d tasks of attempt %d: %w", len(d.Tasks), d.Attempt, errAttemptStopping)
+	}
+	r.deploying.Add(1)
+	r.mu.Unlock()
+	defer r.deploying.Done()
+	restore := a.restore
+	if restore == nil || restore.snap.Dir != d.Restore {
+		if restore, err = loadRestore(a.job.cfg, d.Restore, d.RestoreOwned); err != nil {
+			return err
+		}
+	}
+	// Every task of a region restarts with it, so a region's tasks share
+	// their execution: that of remote producers (in the partition ids)
+	// is that of the local tasks of their region.
+	a.tasksMu.Lock()
+	for id, e := range executions {
+		for _, rt := range a.regions.of[id].tasks {
+			a.executions[rt] = e
+		}
+	}
+	a.tasksMu.Unlock()
+	tasks, err := a.newExecutions(ids, restore, d.OperatorAttempt)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if a.ctx.Err() != nil || ctx.Err() != nil {
+		r.mu.Unlock()
+		for _, t := range tasks {
+			t.closeState()
+		}
+		return fmt.Errorf("deploy %d tasks of attempt %d: %w", len(tasks), d.Attempt, errAttemptStopping)
+	}
+	a.install(tasks)
+	r.prepared = append(r.prepared, tasks...)
+	r.mu.Unlock()
+	from := int64(0)
+	if restore != nil {
+		from = restore.id()
+	}
+	a.job.logger.Info("failover region's tasks deployed", "tasks", len(tasks), "restored_from", from)
+	return nil
+}
+
+// StartTasks runs the executions DeployTasks made of tasks
+// (RegionRestarter.StartTasks).
+func (r *TaskRunner) StartTasks(attempt int, tasks []TaskRef) error {
+	if _, _, err := r.regionTasks("start", attempt, tasks); err != nil {
+		return err
+	}
+	a := r.a
+	r.mu.Lock()
+	var start []*Task
+	r.prepared = slices.DeleteFunc(r.prepared, func(t *Task) bool {
+		if slices.Contains(tasks, t.ref()) {
+			start = append(start, t)
+			return true
+		}
+		return false
+	})
+	r.mu.Unlock()
+	if len(start) != len(tasks) {
+		for _, t := range start {
+			t.closeState()
+		}
+		return fmt.Errorf("start %d tasks of attempt %d: %d of them were not deployed", len(tasks), attempt, len(tasks)-len(start))
+	}
+	// Under the hold, so that the tasks join the runner's wait group
+	// while it is above zero, and not once the attempt stopped.
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.regionHeld {
+		for _, t := range start {
+			t.closeState()
+		}
+		return fmt.Errorf("start %d tasks of attempt %d: %w", len(tasks), attempt, errAttemptStopping)
+	}
+	a.start(start)
+	a.regionHeld = false
+	a.wg.Done()
+	return nil
 }
 
 // openStorage opens the job's checkpoint storage as cfg says.
@@ -288,6 +504,13 @@ func (r *TaskRunner) Cancel() {
 	r.job.canceled = true
 	r.job.mu.Unlock()
 	r.a.stopAll()
+	r.mu.Lock()
+	prepared := r.prepared
+	r.prepared = nil
+	r.mu.Unlock()
+	for _, t := range prepared {
+		t.closeState()
+	}
 }
 
 // Done is closed once every task of the runner has exited (or the
@@ -307,15 +530,55 @@ func (r *TaskRunner) Attempt() int { return r.a.number }
 // Metrics returns the runner's tasks' figures.
 func (r *TaskRunner) Metrics() []TaskMetrics { return r.job.Metrics() }
 
+// holdForRegion keeps a worker's runner running while a failover region
+// of its restarts, even when every task of it stopped meanwhile, until
+// releaseRegionHold (StartTasks, or the attempt's stop). It fails once
+// every task of the runner exited (the runner ends).
+func (a *attempt) holdForRegion() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.regionHeld {
+		return nil
+	}
+	if a.ctx.Err() != nil {
+		return fmt.Errorf("job %s attempt %d: %w", a.job.id, a.number, errAttemptStopping)
+	}
+	// A task that has not exited holds the wait group above zero: adding
+	// to it is safe while the runner's waiter waits.
+	for _, t := range a.localTasks() {
+		if !t.exited.Load() {
+			a.wg.Add(1)
+			a.regionHeld = true
+			return nil
+		}
+	}
+	return fmt.Errorf("job %s attempt %d: every task of the worker has exited", a.job.id, a.number)
+}
+
+// releaseRegionHold ends what holdForRegion held.
+func (a *attempt) releaseRegionHold() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.regionHeld {
+		a.regionHeld = false
+		a.wg.Done()
+	}
+}
+
 // workerGateway is a worker's way to the coordinator: a task's failure
 // also stops the worker's other tasks at once, without waiting for the
-// coordinator's cancel.
+// coordinator's cancel, unless the coordinator may restart the task's
+// failover region alone: then the runner waits for its word (and lasts
+// until the region runs again or the attempt is cancelled).
 type workerGateway struct {
 	CoordinatorGateway
 	a *attempt
 }
 
 func (g workerGateway) Report(m TaskEvent) error {
+	if m.Kind == ReportFailed && g.a.remoteRegions && !suppressesRestarts(m.Err) && g.a.holdForRegion() == nil {
+		return g.CoordinatorGateway.Report(m)
+	}
 	err := g.CoordinatorGateway.Report(m)
 	if m.Kind == ReportFailed {
 		name := fmt.Sprint(m.From.Task)

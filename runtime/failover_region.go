@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -21,10 +22,12 @@ const (
 	// while the other regions run on. A region is a connected component
 	// of the tasks over their channels: an all-to-all exchange (keyBy,
 	// rebalance, broadcast) joins all it connects, so only a pipeline of
-	// forward edges has several. With one region, on several hosts, or
-	// when the region cannot restart alone (a stop, a rescale or a
-	// savepoint in flight, another region restarting, a task that reached
-	// its end), the whole job restarts.
+	// forward edges has several. On several hosts the region restarts on
+	// the workers running it (RegionRestarter). With one region, when a
+	// worker is lost (or one restarts no regions), or when the region
+	// cannot restart alone (a stop, a rescale or a savepoint in flight,
+	// another region restarting, a task that reached its end, a step on a
+	// worker that failed), the whole job restarts.
 	FailoverRegion FailoverStrategy = iota
 	// FailoverFull: every failure restarts the whole job.
 	FailoverFull
@@ -164,7 +167,7 @@ func (a *attempt) taskFailed(id checkpoint.TaskID, err error) {
 // the region restarts already (another of its tasks failed first).
 func (a *attempt) beginRegionFailover(id checkpoint.TaskID, err error) (r *region, ok bool) {
 	j := a.job
-	if j.cfg.Failover != FailoverRegion || a.driver == nil || j.cfg.Executor != nil || a.local != nil ||
+	if j.cfg.Failover != FailoverRegion || a.driver == nil || !a.canRestartRegions() ||
 		len(a.regions.list) < 2 || !a.running.Load() || suppressesRestarts(err) || j.isStopping() {
 		return nil, false
 	}
@@ -189,12 +192,31 @@ func (a *attempt) beginRegionFailover(id checkpoint.TaskID, err error) (r *regio
 	return r, true
 }
 
+// canRestartRegions reports whether the attempt's regions can restart
+// alone where its tasks run: in one process always, on several hosts when
+// the executor restarts regions on the workers of the attempt.
+func (a *attempt) canRestartRegions() bool {
+	if a.local == nil {
+		return true
+	}
+	rr, ok := a.job.cfg.Executor.(RegionRestarter)
+	return ok && rr.CanRestartRegions(a.number)
+}
+
+// unpublish withdraws the partitions task t offered remote consumers.
+func (a *attempt) unpublish(t *Task) {
+	for _, id := range t.published {
+		a.exchange.Unpublish(id)
+	}
+}
+
 // failoverRegion restarts region r after task failed with cause: the
 // checkpoint coordinator aborts the pending checkpoints, the region's
 // tasks stop, and after the restart strategy's delay new executions of
 // them restore the latest completed checkpoint, while the other regions
 // run on. Where the region cannot restart alone, the whole attempt fails
-// over.
+// over. The sequence is the same wherever the tasks run; steps carries
+// out what differs (localRegion in one process, remoteRegion on workers).
 func (a *attempt) failoverRegion(r *region, task string, cause error) {
 	defer a.wg.Done()
 	j := a.job
@@ -230,36 +252,14 @@ func (a *attempt) failoverRegion(r *region, task string, cause error) {
 	j.logger.Log(context.Background(), failureLevel(cause, slog.LevelWarn), "task failed; restarting its failover region",
 		"task", task, "attempt", a.number, "region", r.index, "tasks", len(r.tasks), "regions", len(a.regions.list), "delay", delay, "err", cause)
 
+	steps := a.regionSteps(r)
 	// Stop the region's tasks and wait for them, as a stopping attempt
 	// waits for its own.
-	var old []*Task
-	for _, id := range r.tasks {
-		if t := a.task(id); t != nil {
-			old = append(old, t)
-			t.cancel()
-			for _, p := range t.partitions {
-				p.Release()
-			}
-			for _, g := range t.gates {
-				g.gate.Release()
-			}
+	if err := steps.stop(); err != nil {
+		if !errors.Is(err, errAttemptStopping) {
+			escalate(err)
 		}
-	}
-	var expired <-chan time.Time
-	if timeout := j.cfg.CancellationTimeout; timeout > 0 {
-		timer := time.NewTimer(timeout)
-		defer timer.Stop()
-		expired = timer.C
-	}
-	for _, t := range old {
-		select {
-		case <-t.exitCh:
-		case <-a.stopping:
-			return
-		case <-expired:
-			escalate(fmt.Errorf("%w: task %s still runs %v after it was cancelled", ErrTaskCancellationTimeout, t.name, j.cfg.CancellationTimeout))
-			return
-		}
+		return
 	}
 	if wait := delay - time.Since(failedAt); wait > 0 {
 		select {
@@ -273,20 +273,133 @@ func (a *attempt) failoverRegion(r *region, task string, cause error) {
 	var owned []int64
 	a.driver.call(func() { owned = a.driver.coord.Retained() })
 	restore, err := j.failoverRestore(owned, a.restore)
+	if err == nil {
+		err = steps.deploy(restore, a.number+int(j.regionRestarts.Load()))
+	}
 	if err != nil {
+		if !errors.Is(err, errAttemptStopping) {
+			escalate(err)
+		}
+		return
+	}
+	// The coordinator and the attempt take the region back before its
+	// tasks run: a failure of theirs is a failure of the region again.
+	a.driver.call(func() { a.driver.exec(a.driver.coord.RegionRestored(time.Now())) })
+	a.mu.Lock()
+	a.regionRestart = nil
+	a.mu.Unlock()
+	if err := steps.start(); err != nil {
 		escalate(err)
 		return
 	}
+	j.outages.running(time.Now())
+	var from int64
+	if restore != nil {
+		from = restore.id()
+	}
+	j.logger.Info("failover region restarted", "attempt", a.number, "region", r.index, "tasks", len(r.tasks),
+		"execution", a.execution(r.tasks[0]), "restored_from", from, "downtime", time.Since(failedAt))
+}
+
+// errAttemptStopping: the attempt was told to stop while one of its
+// regions restarted; the restart gives up without a word.
+var errAttemptStopping = errors.New("the attempt is stopping")
+
+// regionSteps are the steps of a region's restart that depend on where
+// its tasks run.
+type regionSteps interface {
+	// stop cancels the region's tasks (their executions before the
+	// restart) and waits until they exited, at most the cancellation
+	// timeout.
+	stop() error
+	// deploy makes new executions of the region's tasks, wired to their
+	// peers and restored from restore, the attempt's tasks of their ids
+	// (the coordinator's messages reach them) but not running yet;
+	// operators see attempt as their Attempt.
+	deploy(restore *restoreSnapshot, attempt int) error
+	// start runs the new executions.
+	start() error
+}
+
+// regionSteps returns the steps of restarting region r: in this process,
+// or through the executor on the workers running its tasks.
+func (a *attempt) regionSteps(r *region) regionSteps {
+	if rr, ok := a.job.cfg.Executor.(RegionRestarter); ok && a.local != nil {
+		return &remoteRegion{a: a, r: r, ex: rr}
+	}
+	return &localRegion{a: a, r: r}
+}
+
+// cancellation bounds a wait for cancelled tasks by the cancellation
+// timeout (0: none) and ends it once the attempt stops (its context).
+func (a *attempt) cancellation() (context.Context, context.CancelFunc) {
+	if timeout := a.job.cfg.CancellationTimeout; timeout > 0 {
+		return context.WithTimeout(a.ctx, timeout)
+	}
+	return context.WithCancel(a.ctx)
+}
+
+// waitCancelled waits for the cancelled tasks to exit: an error naming
+// the first one still running when ctx ended, errAttemptStopping when the
+// attempt stopped meanwhile.
+func (a *attempt) waitCancelled(ctx context.Context, tasks []*Task) error {
+	for _, t := range tasks {
+		select {
+		case <-t.exitCh:
+		case <-ctx.Done():
+			if a.ctx.Err() != nil {
+				return errAttemptStopping
+			}
+			return fmt.Errorf("%w: task %s still runs %v after it was cancelled", ErrTaskCancellationTimeout, t.name, a.job.cfg.CancellationTimeout)
+		}
+	}
+	return nil
+}
+
+// cancelTasks cancels the local tasks of ids whose execution is at most
+// execution (-1: any): their contexts, partitions and gates. It returns
+// them.
+func (a *attempt) cancelTasks(ids []checkpoint.TaskID, execution func(checkpoint.TaskID) int) []*Task {
+	var old []*Task
+	for _, id := range ids {
+		t := a.task(id)
+		if t == nil || t.execution > execution(id) {
+			continue
+		}
+		old = append(old, t)
+		t.cancel()
+		for _, p := range t.partitions {
+			p.Release()
+		}
+		for _, g := range t.gates {
+			g.gate.Release()
+		}
+		a.unpublish(t)
+	}
+	return old
+}
+
+// newExecutions makes, wires and builds new executions of the local tasks
+// of ids, restoring from restore; their state is closed again on failure.
+func (a *attempt) newExecutions(ids []checkpoint.TaskID, restore *restoreSnapshot, attempt int) ([]*Task, error) {
 	a.tasksMu.RLock()
 	byID := slices.Clone(a.byID)
 	a.tasksMu.RUnlock()
+	// The restore's figures are the region's, reported once its tasks
+	// replayed their in-flight data (attempt.replayed).
+	rc := &restoreCounters{start: time.Now(), restore: restore}
 	var tasks []*Task
-	for _, id := range r.tasks {
+	for _, id := range ids {
+		if !a.isLocal(id) {
+			continue
+		}
 		t := a.newTask(a.specs[id], a.execution(id), restore)
+		t.attemptNumber = attempt
+		t.restoreCounters = rc
 		byID[id] = t
 		tasks = append(tasks, t)
 	}
-	err = a.wire(tasks, byID)
+	err := a.wire(tasks, byID)
 	if err == nil {
 		err = a.buildTasks(tasks)
 	}
@@ -294,27 +407,103 @@ func (a *attempt) failoverRegion(r *region, task string, cause error) {
 		for _, t := range tasks {
 			t.closeState()
 		}
-		escalate(err)
-		return
+		return nil, err
 	}
+	rc.stateDone = time.Now()
+	rc.replayLeft.Store(int32(len(tasks)))
+	return tasks, nil
+}
+
+// install makes new executions the attempt's current tasks, replacing the
+// earlier executions of their ids: the messages for their ids reach them
+// (their mailboxes) from now on, before they run.
+func (a *attempt) install(tasks []*Task) {
 	a.tasksMu.Lock()
-	a.byID = byID
-	a.tasks = slices.DeleteFunc(a.tasks, func(t *Task) bool { return a.regions.of[t.id] == r })
+	defer a.tasksMu.Unlock()
+	for _, t := range tasks {
+		a.byID[t.id] = t
+		a.tasks = slices.DeleteFunc(a.tasks, func(o *Task) bool { return o.id == t.id })
+	}
 	a.tasks = append(a.tasks, tasks...)
 	slices.SortFunc(a.tasks, func(x, y *Task) int { return int(x.id) - int(y.id) })
-	a.tasksMu.Unlock()
-	// The coordinator and the attempt take the region back before its
-	// tasks run: a failure of theirs is a failure of the region again.
-	a.driver.call(func() { a.driver.exec(a.driver.coord.RegionRestored(time.Now())) })
-	a.mu.Lock()
-	a.regionRestart = nil
-	a.mu.Unlock()
-	a.start(tasks)
-	j.outages.running(time.Now())
-	var from int64
-	if restore != nil {
-		from = restore.id()
+}
+
+// localRegion restarts a region whose tasks run in this process.
+type localRegion struct {
+	a     *attempt
+	r     *region
+	tasks []*Task // the new executions, once deployed
+}
+
+func (l *localRegion) stop() error {
+	a := l.a
+	old := a.cancelTasks(l.r.tasks, func(id checkpoint.TaskID) int { return a.execution(id) - 1 })
+	ctx, cancel := a.cancellation()
+	defer cancel()
+	return a.waitCancelled(ctx, old)
+}
+
+func (l *localRegion) deploy(restore *restoreSnapshot, attempt int) (err error) {
+	if l.tasks, err = l.a.newExecutions(l.r.tasks, restore, attempt); err == nil {
+		l.a.install(l.tasks)
 	}
-	j.logger.Info("failover region restarted", "attempt", a.number, "region", r.index, "tasks", len(tasks),
-		"execution", tasks[0].execution, "restored_from", from, "downtime", time.Since(failedAt))
+	return err
+}
+
+func (l *localRegion) start() error {
+	l.a.start(l.tasks)
+	return nil
+}
+
+// remoteRegion restarts a region whose tasks run on workers, through the
+// executor (RegionRestarter) and its workers' TaskRunners.
+type remoteRegion struct {
+	a  *attempt
+	r  *region
+	ex RegionRestarter
+}
+
+// refs names the region's tasks in their current executions (less back:
+// the earlier ones).
+func (x *remoteRegion) refs(back int) []TaskRef {
+	a := x.a
+	out := make([]TaskRef, len(x.r.tasks))
+	for i, id := range x.r.tasks {
+		out[i] = TaskRef{JobID: a.job.id, Attempt: a.number, Task: id, Execution: a.execution(id) - back}
+	}
+	return out
+}
+
+func (x *remoteRegion) stop() error {
+	ctx, cancel := x.a.cancellation()
+	defer cancel()
+	err := x.ex.StopTasks(ctx, x.a.number, x.refs(1))
+	if err != nil && x.a.ctx.Err() != nil {
+		return errAttemptStopping
+	}
+	return err
+}
+
+func (x *remoteRegion) deploy(restore *restoreSnapshot, attempt int) error {
+	a := x.a
+	d := RegionDeployment{JobID: a.job.id, RunID: a.job.run, Attempt: a.number, Tasks: x.refs(0), OperatorAttempt: attempt}
+	if restore != nil {
+		d.Restore, d.RestoreOwned = restore.snap.Dir, restore.owned
+	}
+	rc := &restoreCounters{start: time.Now(), restore: restore}
+	err := x.ex.DeployTasks(a.ctx, d)
+	if err != nil && a.ctx.Err() != nil {
+		return errAttemptStopping
+	}
+	if err == nil {
+		// The workers restored the tasks' state before they answered, as
+		// for an attempt's deployment.
+		rc.stateDone = time.Now()
+		a.reportRestore(rc)
+	}
+	return err
+}
+
+func (x *remoteRegion) start() error {
+	return x.ex.StartTasks(x.a.number, x.refs(0))
 }

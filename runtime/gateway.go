@@ -24,7 +24,7 @@ var ErrStaleMessage = errors.New("message of another job or attempt")
 
 // TaskRef names a task of one attempt of a job, and its execution: the
 // restarts of its failover region within the attempt (0 for a task never
-// restarted; a region failover runs in one process only).
+// restarted).
 type TaskRef struct {
 	JobID     string
 	Attempt   int

@@ -129,7 +129,8 @@ type attempt struct {
 	// regions are the attempt's failover regions (failover_region.go).
 	regions regions
 	// local says which tasks run here (nil: all); exchange reaches the
-	// others' partitions, published the partitions this process serves.
+	// others' partitions, published the partitions this process serves
+	// (under tasksMu).
 	local     func(checkpoint.TaskID) bool
 	exchange  Exchange
 	published []string
@@ -164,6 +165,11 @@ type attempt struct {
 	// strategy: the attempt's failure ends the job.
 	regionRestart     *region
 	restartsExhausted bool
+	// remoteRegions: on a worker, the coordinator restarts failover
+	// regions alone (WorkerDeployment.RegionFailover); regionHeld: the
+	// runner is held for one (holdForRegion), one count of wg.
+	remoteRegions bool
+	regionHeld    bool
 	// running: its tasks were deployed and started.
 	running atomic.Bool
 	// rescaled: the first attempt after a rescale; checkpointed: it
@@ -275,10 +281,6 @@ func Execute(ctx context.Context, plan *Plan, cfg Config) (*Job, error) {
 		j.collectGarbage()
 	}
 	j.adopt = start.adopt
-	if n := len(g.FailoverRegions()); n > 1 && cfg.Failover == FailoverRegion && cfg.Executor != nil {
-		logger.Info("the job has several failover regions, but region failover runs in one process only: a failure restarts the whole job",
-			"regions", n)
-	}
 	j.ctx, j.cancel = context.WithCancel(context.Background())
 	req, auto := j.resumeScaling(start)
 	j.newScaling()
@@ -511,6 +513,7 @@ func (a *attempt) run() error {
 		if par := a.graph.Parallelism(); !slices.Equal(par, j.base.Parallelism()) {
 			d.Parallelism = par
 		}
+		d.RegionFailover = j.cfg.Failover == FailoverRegion && len(a.regions.list) > 1
 		if a.restore != nil {
 			d.Restore, d.RestoreOwned = a.restore.snap.Dir, a.restore.owned
 		}
@@ -531,7 +534,7 @@ func (a *attempt) run() error {
 		// deployment: the restore is reported from here (channel-state
 		// replay is not measured across hosts).
 		a.restoreCounters.stateDone = time.Now()
-		a.reportRestore()
+		a.reportRestore(&a.restoreCounters)
 	}
 	if a.driver != nil {
 		a.driver.start()
@@ -692,12 +695,13 @@ func (a *attempt) fail(task string, err error) {
 
 func (a *attempt) stopAll() {
 	a.stoppingOnce.Do(func() { close(a.stopping) })
+	a.cancel()
+	a.releaseRegionHold()
+	a.tasksMu.RLock()
+	defer a.tasksMu.RUnlock()
 	for _, id := range a.published {
 		a.exchange.Unpublish(id)
 	}
-	a.cancel()
-	a.tasksMu.RLock()
-	defer a.tasksMu.RUnlock()
 	for _, p := range a.partitions {
 		p.Release()
 	}
@@ -762,7 +766,7 @@ func (a *attempt) newTask(s TaskSpec, execution int, restore *restoreSnapshot) *
 	t := &Task{
 		job: j, att: a, id: s.ID, vertex: s.Vertex, subtask: s.Subtask, name: s.Name, ctx: ctx, cancel: cancel,
 		execution: execution, restore: restore, attemptNumber: a.number + int(j.regionRestarts.Load()),
-		wake: wake, mailbox: mb, upstream: s.Upstream, exitCh: make(chan struct{}),
+		wake: wake, mailbox: mb, upstream: s.Upstream, exitCh: make(chan struct{}), restoreCounters: &a.restoreCounters,
 		timers: &processingTime{mailbox: mb, timers: map[*time.Timer]struct{}{}},
 		logger: logger,
 	}
@@ -814,9 +818,12 @@ func (a *attempt) wire(tasks []*Task, byID []*Task) error {
 				}
 			}
 			if remote {
-				id := PartitionID(j.id, a.number, t.id, ei)
+				id := a.partitionID(t.id, ei)
 				a.exchange.Publish(id, p)
+				a.tasksMu.Lock()
 				a.published = append(a.published, id)
+				a.tasksMu.Unlock()
+				t.published = append(t.published, id)
 			}
 		}
 	}
@@ -853,7 +860,7 @@ func (a *attempt) wire(tasks []*Task, byID []*Task) error {
 					network.Connect(pt.writerFor(e).part, sub, gate, ch)
 					continue
 				}
-				if err := a.exchange.ConnectRemote(gate, ch, pid, PartitionID(j.id, a.number, pid, ei), sub); err != nil {
+				if err := a.exchange.ConnectRemote(gate, ch, pid, a.partitionID(pid, ei), sub); err != nil {
 					return fmt.Errorf("task %s: connect to %s: %w", t.name, a.specs[pid].Name, err)
 				}
 			}
@@ -862,6 +869,18 @@ func (a *attempt) wire(tasks []*Task, byID []*Task) error {
 		t.numChannels = channels
 	}
 	return nil
+}
+
+// partitionID names the partition of producer's current execution on
+// the out-edge number edge of its vertex: a region's new execution
+// publishes under a new id, so no consumer of the new one ever reads (or
+// gives credit to) the old one's partition, nor the other way round.
+func (a *attempt) partitionID(producer checkpoint.TaskID, edge int) string {
+	id := PartitionID(a.job.id, a.number, producer, edge)
+	if e := a.execution(producer); e > 0 {
+		id += fmt.Sprintf("/e%d", e)
+	}
+	return id
 }
 
 // buildTasks builds the attempt's tasks, restoring their state, several at

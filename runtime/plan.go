@@ -189,7 +189,8 @@ type Config struct {
 	// coordinator's goroutine: they must return quickly.
 	CheckpointListeners []func(checkpoint.Stats)
 	// RestoreListeners are called once per attempt that restored state,
-	// with what it restored and how long that took.
+	// and once per failover region's restart that did (its attempt's
+	// number), with what it restored and how long that took.
 	RestoreListeners []func(RestoreInfo)
 	// CheckpointFS is the filesystem checkpoints are written to; nil is
 	// the operating system's. Tests inject faults through it.

@@ -5,9 +5,11 @@ import (
 	"time"
 )
 
-// RestoreInfo says what a job attempt restored and how long it took, for
-// the restore span of traces and the API.
+// RestoreInfo says what a job attempt, or a failover region restarting
+// within it, restored and how long it took, for the restore span of
+// traces and the API.
 type RestoreInfo struct {
+	// Attempt is the attempt's number (a region restarts within one).
 	Attempt      int
 	CheckpointID int64
 	Path         string
@@ -24,7 +26,9 @@ type RestoreInfo struct {
 	RestoredSize int64
 }
 
-// restoreCounters collect an attempt's restore figures from its tasks.
+// restoreCounters collect one restore's figures from its tasks: an
+// attempt's (attempt.restoreCounters), or a failover region's new
+// executions' (their own).
 type restoreCounters struct {
 	start      time.Time
 	stateDone  time.Time
@@ -32,12 +36,14 @@ type restoreCounters struct {
 	replayMax  atomic.Int64 // nanoseconds
 	replayLeft atomic.Int32 // tasks still to replay
 	reported   atomic.Bool
+	// restore is what a region's executions restored (nil: the
+	// attempt's restore).
+	restore *restoreSnapshot
 }
 
-// replayed records one task's channel-state replay; once every task has
-// replayed, the attempt's restore is reported.
-func (a *attempt) replayed(d time.Duration) {
-	rc := &a.restoreCounters
+// replayed records one task's channel-state replay; once every task of
+// the restore has replayed, it is reported.
+func (a *attempt) replayed(rc *restoreCounters, d time.Duration) {
 	for {
 		cur := rc.replayMax.Load()
 		if int64(d) <= cur || rc.replayMax.CompareAndSwap(cur, int64(d)) {
@@ -45,18 +51,22 @@ func (a *attempt) replayed(d time.Duration) {
 		}
 	}
 	if rc.replayLeft.Add(-1) == 0 {
-		a.reportRestore()
+		a.reportRestore(rc)
 	}
 }
 
-func (a *attempt) reportRestore() {
-	if a.restore == nil || !a.restoreCounters.reported.CompareAndSwap(false, true) {
+// reportRestore tells the restore listeners what rc's restore read, once.
+func (a *attempt) reportRestore(rc *restoreCounters) {
+	restore := rc.restore
+	if restore == nil {
+		restore = a.restore
+	}
+	if restore == nil || !rc.reported.CompareAndSwap(false, true) {
 		return
 	}
-	rc := &a.restoreCounters
 	info := RestoreInfo{
-		Attempt: a.number, CheckpointID: a.restore.id(), Path: a.restore.snap.Dir,
-		IsSavepoint: a.restore.snap.Metadata.Kind == "savepoint", Start: rc.start,
+		Attempt: a.number, CheckpointID: restore.id(), Path: restore.snap.Dir,
+		IsSavepoint: restore.snap.Metadata.Kind == "savepoint", Start: rc.start,
 		StateRestore: rc.stateDone.Sub(rc.start), ChannelStateReplay: time.Duration(rc.replayMax.Load()),
 		RestoredSize: rc.bytes.Load(),
 	}

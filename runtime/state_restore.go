@@ -88,7 +88,7 @@ func (t *Task) initState(n *Node, oc *operators.Context) error {
 	if r == nil {
 		return nil
 	}
-	in := stateInit{node: n, oc: oc, restore: r, bytes: &t.att.restoreCounters.bytes}
+	in := stateInit{node: n, oc: oc, restore: r, bytes: &t.restoreCounters.bytes}
 	return in.run()
 }
 

@@ -40,6 +40,12 @@ type Task struct {
 	// restore is what the task restored from: its attempt's snapshot, or
 	// the checkpoint its region restarted from (nil: no state).
 	restore *restoreSnapshot
+	// restoreCounters collect the figures of the restore the task is part
+	// of: its attempt's, or its failover region's restart's.
+	restoreCounters *restoreCounters
+	// published are the ids of the task's partitions offered to remote
+	// consumers (Exchange.Publish).
+	published []string
 	// attemptNumber is the operators' Attempt: the attempt's number and
 	// the region restarts of the run before the task was made.
 	attemptNumber int

@@ -116,6 +116,18 @@ type SavepointLocator interface {
 	SetSavepointDir(id int64, dir string)
 }
 
+// RegionHandler is implemented by a WorkerHandler that restarts failover
+// regions (runtime.TaskRunner's methods of the same names); the worker
+// says so when it registers (WorkerInfo.RegionRestart). StopTasks and
+// DeployTasks run on a goroutine of their own (ctx ends with the
+// session); StartTasks on the handler's goroutine, so that the messages
+// that follow it find the tasks running.
+type RegionHandler interface {
+	StopTasks(ctx context.Context, attempt int, tasks []runtime.TaskRef) error
+	DeployTasks(ctx context.Context, d runtime.RegionDeployment) error
+	StartTasks(attempt int, tasks []runtime.TaskRef) error
+}
+
 // Client is a worker's session with the coordinator.
 type Client struct {
 	cfg        ClientConfig
@@ -185,7 +197,12 @@ func Dial(ctx context.Context, cfg ClientConfig, h WorkerHandler) (*Client, erro
 		}
 		cancel()
 	}()
+	var features []string
+	if _, ok := h.(RegionHandler); ok {
+		features = append(features, featureRegionRestart)
+	}
 	reply, err := handshake(sctx, conn, &frame{Register: &register{
+		Features: features,
 		Protocol: protocolVersion, WorkerID: cfg.WorkerID, Slots: cfg.Slots, DataAddr: cfg.DataAddr,
 		Fingerprint: cfg.Fingerprint, Host: cfg.Host, MinEpoch: cfg.MinEpoch, Instance: cfg.Instance,
 		HeartbeatInterval: int64(cfg.HeartbeatInterval), HeartbeatTimeout: int64(cfg.HeartbeatTimeout),
@@ -391,6 +408,10 @@ func (c *Client) dispatch(f *frame) {
 		c.query(f)
 		return
 	}
+	if f.Region != nil {
+		c.region(f)
+		return
+	}
 	if f.RegisterReply != nil || (f.Cancel == nil && f.Trigger == nil && f.Notify == nil && f.AllowFinish == nil &&
 		f.StopTask == nil && f.Drain == nil && f.Savepoint == nil) {
 		c.log.Debug("control: unexpected message from the coordinator dropped", "worker", c.cfg.WorkerID, "message", f.kind())
@@ -464,6 +485,58 @@ func (c *Client) query(f *frame) {
 			}
 		}()
 		reply(h.QueryState(ctx, f.Attempt, q.Task, q.Name, q.Key))
+	}()
+}
+
+// region carries out a step of a failover region's restart and answers:
+// stop and deploy on a goroutine of their own, so that the messages for
+// the worker's other tasks go on meanwhile; start at once.
+func (c *Client) region(f *frame) {
+	m := *f.Region
+	reply := func(err error) {
+		if err != nil {
+			c.log.Warn("control: a step of a failover region's restart failed", "worker", c.cfg.WorkerID, "step", m.Step, "attempt", m.Attempt, "err", err)
+		}
+		_ = c.l.send(&frame{JobID: f.JobID, Attempt: f.Attempt, Seq: f.Seq, RegionReply: &deployReply{Err: toWire(err)}})
+	}
+	what := fmt.Sprintf("control: worker %s: %s %d tasks of job %s attempt %d", c.cfg.WorkerID, m.Step, len(m.Tasks), m.JobID, m.Attempt)
+	h, ok := c.h.(RegionHandler)
+	switch why := c.stale(f.JobID, f.Attempt); {
+	case !ok:
+		reply(fmt.Errorf("%s: %w", what, ErrRegionUnsupported))
+		return
+	case why != "":
+		reply(fmt.Errorf("%s: %s: %w", what, why, runtime.ErrStaleMessage))
+		return
+	}
+	var step func(context.Context) error
+	switch m.Step {
+	case regionStart:
+		reply(h.StartTasks(m.Attempt, m.Tasks))
+		return
+	case regionStop:
+		step = func(ctx context.Context) error { return h.StopTasks(ctx, m.Attempt, m.Tasks) }
+	case regionDeploy:
+		d := runtime.RegionDeployment{JobID: m.JobID, RunID: m.RunID, Attempt: m.Attempt, Tasks: m.Tasks,
+			OperatorAttempt: m.OperatorAttempt, Restore: m.Restore, RestoreOwned: m.RestoreOwned}
+		step = func(ctx context.Context) error { return h.DeployTasks(ctx, d) }
+	default:
+		reply(fmt.Errorf("%s: %w: unknown step", what, errMalformed))
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { // the session's end ends the step (Close waits for it)
+			select {
+			case <-c.l.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		reply(step(ctx))
 	}()
 }
 

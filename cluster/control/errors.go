@@ -35,8 +35,13 @@ var (
 	ErrReplaced = errors.New("worker registered again")
 	// ErrUnknownWorker: no worker of that id is registered.
 	ErrUnknownWorker = errors.New("no such worker registered")
-	// ErrDeployFailed: the worker could not deploy its tasks.
+	// ErrDeployFailed: the worker could not deploy its tasks (or carry
+	// out a step of a failover region's restart).
 	ErrDeployFailed = errors.New("deployment failed on the worker")
+	// ErrRegionUnsupported: the worker restarts no failover regions (it
+	// did not say so when it registered: older code, or a handler that is
+	// no RegionHandler).
+	ErrRegionUnsupported = errors.New("the worker restarts no failover regions")
 )
 
 // RemoteError is an error that crossed the control plane: the text of the

@@ -253,8 +253,8 @@ func deploy(t *testing.T, s *Server, worker string, attempt int, tasks ...checkp
 }
 
 func ref(attempt int, task checkpoint.TaskID) runtime.TaskRef {
-	// An execution too, though a job on several hosts restarts no region:
-	// every field must cross the wire.
+	// An execution too (a failover region's restart): every field must
+	// cross the wire.
 	return runtime.TaskRef{JobID: testJob, Attempt: attempt, Task: task, Execution: 1}
 }
 

@@ -101,6 +101,10 @@ type WorkerInfo struct {
 	// worker id is bound to.
 	Identity   peerauth.Identity
 	Registered time.Time
+	// RegionRestart: the worker restarts failover regions (its handler is
+	// a RegionHandler): Server.StopTasks, DeployTasks and StartTasks reach
+	// it.
+	RegionRestart bool
 }
 
 // CoordinatorHandler receives what the workers send, on one goroutine, in
@@ -298,10 +302,20 @@ func (s *Server) Deploy(ctx context.Context, workerID string, d Deployment) erro
 	seq := s.seq
 	s.mu.Unlock()
 
-	reply := ss.expect(seq)
-	defer ss.forget(seq)
-	if err := ss.l.send(&frame{JobID: d.JobID, Attempt: d.Attempt, Seq: seq, Deploy: &d}); err != nil {
+	if err := ss.call(ctx, &frame{JobID: d.JobID, Attempt: d.Attempt, Seq: seq, Deploy: &d}); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// call sends f (its Seq set) and waits for the reply of the same Seq:
+// nil, the worker's error (wrapping ErrDeployFailed), the session's end,
+// or ctx's.
+func (ss *session) call(ctx context.Context, f *frame) error {
+	reply := ss.expect(f.Seq)
+	defer ss.forget(f.Seq)
+	if err := ss.l.send(f); err != nil {
+		return err
 	}
 	var err error
 	select {
@@ -310,13 +324,63 @@ func (s *Server) Deploy(ctx context.Context, workerID string, d Deployment) erro
 		select {
 		case err = <-reply:
 		default:
-			return fmt.Errorf("%s: %w", what, ss.l.err())
+			return ss.l.err()
 		}
 	case <-ctx.Done():
-		return fmt.Errorf("%s: %w", what, ctx.Err())
+		return ctx.Err()
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w: %w", what, ErrDeployFailed, err)
+		return fmt.Errorf("%w: %w", ErrDeployFailed, err)
+	}
+	return nil
+}
+
+// StopTasks asks the worker to cancel its tasks of a failover region
+// that restarts (runtime.RegionRestarter), in the executions tasks name,
+// and waits until the worker answers that they exited: nil, its error
+// (wrapping ErrDeployFailed), the session's end, or ctx's. The attempt
+// must be the current one, and the worker one that restarts regions
+// (WorkerInfo.RegionRestart; else ErrRegionUnsupported).
+func (s *Server) StopTasks(ctx context.Context, workerID string, attempt int, tasks []runtime.TaskRef) error {
+	return s.region(ctx, workerID, regionMsg{Attempt: attempt, Step: regionStop, Tasks: tasks})
+}
+
+// DeployTasks sends the worker its share of a failover region's new
+// executions, d.Tasks the worker's tasks only, and waits until the worker
+// answers that it made and restored them, as StopTasks waits.
+func (s *Server) DeployTasks(ctx context.Context, workerID string, d runtime.RegionDeployment) error {
+	return s.region(ctx, workerID, regionMsg{Attempt: d.Attempt, Step: regionDeploy, Tasks: d.Tasks,
+		RunID: d.RunID, OperatorAttempt: d.OperatorAttempt, Restore: d.Restore, RestoreOwned: d.RestoreOwned})
+}
+
+// StartTasks has the worker run the new executions DeployTasks made, and
+// waits for its answer, as StopTasks waits. Gateway messages sent before
+// it reach the new executions' mailboxes, and are taken once they run.
+func (s *Server) StartTasks(ctx context.Context, workerID string, attempt int, tasks []runtime.TaskRef) error {
+	return s.region(ctx, workerID, regionMsg{Attempt: attempt, Step: regionStart, Tasks: tasks})
+}
+
+// region sends one step of a region's restart to the worker and waits
+// for its answer.
+func (s *Server) region(ctx context.Context, workerID string, m regionMsg) error {
+	m.JobID = s.cfg.JobID
+	what := fmt.Sprintf("control: %s %d tasks of job %s attempt %d on worker %s", m.Step, len(m.Tasks), m.JobID, m.Attempt, workerID)
+	if why := s.stale(m.JobID, m.Attempt); why != "" {
+		return fmt.Errorf("%s: %s: %w", what, why, runtime.ErrStaleMessage)
+	}
+	ss, err := s.lookup(workerID)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if !ss.info.RegionRestart {
+		return fmt.Errorf("%s: %w", what, ErrRegionUnsupported)
+	}
+	s.mu.Lock()
+	s.seq++
+	seq := s.seq
+	s.mu.Unlock()
+	if err := ss.call(ctx, &frame{JobID: m.JobID, Attempt: m.Attempt, Seq: seq, Region: &m}); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
@@ -683,6 +747,7 @@ func (s *Server) admit(f *frame, remote string, identity peerauth.Identity) (*se
 		info: WorkerInfo{
 			ID: r.WorkerID, Slots: r.Slots, DataAddr: r.DataAddr, Fingerprint: r.Fingerprint,
 			Host: r.Host, RemoteAddr: remote, Identity: identity, Registered: time.Now(),
+			RegionRestart: slices.Contains(r.Features, featureRegionRestart),
 		},
 		instance: r.Instance,
 		pending:  map[uint64]chan error{},
@@ -750,6 +815,8 @@ func (s *Server) received(ss *session, f *frame) {
 	switch {
 	case f.DeployReply != nil:
 		ss.resolve(f.Seq, f.DeployReply.Err.err())
+	case f.RegionReply != nil:
+		ss.resolve(f.Seq, f.RegionReply.Err.err())
 	case f.QueryReply != nil:
 		ss.answer(f.Seq, f.QueryReply)
 	case f.Ack != nil, f.Decline != nil, f.Event != nil, f.Metrics != nil:

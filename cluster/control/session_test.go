@@ -34,14 +34,15 @@ func TestRegisterDeployCancel(t *testing.T) {
 
 	d := Deployment{
 		JobID: testJob, Attempt: 3, Epoch: 0, // Deploy sets the epoch
-		Tasks:        []checkpoint.TaskID{1, 4},
-		Placement:    []string{"w2", "w1", "w2", "w2", "w1"},
-		Peers:        map[string]string{"w1": "10.0.0.9:7000", "w2": "10.0.0.8:7000"},
-		RunID:        "run-42",
-		Restore:      "s3://bucket/ckpt/job-1/chk-17",
-		RestoreOwned: true,
-		Parallelism:  []int{3, 5},
-		Extra:        []byte{1, 2, 3, 0xff},
+		Tasks:          []checkpoint.TaskID{1, 4},
+		Placement:      []string{"w2", "w1", "w2", "w2", "w1"},
+		Peers:          map[string]string{"w1": "10.0.0.9:7000", "w2": "10.0.0.8:7000"},
+		RunID:          "run-42",
+		Restore:        "s3://bucket/ckpt/job-1/chk-17",
+		RestoreOwned:   true,
+		Parallelism:    []int{3, 5},
+		RegionFailover: true,
+		Extra:          []byte{1, 2, 3, 0xff},
 	}
 	if err := s.Deploy(context.Background(), "w1", d); err != nil {
 		t.Fatalf("Deploy: %v", err)

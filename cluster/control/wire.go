@@ -139,6 +139,11 @@ type Deployment struct {
 	// Parallelism is every vertex's parallelism (by index) when the job
 	// was rescaled (runtime.WorkerDeployment); empty for the plan's.
 	Parallelism []int `json:"parallelism,omitempty"`
+	// RegionFailover: the coordinator restarts a failed task's failover
+	// region alone (runtime.WorkerDeployment); a worker that does not know
+	// the field stops all its tasks at a failure, which the coordinator
+	// then restarts whole.
+	RegionFailover bool `json:"region_failover,omitempty"`
 	// Extra is opaque to the control plane: what else the runtime needs.
 	Extra []byte `json:"extra,omitempty"`
 }
@@ -153,6 +158,10 @@ type register struct {
 	Host        string `json:"host"`
 	// MinEpoch is the newest leader epoch the worker followed.
 	MinEpoch int64 `json:"min_epoch,omitempty"`
+	// Features are what the worker can do beyond the protocol's version
+	// (a coordinator of the same version without them, or a worker
+	// without them, simply does not use them): featureRegionRestart.
+	Features []string `json:"features,omitempty"`
 	// Instance is random per worker process: a worker id is taken over
 	// only by the same process (its new session), never by another one
 	// while the session lives.
@@ -187,9 +196,38 @@ type registerReply struct {
 	HeartbeatTimeout  int64  `json:"heartbeat_timeout,omitempty"`
 }
 
-// deployReply is the worker's answer to a Deploy frame of the same Seq.
+// deployReply is the worker's answer to a Deploy frame of the same Seq,
+// and to a Region frame.
 type deployReply struct {
 	Err *wireError `json:"err,omitempty"`
+}
+
+// featureRegionRestart: the worker takes Region frames (its handler is a
+// RegionHandler).
+const featureRegionRestart = "region-restart"
+
+// Steps of a failover region's restart (regionMsg.Step).
+const (
+	regionStop   = "stop"
+	regionDeploy = "deploy"
+	regionStart  = "start"
+)
+
+// regionMsg is one step of a failover region's restart on a worker
+// (runtime.RegionRestarter): stop, deploy or start the worker's tasks
+// Tasks names, answered by a RegionReply of the same Seq.
+type regionMsg struct {
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
+	Step    string `json:"step"`
+	// Tasks name the tasks in the executions to stop (stop), or in their
+	// new executions (deploy, start).
+	Tasks []runtime.TaskRef `json:"tasks"`
+	// Deploy only: runtime.RegionDeployment's.
+	RunID           string `json:"run_id,omitempty"`
+	OperatorAttempt int    `json:"operator_attempt,omitempty"`
+	Restore         string `json:"restore,omitempty"`
+	RestoreOwned    bool   `json:"restore_owned,omitempty"`
 }
 
 // cancelMsg cancels the worker's tasks of an attempt.
@@ -242,8 +280,8 @@ type frame struct {
 	Epoch   int64  `json:"epoch"`
 	JobID   string `json:"job,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
-	// Seq pairs a Deploy with its DeployReply, a Query with its
-	// QueryReply.
+	// Seq pairs a Deploy with its DeployReply, a Region with its
+	// RegionReply, a Query with its QueryReply.
 	Seq uint64 `json:"seq,omitempty"`
 
 	Register      *register      `json:"register,omitempty"`
@@ -252,6 +290,8 @@ type frame struct {
 	Deploy        *Deployment    `json:"deploy,omitempty"`
 	DeployReply   *deployReply   `json:"deploy_reply,omitempty"`
 	Cancel        *cancelMsg     `json:"cancel,omitempty"`
+	Region        *regionMsg     `json:"region,omitempty"`
+	RegionReply   *deployReply   `json:"region_reply,omitempty"`
 
 	Trigger     *runtime.TriggerCheckpoint      `json:"trigger,omitempty"`
 	Notify      *runtime.CheckpointNotification `json:"notify,omitempty"`
@@ -290,6 +330,10 @@ func (f *frame) kind() string {
 		return "deploy-reply"
 	case f.Cancel != nil:
 		return "cancel"
+	case f.Region != nil:
+		return "region-" + f.Region.Step
+	case f.RegionReply != nil:
+		return "region-reply"
 	case f.Trigger != nil:
 		return "trigger-checkpoint"
 	case f.Notify != nil:
@@ -326,6 +370,8 @@ func (f *frame) payloadRef() (job string, attempt int, ok bool) {
 		return f.Deploy.JobID, f.Deploy.Attempt, true
 	case f.Cancel != nil:
 		return f.Cancel.JobID, f.Cancel.Attempt, true
+	case f.Region != nil:
+		return f.Region.JobID, f.Region.Attempt, true
 	case f.Trigger != nil:
 		return f.Trigger.To.JobID, f.Trigger.To.Attempt, true
 	case f.Notify != nil:
