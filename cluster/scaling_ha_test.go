@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/etcdtest"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/runtime"
+	"github.com/sluicehq/sluice/runtime/autoscaler"
 )
 
 // The parallelism the autoscaler decided outlives the leader: a job the
@@ -116,6 +117,118 @@ func TestStandbyResumesTheAutoscaledParallelism(t *testing.T) {
 	}
 	if said := logsB.Find("resuming the job's scaling as the last leader left it"); len(said) != 1 {
 		t.Errorf("the standby logged %q, want one line saying it resumed the scaling", said)
+	}
+	for _, w := range wait {
+		for i, err := range w() {
+			if err != nil {
+				t.Errorf("worker %d: %v", i, err)
+			}
+		}
+	}
+	checkExact(t, j.out, j.records, j.keys)
+}
+
+// The autoscaler's memory outlives the leader: its metrics window,
+// collected while the first leader ran the job, is the one the standby
+// that takes over goes on with (its stabilization clock too): the
+// standby's autoscaler collects until the time the first leader's would
+// have (Flink's autoscaler keeps its collected metrics in a ConfigMap).
+// Without it, the standby stabilizes and collects a whole window of its
+// own, from when it took over. The output is exact.
+func TestStandbyResumesTheAutoscalersWindow(t *testing.T) {
+	etcd := etcdtest.StartServer(t)
+	j := job{records: 12000, keys: 12, rate: 2000, par: 2, cpDir: t.TempDir(), out: t.TempDir()}
+	coordinator := cluster.Config{Role: cluster.RoleCoordinator, Listen: "127.0.0.1:0", Host: "127.0.0.1", EtcdEndpoints: etcd.Endpoints(),
+		LeaseDuration: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second}
+	// A window that does not fill while the job runs: the autoscaler
+	// collects, and says until when.
+	withAutoscaler := sluice.WithAutoscaler(func(c *sluice.AutoscalerConfig) {
+		c.Enabled, c.Interval, c.Stabilization, c.MetricsWindow = true, 100*time.Millisecond, 300*time.Millisecond, 10*time.Minute
+	})
+	ctxA, suspendA := context.WithCancel(context.Background())
+	defer suspendA()
+	leader, err := j.env(coordinator, withAutoscaler).ExecuteAsync(ctxA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	standby := make(chan *sluice.Job, 1)
+	var logsB testutil.LogRecorder
+	go func() {
+		jb, err := j.env(coordinator, withAutoscaler, sluice.WithLogger(logsB.Logger())).ExecuteAsync(ctx)
+		if err != nil {
+			t.Errorf("standby coordinator: %v", err)
+		}
+		standby <- jb
+	}()
+	var wait []func() []error
+	for i := range 2 {
+		wait = append(wait, haWorker(t, j, etcd, i))
+	}
+	services, err := ha.Open(ctx, ha.Config{Endpoints: etcd.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer services.Close()
+	// The first leader's autoscaler collects, and its samples are in
+	// etcd.
+	var until time.Time
+	testutil.Await(t, "the first leader's autoscaler collecting, 5 samples of its window in etcd", func() bool {
+		d := autoscaler.Of(leader)
+		if d == nil || d.Last().Outcome != autoscaler.Collecting {
+			return false
+		}
+		until = d.Last().Until
+		data, ok, err := services.Scaling(ctx, leader.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stored struct {
+			Autoscaler struct {
+				Machine autoscaler.State `json:"machine"`
+			} `json:"autoscaler"`
+		}
+		return ok && json.Unmarshal(data, &stored) == nil && len(stored.Autoscaler.Machine.Samples) >= 5
+	})
+	suspendA()
+	if err := leader.Wait(); !errors.Is(err, sluice.ErrJobSuspended) {
+		t.Fatalf("the first leader: %v, want suspended", err)
+	}
+	var next *sluice.Job
+	select {
+	case next = <-standby:
+	case <-ctx.Done():
+		t.Fatal("the standby never took over")
+	}
+	if next == nil {
+		t.FailNow()
+	}
+	var outcomes []string
+	testutil.Await(t, "the standby's autoscaler evaluating the running job", func() bool {
+		d := autoscaler.Of(next)
+		if d == nil {
+			_, finished := next.Result()
+			if finished {
+				t.Fatal("the job finished before the standby's autoscaler evaluated it; the test needs it midway")
+			}
+			return false
+		}
+		ev := d.Last()
+		if n := len(outcomes); ev.Outcome != "" && (n == 0 || outcomes[n-1] != string(ev.Outcome)) {
+			outcomes = append(outcomes, string(ev.Outcome))
+		}
+		return ev.Outcome != "" && ev.Outcome != autoscaler.NotRunning
+	})
+	if ev := autoscaler.Of(next).Last(); ev.Outcome != autoscaler.Collecting || !ev.Until.Equal(until) {
+		t.Errorf("the standby's autoscaler: %s until %v (outcomes %v), want collecting until %v as the first leader's: its window",
+			ev.Outcome, ev.Until, outcomes, until)
+	}
+	if said := logsB.Find("autoscaler resumes the state kept"); len(said) != 1 {
+		t.Errorf("the standby logged %q, want one line saying its autoscaler resumed", said)
+	}
+	if err := next.Wait(); err != nil {
+		t.Fatalf("the second leader's job: %v", err)
 	}
 	for _, w := range wait {
 		for i, err := range w() {
