@@ -115,7 +115,7 @@ type Backend struct {
 	deferred bool
 	opens    int // databases opened (for tests)
 	db       *grocksdb.DB
-	metaCF *grocksdb.ColumnFamilyHandle
+	metaCF   *grocksdb.ColumnFamilyHandle
 	// cfOpts are the options of TTL states' column families (each with
 	// its compaction filter), destroyed after the database closes.
 	cfOpts []*grocksdb.Options
