@@ -504,14 +504,7 @@ func TestIncrementalRescale(t *testing.T) {
 // that does not match falls back to downloading; local copies of subsumed
 // checkpoints are deleted.
 func TestLocalRecovery(t *testing.T) {
-	dir := t.TempDir()
-	opts := Options{Dir: dir, LocalRecovery: true}
-	b := newTestBackend(t, opts)
-	stor := newDirStorage(t)
-	vals := []string{"a", "b", "c"}
-	putAll(t, b, vals, []int{0, 1, 2})
-	h1 := checkpoint(t, b, 1, stor)
-	b.NotifyCheckpointComplete(1)
+	dir, opts, b, stor, vals, h1 := firstLocalCheckpoint(t)
 	vals[1] = "B"
 	putAll(t, b, vals, []int{1})
 	h2 := checkpoint(t, b, 2, stor)
@@ -615,14 +608,7 @@ func TestLocalRecovery(t *testing.T) {
 // local copy of a small state took an empty open, a close and the
 // checkpoint's open, after the stale database's open and close.)
 func TestRestoreOpensOnlyTheCheckpointsDatabase(t *testing.T) {
-	dir := t.TempDir()
-	opts := Options{Dir: dir, LocalRecovery: true}
-	b := newTestBackend(t, opts)
-	stor := newDirStorage(t)
-	vals := []string{"a", "b", "c"}
-	putAll(t, b, vals, []int{0, 1, 2})
-	h := checkpoint(t, b, 1, stor)
-	b.NotifyCheckpointComplete(1)
+	dir, opts, b, _, vals, h := firstLocalCheckpoint(t)
 	// The process dies: its database stays in the working directory,
 	// with its lock file, which it no longer holds.
 	check(t, b.lock.Close())
@@ -653,6 +639,22 @@ func TestRestoreOpensOnlyTheCheckpointsDatabase(t *testing.T) {
 	if b3.opens != 1 {
 		t.Fatalf("a backend used without a restore opened %d databases, want 1", b3.opens)
 	}
+}
+
+// firstLocalCheckpoint is a backend with local recovery in dir holding
+// vals, and its completed checkpoint 1 (uploaded to stor) with its local
+// copy.
+func firstLocalCheckpoint(t *testing.T) (dir string, opts Options, b *Backend, stor *dirStorage, vals []string, h *IncrementalHandle) {
+	t.Helper()
+	dir = t.TempDir()
+	opts = Options{Dir: dir, LocalRecovery: true}
+	b = newTestBackend(t, opts)
+	stor = newDirStorage(t)
+	vals = []string{"a", "b", "c"}
+	putAll(t, b, vals, []int{0, 1, 2})
+	h = checkpoint(t, b, 1, stor)
+	b.NotifyCheckpointComplete(1)
+	return dir, opts, b, stor, vals, h
 }
 
 // TestRestoreMissingOrCorruptFile: a missing or corrupt file fails the
