@@ -65,6 +65,7 @@ func TestBrokerFailover(t *testing.T) {
 // transaction.version version; restartLast starts the last node killed
 // again (so that the cluster is whole for what follows).
 func testBrokerFailover(t *testing.T, c *kafkaCluster, version int16, restartLast bool) {
+	chaosJobBinary(t) // built before the bound starts, as jobContext does
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c.awaitTransactionVersion(ctx, t, version)

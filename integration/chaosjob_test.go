@@ -161,6 +161,9 @@ func (j *chaosJob) start(t *testing.T, args ...string) *chaosRun {
 		select {
 		case <-r.done:
 		default:
+			if dir := os.Getenv("SLUICE_IT_STACKS"); dir != "" && t.Failed() {
+				r.dumpStacks(t, dir)
+			}
 			_ = r.cmd.Process.Kill()
 			<-r.done
 		}
@@ -185,6 +188,26 @@ func (j *chaosJob) logRuns(t *testing.T) {
 		}
 		t.Logf("run %d (%v):\n%s%s", i+1, r.cmd.ProcessState, r.stdout.String(), strings.Join(lines, "\n"))
 	}
+}
+
+// dumpStacks asks a live run of a failed test for its goroutines
+// (SIGQUIT) and writes its whole stderr, the stacks at its end, to a file
+// under dir ($SLUICE_IT_STACKS): what a hung process waited for.
+func (r *chaosRun) dumpStacks(t *testing.T, dir string) {
+	t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return
+	}
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+	}
+	name := filepath.Join(dir, fmt.Sprintf("%s-%d.stderr", strings.ReplaceAll(t.Name(), "/", "_"), r.cmd.Process.Pid))
+	if err := os.WriteFile(name, []byte(r.stderr.String()), 0o644); err != nil {
+		t.Logf("write the stacks of process %d: %v", r.cmd.Process.Pid, err)
+		return
+	}
+	t.Logf("the stacks of process %d (%s) are in %s", r.cmd.Process.Pid, strings.Join(r.cmd.Args[len(r.cmd.Args)-min(len(r.cmd.Args), 8):], " "), name)
 }
 
 // kill sends SIGKILL and waits for the process to be gone. It reports

@@ -15,9 +15,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-// jobContext bounds a job test well below `go test`'s own timeout.
+// jobContext bounds a job test well below `go test`'s own timeout. The
+// chaos job's binary is built (once per run) before the bound starts:
+// after a change to the code its build is a rebuild of what depends on
+// the change, over a minute under load, which ate the first chaos test's
+// bound (TestReactiveModeCluster ran out of its two minutes waiting for
+// a coordinator that had just started).
 func jobContext(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
+	chaosJobBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

@@ -390,6 +390,18 @@ func (j *Job) ExplicitResourceRequirements() ResourceRequirements {
 	return j.scaling.m.ExplicitRequirements()
 }
 
+// Autoscaled is the parallelism the autoscaler decided (Autoscale), by
+// vertex index, before the bounds of the requirements; nil when it
+// decided none.
+func (j *Job) Autoscaled() map[int]int {
+	if j.scaling.m == nil {
+		return nil
+	}
+	j.scaling.mu.Lock()
+	defer j.scaling.mu.Unlock()
+	return j.scaling.m.Autoscaled()
+}
+
 // require hands requirements to the machine and carries out what it
 // decides; with wait, it returns a waiter for the parallelism asked (nil
 // when the job runs at it already).

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"bytes"
+	"encoding/json"
 	"maps"
 	"slices"
 	"sync"
@@ -24,10 +26,15 @@ type ScalingState struct {
 	// Autoscaled is the parallelism the autoscaler decided, by vertex
 	// index.
 	Autoscaled map[int]int `json:"autoscaled,omitempty"`
+	// Autoscaler is the autoscaler's own state (Job.SetAutoscalerState:
+	// its metrics window, its stabilization and scale-down clocks), which
+	// the job keeps without reading.
+	Autoscaler json.RawMessage `json:"autoscaler,omitempty"`
 }
 
 func (s ScalingState) equal(o ScalingState) bool {
-	return slices.Equal(s.Parallelism, o.Parallelism) && maps.Equal(s.Requirements, o.Requirements) && maps.Equal(s.Autoscaled, o.Autoscaled)
+	return slices.Equal(s.Parallelism, o.Parallelism) && maps.Equal(s.Requirements, o.Requirements) && maps.Equal(s.Autoscaled, o.Autoscaled) &&
+		bytes.Equal(s.Autoscaler, o.Autoscaler)
 }
 
 // scalingPublisher writes the job's ScalingState when it changed, one
@@ -36,6 +43,9 @@ type scalingPublisher struct {
 	mu        sync.Mutex
 	confirmed []int // the parallelism of the latest attempt that checkpointed
 	last      *ScalingState
+	// autoscaler is the autoscaler's latest state (SetAutoscalerState);
+	// resumed the one the job resumed with.
+	autoscaler, resumed []byte
 }
 
 // publishScaling stores the scaling state through Config.PublishScaling
@@ -58,7 +68,7 @@ func (j *Job) publishScaling(confirmed []int) {
 	}
 	s := &j.scaling
 	s.mu.Lock()
-	st := ScalingState{Parallelism: p.confirmed, Requirements: s.m.ExplicitRequirements(), Autoscaled: s.m.Autoscaled()}
+	st := ScalingState{Parallelism: p.confirmed, Requirements: s.m.ExplicitRequirements(), Autoscaled: s.m.Autoscaled(), Autoscaler: p.autoscaler}
 	s.mu.Unlock()
 	if p.last != nil && p.last.equal(st) {
 		return
@@ -105,10 +115,41 @@ func (j *Job) resumeScaling(start *startPlan) (ResourceRequirements, map[int]int
 		}
 		j.graph.Store(g)
 	}
-	j.logger.Info("resuming the job's scaling as the last leader left it", "parallelism", par, "requirements", st.Requirements, "autoscaled", st.Autoscaled)
+	j.logger.Info("resuming the job's scaling as the last leader left it", "parallelism", par, "requirements", st.Requirements, "autoscaled", st.Autoscaled,
+		"autoscaler_state_bytes", len(st.Autoscaler))
 	p := &j.scaling.pub
 	p.mu.Lock()
 	p.confirmed, p.last = slices.Clone(par), &st
+	// Kept as it is until the autoscaler starts and goes on from it: a
+	// write before (the first checkpoint's) must not lose it.
+	p.autoscaler, p.resumed = st.Autoscaler, st.Autoscaler
 	p.mu.Unlock()
 	return st.Requirements, st.Autoscaled
+}
+
+// KeepsScalingState reports whether the job keeps its scaling state for
+// a coordinator taking it over (Config.PublishScaling: a leader under
+// HA), the autoscaler's with it (SetAutoscalerState).
+func (j *Job) KeepsScalingState() bool { return j.cfg.PublishScaling != nil }
+
+// SetAutoscalerState makes data (the autoscaler's encoded state, which
+// the job does not read) part of the job's scaling state, stored at once
+// when the job keeps it (KeepsScalingState); a coordinator taking the
+// job over resumes it (ResumedAutoscalerState).
+func (j *Job) SetAutoscalerState(data []byte) {
+	p := &j.scaling.pub
+	p.mu.Lock()
+	p.autoscaler = bytes.Clone(data)
+	p.mu.Unlock()
+	j.publishScaling(nil)
+}
+
+// ResumedAutoscalerState is the autoscaler state of the scaling state
+// the job resumed with (the last leader's SetAutoscalerState); nil when
+// it resumed none.
+func (j *Job) ResumedAutoscalerState() []byte {
+	p := &j.scaling.pub
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return bytes.Clone(p.resumed)
 }

@@ -84,7 +84,9 @@
 // as step 2 with is refused by put-if-absent, and that checkpoint is
 // declined, not completed. The job result is published the same way
 // (PublishResult, fenced) before any checkpoint is discarded, and so is
-// the scaling state (PublishScaling) whenever it changes.
+// the scaling state (PublishScaling) whenever it changes: with the
+// autoscaler running, at every step of its control loop (its metrics
+// window, bounded to 256 KiB).
 //
 // # etcd restarts
 //

@@ -34,4 +34,10 @@
 // the figures that drove it; JobSource is the MetricsSource of a
 // runtime.Job. Both interfaces are small so that the coordinator wires
 // them with thin adapters.
+//
+// The machine's State (its window, its clocks, the rescale it waits for)
+// outlives the process: the Driver keeps it, bounded (KeepState), in the
+// job's scaling state, which a leader under HA stores in etcd, and the
+// next leader's machine resumes it (Resume), the job's restart a gap in
+// its window rather than a start over (testdata/leader_failover.txt).
 package autoscaler

@@ -39,6 +39,11 @@ type Driver struct {
 	rescaler Rescaler
 	log      *slog.Logger
 
+	// keep, when set, is given the driver's state after every step that
+	// changed it (KeepState); saved is the last it was given.
+	keep  func([]byte)
+	saved []byte
+
 	mu        sync.Mutex
 	last      Evaluation
 	decision  Evaluation
@@ -93,11 +98,16 @@ func (d *Driver) Step(ctx context.Context) (Evaluation, error) {
 		return Evaluation{}, err
 	}
 	d.record(ev)
+	// Kept before the rescale is asked for: a leader that dies between
+	// the two leaves its successor waiting for a rescale the job's
+	// scaling state does not hold, which Start drops.
+	d.save()
 	switch ev.Outcome {
 	case Scale:
 		d.log.LogAttrs(ctx, slog.LevelInfo, "autoscaler rescales the job", ev.LogAttrs()...)
 		if err := d.rescaler.Rescale(ctx, ev.Parallelism); err != nil {
 			d.m.RescaleFailed(s.Time)
+			d.save()
 			d.log.LogAttrs(ctx, slog.LevelWarn, "autoscaler rescale failed", slog.Any("err", err),
 				slog.String("parallelism", formatParallelism(ev.Parallelism)))
 			return ev, fmt.Errorf("autoscaler: rescaling to %s: %w", formatParallelism(ev.Parallelism), err)

@@ -127,6 +127,20 @@ func (n Number) MarshalJSON() ([]byte, error) {
 	return json.Marshal(f)
 }
 
+// UnmarshalJSON reads null as NaN: a number that was not finite.
+func (n *Number) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*n = Number(math.NaN())
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(data, &f); err != nil {
+		return err
+	}
+	*n = Number(f)
+	return nil
+}
+
 func (n Number) String() string {
 	f := float64(n)
 	switch {

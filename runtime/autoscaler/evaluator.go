@@ -5,24 +5,56 @@ import (
 	"time"
 )
 
-// window is the snapshots of a full metrics window, oldest first, and
-// the topology they are of: Flink's ScalingMetricEvaluator over them.
+// window is the samples of a full metrics window, oldest first, and the
+// topology they are of: Flink's ScalingMetricEvaluator over them. The
+// samples fall into segments, runs the job's counters grew through: a
+// new leader's restart of the job starts another (Sample.Fresh), and
+// the time between two segments is not measured.
 type window struct {
 	cfg   Config
 	topo  Topology
-	snaps []Snapshot
+	snaps []Sample
+	// segs are the segments of more than one sample, the indices of
+	// their first and last.
+	segs [][2]int
 	// outputs counts each vertex's distinct consumers.
 	outputs []int
 }
 
-func newWindow(cfg Config, topo Topology, snaps []Snapshot) *window {
-	w := &window{cfg: cfg, topo: topo, snaps: snaps, outputs: make([]int, len(topo.Vertices))}
+func newWindow(cfg Config, topo Topology, snaps []Sample) *window {
+	w := &window{cfg: cfg, topo: topo, snaps: snaps, segs: segments(snaps), outputs: make([]int, len(topo.Vertices))}
 	for _, v := range topo.Vertices {
 		for _, from := range distinctInputs(v) {
 			w.outputs[from]++
 		}
 	}
 	return w
+}
+
+// segments are the runs of snaps without a fresh start inside, the
+// indices of their first and last sample, those of one sample left out.
+func segments(snaps []Sample) [][2]int {
+	var out [][2]int
+	start := 0
+	for k := 1; k <= len(snaps); k++ {
+		if k < len(snaps) && !snaps[k].Fresh {
+			continue
+		}
+		if k-1 > start {
+			out = append(out, [2]int{start, k - 1})
+		}
+		start = k
+	}
+	return out
+}
+
+// measured is the time the samples' segments cover.
+func measured(snaps []Sample) time.Duration {
+	var d time.Duration
+	for _, g := range segments(snaps) {
+		d += snaps[g[1]].Time.Sub(snaps[g[0]].Time)
+	}
+	return d
 }
 
 func distinctInputs(v Vertex) []int {
@@ -41,15 +73,39 @@ func distinctInputs(v Vertex) []int {
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
-// span is the seconds from the first snapshot to the last.
-func (w *window) span() float64 {
-	return seconds(w.snaps[len(w.snaps)-1].Time.Sub(w.snaps[0].Time))
+// span is the seconds the window's segments cover.
+func (w *window) span() float64 { return seconds(measured(w.snaps)) }
+
+// growth is the sum over the segments of a figure's growth from a
+// segment's first sample to its last.
+func (w *window) growth(get func(first, last Figures) int64, v int) int64 {
+	var sum int64
+	for _, g := range w.segs {
+		sum += get(w.snaps[g[0]].Vertices[v], w.snaps[g[1]].Vertices[v])
+	}
+	return sum
 }
 
 // rate is the per-second growth of a counter over the window.
 func (w *window) rate(v int, get func(Figures) int64) float64 {
-	first, last := w.snaps[0].Vertices[v], w.snaps[len(w.snaps)-1].Vertices[v]
-	return float64(get(last)-get(first)) / w.span()
+	return float64(w.growth(func(first, last Figures) int64 { return get(last) - get(first) }, v)) / w.span()
+}
+
+// lagRate is the per-second growth of a source's lag over the window's
+// segments where it is known at both ends; ok is false when it is known
+// in none.
+func (w *window) lagRate(v int) (rate float64, ok bool) {
+	var sum int64
+	for _, g := range w.segs {
+		if a, b := w.snaps[g[0]].Vertices[v].Lag, w.snaps[g[1]].Vertices[v].Lag; a >= 0 && b >= 0 {
+			sum += b - a
+			ok = true
+		}
+	}
+	if !ok {
+		return 0, false
+	}
+	return float64(sum) / w.span(), true
 }
 
 func recordsIn(f Figures) int64  { return f.RecordsIn }
@@ -60,32 +116,37 @@ func recordsOut(f Figures) int64 { return f.RecordsOut }
 // the window's intervals of the busiest (idlest) subtask's share.
 func (w *window) load(v int) float64 {
 	if w.cfg.BusyAggregator == AggregateAvg {
-		first, last := w.snaps[0].Vertices[v], w.snaps[len(w.snaps)-1].Vertices[v]
-		var busy time.Duration
-		for i := range last.Busy {
-			busy += last.Busy[i] - first.Busy[i]
-		}
-		return seconds(busy) / w.span() / float64(len(last.Busy))
-	}
-	sum := 0.0
-	for k := 1; k < len(w.snaps); k++ {
-		a, b := w.snaps[k-1].Vertices[v], w.snaps[k].Vertices[v]
-		dt := seconds(w.snaps[k].Time.Sub(w.snaps[k-1].Time))
-		agg := math.NaN()
-		for i := range b.Busy {
-			share := seconds(b.Busy[i]-a.Busy[i]) / dt
-			switch {
-			case math.IsNaN(agg):
-				agg = share
-			case w.cfg.BusyAggregator == AggregateMin:
-				agg = min(agg, share)
-			default:
-				agg = max(agg, share)
+		busy := time.Duration(w.growth(func(first, last Figures) int64 {
+			var b time.Duration
+			for i := range last.Busy {
+				b += last.Busy[i] - first.Busy[i]
 			}
-		}
-		sum += agg
+			return int64(b)
+		}, v))
+		return seconds(busy) / w.span() / float64(len(w.snaps[len(w.snaps)-1].Vertices[v].Busy))
 	}
-	return sum / float64(len(w.snaps)-1)
+	sum, n := 0.0, 0
+	for _, g := range w.segs {
+		for k := g[0] + 1; k <= g[1]; k++ {
+			a, b := w.snaps[k-1].Vertices[v], w.snaps[k].Vertices[v]
+			dt := seconds(w.snaps[k].Time.Sub(w.snaps[k-1].Time))
+			agg := math.NaN()
+			for i := range b.Busy {
+				share := seconds(b.Busy[i]-a.Busy[i]) / dt
+				switch {
+				case math.IsNaN(agg):
+					agg = share
+				case w.cfg.BusyAggregator == AggregateMin:
+					agg = min(agg, share)
+				default:
+					agg = max(agg, share)
+				}
+			}
+			sum += agg
+			n++
+		}
+	}
+	return sum / float64(n)
 }
 
 // backlog reports whether a source has more backlog than it reads in
@@ -117,8 +178,8 @@ func (w *window) evaluate() ([]VertexEvaluation, bool) {
 		var target, catchUpRate float64
 		if v.Source {
 			lagRate := 0.0
-			if first := w.snaps[0].Vertices[i]; f.Lag >= 0 && first.Lag >= 0 {
-				lagRate = float64(f.Lag-first.Lag) / w.span()
+			if f.Lag >= 0 {
+				lagRate, _ = w.lagRate(i)
 			}
 			target = max(0, in+lagRate)
 			if f.Lag >= 0 {

@@ -20,7 +20,11 @@ var drivers sync.Map // *runtime.Job -> *Driver
 // job's graph, fed by JobSource every cfg.Interval, whose decisions the
 // job carries out within the bounds of its resource requirements
 // (runtime.Job.Autoscale: they stay the user's). It runs until ctx ends or the job does; Of returns it
-// meanwhile. A graph the machine cannot use (ErrTopology: two vertices of
+// meanwhile. Where the job keeps its scaling state for a coordinator
+// taking over (runtime.Job.KeepsScalingState), the driver's state goes
+// with it at every step, and a job that resumed one (a new leader's)
+// resumes its autoscaler's: the metrics window, the stabilization and
+// scale-down clocks, a rescale asked for. A graph the machine cannot use (ErrTopology: two vertices of
 // one name among them) is an error and nothing starts.
 func Start(ctx context.Context, job *runtime.Job, cfg Config, log *slog.Logger) (*Driver, error) {
 	m, err := New(cfg, TopologyOf(job.Graph()))
@@ -34,6 +38,12 @@ func Start(ctx context.Context, job *runtime.Job, cfg Config, log *slog.Logger) 
 		return nil, fmt.Errorf("autoscaler of job %s: %w", job.Config().JobName, err)
 	}
 	d := NewDriver(m, src, JobRescaler(job), log)
+	resume(d, job)
+	if job.KeepsScalingState() {
+		// Under HA the leader writes it to etcd with the job's scaling
+		// state; the next leader resumes from it.
+		d.KeepState(job.SetAutoscalerState)
+	}
 	drivers.Store(job, d)
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
@@ -75,4 +85,33 @@ func JobRescaler(job *runtime.Job) Rescaler {
 		}
 		return job.Autoscale(par)
 	})
+}
+
+// resume has d go on from the autoscaler state the job resumed with (a
+// new leader's job, from the last leader's), if any. A rescale that
+// state waits for and the job's scaling state does not hold (the last
+// leader died between keeping one and asking for the other) will not
+// come: the machine does not wait for it.
+func resume(d *Driver, job *runtime.Job) {
+	data := job.ResumedAutoscalerState()
+	if data == nil {
+		return
+	}
+	if err := d.Resume(data); err != nil {
+		d.log.Warn("the autoscaler state the last leader kept does not fit the job; the autoscaler starts afresh", "err", err)
+		return
+	}
+	m := d.m
+	if m.pending == nil {
+		return
+	}
+	decided := job.Autoscaled()
+	for i, p := range changes(m.parallelism, m.pending) {
+		if decided[i] != p {
+			d.log.Info("the rescale the last leader's autoscaler asked for is not in the job's scaling state; not waiting for it",
+				"parallelism", formatParallelism(changes(m.parallelism, m.pending)))
+			m.pending = nil
+			return
+		}
+	}
 }

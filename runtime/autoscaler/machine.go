@@ -18,13 +18,26 @@ type Machine struct {
 	// running snapshot.
 	parallelism []int
 	since       time.Time
-	// history is the snapshots since stabilization, the oldest being the
+	// history is the samples since stabilization, the oldest being the
 	// newest at or before the window's start.
-	history []Snapshot
+	history []Sample
 	// pending is the parallelism of a rescale requested and not yet seen
 	// running.
 	pending []int
 	delayed map[int]*delayedScaleDown
+	// resumed is set by Resume until the job runs: its counters restart
+	// with it, and the next sample starts a segment of the window rather
+	// than the machine over.
+	resumed bool
+}
+
+// Sample is a snapshot of the metrics window. Fresh is set when the
+// job's counters restarted before it without the machine starting over
+// (a new leader took the job over): the time since the sample before is
+// not measured.
+type Sample struct {
+	Snapshot
+	Fresh bool `json:"fresh,omitempty"`
 }
 
 // New returns the machine of a job of that topology.
@@ -47,8 +60,11 @@ func (m *Machine) Topology() Topology { return m.topo }
 // Observe takes a snapshot and evaluates it. A snapshot of a parallelism
 // other than the job's, or whose counters went back (the tasks
 // restarted), starts over: stabilization counts from it and the window
-// is emptied. After a Scale, snapshots are not used until the job runs
-// at the new parallelism (Rescaling); RescaleFailed ends that wait.
+// is emptied; after Resume, the first snapshot of the job running at
+// the parallelism of the state resumed is instead the start of a new
+// segment of the window, which the clocks continue over. After a Scale,
+// snapshots are not used until the job runs at the new parallelism
+// (Rescaling); RescaleFailed ends that wait.
 func (m *Machine) Observe(s Snapshot) (Evaluation, error) {
 	if len(s.Vertices) != len(m.topo.Vertices) {
 		return Evaluation{}, fmt.Errorf("%w: a snapshot of %d vertices for a topology of %d", ErrTopology, len(s.Vertices), len(m.topo.Vertices))
@@ -57,7 +73,9 @@ func (m *Machine) Observe(s Snapshot) (Evaluation, error) {
 	ev := Evaluation{Time: now}
 	if !s.Running {
 		ev.Outcome = NotRunning
-		m.parallelism = nil // start over once it runs
+		if !m.resumed {
+			m.parallelism = nil // start over once it runs
+		}
 		return ev, nil
 	}
 	for i, f := range s.Vertices {
@@ -70,6 +88,7 @@ func (m *Machine) Observe(s Snapshot) (Evaluation, error) {
 	for i, f := range s.Vertices {
 		cur[i] = f.Parallelism
 	}
+	fresh := false
 	switch {
 	case m.pending != nil && slices.Equal(cur, m.pending):
 		m.restart(now, cur) // the rescale took effect
@@ -77,20 +96,30 @@ func (m *Machine) Observe(s Snapshot) (Evaluation, error) {
 		ev.Outcome = Rescaling
 		ev.Parallelism = changes(m.parallelism, m.pending)
 		return ev, nil
-	case m.parallelism == nil || !slices.Equal(cur, m.parallelism) || m.wentBack(s):
+	case m.parallelism == nil || !slices.Equal(cur, m.parallelism):
+		m.restart(now, cur)
+	case m.resumed:
+		fresh = true // the new leader restarted the job's tasks
+	case m.wentBack(s):
 		m.restart(now, cur)
 	}
+	m.resumed = false
 	if until := m.since.Add(m.cfg.Stabilization); now.Before(until) {
 		ev.Outcome, ev.Until = Stabilizing, until
 		return ev, nil
 	}
-	m.history = append(m.history, s)
+	m.history = append(m.history, Sample{Snapshot: s, Fresh: fresh})
 	start := now.Add(-m.cfg.MetricsWindow)
 	drop := 0
 	for drop+1 < len(m.history) && !m.history[drop+1].Time.After(start) {
 		drop++
 	}
 	m.history = m.history[drop:]
+	if measured(m.history) == 0 {
+		// Nothing measured since the window's start but a fresh sample:
+		// the window starts from it.
+		m.history = m.history[len(m.history)-1:]
+	}
 	if first := m.history[0].Time; first.After(start) || len(m.history) < 2 {
 		ev.Outcome, ev.Until = Collecting, first.Add(m.cfg.MetricsWindow)
 		return ev, nil
@@ -113,7 +142,7 @@ func (m *Machine) RescaleFailed(now time.Time) {
 
 // restart starts over at parallelism p from now.
 func (m *Machine) restart(now time.Time, p []int) {
-	m.parallelism, m.since, m.history, m.pending = p, now, nil, nil
+	m.parallelism, m.since, m.history, m.pending, m.resumed = p, now, nil, nil, false
 }
 
 // wentBack reports whether a counter of s is below the last snapshot's:

@@ -1,6 +1,7 @@
 package autoscaler
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -27,6 +28,11 @@ import (
 //	rate r=<records/s> | r=(a,b,...) a rate per tick, in turn [lag=<records>]
 //	bounds <name>=(lower,upper) ...   sets vertices' resource requirements (0,0: none)
 //	run for= every= [downtime=]    prints each evaluation that differs from the one before
+//	failover [downtime=] [resume=false]
+//	    a new leader takes the job over: its tasks restart (their counters
+//	    from 0) after the downtime, whose input waits in the backlog; its
+//	    machine resumes the state the last one kept, encoded as the driver
+//	    keeps it, or with resume=false starts afresh
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		s := &sim{}
@@ -88,6 +94,8 @@ func (s *sim) run(t *testing.T, d *datadriven.TestData) string {
 		return s.state()
 	case "run":
 		return s.advance(t, d)
+	case "failover":
+		return s.failover(t, d)
 	case "bounds":
 		for _, a := range d.Args {
 			i := slices.IndexFunc(s.topo.Vertices, func(v Vertex) bool { return v.Name == a.Key })
@@ -286,6 +294,36 @@ func (s *sim) apply(p map[int]int, downtime time.Duration) {
 		s.lag += s.rates[s.tick%len(s.rates)] * downtime.Seconds()
 	}
 	s.now += downtime
+}
+
+func (s *sim) failover(t *testing.T, d *datadriven.TestData) string {
+	st := s.m.State().Thinned(maxKeptSamples)
+	m, err := New(s.m.Config(), s.topo)
+	if err != nil {
+		d.Fatalf(t, "%v", err)
+	}
+	out := "new machine, nothing resumed"
+	if d.Bool(t, "resume", true) {
+		data, err := json.Marshal(st)
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		var back State
+		if err := json.Unmarshal(data, &back); err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		if err := m.Resume(back); err != nil {
+			return "error: " + err.Error()
+		}
+		out = fmt.Sprintf("resumed: parallelism %v since %s, %d samples, %d delayed scale-downs", back.Parallelism,
+			clock(back.Since.Sub(time.Unix(0, 0))), len(back.Samples), len(back.Delayed))
+		if back.Pending != nil {
+			out += fmt.Sprintf(", waiting for %v", back.Pending)
+		}
+	}
+	s.m, s.last = m, ""
+	s.apply(nil, d.Duration(t, "downtime", 0))
+	return out + "\n" + s.state()
 }
 
 func summary(ev Evaluation) string {

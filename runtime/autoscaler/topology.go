@@ -97,33 +97,34 @@ func (v Vertex) keyed() bool {
 
 // Snapshot is the figures of every vertex of a job read at one time.
 type Snapshot struct {
-	Time time.Time
+	Time time.Time `json:"time"`
 	// Running is false while a task of the job is not running (starting,
 	// restarting, rescaling): its figures are not used.
-	Running  bool
-	Vertices []Figures // by vertex index
+	Running  bool      `json:"running,omitempty"`
+	Vertices []Figures `json:"vertices"` // by vertex index
 }
 
 // Figures are a vertex's counters, summed over its subtasks since they
 // started: the autoscaler takes rates from their differences.
 type Figures struct {
-	Parallelism int
+	Parallelism int `json:"parallelism"`
 	// RecordsIn are the records the vertex took in; for a source, the
 	// records it read (a Kafka source: the progress of its offsets).
-	RecordsIn int64
+	RecordsIn int64 `json:"in"`
 	// RecordsOut are the records the vertex sent downstream.
-	RecordsOut int64
+	RecordsOut int64 `json:"out"`
 	// Busy is each subtask's time spent processing (neither idle nor
 	// backpressured), one per subtask.
-	Busy []time.Duration
+	Busy []time.Duration `json:"busy"`
 	// Lag is a source's backlog: the records behind the end of what it
 	// reads (a Kafka source's pendingRecords); -1 when unknown.
-	Lag int64
+	Lag int64 `json:"lag"`
 	// Partitions is the number of partitions a source reads, 0 when
 	// unknown; the source runs at no more parallelism.
-	Partitions int
+	Partitions int `json:"partitions,omitempty"`
 	// Lower and Upper are the parallelism bounds set for the vertex in
 	// the job's resource requirements (PUT resource-requirements), 0 when
 	// none are: the autoscaler decides within them.
-	Lower, Upper int
+	Lower int `json:"lower,omitempty"`
+	Upper int `json:"upper,omitempty"`
 }

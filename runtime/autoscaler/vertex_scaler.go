@@ -110,7 +110,7 @@ func align(mode AdjustMode, cur, p, groups, lower, upper int) (int, string) {
 
 // delayedScaleDown is a vertex's scale-down waiting for
 // job.autoscaler.scale-down.interval: when it was first recommended,
-// and the recommendations since.
+// and the recommendations since that may still be the largest.
 type delayedScaleDown struct {
 	first time.Time
 	recs  []recommendation
@@ -133,6 +133,12 @@ func (m *Machine) delay(now time.Time, e *VertexEvaluation) {
 	if d == nil {
 		d = &delayedScaleDown{first: now}
 		m.delayed[e.Vertex] = d
+	}
+	// A recommendation no larger than this one, and older, can no longer
+	// be the largest over the interval: the ones kept fall in
+	// parallelism, as many as there are parallelisms below the vertex's.
+	for n := len(d.recs); n > 0 && d.recs[n-1].parallelism <= e.NewParallelism; n-- {
+		d.recs = d.recs[:n-1]
 	}
 	d.recs = append(d.recs, recommendation{at: now, parallelism: e.NewParallelism})
 	start := now.Add(-interval)

@@ -106,9 +106,16 @@ type Backend struct {
 	// instance names this backend's local checkpoints.
 	instance string
 
-	nopts  *nativeOptions
-	db     *grocksdb.DB
-	metaCF *grocksdb.ColumnFamilyHandle
+	nopts *nativeOptions
+	// lock is the working directory's lock (lockDir), held until Close.
+	lock *os.File
+	// deferred is set while the empty database New leaves for its first
+	// use is not open: ready opens it, a restore opens the checkpoint's
+	// instead (one open, not an empty one first).
+	deferred bool
+	opens    int // databases opened (for tests)
+	db       *grocksdb.DB
+	metaCF   *grocksdb.ColumnFamilyHandle
 	// cfOpts are the options of TTL states' column families (each with
 	// its compaction filter), destroyed after the database closes.
 	cfOpts []*grocksdb.Options
@@ -165,8 +172,11 @@ var _ state.KeyedBackend = (*Backend)(nil)
 
 // New opens an empty backend in opts.Dir. A database left in Dir by an
 // earlier run is discarded (state comes back through Restore and
-// RestoreIncremental); one that another instance has open fails with
-// ErrLocked, and one that cannot be opened fails naming the directory.
+// RestoreIncremental); a working directory another backend has (in this
+// process or another) fails with ErrLocked, and a database whose CURRENT
+// file names no manifest fails naming the directory. The empty database
+// itself is opened at its first use, unless a restore opens the
+// checkpoint's first.
 func New(opts Options) (*Backend, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -197,29 +207,37 @@ func New(opts Options) (*Backend, error) {
 		snaps:    make(map[*fullSnapshot]struct{}),
 	}
 	b.inc.init()
+	if b.lock, err = lockDir(dir, b.dbDir); err != nil {
+		return nil, err
+	}
 	if b.nopts, err = newNativeOptions(o); err != nil {
+		b.unlockDir()
 		return nil, err
 	}
-	if err := b.openFresh(); err != nil {
+	if err := b.discardStale(); err != nil {
 		b.nopts.destroy()
+		b.unlockDir()
 		return nil, err
 	}
+	b.deferred = true
 	return b, nil
 }
 
-// openFresh opens a new, empty database in dbDir, discarding a stale one
-// and the write-buffer files an earlier run left.
-func (b *Backend) openFresh() error {
-	if _, err := os.Stat(filepath.Join(b.dbDir, "CURRENT")); err == nil {
-		// A database of an earlier run: open it first, which fails if
-		// another instance holds it or it is not a database, then drop it.
-		r, err := b.openRaw(b.dbDir, false)
-		if err != nil {
-			return err
+// discardStale deletes the database and the write-buffer files an earlier
+// run left in the working directory, whose lock this backend holds: no
+// backend has them open. (Opening the database to find that out cost a
+// restore with local recovery an open of the last run's database.)
+func (b *Backend) discardStale() error {
+	if current, err := os.ReadFile(filepath.Join(b.dbDir, "CURRENT")); err == nil {
+		manifest := strings.TrimSpace(string(current))
+		if _, err := os.Stat(filepath.Join(b.dbDir, manifest)); manifest == "" || strings.ContainsRune(manifest, os.PathSeparator) || err != nil {
+			return fmt.Errorf("rocksdb backend: database %s of an earlier run: its CURRENT file names manifest %q, which it does not hold: not a RocksDB database, left as it is",
+				b.dbDir, manifest)
 		}
-		r.close()
+		// DestroyDb takes the database's own lock: one that a process
+		// without the working directory's lock holds is still refused.
 		if err := grocksdb.DestroyDb(b.dbDir, b.nopts.db); err != nil {
-			return fmt.Errorf("rocksdb backend: discard stale database %s: %w", b.dbDir, err)
+			return openErr(b.dbDir, err)
 		}
 		b.log.Info("rocksdb backend: discarded the database of an earlier run", "dir", b.dbDir)
 	}
@@ -229,6 +247,19 @@ func (b *Backend) openFresh() error {
 	if err := os.RemoveAll(filepath.Join(b.opts.Dir, spillDirName)); err != nil {
 		return fmt.Errorf("rocksdb backend: clear write buffer files: %w", err)
 	}
+	return nil
+}
+
+// ready opens the empty database New deferred, at the backend's first
+// use; ErrClosed once the backend is closed (or a restore failed).
+func (b *Backend) ready() error {
+	if b.db != nil {
+		return nil
+	}
+	if !b.deferred {
+		return state.ErrClosed
+	}
+	b.deferred = false
 	if err := b.openExisting(b.dbDir); err != nil {
 		return err
 	}
@@ -333,6 +364,7 @@ func (b *Backend) openExisting(dir string) error {
 	if err != nil {
 		return err
 	}
+	b.opens++
 	m, err := b.readMeta(r)
 	if err != nil {
 		r.close()
@@ -460,7 +492,7 @@ func (b *Backend) Dir() string { return b.opts.Dir }
 func (b *Backend) SetCurrentKey(key []byte, keyGroup int) {
 	b.key = append(b.key[:0], key...)
 	b.kg = keyGroup
-	b.inRange = b.kgr.Contains(keyGroup) && b.db != nil
+	b.inRange = b.kgr.Contains(keyGroup) && (b.db != nil || b.deferred)
 	b.keyPrefix = appendKeyPrefix(b.keyPrefix[:0], keyGroup, key)
 }
 
@@ -480,8 +512,8 @@ func (b *Backend) MaxParallelism() int { return b.maxPar }
 
 // CreateState implements state.KeyedBackend.
 func (b *Backend) CreateState(d state.Descriptor) (any, error) {
-	if b.db == nil {
-		return nil, state.ErrClosed
+	if err := b.ready(); err != nil {
+		return nil, err
 	}
 	m, err := d.Meta()
 	if err != nil {
@@ -686,9 +718,12 @@ func (b *Backend) Close() error {
 	}
 	b.mu.Unlock()
 	b.inRange = false
+	b.deferred = false
 	b.closeDB()
 	b.nopts.destroy()
-	if err := os.RemoveAll(b.dbDir); err != nil {
+	err := os.RemoveAll(b.dbDir)
+	b.unlockDir()
+	if err != nil {
 		return fmt.Errorf("rocksdb backend: delete %s: %w", b.dbDir, err)
 	}
 	return nil

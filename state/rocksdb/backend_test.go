@@ -434,6 +434,28 @@ func TestWrongFormat(t *testing.T) {
 	}
 }
 
+// Closing a database does not flush its memtables: every database the
+// backend closes is deleted after, and the flush (to SST files, synced)
+// was work thrown away when a failover cancels the task.
+func TestCloseDoesNotFlush(t *testing.T) {
+	b := newTestBackend(t, Options{})
+	v, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "v"})
+	check(t, err)
+	for i := range 100 {
+		setKey(b, fmt.Sprint("k", i))
+		check(t, v.Update(int64(i)))
+	}
+	check(t, b.drainAll()) // the writes are in RocksDB's memtables
+	dbDir := b.dbDir
+	b.closeDB()
+	ssts, err := filepath.Glob(filepath.Join(dbDir, "*.sst"))
+	check(t, err)
+	if len(ssts) != 0 {
+		t.Fatalf("closing the database wrote %v", ssts)
+	}
+	check(t, b.Close())
+}
+
 // TestStaleDatabaseDiscarded: the database a crashed run left behind is
 // discarded by New: a new backend starts empty.
 func TestStaleDatabaseDiscarded(t *testing.T) {

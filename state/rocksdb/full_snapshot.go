@@ -41,8 +41,8 @@ const (
 // NoInplaceUpdate), a local checkpoint (a flush and hard links, as an
 // incremental checkpoint); WriteTo iterates it.
 func (b *Backend) Snapshot(checkpointID int64) (state.StateSnapshot, error) {
-	if b.db == nil {
-		return nil, state.ErrClosed
+	if err := b.ready(); err != nil {
+		return nil, err
 	}
 	if err := b.drainAll(); err != nil {
 		return nil, fmt.Errorf("rocksdb snapshot %d: %w", checkpointID, err)
@@ -279,8 +279,8 @@ func (s *fullSnapshot) writeKeyGroup(w *state.KeyedSnapshotWriter, i, kg int, c 
 // groups in this backend's range. States restored but not registered are
 // kept and carried into later snapshots.
 func (b *Backend) Restore(snapshots ...io.Reader) error {
-	if b.db == nil {
-		return state.ErrClosed
+	if err := b.ready(); err != nil {
+		return err
 	}
 	if b.used {
 		return fmt.Errorf("rocksdb backend: restore after states were created: %w", state.ErrRestore)

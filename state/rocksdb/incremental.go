@@ -100,8 +100,8 @@ func (s *incState) init() {
 // wait for the job, so the checkpoint holds the state at this call
 // exactly. Call Upload on the result (on any goroutine), then Release.
 func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot, error) {
-	if b.db == nil {
-		return nil, state.ErrClosed
+	if err := b.ready(); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	if err := b.writeMeta(); err != nil {

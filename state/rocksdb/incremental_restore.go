@@ -33,7 +33,7 @@ type Download func(ref []byte) (io.ReadCloser, error)
 // (corruption wraps state.ErrCorruptSnapshot); after a failure the backend
 // is unusable and must be closed.
 func (b *Backend) RestoreIncremental(handles []*IncrementalHandle, download Download) error {
-	if b.db == nil {
+	if b.db == nil && !b.deferred {
 		return state.ErrClosed
 	}
 	if b.used {
@@ -61,6 +61,7 @@ func (b *Backend) RestoreIncremental(handles []*IncrementalHandle, download Down
 			}
 		}
 	}
+	b.deferred = false // the checkpoint's database is opened instead
 	b.closeDB()
 	if err := os.RemoveAll(b.dbDir); err != nil {
 		return fmt.Errorf("rocksdb backend: clear %s: %w", b.dbDir, err)

@@ -504,14 +504,7 @@ func TestIncrementalRescale(t *testing.T) {
 // that does not match falls back to downloading; local copies of subsumed
 // checkpoints are deleted.
 func TestLocalRecovery(t *testing.T) {
-	dir := t.TempDir()
-	opts := Options{Dir: dir, LocalRecovery: true}
-	b := newTestBackend(t, opts)
-	stor := newDirStorage(t)
-	vals := []string{"a", "b", "c"}
-	putAll(t, b, vals, []int{0, 1, 2})
-	h1 := checkpoint(t, b, 1, stor)
-	b.NotifyCheckpointComplete(1)
+	dir, opts, b, stor, vals, h1 := firstLocalCheckpoint(t)
 	vals[1] = "B"
 	putAll(t, b, vals, []int{1})
 	h2 := checkpoint(t, b, 2, stor)
@@ -606,6 +599,62 @@ func TestLocalRecovery(t *testing.T) {
 	verifyAll(t, b4, vals)
 	check(t, b4.Close())
 	_ = h1
+}
+
+// A restore opens one database, the checkpoint's: New leaves the empty
+// one for a first use that never comes, and neither opens the database
+// the last run left (with local recovery, a killed worker's), which New
+// discards. (Each open of RocksDB costs milliseconds: a restore from the
+// local copy of a small state took an empty open, a close and the
+// checkpoint's open, after the stale database's open and close.)
+func TestRestoreOpensOnlyTheCheckpointsDatabase(t *testing.T) {
+	dir, opts, b, _, vals, h := firstLocalCheckpoint(t)
+	// The process dies: its database stays in the working directory,
+	// with its lock file, which it no longer holds.
+	check(t, b.lock.Close())
+	b.lock = nil
+	b.closeDB()
+	if _, err := os.Stat(filepath.Join(dir, "db", "CURRENT")); err != nil {
+		t.Fatalf("the dead run's database is not there: %v", err)
+	}
+	b2 := newTestBackend(t, opts)
+	defer b2.Close()
+	if b2.opens != 0 {
+		t.Fatalf("New opened %d databases, want none (the stale one is discarded unopened, the empty one deferred)", b2.opens)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "db")); !os.IsNotExist(err) {
+		t.Fatalf("the stale database was not discarded: %v", err)
+	}
+	check(t, b2.RestoreIncremental([]*IncrementalHandle{h}, func(ref []byte) (io.ReadCloser, error) {
+		return nil, fmt.Errorf("downloaded %s despite a local copy", ref)
+	}))
+	verifyAll(t, b2, vals)
+	if b2.opens != 1 {
+		t.Fatalf("the restore opened %d databases, want 1 (the checkpoint's)", b2.opens)
+	}
+	// A backend used without a restore opens its empty database then.
+	b3 := newTestBackend(t, Options{})
+	defer b3.Close()
+	putAll(t, b3, vals, []int{0})
+	if b3.opens != 1 {
+		t.Fatalf("a backend used without a restore opened %d databases, want 1", b3.opens)
+	}
+}
+
+// firstLocalCheckpoint is a backend with local recovery in dir holding
+// vals, and its completed checkpoint 1 (uploaded to stor) with its local
+// copy.
+func firstLocalCheckpoint(t *testing.T) (dir string, opts Options, b *Backend, stor *dirStorage, vals []string, h *IncrementalHandle) {
+	t.Helper()
+	dir = t.TempDir()
+	opts = Options{Dir: dir, LocalRecovery: true}
+	b = newTestBackend(t, opts)
+	stor = newDirStorage(t)
+	vals = []string{"a", "b", "c"}
+	putAll(t, b, vals, []int{0, 1, 2})
+	h = checkpoint(t, b, 1, stor)
+	b.NotifyCheckpointComplete(1)
+	return dir, opts, b, stor, vals, h
 }
 
 // TestRestoreMissingOrCorruptFile: a missing or corrupt file fails the

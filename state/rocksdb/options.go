@@ -430,7 +430,19 @@ func newNativeOptions(o Options) (*nativeOptions, error) {
 			return nil, fmt.Errorf("rocksdb backend: value state options: %w", err)
 		}
 	}
-	db := cf.Clone()
+	// Every database the backend closes is deleted after (Close, a
+	// restore replacing it): RocksDB's flush of the memtables at close (the
+	// writes have no WAL) is work thrown away, on a failover's path (a
+	// cancelled task closes its backend before the slot is free).
+	// (avoid_flush_during_shutdown has no setter in the C API.)
+	db, err := grocksdb.GetOptionsFromString(cf, "avoid_flush_during_shutdown=true")
+	if err != nil {
+		cf.Destroy()
+		vcf.Destroy()
+		n.bbto.Destroy()
+		n.releaseCache()
+		return nil, fmt.Errorf("rocksdb backend: database options: %w", err)
+	}
 	db.SetCreateIfMissing(true)
 	// Hash memtables and in-place updates do not support concurrent
 	// writes; there is one writer.
