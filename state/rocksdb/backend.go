@@ -158,7 +158,11 @@ type Backend struct {
 	testHookSettle     func()
 	snaps              map[*fullSnapshot]struct{}
 	inc                incState
-	restoreFigures     RestoreFigures
+	cl                 changelogState
+	// writeFailed: a background write of buffered entries failed; no
+	// RocksDB checkpoint taken after it holds the state.
+	writeFailed    atomic.Bool
+	restoreFigures RestoreFigures
 }
 
 var _ state.KeyedBackend = (*Backend)(nil)
@@ -197,6 +201,7 @@ func New(opts Options) (*Backend, error) {
 		snaps:    make(map[*fullSnapshot]struct{}),
 	}
 	b.inc.init()
+	b.cl.init()
 	if b.nopts, err = newNativeOptions(o); err != nil {
 		return nil, err
 	}
