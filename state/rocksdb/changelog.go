@@ -141,6 +141,27 @@ func (b *Backend) plan(id int64) *clPlan {
 	return nil
 }
 
+// add records the delta of a barrier. Deltas are kept until a completed
+// checkpoint covers them; when checkpoints keep failing they could pile
+// up without end, so past maxDeltaBuffers write buffers' worth they are
+// dropped, and the next checkpoint is a materialization.
+func (c *changelogState) add(d *delta, bufferSize int64) {
+	c.deltas = append(c.deltas, d)
+	var size int64
+	for _, d := range c.deltas {
+		for _, s := range d.states {
+			size += s.w.size()
+		}
+	}
+	if size > maxDeltaBuffers*bufferSize {
+		c.deltas = nil
+		c.directWrite()
+	}
+}
+
+// maxDeltaBuffers bounds the memory of the deltas kept, in write buffers.
+const maxDeltaBuffers = 4
+
 func (c *changelogState) deltasAfter(id int64) []*delta {
 	for i, d := range c.deltas {
 		if d.id > id {

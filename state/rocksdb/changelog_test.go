@@ -350,3 +350,38 @@ func TestChangelogCorruptSegment(t *testing.T) {
 		t.Fatalf("restore with a corrupt segment: %v, want state.ErrCorruptSnapshot naming %s", err, seg.Name)
 	}
 }
+
+// TestChangelogDeltasBounded: while no checkpoint completes, the deltas
+// kept for the next one stay within maxDeltaBuffers write buffers: past
+// that they are dropped and the next checkpoint is a materialization,
+// which restores.
+func TestChangelogDeltasBounded(t *testing.T) {
+	const keys = 1000
+	b, v := changelogBackend(t, Options{WriteBufferSize: minWriteBufferSize})
+	stor := newDirStorage(t)
+	want := keyValues{}
+	update(t, b, v, keys, 1, 1, 1000, want)
+	checkpoint(t, b, 1, stor)
+	b.NotifyCheckpointComplete(1)
+	materialized := false
+	for id := int64(2); id <= 12; id++ { // none completes
+		update(t, b, v, keys, int(id), 1, 1000, want)
+		h := checkpoint(t, b, id, stor)
+		var size int64
+		for _, d := range b.cl.deltas {
+			for _, s := range d.states {
+				size += s.w.size()
+			}
+		}
+		if size > maxDeltaBuffers*minWriteBufferSize {
+			t.Fatalf("checkpoint %d: %d bytes of deltas kept, want at most %d", id, size, maxDeltaBuffers*minWriteBufferSize)
+		}
+		if h.MaterializedID == id {
+			materialized = true
+			restoreValues(t, h, stor, keys, want, fmt.Sprintf("restore of checkpoint %d", id))
+		}
+	}
+	if !materialized {
+		t.Fatal("no checkpoint was a materialization although the deltas outgrew their bound")
+	}
+}

@@ -145,7 +145,7 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		kgr: b.kgr, maxPar: b.maxPar, ready: make(chan struct{}), seq: b.cl.seq,
 	}
 	if b.opts.Changelog {
-		b.cl.deltas = append(b.cl.deltas, d)
+		b.cl.add(d, b.opts.WriteBufferSize)
 		snap.plan = b.plan(checkpointID)
 	}
 	if snap.plan != nil {
