@@ -201,7 +201,6 @@ func New(opts Options) (*Backend, error) {
 		snaps:    make(map[*fullSnapshot]struct{}),
 	}
 	b.inc.init()
-	b.cl.init()
 	if b.nopts, err = newNativeOptions(o); err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ type changelogState struct {
 	// deleted when another is adopted).
 	adoptedDir string
 	// uploads are the handles uploaded and not confirmed yet, by
-	// checkpoint; guarded by Backend.mu.
+	// checkpoint (made at the first); guarded by Backend.mu.
 	uploads map[int64]*clUpload
 }
 
@@ -105,8 +105,6 @@ type clPlan struct {
 	seq    uint64
 	deltas []*delta
 }
-
-func (c *changelogState) init() { c.uploads = make(map[int64]*clUpload) }
 
 // directWrite records a write into RocksDB that no segment carries.
 func (c *changelogState) directWrite() { c.seq++ }
@@ -305,6 +303,9 @@ func (s *IncrementalSnapshot) record(h *IncrementalHandle, seq uint64) {
 	if s.id > b.inc.lastCompleted {
 		b.inc.uploads[s.id] = shared
 		if b.opts.Changelog {
+			if b.cl.uploads == nil {
+				b.cl.uploads = make(map[int64]*clUpload)
+			}
 			b.cl.uploads[s.id] = &clUpload{h: h, seq: seq}
 		}
 	}
