@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -38,7 +39,9 @@ func jobContext(t *testing.T, d time.Duration) context.Context {
 // finished job starts again. The kills are spread over episodes, each a
 // bounded job of its own that ends with a run that exits 0. Counts live
 // in RocksDB (or $SLUICE_IT_STATE_BACKEND), checkpoints come every
-// 200 ms. After each episode a read_committed consumer (and kcat) sees
+// 200 ms; in every other episode the job takes RocksDB changelog
+// checkpoints (state.backend.changelog.enabled), which its runs restore.
+// After each episode a read_committed consumer (and kcat) sees
 // for every key the counts 1..n exactly once each, in order. In aligned,
 // unaligned and mixed modes. This fails when any kill loses or repeats a
 // committed record: a crash between a checkpoint and its commit, a
@@ -62,9 +65,13 @@ func TestExactlyOnceUnderKills(t *testing.T) {
 			if f.kills() < minKills {
 				t.Fatalf("%d episodes landed only %d kills, want %d: the runs end too soon; slow them down", f.episodes, f.kills(), minKills)
 			}
+			if f.segments == 0 && os.Getenv("SLUICE_IT_STATE_BACKEND") != "heap" {
+				t.Fatalf("the changelog episodes left no changelog segment for a run to restore: they took no changelog checkpoint")
+			}
 			t.Logf("%s: %d kills (%d mid-run, %d during shutdown, %d after the job finished, %d while a run restarted), "+
-				"%d SIGTERMs the exit beat the kill to, %d episodes, %d runs, %d checkpoints completed (%d in-flight bytes persisted), %d committed records",
-				mode, f.kills(), f.midRun, f.shutdown, f.afterFinish, f.restarting, f.suspended, f.episodes, f.runs, f.completed, f.persisted, f.committed)
+				"%d SIGTERMs the exit beat the kill to, %d episodes, %d runs, %d checkpoints completed (%d in-flight bytes persisted), %d committed records, "+
+				"%d changelog segments left for the next run",
+				mode, f.kills(), f.midRun, f.shutdown, f.afterFinish, f.restarting, f.suspended, f.episodes, f.runs, f.completed, f.persisted, f.committed, f.segments)
 		})
 	}
 }
@@ -75,6 +82,30 @@ type chaosFigures struct {
 	suspended                                 int // SIGTERMs after which the process exited before the SIGKILL
 	episodes, runs, completed, committed      int
 	persisted                                 int64
+	// segments counts the changelog segments the checkpoint directory
+	// held when a run of a changelog episode ended, for the next to
+	// restore.
+	segments int
+}
+
+// changelogSegments counts the RocksDB changelog segments in the shared
+// files under dir.
+func changelogSegments(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // a checkpoint deleted meanwhile
+		}
+		if !d.IsDir() && strings.Contains(d.Name(), "-changelog-") {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	return n
 }
 
 func (f *chaosFigures) kills() int { return f.midRun + f.shutdown + f.afterFinish + f.restarting }
@@ -87,6 +118,9 @@ func chaosEpisode(ctx context.Context, t *testing.T, adm *kadm.Client, rng *rand
 	// 1600 records at 400/s: 4 s of counting, so that six runs of at most
 	// 1.2 s, each spending part of it starting, leave work to the last.
 	job := newKeyedJob(ctx, t, adm, keys, perKey, mode, 400)
+	if f.episodes%2 == 0 {
+		job.extra = []string{"-changelog"}
+	}
 	pause := func(d time.Duration) {
 		select {
 		case <-time.After(d):
@@ -132,6 +166,9 @@ func chaosEpisode(ctx context.Context, t *testing.T, adm *kadm.Client, rng *rand
 		} else {
 			finished = true
 			endedBy(run, false)
+		}
+		if len(job.extra) > 0 {
+			f.segments += changelogSegments(t, job.checkpoints)
 		}
 		run = job.start(t)
 	}

@@ -1,6 +1,7 @@
 // Command kafka is the benchmark of Sluice's exactly-once Kafka path on a
-// real broker: a keyed running count (RocksDB state, parallelism 2) from a
-// 4-partition topic of 100-byte records to an output topic, exactly once.
+// real broker: a keyed running count (RocksDB state with changelog
+// checkpoints unless -changelog=false, parallelism 2) from a 4-partition
+// topic of 100-byte records to an output topic, exactly once.
 // It prints two tables from one run:
 //
 //   - throughput: the job's records per second with each checkpoint
@@ -76,6 +77,7 @@ type config struct {
 	rates       []int
 	parallelism int
 	backend     string
+	changelog   bool
 	duration    time.Duration
 	warmup      time.Duration
 	repeat      int
@@ -103,6 +105,7 @@ func main() {
 	flag.StringVar(&rates, "rates", "20000,100000", "steady input rates of the latency runs, records/s, comma separated")
 	flag.IntVar(&c.parallelism, "parallelism", 2, "parallelism of the job")
 	flag.StringVar(&c.backend, "backend", "rocksdb", "state backend of the job (state.backend.type)")
+	flag.BoolVar(&c.changelog, "changelog", true, "RocksDB changelog checkpoints (state.backend.changelog.enabled): each checkpoint uploads the write buffers frozen at its barrier beside the last materialization")
 	flag.DurationVar(&c.duration, "duration", 60*time.Second, "how long each latency run is measured, after the warm-up")
 	flag.DurationVar(&c.warmup, "warmup", 30*time.Second, "how long each latency run produces before it is measured")
 	flag.IntVar(&c.repeat, "repeat", 3, "rounds of the throughput runs (the table shows medians and ranges)")
@@ -198,8 +201,12 @@ func run(c config) error {
 		defer dcancel()
 		_, _ = b.adm.DeleteTopics(dctx, b.topics...)
 	}()
+	backend := c.backend
+	if backend == "rocksdb" && c.changelog {
+		backend += " (changelog checkpoints)"
+	}
 	fmt.Printf("Kafka at %s; keyed running count, exactly once, %s state, parallelism %d; %d partitions, records of %d bytes over %d keys; GOMAXPROCS %d\n",
-		strings.Join(seeds, ","), c.backend, c.parallelism, partitions, valueSize, c.keys, runtime.GOMAXPROCS(0))
+		strings.Join(seeds, ","), backend, c.parallelism, partitions, valueSize, c.keys, runtime.GOMAXPROCS(0))
 	if len(c.dynamic) > 0 {
 		fmt.Printf("configuration: %s\n", strings.Join(c.dynamic, " "))
 	}
@@ -696,6 +703,11 @@ func (b *bench) runJob(ctx context.Context, interval time.Duration, in, out, dir
 	}
 	if err := conf.Set("state.backend.rocksdb.localdir", filepath.Join(dir, "rocksdb")); err != nil {
 		return nil, err
+	}
+	if b.backend == "rocksdb" {
+		if err := conf.Set("state.backend.changelog.enabled", strconv.FormatBool(b.changelog)); err != nil {
+			return nil, err
+		}
 	}
 	for _, d := range b.dynamic {
 		k, v, ok := strings.Cut(d, "=")

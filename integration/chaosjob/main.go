@@ -126,6 +126,7 @@ type options struct {
 	mode             string
 	backend          string
 	incremental      bool
+	changelog        bool
 	localRecovery    bool
 	restartDelay     time.Duration
 	firstRecord      bool
@@ -170,6 +171,7 @@ func main() {
 	flag.StringVar(&o.mode, "mode", "aligned", "checkpoints: aligned, unaligned, or mixed (aligned with a 20 ms timeout)")
 	flag.StringVar(&o.backend, "backend", "rocksdb", "keyed state backend: rocksdb or heap")
 	flag.BoolVar(&o.incremental, "incremental", true, "incremental RocksDB checkpoints (state.backend.incremental); false: full snapshots")
+	flag.BoolVar(&o.changelog, "changelog", false, "RocksDB changelog checkpoints (state.backend.changelog.enabled): the write buffers frozen at each barrier beside the last materialization")
 	flag.StringVar(&o.stateDir, "state-dir", os.TempDir(), "root of the RocksDB working directories")
 	flag.BoolVar(&o.localRecovery, "local-recovery", false, "RocksDB local recovery (execution.state-recovery.from-local): each subtask's working directory stays <state-dir>/<job>/<operator>/<subtask> across attempts, so a subtask restarted in this process restores from its local copy")
 	flag.IntVar(&o.padState, "pad-state", 0, "count job: keep this many random bytes of keyed state per key besides its count (a larger state to restore; 0: none)")
@@ -288,9 +290,9 @@ func run(ctx context.Context, o options, log *slog.Logger, alreadyFinished *atom
 	switch o.backend {
 	case "rocksdb":
 		if o.localRecovery {
-			opts = append(opts, sluice.WithStateBackend(rocksdb.Factory(o.stateDir, rocksdb.Options{LocalRecovery: true, DisableIncremental: !o.incremental})))
+			opts = append(opts, sluice.WithStateBackend(rocksdb.Factory(o.stateDir, rocksdb.Options{LocalRecovery: true, DisableIncremental: !o.incremental, Changelog: o.changelog})))
 		} else {
-			opts = append(opts, sluice.WithStateBackend(rocksDBBackend(o.stateDir, o.incremental)))
+			opts = append(opts, sluice.WithStateBackend(rocksDBBackend(o.stateDir, o.incremental, o.changelog)))
 		}
 	case "heap":
 	default:
@@ -596,13 +598,13 @@ func (l *limiter) wait() {
 // rocksDBBackend makes the RocksDB keyed backend of each subtask, in a
 // working directory of its own under root (a fresh one per attempt: state
 // comes back from the checkpoint).
-func rocksDBBackend(root string, incremental bool) runtime.StateBackendFactory {
+func rocksDBBackend(root string, incremental, changelog bool) runtime.StateBackendFactory {
 	var n atomic.Int64
 	return func(o runtime.StateBackendOptions) (state.KeyedBackend, error) {
 		kgr := o.KeyGroups
 		dir := filepath.Join(root, fmt.Sprintf("%s-%d-%d-%d", o.OperatorUID, o.Subtask, os.Getpid(), n.Add(1)))
 		return rocksdb.New(rocksdb.Options{Dir: dir, MaxParallelism: o.MaxParallelism, KeyGroups: &kgr, DisableIncremental: !incremental,
-			Logger: o.Logger})
+			Changelog: changelog, Logger: o.Logger})
 	}
 }
 

@@ -165,7 +165,11 @@ type Backend struct {
 	testHookSettle     func()
 	snaps              map[*fullSnapshot]struct{}
 	inc                incState
-	restoreFigures     RestoreFigures
+	cl                 changelogState
+	// writeFailed: a background write of buffered entries failed; no
+	// RocksDB checkpoint taken after it holds the state.
+	writeFailed    atomic.Bool
+	restoreFigures RestoreFigures
 }
 
 var _ state.KeyedBackend = (*Backend)(nil)

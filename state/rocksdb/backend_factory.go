@@ -65,7 +65,7 @@ func (a incrementalState) Upload(u state.Uploader) (state.IncrementalUpload, err
 		return state.IncrementalUpload{}, err
 	}
 	up := state.IncrementalUpload{Handle: enc, CheckpointedSize: h.CheckpointedSize, StateSize: h.StateSize}
-	for _, f := range h.Files {
+	for _, f := range h.AllFiles() {
 		up.Refs = append(up.Refs, f.Ref)
 	}
 	return up, nil

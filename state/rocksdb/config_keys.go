@@ -3,6 +3,7 @@ package rocksdb
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/config"
 )
@@ -52,6 +53,12 @@ var optionKeys = config.Fields[Options]{
 		Default(false).DeprecatedKeys("state.backend.local-recovery"), func(o *Options, v bool) { o.LocalRecovery = v }),
 	config.Field(config.Int("state.backend.rocksdb.checkpoint.transfer.thread.num", "Files uploaded or downloaded at once.").
 		Default(DefaultTransferThreads), func(o *Options, v int) { o.TransferThreads = v }),
+	config.Field(config.Bool("state.backend.changelog.enabled",
+		"Changelog checkpoints: a checkpoint of value-like states' writes stores the write buffers frozen at its barrier beside the last materialization instead of flushing RocksDB and taking a RocksDB checkpoint.").
+		Default(false), func(o *Options, v bool) { o.Changelog = v }),
+	config.Field(config.Duration("state.backend.changelog.periodic-materialize.interval",
+		"How often a changelog backend takes a RocksDB checkpoint in the background for later checkpoints to build on (Flink's default: 10 min).").
+		Default(DefaultMaterializeInterval), func(o *Options, v time.Duration) { o.MaterializeInterval = v }),
 	config.Field(config.Bool("state.backend.rocksdb.memory.managed",
 		"Size every backend of the process from the managed memory (one shared block cache).").Default(true),
 		func(o *Options, v bool) { o.UnmanagedMemory = !v }),

@@ -50,6 +50,16 @@
 //     and counts references to shared files, as Flink's shared state
 //     registry. A restore at another parallelism cuts the overlapping old
 //     databases to the owned key groups.
+//   - Changelog (Options.Changelog, state.backend.changelog.enabled), a
+//     form of incremental checkpoint as Flink's changelog state backend
+//     (changelog.go): while every write since the last materialization went
+//     through the write buffers, a checkpoint uploads the buffers frozen at
+//     its barrier as a segment, beside the files of that materialization
+//     (an earlier RocksDB checkpoint) and the segments since, and waits for
+//     no drain, flush or RocksDB checkpoint. Materializations are taken in
+//     the background every MaterializeInterval, and by the next checkpoint
+//     after any other write into RocksDB. A restore applies the segments
+//     over the materialization in order.
 //
 // Defaults follow Flink's options (Options.Set takes their names) except
 // where documented on Options: universal compaction, bloom filters, a 64 MiB

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/linxGnu/grocksdb"
+
 	"github.com/sluicehq/sluice/state"
 )
 
@@ -50,6 +52,11 @@ type IncrementalSnapshot struct {
 	files         []localFile
 	err           error
 	LocalDuration time.Duration
+	// plan is set for a changelog checkpoint (changelog.go), which has no
+	// local directory of its own; seq is the changelog's count of direct
+	// writes at the barrier.
+	plan *clPlan
+	seq  uint64
 
 	mu       sync.Mutex
 	started  bool
@@ -107,10 +114,6 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 	if err := b.writeMeta(); err != nil {
 		return nil, err
 	}
-	type frozenState struct {
-		s *cfState
-		f *frozenBuffer
-	}
 	// Every state's buffers are checked before any is frozen: a buffer
 	// frozen must reach a job, or waiting for it would never end.
 	for _, s := range b.order {
@@ -121,19 +124,36 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		}
 	}
 	var frozen []frozenState
+	var bufs []*frozenBuffer
+	d := &delta{id: checkpointID}
 	for _, s := range b.order {
 		if s.buf != nil && !s.buf.active.empty() {
-			frozen = append(frozen, frozenState{s, b.freeze(s)})
+			f := b.freeze(s)
+			frozen = append(frozen, frozenState{s, f})
+			bufs = append(bufs, f)
+			if b.opts.Changelog {
+				f.pinned = true
+				d.states = append(d.states, deltaState{s.meta.Name, f.w})
+			}
 		}
 	}
 	name := fmt.Sprintf("chk-%d-%s", checkpointID, b.instance)
 	snap := &IncrementalSnapshot{
 		b: b, id: checkpointID, localName: name, dir: filepath.Join(b.chkDir, name),
-		kgr: b.kgr, maxPar: b.maxPar, ready: make(chan struct{}),
+		kgr: b.kgr, maxPar: b.maxPar, ready: make(chan struct{}), seq: b.cl.seq,
 	}
-	b.mu.Lock()
-	b.inc.inflight[snap.dir] = true
-	b.mu.Unlock()
+	if b.opts.Changelog {
+		b.cl.add(d, b.opts.WriteBufferSize)
+		snap.plan = b.plan(checkpointID)
+	}
+	if snap.plan != nil {
+		snap.dir = ""
+	} else {
+		b.cl.lastMat = time.Now() // this checkpoint is a materialization
+		b.mu.Lock()
+		b.inc.inflight[snap.dir] = true
+		b.mu.Unlock()
+	}
 	b.lastCheckpoint = b.enqueue(func() {
 		defer close(snap.ready)
 		jobStart := time.Now()
@@ -147,19 +167,57 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 			} else if err := b.writeBuffered(fs.s, fs.f.w); err != nil {
 				fs.f.err = fmt.Errorf("write buffer: %w", err)
 			}
-			if fs.f.err != nil && drained {
-				drained = false
-				snap.err = fmt.Errorf("rocksdb incremental checkpoint %d: state %q: %w", checkpointID, fs.s.meta.Name, fs.f.err)
+			if fs.f.err != nil {
+				b.writeFailed.Store(true)
+				if drained {
+					drained = false
+					snap.err = fmt.Errorf("rocksdb incremental checkpoint %d: state %q: %w", checkpointID, fs.s.meta.Name, fs.f.err)
+				}
 			}
 			close(fs.f.done)
 		}
-		if drained {
-			snap.files, snap.err = b.localCheckpointFiles(checkpointID, name)
+		if drained && snap.plan != nil {
+			b.flushDrained(frozen)
+		}
+		if drained && snap.plan == nil {
+			if b.writeFailed.Load() {
+				snap.err = fmt.Errorf("rocksdb incremental checkpoint %d: an earlier background write failed", checkpointID)
+			} else {
+				snap.files, snap.err = b.localCheckpointFiles(checkpointID, name)
+			}
 		}
 		snap.LocalDuration = time.Since(jobStart)
 	})
+	if snap.plan != nil && b.cl.mat == nil && time.Since(b.cl.lastMat) >= b.opts.MaterializeInterval {
+		b.startMaterialization(checkpointID, bufs)
+	}
 	snap.SyncDuration = time.Since(start)
 	return snap, nil
+}
+
+// frozenState is a state's buffer frozen at a checkpoint's barrier.
+type frozenState struct {
+	s *cfState
+	f *frozenBuffer
+}
+
+// flushDrained flushes the memtables of the states a changelog checkpoint
+// drained, on its background job. No checkpoint needs it (the segment
+// holds the writes): it keeps the memtables small, as the flush of each
+// RocksDB checkpoint does, where every drain into a memtable grown over
+// many intervals costs several times as much (profiled at 100 K
+// records/s). A failure only leaves the memtable to RocksDB's own flush.
+func (b *Backend) flushDrained(frozen []frozenState) {
+	fo := grocksdb.NewDefaultFlushOptions()
+	defer fo.Destroy()
+	for _, fs := range frozen {
+		if b.closing.Load() {
+			return
+		}
+		if err := b.db.FlushCF(fs.s.cf, fo); err != nil {
+			b.log.Warn("rocksdb backend: flush after a changelog checkpoint's drain", "state", fs.s.meta.Name, "err", err)
+		}
+	}
 }
 
 // localCheckpointFiles takes the local RocksDB checkpoint name and lists
@@ -254,8 +312,11 @@ func (s *IncrementalSnapshot) Upload(u Uploader) (*IncrementalHandle, error) {
 	s.started = true
 	s.mu.Unlock()
 	var h *IncrementalHandle
-	err := s.wait()
-	if err == nil {
+	var err error
+	if s.plan != nil {
+		// A changelog checkpoint needs nothing of the background job.
+		h, err = s.uploadChangelog(u)
+	} else if err = s.wait(); err == nil {
 		h, err = s.upload(u)
 	}
 	s.mu.Lock()
@@ -269,10 +330,6 @@ func (s *IncrementalSnapshot) Upload(u Uploader) (*IncrementalHandle, error) {
 }
 
 func (s *IncrementalSnapshot) upload(u Uploader) (*IncrementalHandle, error) {
-	b := s.b
-	b.mu.Lock()
-	base, baseID := b.inc.base, b.inc.baseID
-	b.mu.Unlock()
 	h := &IncrementalHandle{
 		Format:           handleFormat,
 		CheckpointID:     s.id,
@@ -280,42 +337,54 @@ func (s *IncrementalSnapshot) upload(u Uploader) (*IncrementalHandle, error) {
 		MaxParallelism:   s.maxPar,
 		KeyGroups:        s.kgr,
 		BaseCheckpointID: -1,
-		Files:            make([]HandleFile, len(s.files)),
+		MaterializedID:   s.id,
 	}
-	var todo []int
-	for i, f := range s.files {
-		hf := HandleFile{Name: f.name, Size: f.size, Shared: isSST(f.name)}
-		if bf, ok := base[f.name]; ok && hf.Shared && bf.Size == f.size {
-			hf.Ref, hf.CRC32C, hf.Reused = bf.Ref, bf.CRC32C, true
-			h.BaseCheckpointID = baseID
-		} else {
-			todo = append(todo, i)
-		}
-		h.Files[i] = hf
+	var err error
+	if h.Files, h.BaseCheckpointID, err = s.uploadFiles(u, s.dir, s.files); err != nil {
+		return nil, err
 	}
-	err := parallel(b.opts.TransferThreads, len(todo), func(j int) error {
-		hf := &h.Files[todo[j]]
-		return uploadFile(u, filepath.Join(s.dir, hf.Name), hf)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("rocksdb incremental checkpoint %d: %w", s.id, err)
-	}
-	shared := make(map[string]HandleFile)
 	for _, f := range h.Files {
 		h.StateSize += f.Size
 		if !f.Reused {
 			h.CheckpointedSize += f.Size
 		}
-		if f.Shared {
-			shared[f.Name] = f
-		}
 	}
-	b.mu.Lock()
-	if s.id > b.inc.lastCompleted {
-		b.inc.uploads[s.id] = shared
-	}
-	b.mu.Unlock()
+	s.record(h, s.seq)
 	return h, nil
+}
+
+// uploadFiles uploads the files of the RocksDB checkpoint in dir that the
+// last completed checkpoint did not upload (or the restored checkpoint,
+// before any completes) and references the others; it returns the files
+// and the checkpoint they reference (-1: none). SST files are shared, the
+// others too in a changelog backend, whose later checkpoints reference
+// them.
+func (s *IncrementalSnapshot) uploadFiles(u Uploader, dir string, local []localFile) ([]HandleFile, int64, error) {
+	b := s.b
+	b.mu.Lock()
+	base, baseID := b.inc.base, b.inc.baseID
+	b.mu.Unlock()
+	files := make([]HandleFile, len(local))
+	usedBase := int64(-1)
+	var todo []int
+	for i, f := range local {
+		hf := HandleFile{Name: f.name, Size: f.size, Shared: isSST(f.name) || b.opts.Changelog}
+		if bf, ok := base[f.name]; ok && isSST(f.name) && bf.Size == f.size {
+			hf.Ref, hf.CRC32C, hf.Reused = bf.Ref, bf.CRC32C, true
+			usedBase = baseID
+		} else {
+			todo = append(todo, i)
+		}
+		files[i] = hf
+	}
+	err := parallel(b.opts.TransferThreads, len(todo), func(j int) error {
+		hf := &files[todo[j]]
+		return uploadFile(u, filepath.Join(dir, hf.Name), hf)
+	})
+	if err != nil {
+		return nil, -1, fmt.Errorf("rocksdb incremental checkpoint %d: %w", s.id, err)
+	}
+	return files, usedBase, nil
 }
 
 // uploadFile uploads one file, filling in its reference and checksum.
@@ -325,7 +394,13 @@ func uploadFile(u Uploader, path string, hf *HandleFile) error {
 		return fmt.Errorf("open %s: %w", hf.Name, err)
 	}
 	defer f.Close()
-	cr := &checksumReader{r: io.LimitReader(f, hf.Size), h: crc32.New(crcTable)}
+	return uploadReader(u, f, hf)
+}
+
+// uploadReader uploads hf.Size bytes of r as the file hf, filling in its
+// reference and checksum.
+func uploadReader(u Uploader, r io.Reader, hf *HandleFile) error {
+	cr := &checksumReader{r: io.LimitReader(r, hf.Size), h: crc32.New(crcTable)}
 	ref, err := u.Upload(hf.Name, cr, hf.Size, hf.Shared)
 	if err != nil {
 		return fmt.Errorf("upload %s: %w", hf.Name, err)
@@ -377,6 +452,9 @@ func (s *IncrementalSnapshot) Release() {
 
 func (s *IncrementalSnapshot) cleanup() {
 	_ = s.wait() // the directory is complete, or was never made
+	if s.plan != nil {
+		return // no directory of its own
+	}
 	b := s.b
 	b.mu.Lock()
 	delete(b.inc.inflight, s.dir)
@@ -423,6 +501,9 @@ func (b *Backend) NotifyCheckpointComplete(id int64) {
 			b.removeLocal(k, dir)
 		}
 	}
+	if b.opts.Changelog {
+		b.clCompleted(id)
+	}
 	if !b.inc.cleaned {
 		b.cleanStaleLocal()
 	}
@@ -434,6 +515,7 @@ func (b *Backend) NotifyCheckpointAborted(id int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.inc.uploads, id)
+	delete(b.cl.uploads, id)
 	if dir, ok := b.inc.local[id]; ok && id != b.inc.lastCompleted {
 		b.removeLocal(id, dir)
 	}

@@ -4,11 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/sluicehq/sluice/state"
 )
 
-const handleFormat = 1
+// handleFormat is the format of a handle of RocksDB files alone;
+// changelogFormat that of a changelog checkpoint's (Changelog set), which
+// builds that refuse it must not restore without its segments.
+const (
+	handleFormat    = 1
+	changelogFormat = 2
+)
 
 // IncrementalHandle describes one subtask's incremental checkpoint: the
 // files of its RocksDB checkpoint and where they were uploaded. The runtime
@@ -33,6 +40,14 @@ type IncrementalHandle struct {
 	// checkpointed_size); StateSize what it references in all (state_size).
 	CheckpointedSize int64 `json:"checkpointed_size"`
 	StateSize        int64 `json:"state_size"`
+	// MaterializedID is the checkpoint at whose barrier the RocksDB
+	// checkpoint of Files was taken (a changelog handle's materialization;
+	// CheckpointID otherwise); Changelog the segments of the value-like
+	// states' writes after it, up to this checkpoint's barrier, oldest
+	// first: a restore applies them in order over Files. Every file of a
+	// changelog handle is shared: later checkpoints reference them.
+	MaterializedID int64        `json:"materialized_id,omitempty"`
+	Changelog      []HandleFile `json:"changelog,omitempty"`
 }
 
 // HandleFile is one file of an incremental checkpoint.
@@ -74,8 +89,12 @@ func (h *IncrementalHandle) validate() error {
 		return fmt.Errorf("rocksdb incremental handle of checkpoint %d: %s: %w: %w", h.CheckpointID, fmt.Sprintf(why, args...), errBadHandle, state.ErrCorruptSnapshot)
 	}
 	switch {
-	case h.Format != handleFormat:
-		return bad("format %d, this build reads %d", h.Format, handleFormat)
+	case h.Format != handleFormat && h.Format != changelogFormat:
+		return bad("format %d, this build reads %d and %d", h.Format, handleFormat, changelogFormat)
+	case (h.Format == changelogFormat) != (len(h.Changelog) > 0):
+		return bad("format %d with %d changelog segments", h.Format, len(h.Changelog))
+	case len(h.Changelog) > 0 && h.MaterializedID >= h.CheckpointID:
+		return bad("materialized at %d, not before it", h.MaterializedID)
 	case h.MaxParallelism < 1 || h.MaxParallelism > 1<<15:
 		return bad("max parallelism %d", h.MaxParallelism)
 	case h.KeyGroups.Start < 0 || h.KeyGroups.End >= h.MaxParallelism || h.KeyGroups.Len() == 0:
@@ -93,6 +112,12 @@ func (h *IncrementalHandle) validate() error {
 	if !seen["CURRENT"] {
 		return bad("no CURRENT file")
 	}
+	for _, f := range h.Changelog {
+		if !plainName(f.Name) || seen[f.Name] || f.Size < 0 || len(f.Ref) == 0 || !f.Shared {
+			return bad("changelog segment %q", f.Name)
+		}
+		seen[f.Name] = true
+	}
 	return nil
 }
 
@@ -101,7 +126,9 @@ func plainName(name string) bool {
 	return name != "" && name != "." && name != ".." && filepath.Base(name) == name
 }
 
-// SharedFiles returns the shared (SST) files: what the registry counts.
+// SharedFiles returns the shared files of the RocksDB checkpoint (its SST
+// files; every file in a changelog backend's): what later checkpoints may
+// reference.
 func (h *IncrementalHandle) SharedFiles() []HandleFile {
 	var out []HandleFile
 	for _, f := range h.Files {
@@ -110,6 +137,12 @@ func (h *IncrementalHandle) SharedFiles() []HandleFile {
 		}
 	}
 	return out
+}
+
+// AllFiles returns every file the handle uses: the RocksDB checkpoint's
+// and the changelog segments.
+func (h *IncrementalHandle) AllFiles() []HandleFile {
+	return append(slices.Clone(h.Files), h.Changelog...)
 }
 
 // PrivateFiles returns the files private to this checkpoint, deleted with

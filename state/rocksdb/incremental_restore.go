@@ -76,6 +76,7 @@ func (b *Backend) RestoreIncremental(handles []*IncrementalHandle, download Down
 		b.closeDB()
 		return err
 	}
+	b.clRestored()
 	b.key, b.kg, b.inRange = nil, -1, false
 	return b.writeMeta()
 }
@@ -92,6 +93,9 @@ func (b *Backend) restoreWhole(h *IncrementalHandle, download Download) error {
 	}
 	if err := b.openExisting(b.dbDir); err != nil {
 		return fmt.Errorf("checkpoint %d: %w", h.CheckpointID, err)
+	}
+	if err := b.applyChangelog(h, b.kgr.Start, b.kgr.End, download); err != nil {
+		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -124,6 +128,9 @@ func (b *Backend) restoreRescaled(hs []*IncrementalHandle, download Download) er
 	if err := b.clipToRange(); err != nil {
 		return fmt.Errorf("checkpoint %d: %w", hs[0].CheckpointID, err)
 	}
+	if err := b.applyOwnedChangelog(hs[0], download); err != nil {
+		return err
+	}
 	for i, h := range hs[1:] {
 		tmp := filepath.Join(b.opts.Dir, fmt.Sprintf("%s%d", tmpPrefix, i))
 		err := b.copyFrom(h, tmp, download)
@@ -133,11 +140,21 @@ func (b *Backend) restoreRescaled(hs []*IncrementalHandle, download Download) er
 		if err != nil {
 			return fmt.Errorf("checkpoint %d: %w", h.CheckpointID, err)
 		}
+		if err := b.applyOwnedChangelog(h, download); err != nil {
+			return err
+		}
 	}
 	b.mu.Lock()
 	b.cleanStaleLocal()
 	b.mu.Unlock()
 	return nil
+}
+
+// applyOwnedChangelog applies h's changelog segments to the key groups
+// both h and the backend hold: the segments of each old subtask after its
+// key groups were copied (key groups of different subtasks never meet).
+func (b *Backend) applyOwnedChangelog(h *IncrementalHandle, download Download) error {
+	return b.applyChangelog(h, max(b.kgr.Start, h.KeyGroups.Start), min(b.kgr.End, h.KeyGroups.End), download)
 }
 
 // clipToRange deletes the key groups outside the backend's range: whole

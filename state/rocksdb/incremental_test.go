@@ -107,7 +107,10 @@ func newRegistry(s *dirStorage) *registry { return &registry{s: s, counts: map[s
 func (r *registry) complete(t testing.TB, hs []*IncrementalHandle) {
 	t.Helper()
 	for _, h := range hs {
-		for _, f := range h.SharedFiles() {
+		for _, f := range h.AllFiles() {
+			if !f.Shared {
+				continue
+			}
 			if f.Reused && r.counts[string(f.Ref)] == 0 {
 				t.Fatalf("checkpoint %d references %s (%s), which no retained checkpoint holds", h.CheckpointID, f.Name, f.Ref)
 			}
@@ -115,7 +118,7 @@ func (r *registry) complete(t testing.TB, hs []*IncrementalHandle) {
 		}
 	}
 	for _, h := range r.retained {
-		for _, f := range h.Files {
+		for _, f := range h.AllFiles() {
 			ref := string(f.Ref)
 			if !f.Shared {
 				check(t, os.Remove(filepath.Join(r.s.root, ref)))
@@ -136,7 +139,7 @@ func (r *registry) checkFiles(t testing.TB) {
 	t.Helper()
 	var shared, private []string
 	for _, h := range r.retained {
-		for _, f := range h.Files {
+		for _, f := range h.AllFiles() {
 			if f.Shared {
 				shared = append(shared, string(f.Ref))
 			} else {

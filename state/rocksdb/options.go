@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/linxGnu/grocksdb"
 
@@ -56,8 +57,10 @@ const (
 	DefaultMaxLevelBase     = 256 << 20 // state.backend.rocksdb.compaction.level.max-size-level-base
 	DefaultBloomBitsPerKey  = 10.0      // state.backend.rocksdb.bloom-filter.bits-per-key
 	DefaultTransferThreads  = 4         // state.backend.rocksdb.checkpoint.transfer.thread.num
-	DefaultCompression      = SnappyCompression
-	DefaultCompactionStyle  = UniversalCompaction // state.backend.rocksdb.compaction.style
+	// DefaultMaterializeInterval: state.backend.changelog.periodic-materialize.interval.
+	DefaultMaterializeInterval = 10 * time.Second
+	DefaultCompression         = SnappyCompression
+	DefaultCompactionStyle     = UniversalCompaction // state.backend.rocksdb.compaction.style
 )
 
 // Options configures a Backend. The zero value of every field means its
@@ -187,6 +190,24 @@ type Options struct {
 	// TransferThreads is the number of files uploaded or downloaded at once
 	// (state.backend.rocksdb.checkpoint.transfer.thread.num). Default 4.
 	TransferThreads int
+	// Changelog makes an incremental checkpoint of value-like states'
+	// writes alone a changelog checkpoint (state.backend.changelog.enabled,
+	// as Flink's changelog state backend): the write buffers frozen at
+	// its barrier go to checkpoint storage as they are, beside the files
+	// of an earlier RocksDB checkpoint (the materialization), instead of
+	// a memtable flush and a RocksDB checkpoint on its critical path
+	// (changelog.go). A materialization is taken in the background every
+	// MaterializeInterval; any other write into RocksDB (list and map
+	// states, new states, a spilled buffer) makes the next checkpoint a
+	// materialization. Default false, as Flink.
+	Changelog bool
+	// MaterializeInterval is how often a changelog backend takes a
+	// RocksDB checkpoint in the background, which later changelog
+	// checkpoints build on
+	// (state.backend.changelog.periodic-materialize.interval). Default
+	// 10 s (Flink's: 10 min): a restore replays, and every checkpoint
+	// lists, each segment since the last materialization.
+	MaterializeInterval time.Duration
 
 	// UnmanagedMemory turns managed memory off
 	// (state.backend.rocksdb.memory.managed=false): the backend then has a
@@ -307,6 +328,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.TransferThreads == 0 {
 		o.TransferThreads = DefaultTransferThreads
 	}
+	if o.MaterializeInterval == 0 {
+		o.MaterializeInterval = DefaultMaterializeInterval
+	}
 	if o.BloomBitsPerKey == 0 {
 		o.BloomBitsPerKey = DefaultBloomBitsPerKey
 	}
@@ -324,7 +348,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	switch {
 	case o.BlockCacheSize < 0, o.BlockSize <= 0, o.WriteBufferSize < minWriteBufferSize, o.WriteBufferCount < 1,
-		o.Threads < 1, o.TransferThreads < 1, o.TargetFileSize <= 0, o.MaxLevelBase <= 0, o.BloomBitsPerKey <= 0,
+		o.Threads < 1, o.TransferThreads < 1, o.MaterializeInterval < 0, o.TargetFileSize <= 0, o.MaxLevelBase <= 0, o.BloomBitsPerKey <= 0,
 		o.UniversalMergeWidth < 2, o.UniversalMaxSizeAmplification < 1:
 		return o, fmt.Errorf("rocksdb backend: invalid options %+v", o)
 	}

@@ -38,6 +38,8 @@ type frozenBuffer struct {
 	w    *writeBuffer
 	done chan struct{}
 	err  error
+	// pinned: a changelog delta holds w, so its memory is never reused.
+	pinned bool
 }
 
 func newCFBuffer() *cfBuffer { return &cfBuffer{active: newWriteBuffer()} }
@@ -98,6 +100,7 @@ func (b *Backend) seal(s *cfState) error {
 	if s.buf.active.empty() {
 		return nil
 	}
+	b.cl.directWrite() // no changelog segment carries a spilled buffer
 	f := b.freeze(s)
 	path := b.spillPath()
 	b.enqueue(func() {
@@ -106,8 +109,8 @@ func (b *Backend) seal(s *cfState) error {
 		}
 		if b.closing.Load() {
 			f.err = state.ErrClosed
-		} else {
-			f.err = b.spill(s, f.w, path)
+		} else if f.err = b.spill(s, f.w, path); f.err != nil {
+			b.writeFailed.Store(true)
 		}
 		close(f.done)
 	})
@@ -166,7 +169,7 @@ func (b *Backend) prune(s *cfState) error {
 			}
 			break
 		}
-		if wb.spare == nil {
+		if wb.spare == nil && !f.pinned {
 			f.w.reset()
 			wb.spare = f.w
 		}
@@ -194,12 +197,14 @@ func (b *Backend) waitFrozen(s *cfState) error {
 }
 
 // settle waits until the background part of every checkpoint taken so
-// far (its drain and its RocksDB checkpoint) is done. The task goroutine
+// far (its drain and its RocksDB checkpoint) is done, and counts a write
+// into RocksDB that no changelog segment carries. The task goroutine
 // calls it before it writes into RocksDB itself (list and map states,
 // value states without write buffers, new states, the metadata) or reads
 // RocksDB as a whole: such a write must not reach a checkpoint whose
 // barrier came before it.
 func (b *Backend) settle() {
+	b.cl.directWrite()
 	if b.lastCheckpoint == nil {
 		return
 	}

@@ -167,6 +167,20 @@ func (w *writeBuffer) grow() {
 	}
 }
 
+// each calls fn with every entry (not the stale ones), in the order they
+// were first written.
+func (w *writeBuffer) each(fn func(key, value []byte, dead bool)) {
+	for off := uint64(0); off < uint64(len(w.arena)); {
+		h := w.arena[off : off+entryHeader]
+		klen := binary.LittleEndian.Uint32(h)
+		next := off + entryHeader + uint64(klen&^staleBit) + uint64(binary.LittleEndian.Uint32(h[4:]))
+		if klen&staleBit == 0 {
+			fn(w.entry(off))
+		}
+		off = next
+	}
+}
+
 // sortKey is an entry to sort: the first 16 bytes of its key (big
 // endian, zero-padded), which settle most comparisons without reading the
 // arena (a key group, a length and an 8-byte key take 11), and its offset.
