@@ -1,6 +1,6 @@
 // Command kafka is the benchmark of Sluice's exactly-once Kafka path on a
-// real broker: a keyed running count (RocksDB state with changelog
-// checkpoints unless -changelog=false, parallelism 2) from a 4-partition
+// real broker: a keyed running count (RocksDB state, changelog
+// checkpoints with -changelog, parallelism 2) from a 4-partition
 // topic of 100-byte records to an output topic, exactly once.
 // It prints two tables from one run:
 //
@@ -105,7 +105,7 @@ func main() {
 	flag.StringVar(&rates, "rates", "20000,100000", "steady input rates of the latency runs, records/s, comma separated")
 	flag.IntVar(&c.parallelism, "parallelism", 2, "parallelism of the job")
 	flag.StringVar(&c.backend, "backend", "rocksdb", "state backend of the job (state.backend.type)")
-	flag.BoolVar(&c.changelog, "changelog", true, "RocksDB changelog checkpoints (state.backend.changelog.enabled): each checkpoint uploads the write buffers frozen at its barrier beside the last materialization")
+	flag.BoolVar(&c.changelog, "changelog", false, "RocksDB changelog checkpoints (state.backend.changelog.enabled, off by default as in the engine): each checkpoint uploads the write buffers frozen at its barrier beside the last materialization")
 	flag.DurationVar(&c.duration, "duration", 60*time.Second, "how long each latency run is measured, after the warm-up")
 	flag.DurationVar(&c.warmup, "warmup", 30*time.Second, "how long each latency run produces before it is measured")
 	flag.IntVar(&c.repeat, "repeat", 3, "rounds of the throughput runs (the table shows medians and ranges)")
