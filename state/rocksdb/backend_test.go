@@ -511,11 +511,13 @@ func TestOptionsSet(t *testing.T) {
 		"state.backend.rocksdb.use-bloom-filter":                       "true",
 		"state.backend.rocksdb.compaction.style":                       "LEVEL",
 		"state.backend.rocksdb.compaction.level.target-file-size-base": "8m",
+		"state.backend.rocksdb.go-write-buffer.enabled":                "false",
 	} {
 		check(t, o.Set(k, v))
 	}
 	if o.BlockCacheSize != 256<<20 || o.WriteBufferSize != 32<<20 || o.WriteBufferCount != 3 || o.BlockSize != 16<<10 ||
-		!o.DisableIncremental || !o.LocalRecovery || o.NoBloomFilter || o.CompactionStyle != LevelCompaction || o.TargetFileSize != 8<<20 {
+		!o.DisableIncremental || !o.LocalRecovery || o.NoBloomFilter || o.CompactionStyle != LevelCompaction || o.TargetFileSize != 8<<20 ||
+		!o.NativeMemtable {
 		t.Fatalf("options = %+v", o)
 	}
 	if fmt.Sprint(o.Compression) != "[none lz4 zstd]" {

@@ -53,6 +53,9 @@ var optionKeys = config.Fields[Options]{
 		Default(false).DeprecatedKeys("state.backend.local-recovery"), func(o *Options, v bool) { o.LocalRecovery = v }),
 	config.Field(config.Int("state.backend.rocksdb.checkpoint.transfer.thread.num", "Files uploaded or downloaded at once.").
 		Default(DefaultTransferThreads), func(o *Options, v int) { o.TransferThreads = v }),
+	config.Field(config.Bool("state.backend.rocksdb.go-write-buffer.enabled",
+		"Value, reducing and aggregating states write into a write buffer in Go memory (state.backend.rocksdb.writebuffer.size per state) that checkpoints hand to RocksDB as SST files; false writes them straight into RocksDB's memtables (no Flink equivalent).").
+		Default(true), func(o *Options, v bool) { o.NativeMemtable = !v }),
 	config.Field(config.Bool("state.backend.changelog.enabled",
 		"Changelog checkpoints: a checkpoint of value-like states' writes stores the write buffers frozen at its barrier beside the last materialization instead of flushing RocksDB and taking a RocksDB checkpoint.").
 		Default(false), func(o *Options, v bool) { o.Changelog = v }),

@@ -154,7 +154,8 @@ type Options struct {
 	// RocksDB ingests. A read-modify-write of a buffered key then never
 	// leaves Go, and the synchronous part of a checkpoint sorts a compact
 	// array instead of RocksDB's flush sorting its memtable entry by entry.
-	// No Flink equivalent.
+	// No Flink equivalent; the key is
+	// state.backend.rocksdb.go-write-buffer.enabled (false sets it).
 	NativeMemtable bool
 	// SkipListMemtable makes value, reducing and aggregating states with
 	// NativeMemtable use RocksDB's default skip-list memtable instead of a
