@@ -113,7 +113,14 @@ func TestKafkaSourceFairnessAcrossPartitions(t *testing.T) {
 	)
 	src, err := kafkasource.NewSource(brokers(t), kafkasource.Topics(topic),
 		func(r *kgo.Record) (int32, error) { return r.Partition, nil },
-		kafkasource.Bounded(), kafkasource.Logger(quiet))
+		kafkasource.Bounded(), kafkasource.Logger(quiet),
+		// Room for both partitions' first fetches: the default share
+		// (taskmanager.memory.kafka.source.fraction) holds a few thousand of these
+		// tiny records, less than one partition's 64 KiB fetch, and a
+		// reader over its bound fetches no more until the task takes them,
+		// so the other partition's first fetch would wait on the pacing
+		// below and the check be about the budget, not the hand-out.
+		kafkasource.MaxBufferedRecords(1<<20), kafkasource.MaxBufferedBytes(64<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
