@@ -24,6 +24,10 @@ type brokerWatch struct {
 	mu     sync.Mutex
 	byKey  map[int16]kgo.BrokerMetadata  // the broker of each request key's last request
 	byAddr map[string]kgo.BrokerMetadata // every broker dialled, by host:port
+	// answered says a broker answered a request of this client: its TLS
+	// and SASL settings are right, so a connection closed before its
+	// first answer is a broker going away, not a misconfiguration.
+	answered bool
 }
 
 var (
@@ -65,11 +69,32 @@ func (w *brokerWatch) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, 
 	}
 }
 
-// OnBrokerE2E notes the broker a request went to.
-func (w *brokerWatch) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, _ kgo.BrokerE2E) {
+// OnBrokerE2E notes the broker a request went to, and that it answered.
+func (w *brokerWatch) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
 	w.mu.Lock()
 	w.byKey[key] = meta
+	if e2e.Err() == nil {
+		w.answered = true
+	}
 	w.mu.Unlock()
+}
+
+// answeredBefore says whether a broker answered a request of cl (made by
+// a Config) before.
+func answeredBefore(cl *kgo.Client) bool {
+	if cl == nil {
+		return false
+	}
+	if hooks, ok := cl.OptValue(kgo.WithHooks).([]kgo.Hook); ok {
+		for _, h := range hooks {
+			if w, ok := h.(*brokerWatch); ok {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				return w.answered
+			}
+		}
+	}
+	return false
 }
 
 // describe names the broker that err came from: the one dialled when err

@@ -66,6 +66,14 @@ func Retriable(err error) bool {
 	return false
 }
 
+// brokerWentAway says that err, a connection closed before its first
+// answer (which Retriable takes for TLS or SASL misconfigured), came to a
+// client whose brokers answered before: a broker stopping while the
+// client connected to it, and the call may go through elsewhere or later.
+func brokerWentAway(cl *kgo.Client, err error) bool {
+	return errors.As(err, new(*kgo.ErrFirstReadEOF)) && !errors.As(err, new(*permanentError)) && answeredBefore(cl)
+}
+
 // Permanent marks err as not retriable whatever it wraps: a connector
 // that knows better than the error code (a topic that does not exist is
 // misnamed, not still spreading) says so.
@@ -175,7 +183,7 @@ func (r Retry) Do(ctx context.Context, fn func(context.Context) error) error {
 		}
 		ce.Err = err
 		ce.Broker = BrokerOf(r.Client, r.Key, err)
-		if !Retriable(err) {
+		if !Retriable(err) && !brokerWentAway(r.Client, err) {
 			return ce
 		}
 		ce.note(Cause(err))

@@ -249,3 +249,46 @@ func TestClientLoggerLevels(t *testing.T) {
 		t.Errorf("Level with an INFO handler: %v, want WARN (franz-go's INFO lines would be DEBUG)", got)
 	}
 }
+
+// A connection closed before its first answer is a misconfiguration (TLS
+// or SASL) to a client no broker ever answered, and fails at once; to a
+// client whose brokers answered before it is a broker stopping under the
+// call (the broker failover test met it in InitProducerId), and retried.
+func TestRetryFirstReadEOFOnlyAfterAnAnswer(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := &Config{Seeds: c.ListenAddrs(), Logger: slog.New(slog.DiscardHandler)}
+	cl, err := cfg.NewClient("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	eof := func() error { return fmt.Errorf("init: %w", &kgo.ErrFirstReadEOF{}) }
+	try := func() (int, error) {
+		n := 0
+		err := Retry{Call: "InitProducerId", Client: cl, Key: int16(kmsg.InitProducerID), Backoff: time.Millisecond}.Do(context.Background(),
+			func(context.Context) error {
+				if n++; n == 1 {
+					return eof()
+				}
+				return nil
+			})
+		return n, err
+	}
+	if n, err := try(); err == nil || n != 1 || !errors.As(err, new(*kgo.ErrFirstReadEOF)) {
+		t.Fatalf("before any answer: %v after %d attempts, want the EOF after 1", err, n)
+	}
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(testutil.Context(t, 0), cl); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := try(); err != nil || n != 2 {
+		t.Fatalf("after an answer: %v after %d attempts, want nil after 2", err, n)
+	}
+	if err := (Retry{Call: "x", Client: cl, Key: -1, Backoff: time.Millisecond}).Do(context.Background(),
+		func(context.Context) error { return Permanent(eof()) }); err == nil {
+		t.Fatal("a permanent EOF was retried to success")
+	}
+}
