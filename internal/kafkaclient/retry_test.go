@@ -138,18 +138,26 @@ func TestRetryGivesUpWithTheStory(t *testing.T) {
 
 // The error of a call names the broker it went to, from the client's
 // broker watch.
-func TestBrokerOfNamesTheBroker(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(1, "t"))
+// fakeClusterClient starts a kfake cluster of brokers brokers and a client
+// of it made by a Config (with the broker watch), both closed by t.
+func fakeClusterClient(t *testing.T, brokers int, opts ...kfake.Opt) (*kfake.Cluster, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(brokers)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close)
 	cfg := &Config{Seeds: c.ListenAddrs(), Logger: slog.New(slog.DiscardHandler)}
 	cl, err := cfg.NewClient("test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
+	return c, cl
+}
+
+func TestBrokerOfNamesTheBroker(t *testing.T) {
+	c, cl := fakeClusterClient(t, 3, kfake.SeedTopics(1, "t"))
 	ctx := testutil.Context(t, 0)
 	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
 		t.Fatal(err)
@@ -255,17 +263,7 @@ func TestClientLoggerLevels(t *testing.T) {
 // client whose brokers answered before it is a broker stopping under the
 // call (the broker failover test met it in InitProducerId), and retried.
 func TestRetryFirstReadEOFOnlyAfterAnAnswer(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cfg := &Config{Seeds: c.ListenAddrs(), Logger: slog.New(slog.DiscardHandler)}
-	cl, err := cfg.NewClient("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	_, cl := fakeClusterClient(t, 1)
 	eof := func() error { return fmt.Errorf("init: %w", &kgo.ErrFirstReadEOF{}) }
 	try := func() (int, error) {
 		n := 0
