@@ -219,3 +219,140 @@ func (s *mapShared) counts() (opens, attempts [2]int, gap, pause1 time.Duration)
 	defer s.mu.Unlock()
 	return s.opens, s.attempts, s.gap, s.pause1
 }
+
+// Two pipelines at parallelism 2 on two workers of one slot, each with an
+// all-to-all (rebalance) edge, so each pipeline is one failover region that
+// spans both workers. A failure in pipeline a's map restarts region a on
+// both workers, from the latest completed checkpoint, while pipeline b
+// runs on (its map opened once on each worker, in attempt 0); with the
+// full strategy both pipelines restart. The committed output of each
+// pipeline is every record once either way.
+func TestRegionSpanningWorkersFailsOver(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		strategy sluice.FailoverStrategy
+		// opens and attempts of pipeline b's map, as in
+		// failingMapOnWorkers; pipeline a's are [2 2] and [1 1] either way.
+		bOpens, bAttempts [2]int
+		restoredIn        int
+	}{
+		{"region", sluice.FailoverRegion, [2]int{1, 1}, [2]int{0, 0}, 0},
+		{"full", sluice.FailoverFull, [2]int{2, 2}, [2]int{1, 1}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const records = 6000
+			a := &failingMapOnWorkers{at: records / 3, shared: &mapShared{}}
+			// b never fails; it waits for the same checkpoint only to share
+			// the type.
+			b := &failingMapOnWorkers{at: 1 << 62, shared: &mapShared{}}
+			j := spanningJob{records: records, rate: 6000, cpDir: t.TempDir(), outA: t.TempDir(), outB: t.TempDir(), a: a, b: b, strategy: tc.strategy}
+			addr := freeAddr(t)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+			defer cancel()
+			var restoresMu sync.Mutex
+			var restores []sluice.RestoreInfo
+			jb, err := j.env(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr,
+				HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second},
+				sluice.WithCheckpointListener(func(s checkpoint.Stats) {
+					if s.Status == checkpoint.StatusCompleted {
+						a.shared.checkpointed.Store(true)
+					}
+				}),
+				sluice.WithRestoreListener(func(r sluice.RestoreInfo) {
+					restoresMu.Lock()
+					defer restoresMu.Unlock()
+					restores = append(restores, r)
+				})).ExecuteAsync(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for i := range 2 {
+				wg.Go(func() {
+					c := cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, Slots: 1,
+						WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0", Host: "127.0.0.1",
+						HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
+					errs[i] = j.env(c).Execute(ctx)
+				})
+			}
+			if err := jb.Wait(); err != nil {
+				t.Fatalf("job: %v", err)
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("worker %d: %v", i, err)
+				}
+			}
+			if !a.shared.fired.Load() {
+				t.Fatal("the injected failure never fired")
+			}
+			if n := jb.Restarts(); n != 1 {
+				t.Errorf("%d restarts, want 1", n)
+			}
+			if opens, attempts, _, _ := a.shared.counts(); opens != [2]int{2, 2} || attempts != [2]int{1, 1} {
+				t.Errorf("pipeline a's map subtasks were opened %v times, last in attempts %v; want [2 2] times, in [1 1]: its region spans both workers", opens, attempts)
+			}
+			if opens, attempts, _, _ := b.shared.counts(); opens != tc.bOpens || attempts != tc.bAttempts {
+				t.Errorf("pipeline b's map subtasks were opened %v times, last in attempts %v; want %v times, in %v", opens, attempts, tc.bOpens, tc.bAttempts)
+			}
+			restoresMu.Lock()
+			if len(restores) != 1 || restores[0].Attempt != tc.restoredIn || restores[0].CheckpointID == 0 {
+				t.Errorf("restores reported: %+v; want one of a checkpoint, in attempt %d", restores, tc.restoredIn)
+			}
+			restoresMu.Unlock()
+			for name, dir := range map[string]string{"a": j.outA, "b": j.outB} {
+				got, err := filesink.ReadCommitted(dir, codec.JSON[int64]{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				slices.Sort(got)
+				if len(got) != records {
+					t.Errorf("pipeline %s: %d records committed, want %d", name, len(got), records)
+				}
+				for i, v := range got {
+					if v != int64(i) {
+						t.Fatalf("pipeline %s: committed record %d is %d: not every record once", name, i, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+// spanningJob is what every process of TestRegionSpanningWorkersFailsOver
+// builds: two pipelines datagen -> rebalance -> map -> file sink, no
+// chaining.
+type spanningJob struct {
+	records    int64
+	rate       float64
+	cpDir      string
+	outA, outB string
+	a, b       *failingMapOnWorkers
+	strategy   sluice.FailoverStrategy
+}
+
+func (j spanningJob) env(c cluster.Config, more ...sluice.Option) *sluice.Environment {
+	env := sluice.NewEnvironment(append([]sluice.Option{
+		sluice.WithParallelism(2),
+		sluice.WithJobName("spanning-regions"),
+		sluice.WithChaining(false),
+		sluice.WithBufferTimeout(2 * time.Millisecond),
+		sluice.WithCheckpointing(50*time.Millisecond, j.cpDir),
+		sluice.WithRestartStrategy(sluice.FixedDelayRestart(5, 50*time.Millisecond)),
+		sluice.WithFailoverStrategy(j.strategy),
+		cluster.With(c),
+	}, more...)...)
+	for _, p := range []struct {
+		name string
+		fm   *failingMapOnWorkers
+		out  string
+	}{{"a", j.a, j.outA}, {"b", j.b, j.outB}} {
+		gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(j.records), source.DatagenRate(j.rate))
+		s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen-"+p.name, sluice.UID("gen-"+p.name))
+		s = sluice.RichMap(s.Rebalance(), p.fm, sluice.Name("map-"+p.name), sluice.UID("map-"+p.name))
+		sluice.SinkTo(s, filesink.New[int64](p.out, codec.JSON[int64]{}), sluice.Name("files-"+p.name), sluice.UID("files-"+p.name))
+	}
+	return env
+}
