@@ -156,8 +156,10 @@ type attempt struct {
 	mu      sync.Mutex
 	err     error
 	stopped bool // stop-with-savepoint: tasks exit without finishing
-	// failedTask is the task whose failure stopped the attempt.
+	// failedTask is the task whose failure stopped the attempt, at
+	// failedAt.
 	failedTask string
+	failedAt   time.Time
 	// rescale is the rescale the attempt stops for (rescale.go).
 	rescale *rescalePlan
 	// regionRestart is the failover region restarting (nil: none), and
@@ -348,8 +350,10 @@ func (j *Job) FallbacksPastCommitted() int64 { return j.fallbacks.Load() }
 func (j *Job) supervise(a *attempt, restore *restoreSnapshot) {
 	var err error
 	var savepoint string
-	// failedAt is when the latest attempt ended: a failure's outage
-	// starts there.
+	// failedAt is when the latest attempt's first task failed, or when
+	// the attempt ended without one: a failure's outage and the restart
+	// delay start there, so the delay runs while the other tasks are
+	// cancelled (as Flink's scheduler starts it at the failure).
 	var failedAt time.Time
 	number := a.number
 	for {
@@ -358,6 +362,9 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot) {
 			failedAt = time.Now()
 			a.mu.Lock()
 			failed := a.failedTask
+			if !a.failedAt.IsZero() {
+				failedAt = a.failedAt
+			}
 			exhausted := a.restartsExhausted
 			savepoint = a.savepoint
 			rescale := a.rescale
@@ -383,6 +390,9 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot) {
 				j.logger.Error("job failed: the restart strategy allows no more restarts", "err", err)
 				break
 			}
+		} else {
+			// The restart's restore or deployment failed just now.
+			failedAt = time.Now()
 		}
 		if err == nil || j.isStopping() {
 			break
@@ -391,16 +401,18 @@ func (j *Job) supervise(a *attempt, restore *restoreSnapshot) {
 			j.logger.Error("job failed with an error that suppresses restarts", "err", err)
 			break
 		}
-		delay, ok := j.nextRestartDelay(time.Now())
+		delay, ok := j.nextRestartDelay(failedAt)
 		if !ok {
 			break
 		}
 		j.logger.Log(context.Background(), failureLevel(err, slog.LevelWarn), "job failed; restarting", "attempt", j.restarts.Load()+1, "delay", delay, "err", err)
 		j.outages.failed(failedAt, err)
 		j.status.Store(int32(JobRestarting))
-		select {
-		case <-time.After(delay):
-		case <-j.ctx.Done():
+		if wait := delay - time.Since(failedAt); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-j.ctx.Done():
+			}
 		}
 		if j.isStopping() {
 			break
@@ -684,7 +696,7 @@ func (a *attempt) fail(task string, err error) {
 	first := a.err == nil && !a.stopped && !a.job.isStopping()
 
 	if first {
-		a.err, a.failedTask = err, task
+		a.err, a.failedTask, a.failedAt = err, task, time.Now()
 	}
 	a.mu.Unlock()
 	if first {
