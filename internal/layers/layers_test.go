@@ -49,8 +49,12 @@ var layers = []struct {
 	{"checkpoint/storage/faultfs", 15},
 	{"checkpoint/storage/storagetest", 15},
 	{"checkpoint/storage/s3", 15},
-	// High availability on etcd: leader election, fenced pointers.
+	// High availability: the services' interface, keys and errors
+	// (leader election, fenced pointers), and their implementation on
+	// etcd, which a program imports when it uses HA (package cluster
+	// does not: it links no etcd client, gRPC or zap).
 	{"cluster/ha", 15},
+	{"cluster/ha/etcd", 16},
 	// Interfaces and the deterministic checkpoint core.
 	{"sink", 20},
 	{"source", 20},
