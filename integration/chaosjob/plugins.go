@@ -9,6 +9,8 @@ package main
 // without HA would be built: docs/performance.md measures its workers'
 // memory against this build's.
 import (
-	_ "github.com/sluicehq/sluice/checkpoint/storage/s3"
-	_ "github.com/sluicehq/sluice/cluster/ha/etcd"
+	// [start plugins]
+	_ "github.com/sluicehq/sluice/checkpoint/storage/s3" // s3:// checkpoints
+	_ "github.com/sluicehq/sluice/cluster/ha/etcd"       // --etcd, high-availability.etcd.*
+	// [end plugins]
 )
