@@ -16,10 +16,11 @@ import (
 )
 
 // A cluster program whose checkpoints are on a shared file system and
-// that runs without HA links no AWS SDK, etcd client or zap: its workers
-// are the smaller binary (docs/performance.md, "Where the memory goes").
+// that runs without HA links no AWS SDK, etcd client, gRPC or zap: its
+// workers are the smaller binary (docs/performance.md, "A cluster
+// worker's binary").
 func TestLinksNoPlugIn(t *testing.T) {
-	importcheck.NoneOf(t, ".", importcheck.PlugIns...)
+	importcheck.NoneOf(t, ".", importcheck.Heavy...)
 }
 
 // Given etcd endpoints (--etcd, as a user would) without importing the

@@ -80,7 +80,7 @@ var layers = []struct {
 	{"runtime", 40},
 	// Deciding a running job's parallelism from its metrics.
 	{"runtime/autoscaler", 42},
-	// The control plane between a coordinator and its workers (gRPC).
+	// The control plane between a coordinator and its workers (TCP).
 	{"cluster/control", 45},
 	// The user API and what reads a running job.
 	{"", 50},
