@@ -283,8 +283,8 @@ func (c Config) withDefaults() (Config, error) {
 		c.WorkerID = fmt.Sprintf("%s-%d", h, os.Getpid())
 	}
 	if len(c.EtcdEndpoints) > 0 {
-		if err := ha.CheckLinked(); err != nil {
-			return c, fmt.Errorf("%w: %w (--etcd, $SLUICE_HA_ETCD_ENDPOINTS)", ErrInvalidConfig, err)
+		if err := ha.CheckLinked("--etcd, $SLUICE_HA_ETCD_ENDPOINTS"); err != nil {
+			return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 	}
 	if c.Role == RoleWorker && c.Coordinator == "" && len(c.EtcdEndpoints) == 0 {

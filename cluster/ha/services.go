@@ -28,7 +28,7 @@ var (
 	// ErrNotLinked is wrapped by Open's error, and package cluster's at
 	// start, when HA is configured but the program does not import the
 	// package of its services (EtcdPackage).
-	ErrNotLinked = errors.New("the high-availability services are not linked into this program")
+	ErrNotLinked = errors.New("high availability is configured, but this program does not link its services")
 )
 
 // EtcdPackage is the package of the etcd HA services, which a program
@@ -141,20 +141,25 @@ func Linked(typ string) bool {
 }
 
 // CheckLinked returns nil when the etcd services are linked, else an
-// error wrapping ErrNotLinked that names the key that asked for them and
-// the import that links them.
-func CheckLinked() error {
+// error wrapping ErrNotLinked that names the key that asked for them
+// (and where, when not empty: the caller's flags and variables) and the
+// import that links them.
+func CheckLinked(where string) error {
 	if Linked("etcd") {
 		return nil
 	}
-	return fmt.Errorf("%w: %s is set, but the etcd HA services are not in this program: import _ %q",
-		ErrNotLinked, KeyEndpoints.Name(), EtcdPackage)
+	key := KeyEndpoints.Name()
+	if where != "" {
+		key += " (" + where + ")"
+	}
+	return fmt.Errorf("%w: %s is set; the etcd HA services come with import _ %q",
+		ErrNotLinked, key, EtcdPackage)
 }
 
 // Open opens the etcd HA services of cfg (the only type there is), or
 // fails with ErrNotLinked when the program does not import EtcdPackage.
 func Open(ctx context.Context, cfg Config) (Services, error) {
-	if err := CheckLinked(); err != nil {
+	if err := CheckLinked(""); err != nil {
 		return nil, err
 	}
 	typesMu.RLock()
