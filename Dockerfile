@@ -30,8 +30,13 @@ COPY . .
 # The package of the program to run: any main package of the module that
 # takes the role flags.
 ARG APP=./examples/wordcountd
-RUN CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/app "$APP" \
-	&& CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/sluice ./cmd/sluice
+# grpcnotrace keeps gRPC (etcd's client, which a program with HA links:
+# wordcountd through package runner) from linking golang.org/x/net/trace,
+# whose text/template makes the linker keep every exported method of every
+# type: without it a cluster worker's binary, all resident, is a third
+# larger (docs/performance.md, "A cluster worker's binary").
+RUN CGO_ENABLED=1 go build -trimpath -tags grpcnotrace -ldflags="-s -w" -o /out/app "$APP" \
+	&& CGO_ENABLED=1 go build -trimpath -tags grpcnotrace -ldflags="-s -w" -o /out/sluice ./cmd/sluice
 
 FROM debian:bookworm-slim
 # librocksdb7.8 is the runtime package of bookworm's librocksdb-dev (the

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/cluster/ha"
+	etcdha "github.com/sluicehq/sluice/cluster/ha/etcd" // the etcd HA services, for the HA tests
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/internal/etcdtest"
 	"github.com/sluicehq/sluice/internal/testcerts"
@@ -553,7 +554,7 @@ func TestLeadershipLostAndResigned(t *testing.T) {
 		LeaseDuration: time.Minute, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: time.Minute}
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
 	defer cancel()
-	services, err := ha.Open(ctx, ha.Config{Endpoints: endpoints})
+	services, err := etcdha.Open(ctx, ha.Config{Endpoints: endpoints})
 	if err != nil {
 		t.Fatal(err)
 	}

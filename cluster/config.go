@@ -282,6 +282,11 @@ func (c Config) withDefaults() (Config, error) {
 		h, _ := os.Hostname()
 		c.WorkerID = fmt.Sprintf("%s-%d", h, os.Getpid())
 	}
+	if len(c.EtcdEndpoints) > 0 {
+		if err := ha.CheckLinked("--etcd, $SLUICE_HA_ETCD_ENDPOINTS"); err != nil {
+			return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
 	if c.Role == RoleWorker && c.Coordinator == "" && len(c.EtcdEndpoints) == 0 {
 		return c, fmt.Errorf("%w: a worker needs the coordinator's address (--coordinator, $SLUICE_COORDINATOR, jobmanager.rpc.address) or HA endpoints", ErrInvalidConfig)
 	}

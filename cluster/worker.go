@@ -56,7 +56,7 @@ func RunWorker(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, cfg
 	if cfg.WorkerStarted != nil {
 		cfg.WorkerStarted(&WorkerView{w: w})
 	}
-	var services *ha.Services
+	var services ha.Services
 	if len(cfg.EtcdEndpoints) > 0 {
 		hc := cfg.haConfig(logger)
 		hc.SessionTTL = 0 // a worker campaigns for nothing

@@ -31,6 +31,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/cluster/ha"
+	_ "github.com/sluicehq/sluice/cluster/ha/etcd" // the test reads etcd through ha.Open
 	"github.com/sluicehq/sluice/internal/etcdtest"
 )
 
@@ -202,7 +203,7 @@ type haCluster struct {
 	args  []string // every process's flags besides the job's
 	tls   *clusterTLS
 	etcd  []string
-	ha    *ha.Services // the test's own view of etcd
+	ha    ha.Services // the test's own view of etcd
 	start time.Time
 	procs []*haProc // every process started, in order
 }

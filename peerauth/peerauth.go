@@ -1,6 +1,6 @@
 // Package peerauth owns how the processes of one deployment prove to each
-// other that they belong to it, on the control plane (cluster/control,
-// gRPC) and the data plane (runtime/network, TCP): mutual TLS from PEM
+// other that they belong to it, on the control plane (cluster/control)
+// and the data plane (runtime/network), both TCP: mutual TLS from PEM
 // files (Flink's security.ssl.internal.*), a shared secret proved by
 // challenge-response, or both; and the rule that a process listening
 // beyond the loopback interface uses one of them unless it is configured

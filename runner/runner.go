@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/api"
 	_ "github.com/sluicehq/sluice/checkpoint/storage/s3" // s3:// checkpoint directories, the s3.* keys
 	"github.com/sluicehq/sluice/cluster"
+	_ "github.com/sluicehq/sluice/cluster/ha/etcd" // high-availability.etcd.* for a job run as a cluster
 	"github.com/sluicehq/sluice/internal/kafkaclient"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/runtime"

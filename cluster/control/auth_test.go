@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/sluicehq/sluice/internal/testcerts"
 	"github.com/sluicehq/sluice/peerauth"
 	"github.com/sluicehq/sluice/runtime"
@@ -240,11 +237,15 @@ func TestSecureByDefault(t *testing.T) {
 	_ = s.Close()
 }
 
-// rawConn is a gRPC connection that opens session streams by hand.
-func rawConn(t *testing.T, addr string) *grpc.ClientConn {
+// rawConn is a plain connection to addr, from the local address from
+// (nil: any), for writing messages by hand.
+func rawConn(t *testing.T, addr string, from net.IP) net.Conn {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(jsonCodec{}), grpc.MaxCallSendMsgSize(maxFrame), grpc.MaxCallRecvMsgSize(maxFrame)))
+	d := net.Dialer{Timeout: 10 * time.Second}
+	if from != nil {
+		d.LocalAddr = &net.TCPAddr{IP: from}
+	}
+	conn, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

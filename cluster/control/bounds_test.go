@@ -2,16 +2,16 @@ package control
 
 import (
 	"bytes"
-	"context"
 	"errors"
+	"io"
+	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/internal/testutil"
 )
@@ -29,44 +29,40 @@ func goroutinesIn(fn string) int {
 	return n
 }
 
-// Streams that never register are bounded: at most maxStreamsPerConn per
-// connection (HTTP/2 holds the rest back), maxUnregistered in all (the
-// rest are refused at once), and each ends after registerTimeout. 2 000
-// attempts on 25 connections (100 streams at once without the bound) leave the server with no more session
-// handlers than the bound, and the process's heap (clients included)
-// grows by less than 32 MiB.
-func TestUnregisteredStreamsBounded(t *testing.T) {
+// Connections that never register are bounded: maxUnregistered session
+// handlers at most (the connections past it are closed at once), each
+// ending after registerTimeout. 200 connections from 4 loopback
+// addresses (under maxConnsPerPeer each) leave the server with no more
+// session handlers than the bound, and the process's heap (clients
+// included) grows by less than 32 MiB.
+func TestUnregisteredConnectionsBounded(t *testing.T) {
 	s, _, _ := newServer(t, nil)
-	const conns, perConn = 25, 80
+	const sources, perSource = 4, 50
 	before, heapBefore := goroutinesIn("control.(*Server).session("), testutil.HeapInUse()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	refused, held := 0, 0
-	for range conns {
-		conn := rawConn(t, s.Addr())
-		for range perConn {
+	for i := range sources {
+		from := net.IPv4(127, 0, 0, byte(1+i))
+		for range perSource {
+			conn := rawConn(t, s.Addr(), from)
 			wg.Go(func() {
-				st, err := conn.NewStream(ctx, &serviceDesc.Streams[0], sessionMethod)
-				if err != nil {
-					return // held back by HTTP/2 until ctx ended
-				}
-				// Send nothing; the server answers a refusal, or ctx ends.
-				var m rawMsg
-				err = st.RecvMsg(&m)
+				// Send nothing: the server closes a refused connection at
+				// once and holds the others until registerTimeout.
+				_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+				_, err := conn.Read(make([]byte, 1))
 				mu.Lock()
 				defer mu.Unlock()
-				if status.Code(err) == codes.ResourceExhausted {
-					refused++
-				} else {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
 					held++
+				} else {
+					refused++
 				}
 			})
 		}
 	}
 	var peak, heapPeak int
-	testutil.Await(t, "the server to hold streams", func() bool {
+	testutil.Await(t, "the server to hold connections", func() bool {
 		peak = goroutinesIn("control.(*Server).session(") - before
 		return peak >= maxUnregistered
 	})
@@ -74,31 +70,29 @@ func TestUnregisteredStreamsBounded(t *testing.T) {
 	wg.Wait()
 	// A few more may be on their way out, refused.
 	if peak > maxUnregistered+8 {
-		t.Errorf("%d session goroutines for streams that never registered, want at most %d (and a few being refused)", peak, maxUnregistered)
+		t.Errorf("%d session goroutines for connections that never registered, want at most %d (and a few being refused)", peak, maxUnregistered)
 	}
 	if refused == 0 {
-		t.Errorf("no stream was refused (%d held): the bound of %d unregistered streams is not applied", held, maxUnregistered)
+		t.Errorf("no connection was refused (%d held): the bound of %d unregistered connections is not applied", held, maxUnregistered)
 	}
 	if heapPeak > 32<<20 {
-		t.Errorf("the heap grew by %d bytes for %d streams that never registered", heapPeak, conns*perConn)
+		t.Errorf("the heap grew by %d bytes for %d connections that never registered", heapPeak, sources*perSource)
 	}
-	t.Logf("%d attempts: %d session goroutines at most, %d refused, heap +%d KiB", conns*perConn, peak, refused, heapPeak>>10)
+	t.Logf("%d connections: %d session goroutines at most, %d refused, heap +%d KiB", sources*perSource, peak, refused, heapPeak>>10)
 }
 
-// The first frame of a stream, before registration, is read up to
+// The first frame of a connection, before registration, is read up to
 // maxRegisterFrame only: an 8 MiB registration costs the server one
-// chunk (gRPC refuses a longer message by its header), a 10 KiB one ends
-// the stream, and neither is echoed in a log line.
+// chunk (a longer message is refused by its length, unread), a 10 KiB
+// one ends the connection, and neither is echoed in a log line.
 func TestFirstFrameBounded(t *testing.T) {
 	s, _, logs := newServer(t, nil)
-	conn := rawConn(t, s.Addr())
+	// send writes msgs on a new connection and reads: the error that ends
+	// the connection, nil when the server answered.
 	send := func(msgs ...encoded) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		st, err := conn.NewStream(ctx, &serviceDesc.Streams[0], sessionMethod)
-		if err != nil {
-			return err
-		}
+		conn := rawConn(t, s.Addr(), nil)
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		st := newConnStream(conn, maxFrame, 10*time.Second)
 		for _, m := range msgs {
 			if err := st.SendMsg(m); err != nil {
 				break
@@ -107,19 +101,22 @@ func TestFirstFrameBounded(t *testing.T) {
 		var m rawMsg
 		return st.RecvMsg(&m)
 	}
+	closed := func(err error) bool {
+		return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+	}
 	huge := strings.Repeat("w", 8<<20)
 	b, err := encode(&frame{Register: &register{Protocol: protocolVersion, WorkerID: huge, Slots: 1, Fingerprint: testFingerprint}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	heapBefore := testutil.HeapInUse()
-	// As one message: refused by gRPC from its length.
-	if err := send(append(encoded{chunkLast}, b...)); status.Code(err) != codes.ResourceExhausted {
-		t.Errorf("an 8 MiB first message: %v, want ResourceExhausted", err)
+	// As one message: refused from its length.
+	if err := send(append(encoded{chunkLast}, b...)); !closed(err) {
+		t.Errorf("an 8 MiB first message: %v, want the connection closed", err)
 	}
-	// As chunks: the stream ends after the first chunk past the limit.
-	if err := send(chunks(b)...); err == nil || status.Code(err) == codes.OK {
-		t.Errorf("an 8 MiB registration in chunks: %v, want the stream ended", err)
+	// As chunks: the connection ends after the first chunk past the limit.
+	if err := send(chunks(b)...); !closed(err) {
+		t.Errorf("an 8 MiB registration in chunks: %v, want the connection closed", err)
 	}
 	b = nil
 	// 10 KiB: within a chunk, past the registration's limit.
@@ -133,7 +130,9 @@ func TestFirstFrameBounded(t *testing.T) {
 	if grown := int(testutil.HeapInUse()) - int(heapBefore); grown > 16<<20 {
 		t.Errorf("the server's heap grew by %d bytes", grown)
 	}
-	testutil.Await(t, "the refusals logged", func() bool { return strings.Count(logs.String(), "frame too large") >= 2 })
+	testutil.Await(t, "the refusals logged", func() bool {
+		return strings.Count(logs.String(), "frame too large") >= 2 && strings.Contains(logs.String(), "past the size limit")
+	})
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if len(line) > 2048 {
 			t.Errorf("a log line of %d bytes: %.200s...", len(line), line)
@@ -166,4 +165,20 @@ func TestIdentifiersBounded(t *testing.T) {
 	if strings.Contains(logs.String(), long) {
 		t.Error("the log repeats a refused identifier")
 	}
+}
+
+// A worker of an earlier version, whose control plane was gRPC, is
+// closed after the four bytes of its HTTP/2 preface, and the log says
+// which versions met.
+func TestEarlierGRPCWorkerRefused(t *testing.T) {
+	s, _, logs := newServer(t, nil)
+	conn := rawConn(t, s.Addr(), nil)
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Read(make([]byte, 1)); err == nil {
+		t.Error("the server answered an HTTP/2 preface")
+	}
+	testutil.Await(t, "the refusal logged", func() bool { return strings.Contains(logs.String(), "an HTTP/2 (gRPC) peer") })
 }

@@ -6,13 +6,11 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/peerauth"
@@ -133,7 +131,7 @@ type Client struct {
 	cfg        ClientConfig
 	log        *slog.Logger
 	h          WorkerHandler
-	conn       *grpc.ClientConn
+	st         *connStream
 	cancel     context.CancelFunc
 	l          *link
 	in         *inbox
@@ -163,20 +161,10 @@ func Dial(ctx context.Context, cfg ClientConfig, h WorkerHandler) (*Client, erro
 	}
 	addr := cfg.CoordinatorAddr
 	what := fmt.Sprintf("control: worker %s: register with the coordinator at %s", cfg.WorkerID, addr)
-	creds := insecure.NewCredentials()
-	if cfg.Auth != nil {
-		creds = peerCreds{cfg.Auth}
-	}
-	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(jsonCodec{}), grpc.MaxCallRecvMsgSize(maxChunk+1), grpc.MaxCallSendMsgSize(maxChunk+1)))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
+	// sctx is the session's life: its end closes the connection.
 	sctx, cancel := context.WithCancel(context.Background())
 	fail := func(err error) (*Client, error) {
 		cancel()
-		_ = conn.Close()
 		return nil, err
 	}
 
@@ -201,7 +189,7 @@ func Dial(ctx context.Context, cfg ClientConfig, h WorkerHandler) (*Client, erro
 	if _, ok := h.(RegionHandler); ok {
 		features = append(features, featureRegionRestart)
 	}
-	reply, err := handshake(sctx, conn, &frame{Register: &register{
+	reply, err := handshake(sctx, cfg, &frame{Register: &register{
 		Features: features,
 		Protocol: protocolVersion, WorkerID: cfg.WorkerID, Slots: cfg.Slots, DataAddr: cfg.DataAddr,
 		Fingerprint: cfg.Fingerprint, Host: cfg.Host, MinEpoch: cfg.MinEpoch, Instance: cfg.Instance,
@@ -217,6 +205,8 @@ func Dial(ctx context.Context, cfg ClientConfig, h WorkerHandler) (*Client, erro
 	}
 	r := reply.f.RegisterReply
 	switch {
+	case reply.f.End != "":
+		return fail(fmt.Errorf("%s: %w: %s", what, ErrDisconnected, reply.f.End))
 	case r == nil:
 		return fail(fmt.Errorf("%s: %w: the answer is a %s, not a registration reply", what, ErrDisconnected, reply.f.kind()))
 	case !r.Accepted && r.Code == refusedFingerprint:
@@ -238,7 +228,7 @@ func Dial(ctx context.Context, cfg ClientConfig, h WorkerHandler) (*Client, erro
 	}
 
 	c := &Client{
-		cfg: cfg, log: cfg.Logger, h: h, conn: conn, cancel: cancel, in: newInbox(),
+		cfg: cfg, log: cfg.Logger, h: h, st: reply.st, cancel: cancel, in: newInbox(),
 		jobID: r.JobID, epoch: r.Epoch, lost: make(chan error, 1),
 	}
 	c.l = newLink(c.log, "coordinator "+addr, r.Epoch, cfg.HeartbeatInterval, cfg.HeartbeatTimeout, &c.pauseBeats, c.in, func(cause error) {
@@ -276,17 +266,29 @@ func Dial(ctx context.Context, cfg ClientConfig, h WorkerHandler) (*Client, erro
 }
 
 type handshaken struct {
-	st grpc.ClientStream
+	st *connStream
 	f  *frame
 }
 
-// handshake opens the session's stream, sends the registration and reads
-// the answer.
-func handshake(ctx context.Context, conn *grpc.ClientConn, reg *frame) (handshaken, error) {
-	st, err := conn.NewStream(ctx, &serviceDesc.Streams[0], sessionMethod)
+// handshake connects to the coordinator, authenticates the connection,
+// sends the registration and reads the answer. The connection is closed
+// once ctx is done.
+func handshake(ctx context.Context, cfg ClientConfig, reg *frame) (handshaken, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", cfg.CoordinatorAddr)
 	if err != nil {
-		return handshaken{}, fmt.Errorf("%w: open the session: %w", ErrDisconnected, err)
+		return handshaken{}, fmt.Errorf("%w: connect: %w", ErrDisconnected, err)
 	}
+	if cfg.Auth != nil {
+		authed, _, err := cfg.Auth.Client(ctx, conn)
+		if err != nil {
+			_ = conn.Close()
+			return handshaken{}, fmt.Errorf("%w: authenticate the connection: %w", ErrDisconnected, err)
+		}
+		conn = authed
+	}
+	st := newConnStream(conn, maxChunk+1, cfg.HeartbeatTimeout)
+	context.AfterFunc(ctx, st.close)
 	b, err := encode(reg)
 	if err != nil {
 		return handshaken{}, err
@@ -324,8 +326,8 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.l.end(&endCause{kind: ErrClosed, peer: c.l.peer, words: "the worker closed its session"})
 		c.cancel()
+		c.st.close()
 		c.wg.Wait()
-		_ = c.conn.Close()
 	})
 	return nil
 }

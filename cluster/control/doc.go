@@ -1,7 +1,9 @@
 // Package control owns the control plane between a job's coordinator
 // process and its worker processes (Flink's JobMaster and TaskManagers):
-// one bidirectional gRPC stream per worker, the session, over TCP (TLS
-// optional), dialled by the worker to the coordinator.
+// one TCP connection per worker, the session, dialled by the worker to
+// the coordinator and authenticated by peerauth (mutual TLS or a shared
+// secret) before its first byte, carrying length-prefixed messages both
+// ways (conn.go). It links no gRPC: a program without HA links none.
 //
 // A session opens with the worker's Register (worker id, slots, data-plane
 // address, the fingerprint of the job plan it built from its code, host)

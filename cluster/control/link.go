@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // inbox hands items to one goroutine (run) in the order they were put.
@@ -80,7 +80,7 @@ func (b *inbox) run() {
 	}
 }
 
-// stream is what a link needs of a gRPC stream, either end.
+// stream is what a link needs of a session's connection, either end.
 type stream interface {
 	SendMsg(m any) error
 	RecvMsg(m any) error
@@ -226,6 +226,9 @@ func (l *link) runReceiver(s stream, handle func(*frame)) {
 		}
 		l.lastRecv.Store(time.Now().UnixNano())
 		switch {
+		case f.End != "":
+			l.end(&endCause{kind: ErrDisconnected, peer: l.peer, words: f.End})
+			return
 		case f.Heartbeat:
 			l.beats.Add(1)
 		case f.Epoch != l.epoch:
@@ -267,26 +270,18 @@ func Reason(err error) string {
 	return err.Error()
 }
 
-// inWords says why a stream ended as an operator reads it, not as gRPC
-// codes it: "connection closed" for a peer that went away (its process
-// died, it closed the stream, the connection broke).
+// inWords says why a connection ended as an operator reads it:
+// "connection closed" for a peer that went away (its process died, it
+// closed the connection, the connection broke).
 func inWords(err error) string {
 	switch {
-	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.Canceled),
+		errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return "connection closed"
-	case errors.Is(err, errFrameTooLarge), errors.Is(err, errMalformed):
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	case errors.Is(err, errMessageTooLarge), errors.Is(err, errFrameTooLarge), errors.Is(err, errMalformed):
 		return err.Error()
-	}
-	if st, ok := status.FromError(err); ok {
-		switch st.Code() {
-		case codes.Canceled, codes.Unavailable:
-			return "connection closed"
-		case codes.DeadlineExceeded:
-			return "timed out"
-		case codes.ResourceExhausted:
-			return "a message past the size limit"
-		}
-		return st.Message()
 	}
 	return err.Error()
 }

@@ -15,12 +15,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
-
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/peerauth"
 	"github.com/sluicehq/sluice/runtime"
@@ -41,7 +35,7 @@ type ServerConfig struct {
 	// (a coordinator binds its port before it is elected, to publish it);
 	// the server closes it.
 	Listener net.Listener
-	// Auth authenticates every connection before gRPC reads a byte of it
+	// Auth authenticates every connection before the server reads a byte of it
 	// (mutual TLS, a shared secret); nil is plaintext, which NewServer
 	// refuses beyond the loopback interface unless Insecure.
 	Auth     *peerauth.Authenticator
@@ -136,7 +130,6 @@ type Server struct {
 	log        *slog.Logger
 	h          CoordinatorHandler
 	lis        net.Listener
-	srv        *grpc.Server
 	events     *inbox
 	dispatched chan struct{}
 	served     chan struct{}
@@ -155,7 +148,9 @@ type Server struct {
 	deployed  bool
 	placement []string
 	seq       uint64
-	wg        sync.WaitGroup // session handlers and their receivers
+	wg        sync.WaitGroup // connections, session handlers and their receivers
+	// conns are the open connections, closed by Close.
+	conns map[net.Conn]struct{}
 }
 
 // session is a registered worker's session.
@@ -190,39 +185,21 @@ func NewServer(cfg ServerConfig, h CoordinatorHandler) (*Server, error) {
 		_ = lis.Close()
 		return nil, fmt.Errorf("control: %w", err)
 	}
-	opts := []grpc.ServerOption{
-		grpc.ForceServerCodecV2(jsonCodec{}),
-		// Frames travel in chunks: gRPC reads one chunk at a time.
-		grpc.MaxRecvMsgSize(maxChunk + 1),
-		grpc.MaxSendMsgSize(maxChunk + 1),
-		grpc.MaxConcurrentStreams(maxStreamsPerConn),
-		// The connection's authentication and HTTP/2 preface.
-		grpc.ConnectionTimeout(registerTimeout),
-		// Pings close the connection of a peer that stopped reading, so a
-		// send blocked on its flow control ends.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: max(cfg.HeartbeatInterval, time.Second), Timeout: cfg.HeartbeatTimeout}),
-	}
-	if cfg.Auth != nil {
-		opts = append(opts, grpc.Creds(peerCreds{cfg.Auth}))
-	}
 	s := &Server{
-		cfg: cfg, log: cfg.Logger, h: h, srv: grpc.NewServer(opts...),
+		cfg: cfg, log: cfg.Logger, h: h,
 		events: newInbox(), dispatched: make(chan struct{}), served: make(chan struct{}),
-		workers: map[string]*session{}, bound: map[string]string{},
+		workers: map[string]*session{}, bound: map[string]string{}, conns: map[net.Conn]struct{}{},
 	}
 	s.lis = peerauth.LimitPerPeer(lis, maxConnsPerPeer, func(remote string) {
 		s.log.Warn("control: connection refused: too many from one address", "remote", remote, "limit", maxConnsPerPeer)
 	})
-	s.srv.RegisterService(&serviceDesc, s)
 	go func() {
 		defer close(s.dispatched)
 		s.events.run()
 	}()
 	go func() {
 		defer close(s.served)
-		if err := s.srv.Serve(s.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.log.Error("control: serving the workers' sessions stopped", "addr", s.Addr(), "err", err)
-		}
+		s.accept()
 	}()
 	s.log.Debug("control: coordinator listening", "addr", s.Addr(), "job", cfg.JobID, "epoch", cfg.Epoch, "authentication", cfg.Auth.Mode())
 	return s, nil
@@ -257,11 +234,18 @@ func (s *Server) Close() error {
 	for _, ss := range s.workers {
 		sessions = append(sessions, ss)
 	}
+	conns := make([]net.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
 	s.mu.Unlock()
 	for _, ss := range sessions {
 		ss.l.end(&endCause{kind: ErrClosed, peer: ss.l.peer, words: "the coordinator shut down"})
 	}
-	s.srv.Stop()
+	_ = s.lis.Close()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 	<-s.served
 	s.wg.Wait()
 	s.events.close(nil)
@@ -577,31 +561,80 @@ func (g taskGateway) DrainEventTime(to runtime.TaskRef) error {
 
 var _ runtime.TaskStopper = taskGateway{}
 
-// session serves one worker's stream: the registration, then the
+// accept serves the connections of the listener until it is closed.
+func (s *Server) accept() {
+	for {
+		conn, err := s.lis.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: wait, as net/http does.
+			s.log.Warn("control: accept a worker's connection", "addr", s.Addr(), "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = conn.Close()
+			return
+		}
+		s.conns[conn] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, conn)
+				s.mu.Unlock()
+				_ = conn.Close()
+			}()
+			s.serveConn(conn)
+		}()
+	}
+}
+
+// serveConn authenticates a connection, within registerTimeout, and
+// serves its session.
+func (s *Server) serveConn(raw net.Conn) {
+	remote := raw.RemoteAddr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), registerTimeout)
+	_ = raw.SetDeadline(time.Now().Add(registerTimeout))
+	conn, id, err := s.cfg.Auth.Server(ctx, raw)
+	cancel()
+	if err != nil {
+		s.log.Debug("control: a connection failed its authentication", "remote", remote, "err", err)
+		return
+	}
+	_ = raw.SetDeadline(time.Time{})
+	st := newConnStream(conn, maxChunk+1, s.cfg.HeartbeatTimeout)
+	defer st.close()
+	if err := s.session(st, remote, id); err != nil {
+		s.log.Debug("control: session ended", "remote", remote, "identity", id, "err", err)
+	}
+}
+
+// session serves one worker's connection: the registration, then the
 // session's sender on this goroutine until the session ends.
-func (s *Server) session(st grpc.ServerStream) error {
+func (s *Server) session(st *connStream, remote string, id peerauth.Identity) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return status.Error(codes.Unavailable, "control: the coordinator is shutting down")
+		st.sendEnd(0, "control: the coordinator is shutting down")
+		return errors.New("control: the coordinator is shutting down")
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
 
 	ctx := st.Context()
-	remote := "unknown"
-	var id peerauth.Identity
-	if p, ok := peer.FromContext(ctx); ok {
-		if p.Addr != nil {
-			remote = p.Addr.String()
-		}
-		id = peerIdentity(p.AuthInfo)
-	}
 	if n := s.unregistered.Add(1); n > maxUnregistered {
 		s.unregistered.Add(-1)
-		s.log.Warn("control: stream refused: too many streams waiting for their registration", "remote", remote, "limit", maxUnregistered)
-		return status.Error(codes.ResourceExhausted, "control: too many registrations at once")
+		s.log.Warn("control: connection refused: too many waiting for their registration", "remote", remote, "limit", maxUnregistered)
+		st.sendEnd(0, "control: too many registrations at once")
+		return errors.New("control: too many registrations at once")
 	}
 	registering := true
 	doneRegistering := func() {
@@ -619,10 +652,10 @@ func (s *Server) session(st grpc.ServerStream) error {
 		f, err := readFrame(st, maxRegisterFrame)
 		if err != nil {
 			level := slog.LevelDebug
-			if errors.Is(err, errFrameTooLarge) || errors.Is(err, errMalformed) {
+			if errors.Is(err, errFrameTooLarge) || errors.Is(err, errMalformed) || errors.Is(err, errMessageTooLarge) {
 				level = slog.LevelWarn
 			}
-			s.log.Log(context.Background(), level, "control: a stream ended before registering", "remote", remote, "identity", id, "err", inWords(err))
+			s.log.Log(context.Background(), level, "control: a connection ended before registering", "remote", remote, "identity", id, "err", inWords(err))
 			close(first)
 			return
 		}
@@ -641,21 +674,22 @@ func (s *Server) session(st grpc.ServerStream) error {
 	select {
 	case f = <-first:
 		if f == nil {
-			return status.Error(codes.InvalidArgument, "control: no registration")
+			return errors.New("control: no registration")
 		}
 	case <-timer.C:
-		s.log.Warn("control: a stream sent no registration in time", "remote", remote, "identity", id, "timeout", timeout)
-		return status.Error(codes.DeadlineExceeded, "control: no registration in time")
+		s.log.Warn("control: a connection sent no registration in time", "remote", remote, "identity", id, "timeout", timeout)
+		st.sendEnd(0, "control: no registration in time")
+		return errors.New("control: no registration in time")
 	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
+		return errors.New("control: the connection closed before its registration")
 	}
 	ss, refusal := s.admit(f, remote, id)
 	doneRegistering()
 	if ss == nil {
 		if b, err := encode(&frame{RegisterReply: refusal}); err == nil {
-			_ = st.SendMsg(chunks(b)[0]) // the worker reads the reason, or learns it from the status
+			_ = st.SendMsg(chunks(b)[0]) // the worker reads the reason
 		}
-		return status.Error(codes.FailedPrecondition, "control: registration refused")
+		return errors.New("control: registration refused")
 	}
 	ready <- ss
 	s.wg.Add(1)
@@ -667,7 +701,9 @@ func (s *Server) session(st grpc.ServerStream) error {
 		})
 	}()
 	ss.l.runSender(st)
-	return status.Error(codes.Aborted, "the coordinator ended the session: "+ss.l.err().Error())
+	// The worker learns why (unless it is what ended the session).
+	st.sendEnd(s.cfg.Epoch, "the coordinator ended the session: "+ss.l.err().Error())
+	return fmt.Errorf("the coordinator ended the session: %w", ss.l.err())
 }
 
 // checkID refuses an identifier of a registration that is empty (when

@@ -6,25 +6,24 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
-
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/runtime"
 )
 
-// protocolVersion is the version of the frames; both sides must speak
+// protocolVersion is the version of the frames (3: on a TCP connection
+// of their own, conn.go; 2 and before were on gRPC, which a worker or
+// coordinator of this version does not speak); both sides must speak
 // the same. Version 2 carries every frame in chunks.
-const protocolVersion = 2
+const protocolVersion = 3
 
 // Bounds of what a peer can make the other side read.
 const (
 	// maxFrame bounds one encoded frame of a registered session (an
-	// acknowledgement with inline state may pass gRPC's default of 4 MiB).
+	// acknowledgement with inline state may be several MiB).
 	maxFrame = 64 << 20
-	// maxChunk bounds one gRPC message: a frame travels as chunks of at
-	// most this many bytes (and a flag byte), so what gRPC reads before
+	// maxChunk bounds one message on the connection (conn.go): a frame
+	// travels as chunks of at most this many bytes (and a flag byte), so
+	// what the coordinator reads of a connection before
 	// the session knows its peer is at most one chunk.
 	maxChunk = 32 << 10
 	// maxRegisterFrame bounds the first frame of a session, the
@@ -33,26 +32,24 @@ const (
 	// maxIDLen bounds the identifiers of a registration (worker id, host,
 	// data address, fingerprint, instance).
 	maxIDLen = 256
-	// maxStreamsPerConn bounds the concurrent streams of one connection
-	// (a worker opens one at a time).
-	maxStreamsPerConn = 4
-	// maxUnregistered bounds the streams, of every connection, that have
-	// not registered yet.
+	// maxUnregistered bounds the connections that have not registered
+	// yet.
 	maxUnregistered = 64
 	// maxConnsPerPeer bounds the connections open at once from one IP
 	// address (several workers may share a host).
 	maxConnsPerPeer = 64
-	// registerTimeout bounds the wait for a stream's registration.
+	// registerTimeout bounds a connection's authentication, and the wait
+	// for its registration.
 	registerTimeout = 10 * time.Second
 )
 
-// Chunk flags: the first byte of every gRPC message.
+// Chunk flags: the first byte of every message.
 const (
 	chunkLast byte = 0 // the frame's last (or only) chunk
 	chunkMore byte = 1 // more chunks of the frame follow
 )
 
-// chunks splits an encoded frame into the gRPC messages that carry it.
+// chunks splits an encoded frame into the messages that carry it.
 func chunks(b []byte) []encoded {
 	out := make([]encoded, 0, len(b)/maxChunk+1)
 	for {
@@ -114,7 +111,7 @@ func decodeFrame(b []byte) (*frame, error) {
 	return f, nil
 }
 
-// rawMsg is a gRPC message as its bytes.
+// rawMsg is a message as its bytes.
 type rawMsg []byte
 
 // Deployment describes what one worker runs of one attempt of the job.
@@ -308,7 +305,15 @@ type frame struct {
 
 	Query      *queryMsg   `json:"query,omitempty"`
 	QueryReply *queryReply `json:"query_reply,omitempty"`
+
+	// End is the last frame of a side that ends the session (the
+	// coordinator, as it refuses or drops a worker): why, in an
+	// operator's words. The connection closes after it.
+	End string `json:"end,omitempty"`
 }
+
+// maxEndLen bounds the reason of an End frame.
+const maxEndLen = 1 << 10
 
 // metricsMsg carries a worker's task figures (runtime.TaskMetrics).
 type metricsMsg struct {
@@ -320,6 +325,8 @@ func (f *frame) kind() string {
 	switch {
 	case f.Register != nil:
 		return "register"
+	case f.End != "":
+		return "end"
 	case f.RegisterReply != nil:
 		return "register-reply"
 	case f.Heartbeat:
@@ -408,64 +415,4 @@ func encode(f *frame) (encoded, error) {
 		return nil, fmt.Errorf("control: encode %s frame: %w", f.kind(), err)
 	}
 	return b, nil
-}
-
-// codecName is the gRPC content subtype of the frames.
-const codecName = "sluice-control-json"
-
-// jsonCodec carries frames as JSON. Both ends force it, so no protobuf is
-// involved.
-type jsonCodec struct{}
-
-func (jsonCodec) Name() string { return codecName }
-
-func (jsonCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if b, ok := v.(encoded); ok {
-		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
-	}
-	if b, ok := v.(*encoded); ok {
-		return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("control codec: %w", err)
-	}
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
-}
-
-func (jsonCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if raw, ok := v.(*rawMsg); ok {
-		*raw = data.Materialize()
-		return nil
-	}
-	if err := json.Unmarshal(data.Materialize(), v); err != nil {
-		return fmt.Errorf("control codec: %w", err)
-	}
-	return nil
-}
-
-func init() { encoding.RegisterCodecV2(jsonCodec{}) }
-
-// The service, written by hand (no protoc): one bidirectional streaming
-// method.
-const (
-	serviceName   = "sluice.control.v1.Control"
-	sessionMethod = "/" + serviceName + "/Session"
-)
-
-// sessionService is what the service's handler is registered on.
-type sessionService interface {
-	session(stream grpc.ServerStream) error
-}
-
-var serviceDesc = grpc.ServiceDesc{
-	ServiceName: serviceName,
-	HandlerType: (*sessionService)(nil),
-	Streams: []grpc.StreamDesc{{
-		StreamName:    "Session",
-		Handler:       func(srv any, stream grpc.ServerStream) error { return srv.(sessionService).session(stream) },
-		ServerStreams: true,
-		ClientStreams: true,
-	}},
-	Metadata: "cluster/control",
 }

@@ -126,8 +126,9 @@ func (c Config) tlsFromFiles() (*tls.Config, error) {
 	return t, nil
 }
 
-// withDefaults fills the zero fields and checks the others.
-func (c Config) withDefaults() (Config, error) {
+// WithDefaults fills the zero fields and checks the others; an
+// implementation's Opener calls it first.
+func (c Config) WithDefaults() (Config, error) {
 	if len(c.Endpoints) == 0 {
 		return c, fmt.Errorf("%w: no etcd endpoint (high-availability.etcd.endpoints)", ErrInvalidConfig)
 	}
@@ -164,10 +165,4 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: %s is set without %s", ErrInvalidConfig, KeyPassword.Name(), KeyUsername.Name())
 	}
 	return c, nil
-}
-
-// ttlSeconds is the lease in etcd's whole seconds, rounded up.
-func (c Config) ttlSeconds() int64 {
-	s := int64((c.SessionTTL + time.Second - 1) / time.Second)
-	return max(s, 1)
 }

@@ -1,14 +1,9 @@
 package ha
 
 import (
-	"bytes"
 	"errors"
-	"log/slog"
-	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/zap"
 )
 
 func TestConfigSet(t *testing.T) {
@@ -25,7 +20,7 @@ func TestConfigSet(t *testing.T) {
 			t.Fatalf("Set(%q, %q): %v", k, v, err)
 		}
 	}
-	c, err := c.withDefaults()
+	c, err := c.WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,28 +44,17 @@ func TestConfigSet(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	c, err := Config{Endpoints: []string{"http://e:2379"}}.withDefaults()
+	c, err := Config{Endpoints: []string{"http://e:2379"}}.WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Prefix != DefaultPrefix || c.SessionTTL != DefaultSessionTTL || c.DialTimeout != DefaultDialTimeout || c.Logger == nil {
 		t.Errorf("defaults %+v", c)
 	}
-	if c.ttlSeconds() != 15 {
-		t.Errorf("ttl %d s", c.ttlSeconds())
-	}
-	c.SessionTTL = 1500 * time.Millisecond
-	if c.ttlSeconds() != 2 {
-		t.Errorf("1.5 s rounds to %d s, want 2", c.ttlSeconds())
-	}
-	c.SessionTTL = time.Millisecond
-	if c.ttlSeconds() != 1 {
-		t.Errorf("1 ms rounds to %d s, want 1", c.ttlSeconds())
-	}
-	if c, _ := (Config{Endpoints: []string{"x"}, Prefix: "ha"}).withDefaults(); c.Prefix != "/ha" {
+	if c, _ := (Config{Endpoints: []string{"x"}, Prefix: "ha"}).WithDefaults(); c.Prefix != "/ha" {
 		t.Errorf("prefix %q, want /ha", c.Prefix)
 	}
-	if _, err := (Config{Endpoints: []string{"x"}, SessionTTL: -time.Second}).withDefaults(); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := (Config{Endpoints: []string{"x"}, SessionTTL: -time.Second}).WithDefaults(); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("negative lease: %v", err)
 	}
 }
@@ -85,27 +69,5 @@ func TestParseDuration(t *testing.T) {
 		if err := c.Set("high-availability.etcd.lease-duration", in); err != nil || c.SessionTTL != want {
 			t.Errorf("lease-duration %q = %v, %v; want %v", in, c.SessionTTL, err, want)
 		}
-	}
-}
-
-// The etcd client's warnings reach slog with their fields; its info
-// lines do not.
-func TestZapToSlog(t *testing.T) {
-	var buf bytes.Buffer
-	l := zapToSlog(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	l.With(zap.String("target", "etcd")).Warn("retrying", zap.Int("attempt", 3))
-	l.Info("chatty")
-	l.Warn(retryMessage, zap.String("error", "context canceled"))
-	out := buf.String()
-	for _, want := range []string{"level=WARN", "msg=retrying", "component=etcd-client", "target=etcd", "attempt=3"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("log %q lacks %q", out, want)
-		}
-	}
-	if strings.Contains(out, "chatty") {
-		t.Errorf("an info line came through: %q", out)
-	}
-	if !strings.Contains(out, "level=DEBUG msg=\"retrying of unary invoker failed\"") {
-		t.Errorf("the retry warning is not at debug level: %q", out)
 	}
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/sluicehq/sluice/cluster"
+	_ "github.com/sluicehq/sluice/cluster/ha/etcd" // --etcd: the coordinator leads the job in etcd
 )
 
 // sampleText is what the demo writes to the input topic, a line per

@@ -93,7 +93,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api"
 	"github.com/sluicehq/sluice/checkpoint"
-	_ "github.com/sluicehq/sluice/checkpoint/storage/s3" // -checkpoints s3://...
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/runtime"

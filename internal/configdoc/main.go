@@ -41,7 +41,7 @@ var sections = []struct{ pkg, title, intro string }{
 		"Kafka's client properties under `kafka.properties.`, for every client of the Kafka source and sink (`kafka.ClientOptionsFrom`, and the job runner); known once the program imports source/kafka or sink/kafka."},
 	{module + "/cluster", "One job on several processes",
 		"A process's role, how the processes find each other and how they authenticate each other (package cluster; mutual TLS or a shared secret, set up by package peerauth); known once the program imports the package. The SLUICE_* variables of `cluster.Config.FromEnv` rank between the file and the environment's keys."},
-	{module + "/cluster/ha", "High availability", "Leader election and the checkpoint pointer in etcd (package cluster/ha), and etcd's user and TLS; read by package cluster."},
+	{module + "/cluster/ha", "High availability", "Leader election and the checkpoint pointer in etcd (package cluster/ha; its etcd services are package cluster/ha/etcd, which a program imports to use them), and etcd's user and TLS; read by package cluster."},
 	{module + "/runtime/network", "The data plane's bounds",
 		"What the peers of a worker's data plane can make it hold (package runtime/network's `TransportLimits`), read by package cluster."},
 	{module + "/runtime/autoscaler", "The autoscaler",

@@ -71,10 +71,11 @@ func NoConnectors(t *testing.T, dir string) {
 }
 
 // Heavy are the module paths a program that runs in one process, with
-// Kafka and the heap backend, must not link: the AWS SDK (the S3
-// checkpoint storage), the etcd client and gRPC (the cluster), zap (the
-// etcd client's logger). A program gets them by importing
-// checkpoint/storage/s3 or cluster.
+// Kafka and the heap backend, must not link, nor package cluster and a
+// cluster program without HA or S3: the AWS SDK (the S3 checkpoint
+// storage), the etcd client, gRPC and zap (the etcd client's transport
+// and logger). A program gets them by importing checkpoint/storage/s3 or
+// cluster/ha/etcd.
 var Heavy = []string{"github.com/aws/", "go.etcd.io/", "google.golang.org/grpc", "go.uber.org/zap"}
 
 // Linked returns the packages the package in dir depends on whose path

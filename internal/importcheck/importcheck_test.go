@@ -43,3 +43,18 @@ func TestLinkedSeesHeavyDependencies(t *testing.T) {
 		t.Fatalf("Linked = %q, want it to hold %q: the check could never fail", found, want)
 	}
 }
+
+// Linked sees the etcd client, gRPC and zap where the HA services let
+// them in.
+func TestLinkedSeesTheHAPlugIn(t *testing.T) {
+	found := Linked(t, "../../cluster/ha/etcd", Heavy...)
+	for _, want := range []string{
+		"go.etcd.io/etcd/client/v3 (imported by " + Module + "/cluster/ha/etcd)",
+		"go.uber.org/zap (imported by " + Module + "/cluster/ha/etcd)",
+		"google.golang.org/grpc (imported by " + Module + "/cluster/ha/etcd)",
+	} {
+		if !slices.Contains(found, want) {
+			t.Errorf("Linked = %q, want it to hold %q: the check could never fail", found, want)
+		}
+	}
+}

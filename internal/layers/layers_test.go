@@ -49,8 +49,12 @@ var layers = []struct {
 	{"checkpoint/storage/faultfs", 15},
 	{"checkpoint/storage/storagetest", 15},
 	{"checkpoint/storage/s3", 15},
-	// High availability on etcd: leader election, fenced pointers.
+	// High availability: the services' interface, keys and errors
+	// (leader election, fenced pointers), and their implementation on
+	// etcd, which a program imports when it uses HA (package cluster
+	// does not: it links no etcd client, gRPC or zap).
 	{"cluster/ha", 15},
+	{"cluster/ha/etcd", 16},
 	// Interfaces and the deterministic checkpoint core.
 	{"sink", 20},
 	{"source", 20},
@@ -76,7 +80,7 @@ var layers = []struct {
 	{"runtime", 40},
 	// Deciding a running job's parallelism from its metrics.
 	{"runtime/autoscaler", 42},
-	// The control plane between a coordinator and its workers (gRPC).
+	// The control plane between a coordinator and its workers (TCP).
 	{"cluster/control", 45},
 	// The user API and what reads a running job.
 	{"", 50},

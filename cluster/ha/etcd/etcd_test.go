@@ -1,4 +1,4 @@
-package ha
+package etcd
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sluicehq/sluice/cluster/ha"
 	"github.com/sluicehq/sluice/internal/etcdtest"
 	"github.com/sluicehq/sluice/internal/testutil"
 )
@@ -28,7 +29,7 @@ var testLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level
 
 func open(t *testing.T, endpoints []string, ttl time.Duration) *Services {
 	t.Helper()
-	s, err := Open(testutil.Context(t, 0), Config{Endpoints: endpoints, SessionTTL: ttl, Prefix: "/test", Logger: testLog})
+	s, err := Open(testutil.Context(t, 0), ha.Config{Endpoints: endpoints, SessionTTL: ttl, Prefix: "/test", Logger: testLog})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -99,7 +100,7 @@ func awaitCandidates(t *testing.T, s *Services, job string, n int64) {
 	})
 }
 
-func awaitLeaderInfo(t *testing.T, ch <-chan LeaderInfo, want LeaderInfo) {
+func awaitLeaderInfo(t *testing.T, ch <-chan ha.LeaderInfo, want ha.LeaderInfo) {
 	t.Helper()
 	select {
 	case got, ok := <-ch:
@@ -122,7 +123,7 @@ func wantLeader(t *testing.T, s *Services, job, candidate string, epoch int64) {
 	}
 }
 
-func wantPointer(t *testing.T, s *Services, job string, want Pointer) {
+func wantPointer(t *testing.T, s *Services, job string, want ha.Pointer) {
 	t.Helper()
 	got, ok, err := s.LatestCheckpoint(testutil.Context(t, 0), job)
 	if err != nil || !ok || got != want {
@@ -130,8 +131,8 @@ func wantPointer(t *testing.T, s *Services, job string, want Pointer) {
 	}
 }
 
-func ptr(id int64, run string) Pointer {
-	return Pointer{ID: id, Path: fmt.Sprintf("/ckpt/job/chk-%d", id), RunID: run}
+func ptr(id int64, run string) ha.Pointer {
+	return ha.Pointer{ID: id, Path: fmt.Sprintf("/ckpt/job/chk-%d", id), RunID: run}
 }
 
 // settled retries op while it fails for want of etcd (reconnecting after
@@ -144,7 +145,7 @@ func settled(t *testing.T, op func(context.Context) error) error {
 		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		err = op(octx)
-		return err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrStalePointer)
+		return err == nil || errors.Is(err, ha.ErrFenced) || errors.Is(err, ha.ErrStalePointer)
 	})
 	return err
 }
@@ -157,16 +158,16 @@ func TestResignHandsOver(t *testing.T) {
 	worker := open(t, eps, holdTTL)
 	ctx := testutil.Context(t, 0)
 	watch := worker.WatchLeader(ctx, "job")
-	awaitLeaderInfo(t, watch, LeaderInfo{})
-	if _, _, err := worker.Leader(ctx, "job"); !errors.Is(err, ErrNoLeader) {
-		t.Fatalf("Leader before any campaign: %v, want ErrNoLeader", err)
+	awaitLeaderInfo(t, watch, ha.LeaderInfo{})
+	if _, _, err := worker.Leader(ctx, "job"); !errors.Is(err, ha.ErrNoLeader) {
+		t.Fatalf("Leader before any campaign: %v, want ha.ErrNoLeader", err)
 	}
 
 	la := campaign(t, a, "job", "a:1")
 	if la.Epoch() <= 0 {
 		t.Fatalf("epoch %d", la.Epoch())
 	}
-	awaitLeaderInfo(t, watch, LeaderInfo{"a:1", la.Epoch()})
+	awaitLeaderInfo(t, watch, ha.LeaderInfo{Candidate: "a:1", Epoch: la.Epoch()})
 	wantLeader(t, worker, "job", "a:1", la.Epoch())
 
 	bch := campaignAsync(ctx, b, "job", "b:1")
@@ -178,14 +179,14 @@ func TestResignHandsOver(t *testing.T) {
 		t.Fatalf("resign: %v", err)
 	}
 	testutil.AwaitClosed(t, "a's Lost after resigning", la.Lost())
-	if err := la.Err(); !errors.Is(err, ErrLost) {
-		t.Fatalf("Err after resign: %v, want ErrLost", err)
+	if err := la.Err(); !errors.Is(err, ha.ErrLost) {
+		t.Fatalf("Err after resign: %v, want ha.ErrLost", err)
 	}
 	lb := awaitElected(t, "b", bch)
 	if lb.Epoch() <= la.Epoch() {
 		t.Fatalf("b's epoch %d is not above a's %d", lb.Epoch(), la.Epoch())
 	}
-	awaitLeaderInfo(t, watch, LeaderInfo{"b:1", lb.Epoch()})
+	awaitLeaderInfo(t, watch, ha.LeaderInfo{Candidate: "b:1", Epoch: lb.Epoch()})
 	wantLeader(t, worker, "job", "b:1", lb.Epoch())
 	select {
 	case <-lb.Lost():
@@ -204,13 +205,13 @@ func TestResignHandsOver(t *testing.T) {
 	if lc.Epoch() <= lb.Epoch() {
 		t.Fatalf("c's epoch %d is not above b's %d", lc.Epoch(), lb.Epoch())
 	}
-	awaitLeaderInfo(t, watch, LeaderInfo{"c:1", lc.Epoch()})
+	awaitLeaderInfo(t, watch, ha.LeaderInfo{Candidate: "c:1", Epoch: lc.Epoch()})
 	if err := lc.Resign(ctx); err != nil {
 		t.Fatalf("resign c: %v", err)
 	}
-	awaitLeaderInfo(t, watch, LeaderInfo{})
-	if _, _, err := worker.Leader(ctx, "job"); !errors.Is(err, ErrNoLeader) {
-		t.Fatalf("Leader after the last resign: %v, want ErrNoLeader", err)
+	awaitLeaderInfo(t, watch, ha.LeaderInfo{})
+	if _, _, err := worker.Leader(ctx, "job"); !errors.Is(err, ha.ErrNoLeader) {
+		t.Fatalf("Leader after the last resign: %v, want ha.ErrNoLeader", err)
 	}
 	// Resigning twice is harmless.
 	if err := lc.Resign(ctx); err != nil {
@@ -244,24 +245,24 @@ func TestRevokedLeaseFencesFormerLeader(t *testing.T) {
 	}
 	// a writes at once, before or after its monitor saw the key go: etcd
 	// refuses either way.
-	if err := la.PublishCheckpoint(ctx, ptr(10, "run-a")); !errors.Is(err, ErrFenced) {
-		t.Fatalf("a publishes 10 after the takeover: %v, want ErrFenced", err)
+	if err := la.PublishCheckpoint(ctx, ptr(10, "run-a")); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("a publishes 10 after the takeover: %v, want ha.ErrFenced", err)
 	}
 	testutil.AwaitClosed(t, "a's Lost", la.Lost())
-	if err := la.Err(); !errors.Is(err, ErrLost) {
-		t.Fatalf("a's Err: %v, want ErrLost", err)
+	if err := la.Err(); !errors.Is(err, ha.ErrLost) {
+		t.Fatalf("a's Err: %v, want ha.ErrLost", err)
 	}
 	if err := lb.PublishCheckpoint(ctx, ptr(2, "run-b")); err != nil {
 		t.Fatalf("b publishes 2: %v", err)
 	}
-	if err := la.PublishCheckpoint(ctx, ptr(3, "run-a")); !errors.Is(err, ErrFenced) {
-		t.Fatalf("a publishes 3 after the takeover: %v, want ErrFenced", err)
+	if err := la.PublishCheckpoint(ctx, ptr(3, "run-a")); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("a publishes 3 after the takeover: %v, want ha.ErrFenced", err)
 	}
-	if err := la.PublishResult(ctx, []byte("a again")); !errors.Is(err, ErrFenced) {
-		t.Fatalf("a publishes a result after the takeover: %v, want ErrFenced", err)
+	if err := la.PublishResult(ctx, []byte("a again")); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("a publishes a result after the takeover: %v, want ha.ErrFenced", err)
 	}
-	if err := la.ClearResult(ctx); !errors.Is(err, ErrFenced) {
-		t.Fatalf("a clears the result after the takeover: %v, want ErrFenced", err)
+	if err := la.ClearResult(ctx); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("a clears the result after the takeover: %v, want ha.ErrFenced", err)
 	}
 	wantPointer(t, admin, "job", ptr(2, "run-b"))
 	if got, ok, err := admin.Result(ctx, "job"); err != nil || !ok || string(got) != "a's result" {
@@ -303,11 +304,11 @@ func TestPausedLeaderIsFencedAfterExpiry(t *testing.T) {
 
 	proxy.thaw()
 	// An id above b's, so that only the fence can refuse it.
-	if err := settled(t, func(ctx context.Context) error { return la.PublishCheckpoint(ctx, ptr(7, "run-a")) }); !errors.Is(err, ErrFenced) {
-		t.Fatalf("the woken former leader publishes 7: %v, want ErrFenced", err)
+	if err := settled(t, func(ctx context.Context) error { return la.PublishCheckpoint(ctx, ptr(7, "run-a")) }); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("the woken former leader publishes 7: %v, want ha.ErrFenced", err)
 	}
-	if err := settled(t, func(ctx context.Context) error { return la.PublishResult(ctx, []byte("a")) }); !errors.Is(err, ErrFenced) {
-		t.Fatalf("the woken former leader publishes a result: %v, want ErrFenced", err)
+	if err := settled(t, func(ctx context.Context) error { return la.PublishResult(ctx, []byte("a")) }); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("the woken former leader publishes a result: %v, want ha.ErrFenced", err)
 	}
 	testutil.AwaitClosed(t, "a's Lost", la.Lost())
 	wantPointer(t, admin, "job", ptr(6, "run-b"))
@@ -329,14 +330,14 @@ func TestPointerIsMonotonic(t *testing.T) {
 	for _, step := range []struct {
 		id   int64
 		want error
-	}{{1, nil}, {1, ErrStalePointer}, {3, nil}, {2, ErrStalePointer}, {3, ErrStalePointer}, {0, ErrInvalidArgument}, {4, nil}} {
+	}{{1, nil}, {1, ha.ErrStalePointer}, {3, nil}, {2, ha.ErrStalePointer}, {3, ha.ErrStalePointer}, {0, ha.ErrInvalidArgument}, {4, nil}} {
 		err := la.PublishCheckpoint(ctx, ptr(step.id, "run-a"))
 		if step.want == nil && err != nil || step.want != nil && !errors.Is(err, step.want) {
 			t.Fatalf("publish %d: %v, want %v", step.id, err, step.want)
 		}
 	}
-	if err := la.PublishCheckpoint(ctx, Pointer{ID: 9}); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("publish without a path: %v, want ErrInvalidArgument", err)
+	if err := la.PublishCheckpoint(ctx, ha.Pointer{ID: 9}); !errors.Is(err, ha.ErrInvalidArgument) {
+		t.Fatalf("publish without a path: %v, want ha.ErrInvalidArgument", err)
 	}
 	wantPointer(t, b, "job", ptr(4, "run-a"))
 
@@ -346,8 +347,8 @@ func TestPointerIsMonotonic(t *testing.T) {
 	if _, err := b.client.Put(ctx, a.jobKey("job", "checkpoint"), behind); err != nil {
 		t.Fatal(err)
 	}
-	if err := la.PublishCheckpoint(ctx, ptr(5, "run-a")); !errors.Is(err, ErrStalePointer) {
-		t.Fatalf("publish 5 over 8: %v, want ErrStalePointer", err)
+	if err := la.PublishCheckpoint(ctx, ptr(5, "run-a")); !errors.Is(err, ha.ErrStalePointer) {
+		t.Fatalf("publish 5 over 8: %v, want ha.ErrStalePointer", err)
 	}
 	if err := la.PublishCheckpoint(ctx, ptr(9, "run-a")); err != nil {
 		t.Fatalf("publish 9 over 8: %v", err)
@@ -360,16 +361,16 @@ func TestPointerIsMonotonic(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb := awaitElected(t, "b", bch)
-	if err := lb.PublishCheckpoint(ctx, ptr(9, "run-b")); !errors.Is(err, ErrStalePointer) {
-		t.Fatalf("b publishes 9: %v, want ErrStalePointer", err)
+	if err := lb.PublishCheckpoint(ctx, ptr(9, "run-b")); !errors.Is(err, ha.ErrStalePointer) {
+		t.Fatalf("b publishes 9: %v, want ha.ErrStalePointer", err)
 	}
 	if err := lb.PublishCheckpoint(ctx, ptr(10, "run-b")); err != nil {
 		t.Fatalf("b publishes 10: %v", err)
 	}
 	wantPointer(t, a, "job", ptr(10, "run-b"))
 	// The resigned leader is fenced.
-	if err := la.PublishCheckpoint(ctx, ptr(11, "run-a")); !errors.Is(err, ErrFenced) {
-		t.Fatalf("resigned a publishes 11: %v, want ErrFenced", err)
+	if err := la.PublishCheckpoint(ctx, ptr(11, "run-a")); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("resigned a publishes 11: %v, want ha.ErrFenced", err)
 	}
 }
 
@@ -403,8 +404,8 @@ func TestResult(t *testing.T) {
 	if err := la.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := la.PublishResult(ctx, []byte("late")); !errors.Is(err, ErrFenced) {
-		t.Fatalf("publish result after resigning: %v, want ErrFenced", err)
+	if err := la.PublishResult(ctx, []byte("late")); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("publish result after resigning: %v, want ha.ErrFenced", err)
 	}
 	if _, ok, err := reader.Result(ctx, "job"); err != nil || ok {
 		t.Fatalf("Result after a fenced publish: %v, %v; want none", ok, err)
@@ -443,18 +444,18 @@ func TestCampaignCancelledAndJobsApart(t *testing.T) {
 		t.Fatalf("job-1's pointer: %v, %v; want none", ok, err)
 	}
 
-	if _, err := a.Campaign(ctx, "a/b", "x"); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("campaign for job a/b: %v, want ErrInvalidArgument", err)
+	if _, err := a.Campaign(ctx, "a/b", "x"); !errors.Is(err, ha.ErrInvalidArgument) {
+		t.Fatalf("campaign for job a/b: %v, want ha.ErrInvalidArgument", err)
 	}
-	if _, err := a.Campaign(ctx, "job-3", ""); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("campaign without a candidate: %v, want ErrInvalidArgument", err)
+	if _, err := a.Campaign(ctx, "job-3", ""); !errors.Is(err, ha.ErrInvalidArgument) {
+		t.Fatalf("campaign without a candidate: %v, want ha.ErrInvalidArgument", err)
 	}
 }
 
 // Closing the Services loses their leaderships at once.
 func TestCloseLosesLeadership(t *testing.T) {
 	eps := etcdtest.Start(t)
-	s, err := Open(testutil.Context(t, 0), Config{Endpoints: eps, SessionTTL: holdTTL, Logger: testLog})
+	s, err := Open(testutil.Context(t, 0), ha.Config{Endpoints: eps, SessionTTL: holdTTL, Logger: testLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,8 +468,8 @@ func TestCloseLosesLeadership(t *testing.T) {
 	default:
 		t.Fatal("a leadership survived closing its services")
 	}
-	if err := l.Err(); !errors.Is(err, ErrLost) {
-		t.Fatalf("Err: %v, want ErrLost", err)
+	if err := l.Err(); !errors.Is(err, ha.ErrLost) {
+		t.Fatalf("Err: %v, want ha.ErrLost", err)
 	}
 }
 
@@ -532,16 +533,16 @@ func TestEtcdDownPastLeaseLosesLeadership(t *testing.T) {
 
 	srv.Stop()
 	testutil.AwaitClosed(t, "a's Lost while etcd is down", la.Lost())
-	if err := la.Err(); !errors.Is(err, ErrLost) {
-		t.Fatalf("Err: %v, want ErrLost", err)
+	if err := la.Err(); !errors.Is(err, ha.ErrLost) {
+		t.Fatalf("Err: %v, want ha.ErrLost", err)
 	}
 	srv.Restart()
 	lb := awaitElected(t, "b", bch)
 	if lb.Epoch() <= la.Epoch() {
 		t.Fatalf("b's epoch %d is not above a's %d", lb.Epoch(), la.Epoch())
 	}
-	if err := settled(t, func(ctx context.Context) error { return la.PublishCheckpoint(ctx, ptr(2, "run-a")) }); !errors.Is(err, ErrFenced) {
-		t.Fatalf("the former leader publishes after the takeover: %v, want ErrFenced", err)
+	if err := settled(t, func(ctx context.Context) error { return la.PublishCheckpoint(ctx, ptr(2, "run-a")) }); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("the former leader publishes after the takeover: %v, want ha.ErrFenced", err)
 	}
 	if err := settled(t, func(ctx context.Context) error { return lb.PublishCheckpoint(ctx, ptr(2, "run-b")) }); err != nil {
 		t.Fatalf("b publishes 2: %v", err)
@@ -557,11 +558,11 @@ func TestOpenFails(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close() // nothing listens there now
-	_, err = Open(testutil.Context(t, 0), Config{Endpoints: []string{"http://" + addr}, DialTimeout: 300 * time.Millisecond, Logger: testLog})
+	_, err = Open(testutil.Context(t, 0), ha.Config{Endpoints: []string{"http://" + addr}, DialTimeout: 300 * time.Millisecond, Logger: testLog})
 	if err == nil {
 		t.Fatal("Open succeeded with no etcd")
 	}
-	if _, err := Open(testutil.Context(t, 0), Config{}); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("Open without endpoints: %v, want ErrInvalidConfig", err)
+	if _, err := Open(testutil.Context(t, 0), ha.Config{}); !errors.Is(err, ha.ErrInvalidConfig) {
+		t.Fatalf("Open without endpoints: %v, want ha.ErrInvalidConfig", err)
 	}
 }

@@ -1,10 +1,12 @@
-package ha
+package etcd
 
 import (
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/cluster/ha"
 )
 
 // FuzzDecodePointer: the checkpoint pointer's decoder never panics; what
@@ -27,8 +29,8 @@ func FuzzDecodePointer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value []byte) {
 		p, err := decodePointer(key, value)
 		if err != nil {
-			if !errors.Is(err, ErrBadPointer) || !strings.Contains(err.Error(), key) {
-				t.Fatalf("error %v does not wrap ErrBadPointer naming the key", err)
+			if !errors.Is(err, ha.ErrBadPointer) || !strings.Contains(err.Error(), key) {
+				t.Fatalf("error %v does not wrap ha.ErrBadPointer naming the key", err)
 			}
 			return
 		}

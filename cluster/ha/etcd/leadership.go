@@ -1,4 +1,4 @@
-package ha
+package etcd
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/sluicehq/sluice/cluster/ha"
 )
 
 // Leadership is a won election: the job's leader until it is lost. Its
@@ -54,7 +56,7 @@ func (s *Services) Campaign(ctx context.Context, jobID, candidate string) (*Lead
 		return nil, err
 	}
 	if candidate == "" {
-		return nil, fmt.Errorf("%w: empty candidate for job %s", ErrInvalidArgument, jobID)
+		return nil, fmt.Errorf("%w: empty candidate for job %s", ha.ErrInvalidArgument, jobID)
 	}
 	log := s.log.With("job", jobID, "candidate", candidate)
 	var session *concurrency.Session
@@ -87,7 +89,7 @@ var errCampaignLost = errors.New("candidate key or lease gone while campaigning"
 
 // newSession grants a lease, within ctx, and keeps it alive.
 func (s *Services) newSession(ctx context.Context) (*concurrency.Session, error) {
-	ttl := s.cfg.ttlSeconds()
+	ttl := ttlSeconds(s.cfg)
 	grant, err := s.client.Grant(ctx, ttl)
 	if err != nil {
 		return nil, fmt.Errorf("grant a lease: %w", err)
@@ -243,7 +245,7 @@ func (l *Leadership) markLost(cause error, keyGone bool) {
 	l.errMu.Unlock()
 	l.lostOnce.Do(func() {
 		l.errMu.Lock()
-		l.err = fmt.Errorf("ha: job %s, epoch %d: %w: %w", l.jobID, l.epoch, ErrLost, cause)
+		l.err = fmt.Errorf("ha: job %s, epoch %d: %w: %w", l.jobID, l.epoch, ha.ErrLost, cause)
 		l.errMu.Unlock()
 		close(l.lost)
 		l.log.Warn("ha: leadership lost", "cause", cause)
@@ -309,8 +311,8 @@ func (l *Leadership) fence() clientv3.Cmp {
 // fenced is the error of a write the fence refused; the leadership is
 // lost.
 func (l *Leadership) fenced(op string) error {
-	l.markLost(ErrFenced, true)
-	return fmt.Errorf("ha: %s for job %s, epoch %d: %w", op, l.jobID, l.epoch, ErrFenced)
+	l.markLost(ha.ErrFenced, true)
+	return fmt.Errorf("ha: %s for job %s, epoch %d: %w", op, l.jobID, l.epoch, ha.ErrFenced)
 }
 
 // PublishCheckpoint moves the job's checkpoint pointer to p, fenced: it
@@ -318,9 +320,9 @@ func (l *Leadership) fenced(op string) error {
 // says), and with ErrStalePointer when the stored pointer's id is not
 // lower than p.ID. Only after it returned nil may the checkpoint be
 // notified complete.
-func (l *Leadership) PublishCheckpoint(ctx context.Context, p Pointer) error {
+func (l *Leadership) PublishCheckpoint(ctx context.Context, p ha.Pointer) error {
 	if p.ID < 1 || p.Path == "" {
-		return fmt.Errorf("ha: publish checkpoint for job %s: %w: pointer %+v (id at least 1, a path)", l.jobID, ErrInvalidArgument, p)
+		return fmt.Errorf("ha: publish checkpoint for job %s: %w: pointer %+v (id at least 1, a path)", l.jobID, ha.ErrInvalidArgument, p)
 	}
 	value, err := json.Marshal(storedPointer{ID: p.ID, Path: p.Path, RunID: p.RunID, Epoch: l.epoch})
 	if err != nil {
@@ -352,7 +354,7 @@ func (l *Leadership) PublishCheckpoint(ctx context.Context, p Pointer) error {
 				l.ptr.known = false
 				continue
 			}
-			return fmt.Errorf("ha: %s for job %s: stored pointer is checkpoint %d: %w", op, l.jobID, l.ptr.id, ErrStalePointer)
+			return fmt.Errorf("ha: %s for job %s: stored pointer is checkpoint %d: %w", op, l.jobID, l.ptr.id, ha.ErrStalePointer)
 		}
 		resp, err := l.s.client.Txn(ctx).
 			If(l.fence(), clientv3.Compare(clientv3.ModRevision(key), "=", l.ptr.mod)).

@@ -1,4 +1,4 @@
-package ha
+package etcd
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/cluster/ha"
 	"github.com/sluicehq/sluice/internal/etcdtest"
 	"github.com/sluicehq/sluice/internal/testcerts"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -19,8 +20,8 @@ func TestTLSAndAuthentication(t *testing.T) {
 	ca := testcerts.NewTestCA(t, "etcd CA")
 	srv := etcdtest.StartServer(t, etcdtest.WithTLS(ca), etcdtest.WithAuth("sluice", "the password"))
 	eps := srv.Endpoints()
-	good := Config{Endpoints: eps, Prefix: "/test", SessionTTL: holdTTL, Logger: testLog}
-	for k, v := range map[string]string{KeyUsername.Name(): "sluice", KeyPassword.Name(): "the password", KeyTLSCA.Name(): srv.CAFile()} {
+	good := ha.Config{Endpoints: eps, Prefix: "/test", SessionTTL: holdTTL, Logger: testLog}
+	for k, v := range map[string]string{ha.KeyUsername.Name(): "sluice", ha.KeyPassword.Name(): "the password", ha.KeyTLSCA.Name(): srv.CAFile()} {
 		if err := good.Set(k, v); err != nil {
 			t.Fatal(err)
 		}
@@ -31,7 +32,7 @@ func TestTLSAndAuthentication(t *testing.T) {
 	}
 	defer s.Close()
 	l := campaign(t, s, "job-1", "10.0.0.1:6123")
-	if err := l.PublishCheckpoint(testutil.Context(t, 0), Pointer{ID: 3, Path: "s3://b/job-1/chk-3"}); err != nil {
+	if err := l.PublishCheckpoint(testutil.Context(t, 0), ha.Pointer{ID: 3, Path: "s3://b/job-1/chk-3"}); err != nil {
 		t.Fatal(err)
 	}
 	if p, ok, err := s.LatestCheckpoint(testutil.Context(t, 0), "job-1"); err != nil || !ok || p.ID != 3 {
@@ -41,12 +42,12 @@ func TestTLSAndAuthentication(t *testing.T) {
 	otherCA := testcerts.NewTestCA(t, "another CA")
 	for _, tc := range []struct {
 		name string
-		edit func(*Config)
+		edit func(*ha.Config)
 		want []string
 	}{
-		{"wrong password", func(c *Config) { c.Password = "wrong" }, []string{KeyPassword.Name(), "authentication failed", eps[0]}},
-		{"no user", func(c *Config) { c.Username, c.Password = "", "" }, []string{KeyUsername.Name(), eps[0]}},
-		{"another CA", func(c *Config) { c.TLSCAFile = otherCA.File(t) }, []string{KeyTLSCA.Name(), eps[0]}},
+		{"wrong password", func(c *ha.Config) { c.Password = "wrong" }, []string{ha.KeyPassword.Name(), "authentication failed", eps[0]}},
+		{"no user", func(c *ha.Config) { c.Username, c.Password = "", "" }, []string{ha.KeyUsername.Name(), eps[0]}},
+		{"another CA", func(c *ha.Config) { c.TLSCAFile = otherCA.File(t) }, []string{ha.KeyTLSCA.Name(), eps[0]}},
 	} {
 		cfg := good
 		cfg.DialTimeout = time.Second
@@ -69,7 +70,7 @@ func TestTLSAndAuthentication(t *testing.T) {
 	// Files that cannot be read are configuration errors naming the key.
 	bad := good
 	bad.TLSCAFile = t.TempDir() + "/absent.pem"
-	if _, err := Open(testutil.Context(t, 0), bad); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), KeyTLSCA.Name()) {
-		t.Errorf("an absent CA file: %v, want ErrInvalidConfig naming %s", err, KeyTLSCA.Name())
+	if _, err := Open(testutil.Context(t, 0), bad); !errors.Is(err, ha.ErrInvalidConfig) || !strings.Contains(err.Error(), ha.KeyTLSCA.Name()) {
+		t.Errorf("an absent CA file: %v, want ha.ErrInvalidConfig naming %s", err, ha.KeyTLSCA.Name())
 	}
 }
