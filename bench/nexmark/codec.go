@@ -23,7 +23,7 @@ type binCodec[T any] struct {
 func (c binCodec[T]) Append(dst []byte, v T) ([]byte, error) { return c.enc(dst, v), nil }
 
 func (c binCodec[T]) Decode(src []byte) (T, error) {
-	r := reader{b: src}
+	r := reader{b: src, src: src}
 	v := c.dec(&r)
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%d bytes left over", len(r.b))
@@ -50,6 +50,11 @@ func putStr(b []byte, s string) []byte {
 type reader struct {
 	b   []byte
 	err error
+	// src is the whole record, and all a copy of it as a string, made at
+	// the first non-empty str: the record's strings are parts of it, one
+	// allocation per record instead of one per string (a bid has three).
+	src []byte
+	all string
 }
 
 func (r *reader) int() int64 {
@@ -74,9 +79,16 @@ func (r *reader) str() string {
 		r.err = errors.New("bad string length")
 		return ""
 	}
-	s := string(r.b[n : n+int(l)])
+	if l == 0 {
+		r.b = r.b[n:]
+		return ""
+	}
+	if r.all == "" {
+		r.all = string(r.src)
+	}
+	off := len(r.src) - len(r.b) + n
 	r.b = r.b[n+int(l):]
-	return s
+	return r.all[off : off+int(l)]
 }
 
 func (r *reader) byte() byte {

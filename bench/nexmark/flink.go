@@ -20,6 +20,10 @@ var flinkQueries = map[string]bool{"q0": true, "q1": true, "q2": true, "q3": tru
 type flinkResult struct {
 	events    int64
 	wall, cpu float64
+	// parallelism and intervalMs are what the run used, in the lines
+	// -flink-results saves (0: not said, as bench/flinknexmark's own).
+	parallelism int
+	intervalMs  int64
 }
 
 func (f flinkResult) perCore() float64 {
@@ -95,6 +99,10 @@ func parseFlink(out string) (map[string]flinkResult, error) {
 				r.wall, err = strconv.ParseFloat(v, 64)
 			case "cpu_s":
 				r.cpu, err = strconv.ParseFloat(v, 64)
+			case "parallelism":
+				r.parallelism, err = strconv.Atoi(v)
+			case "checkpoint_interval_ms":
+				r.intervalMs, err = strconv.ParseInt(v, 10, 64)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("result line %q: %s: %w", sc.Text(), k, err)
@@ -104,6 +112,56 @@ func parseFlink(out string) (map[string]flinkResult, error) {
 			return nil, fmt.Errorf("result line %q: want query, events and wall_s", sc.Text())
 		}
 		res[name] = r
+	}
+	return res, nil
+}
+
+// saveFlink writes Flink's results as result lines that parseFlink reads,
+// with the parallelism and checkpoint interval of the run, for a later
+// -flink-results.
+func saveFlink(path string, res map[string]flinkResult, o options) error {
+	var b strings.Builder
+	names := make([]string, 0, len(res))
+	for n := range res {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		r := res[n]
+		fmt.Fprintf(&b, "flink query=%s events=%d wall_s=%.3f cpu_s=%.3f parallelism=%d checkpoint_interval_ms=%d\n",
+			n, r.events, r.wall, r.cpu, o.parallelism, o.interval.Milliseconds())
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("-flink-results: %w", err)
+	}
+	return nil
+}
+
+// loadFlink reads the Flink results an earlier -flink run saved with
+// -flink-results, and checks that they are for the selected queries with
+// the events, parallelism and checkpoint interval of this run.
+func loadFlink(path string, selected []query, o options) (map[string]flinkResult, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-flink-results: %w", err)
+	}
+	res, err := parseFlink(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("-flink-results %s: %w", path, err)
+	}
+	for _, q := range selected {
+		n := q.flinkName()
+		if !flinkQueries[n] {
+			continue
+		}
+		r, ok := res[n]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("-flink-results %s: no result for %s: run -flink with -query %s and -flink-results first", path, n, n)
+		case r.events != o.cfg.Events || r.parallelism != o.parallelism || r.intervalMs != o.interval.Milliseconds():
+			return nil, fmt.Errorf("-flink-results %s: %s ran %d events at parallelism %d with %d ms checkpoints, this run %d events at %d with %d ms",
+				path, n, r.events, r.parallelism, r.intervalMs, o.cfg.Events, o.parallelism, o.interval.Milliseconds())
+		}
 	}
 	return res, nil
 }

@@ -26,6 +26,10 @@
 //	go run ./bench/nexmark -backends rocksdb -parallelism 2 -checkpoint-interval 10s \
 //	    -flink bench/flinknexmark/target/flinknexmark.jar
 //
+// -flink-results FILE saves Flink's figures; a later run with
+// -flink-results FILE and no -flink (say with -rocksdb-native-memtable)
+// sets them beside its own instead of running Flink again.
+//
 // Cores are measured as the Nexmark benchmark measures them: the CPU the
 // process used (user + system, every thread) over the wall time, so
 // "per core" is events / CPU seconds. The wall-time figure per
@@ -241,6 +245,7 @@ func main() {
 		dir      = flag.String("dir", "", "directory for checkpoints and RocksDB (default: the system's temporary directory)")
 		profile  = flag.String("cpuprofile", "", "write a CPU profile of all the runs to this file")
 		flinkJar = flag.String("flink", "", "also run the queries on Flink with this jar (bench/flinknexmark/target/flinknexmark.jar) and print both side by side")
+		flinkRes = flag.String("flink-results", "", "with -flink, also save Flink's figures in this file; without -flink, set the figures an earlier -flink run saved here beside this run's (the same -events, -parallelism and -checkpoint-interval) instead of running Flink again")
 		native   = flag.Bool("rocksdb-native-memtable", false, "RocksDB: value states write straight into RocksDB's memtables, without the write buffer in Go memory (rocksdb.Options.NativeMemtable), as Flink does")
 	)
 	flag.Parse()
@@ -307,10 +312,26 @@ func main() {
 	}
 
 	var flink map[string]flinkResult
-	if *flinkJar != "" {
+	flinkFrom := *flinkJar
+	switch {
+	case *flinkJar != "":
 		var err error
 		if flink, err = runFlink(*flinkJar, selected, o); err != nil {
 			fail(err)
+		}
+		if *flinkRes != "" {
+			if err := saveFlink(*flinkRes, flink, o); err != nil {
+				fail(err)
+			}
+		}
+	case *flinkRes != "":
+		var err error
+		if flink, err = loadFlink(*flinkRes, selected, o); err != nil {
+			fail(err)
+		}
+		flinkFrom = *flinkRes
+		if st, err := os.Stat(*flinkRes); err == nil {
+			flinkFrom += ", an earlier run saved at " + st.ModTime().UTC().Format("15:04 UTC")
 		}
 	}
 
@@ -359,7 +380,7 @@ func main() {
 	if flink == nil {
 		fmt.Println("(Flink 1.13: the Nexmark README's published figures, other hardware; -flink measures Flink here)")
 	} else {
-		fmt.Printf("(Flink: %s, the same events, parallelism, checkpoint interval and machine; its JVM warmed on the first query)\n", *flinkJar)
+		fmt.Printf("(Flink: %s, the same events, parallelism, checkpoint interval and machine; its JVM warmed on the first query)\n", flinkFrom)
 	}
 }
 

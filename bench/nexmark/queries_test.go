@@ -64,7 +64,8 @@ func sameMultiset[T comparable](t *testing.T, name string, got, want []T) {
 	}
 }
 
-// TestQueries runs every query on the heap and on RocksDB and compares it
+// TestQueries runs every query on the heap and on RocksDB (with its Go
+// write buffer and without) and compares it
 // with the plain evaluation of the same events.
 func TestQueries(t *testing.T) {
 	backends := []struct {
@@ -75,6 +76,11 @@ func TestQueries(t *testing.T) {
 		{"heap", 20_000, func(*testing.T) []sluice.Option { return nil }},
 		{"rocksdb", 20_000, func(t *testing.T) []sluice.Option {
 			return []sluice.Option{sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{}))}
+		}},
+		// Without the Go write buffer (-rocksdb-native-memtable): every
+		// value state read and write goes to RocksDB.
+		{"rocksdb-native", 20_000, func(t *testing.T) []sluice.Option {
+			return []sluice.Option{sluice.WithStateBackend(rocksdb.Factory(t.TempDir(), rocksdb.Options{NativeMemtable: true}))}
 		}},
 	}
 	for _, be := range backends {

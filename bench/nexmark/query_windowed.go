@@ -102,23 +102,32 @@ func (q *q5Slices) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice
 		return err
 	}
 	var n int64
-	kept := make([]int64, 0, len(counts))
+	live := 0 // the slices still in the window ending at end + slide
 	for i := 0; i < len(counts); i += 2 {
 		start, c := counts[i], counts[i+1]
 		if start >= end-size && start < end {
 			n += c
 		}
-		if start > end-size { // still in the window ending at end + slide
-			kept = append(kept, start, c)
+		if start > end-size {
+			live++
 		}
 	}
 	if n > 0 {
 		out.Collect(auctionCount{Auction: ctx.Key(), Count: n, End: end})
 	}
-	if len(kept) == 0 {
+	if live == 0 {
 		return q.slices.Clear()
 	}
 	ctx.Timers().RegisterEventTimeTimer(end + slide - 1)
+	if 2*live == len(counts) {
+		return nil // no slice left the windows: the state stays as it is
+	}
+	kept := make([]int64, 0, 2*live)
+	for i := 0; i < len(counts); i += 2 {
+		if counts[i] > end-size {
+			kept = append(kept, counts[i], counts[i+1])
+		}
+	}
 	return q.slices.Update(kept)
 }
 

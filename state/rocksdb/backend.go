@@ -131,6 +131,8 @@ type Backend struct {
 	kbuf      []byte // scratch: the key of an entry
 	vbuf      []byte // scratch: a value read
 	lbuf      []byte // scratch: a list entry written
+	// points writes the single puts and deletions of the raw stores.
+	points pointWriter
 
 	states  map[string]*cfState
 	order   []*cfState
@@ -724,6 +726,7 @@ func (b *Backend) Close() error {
 	b.inRange = false
 	b.deferred = false
 	b.closeDB()
+	b.points.destroy()
 	b.nopts.destroy()
 	err := os.RemoveAll(b.dbDir)
 	b.unlockDir()

@@ -372,3 +372,9 @@ func BenchmarkLocalRestore(b *testing.B) {
 	b.ReportMetric(float64(med(restores).Microseconds())/1000, "restore-ms")
 	b.ReportMetric(float64((med(news)+med(restores)).Microseconds())/1000, "median-ms")
 }
+
+// BenchmarkRocksDBValueRMWHotSetNative is BenchmarkRocksDBValueRMWHotSet
+// with NativeMemtable: the cost of RocksDB's own read and write path.
+func BenchmarkRocksDBValueRMWHotSetNative(b *testing.B) {
+	benchRMW(b, 1<<12, uniform(1<<12), Options{NativeMemtable: true})
+}

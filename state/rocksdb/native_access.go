@@ -36,10 +36,30 @@ static sluice_get_result sluice_get(rocksdb_t* db, const rocksdb_readoptions_t* 
 	return r;
 }
 
-static char* sluice_put(rocksdb_t* db, const rocksdb_writeoptions_t* wo,
-		rocksdb_column_family_handle_t* cf, const char* key, size_t klen, const char* val, size_t vlen) {
+// sluice_write_one writes a put of key (del 0) or a deletion (del 1) into
+// cf. With wb, through that batch, cleared first: DB::Put and DB::Delete
+// build a write batch of their own on every call (an allocation, a copy
+// and a free), which a batch kept from call to call, its memory reused,
+// does not. Without wb (a value too large to keep the batch's memory for)
+// it is DB::Put or DB::Delete.
+static char* sluice_write_one(rocksdb_t* db, const rocksdb_writeoptions_t* wo, rocksdb_writebatch_t* wb,
+		rocksdb_column_family_handle_t* cf, const char* key, size_t klen, const char* val, size_t vlen, int del) {
 	char* err = NULL;
-	rocksdb_put_cf(db, wo, cf, key, klen, val, vlen, &err);
+	if (wb == NULL) {
+		if (del) {
+			rocksdb_delete_cf(db, wo, cf, key, klen, &err);
+		} else {
+			rocksdb_put_cf(db, wo, cf, key, klen, val, vlen, &err);
+		}
+		return err;
+	}
+	rocksdb_writebatch_clear(wb);
+	if (del) {
+		rocksdb_writebatch_delete_cf(wb, cf, key, klen);
+	} else {
+		rocksdb_writebatch_put_cf(wb, cf, key, klen, val, vlen);
+	}
+	rocksdb_write(db, wo, wb, &err);
 	return err;
 }
 */
@@ -101,12 +121,51 @@ func nativeGet(db *grocksdb.DB, ro *grocksdb.ReadOptions, cf *grocksdb.ColumnFam
 	}
 }
 
-// nativePut writes key of cf.
-func nativePut(db *grocksdb.DB, wo *grocksdb.WriteOptions, cf *grocksdb.ColumnFamilyHandle, key, value []byte) error {
-	if e := C.sluice_put(nativeDB(db), nativeWO(wo), nativeCF(cf), bytesPtr(key), C.size_t(len(key)), bytesPtr(value), C.size_t(len(value))); e != nil {
+// pointWriter writes single puts and deletions through one RocksDB write
+// batch it keeps (sluice_write_one). It belongs to one goroutine at a
+// time: the backend's, on the task goroutine.
+type pointWriter struct {
+	wb *C.rocksdb_writebatch_t
+}
+
+// maxKeptWrite is the largest put whose bytes pointWriter's batch keeps
+// allocated after it: a larger one is written without the batch.
+const maxKeptWrite = 64 << 10
+
+func (w *pointWriter) write(db *grocksdb.DB, wo *grocksdb.WriteOptions, cf *grocksdb.ColumnFamilyHandle, key, value []byte, del bool) error {
+	wb := w.wb
+	if len(key)+len(value) > maxKeptWrite {
+		wb = nil
+	} else if wb == nil {
+		w.wb = C.rocksdb_writebatch_create()
+		wb = w.wb
+	}
+	var d C.int
+	if del {
+		d = 1
+	}
+	if e := C.sluice_write_one(nativeDB(db), nativeWO(wo), wb, nativeCF(cf), bytesPtr(key), C.size_t(len(key)), bytesPtr(value), C.size_t(len(value)), d); e != nil {
 		return cError(e)
 	}
 	return nil
+}
+
+// put writes value as key's in cf.
+func (w *pointWriter) put(db *grocksdb.DB, wo *grocksdb.WriteOptions, cf *grocksdb.ColumnFamilyHandle, key, value []byte) error {
+	return w.write(db, wo, cf, key, value, false)
+}
+
+// del deletes key in cf.
+func (w *pointWriter) del(db *grocksdb.DB, wo *grocksdb.WriteOptions, cf *grocksdb.ColumnFamilyHandle, key []byte) error {
+	return w.write(db, wo, cf, key, nil, true)
+}
+
+// destroy frees the batch; the writer can be used again after.
+func (w *pointWriter) destroy() {
+	if w.wb != nil {
+		C.rocksdb_writebatch_destroy(w.wb)
+		w.wb = nil
+	}
 }
 
 // cError turns and frees an error string RocksDB allocated.

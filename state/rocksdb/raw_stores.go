@@ -46,7 +46,7 @@ func (st *store) get(key []byte) ([]byte, bool, error) {
 
 func (st *store) put(key, value []byte) error {
 	st.b.settle()
-	if err := nativePut(st.b.db, st.b.nopts.wo, st.s.cf, key, value); err != nil {
+	if err := st.b.points.put(st.b.db, st.b.nopts.wo, st.s.cf, key, value); err != nil {
 		return fmt.Errorf("state %q: rocksdb put: %w", st.s.meta.Name, err)
 	}
 	return nil
@@ -54,8 +54,8 @@ func (st *store) put(key, value []byte) error {
 
 func (st *store) del(key []byte) error {
 	st.b.settle()
-	if err := st.b.db.DeleteCF(st.b.nopts.wo, st.s.cf, key); err != nil {
-		return fmt.Errorf("rocksdb delete: %w", err)
+	if err := st.b.points.del(st.b.db, st.b.nopts.wo, st.s.cf, key); err != nil {
+		return fmt.Errorf("state %q: rocksdb delete: %w", st.s.meta.Name, err)
 	}
 	return nil
 }
