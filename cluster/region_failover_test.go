@@ -42,60 +42,14 @@ func TestRegionFailoverOnWorkers(t *testing.T) {
 			const records = 6000
 			fm := &failingMapOnWorkers{at: records / 3, shared: &mapShared{}}
 			j := forwardJob{records: records, rate: 6000, cpDir: t.TempDir(), out: t.TempDir(), fm: fm, strategy: tc.strategy}
-			addr := freeAddr(t)
-			ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
-			defer cancel()
-			var restoresMu sync.Mutex
-			var restores []sluice.RestoreInfo
-			jb, err := j.env(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr,
-				HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second},
-				sluice.WithCheckpointListener(func(s checkpoint.Stats) {
-					if s.Status == checkpoint.StatusCompleted {
-						fm.shared.checkpointed.Store(true)
-					}
-				}),
-				sluice.WithRestoreListener(func(r sluice.RestoreInfo) {
-					restoresMu.Lock()
-					defer restoresMu.Unlock()
-					restores = append(restores, r)
-				})).ExecuteAsync(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var wg sync.WaitGroup
-			errs := make([]error, 2)
-			for i := range 2 {
-				wg.Go(func() {
-					c := cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, Slots: 1,
-						WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0", Host: "127.0.0.1",
-						HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
-					errs[i] = j.env(c).Execute(ctx)
-				})
-			}
-			if err := jb.Wait(); err != nil {
-				t.Fatalf("job: %v", err)
-			}
-			wg.Wait()
-			for i, err := range errs {
-				if err != nil {
-					t.Errorf("worker %d: %v", i, err)
-				}
-			}
-			if !fm.shared.fired.Load() {
-				t.Fatal("the injected failure never fired")
-			}
-			if n := jb.Restarts(); n != 1 {
-				t.Errorf("%d restarts, want 1", n)
-			}
+			restores := runOnTwoWorkers(t, j.env, fm.shared)
 			opens, attempts, gap, pause1 := fm.shared.counts()
 			if opens != tc.opens || attempts != tc.attempts {
 				t.Errorf("the map's subtasks were opened %v times, last in attempts %v; want %v times, in %v", opens, attempts, tc.opens, tc.attempts)
 			}
-			restoresMu.Lock()
 			if len(restores) != 1 || restores[0].Attempt != tc.restoredIn || restores[0].CheckpointID == 0 {
 				t.Errorf("restores reported: %+v; want one of a checkpoint, in attempt %d", restores, tc.restoredIn)
 			}
-			restoresMu.Unlock()
 			got, err := filesink.ReadCommitted(j.out, codec.JSON[int64]{})
 			if err != nil {
 				t.Fatal(err)
@@ -242,66 +196,20 @@ func TestRegionSpanningWorkersFailsOver(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const records = 6000
 			a := &failingMapOnWorkers{at: records / 3, shared: &mapShared{}}
-			// b never fails; it waits for the same checkpoint only to share
-			// the type.
+			// b never fails (its failure point is past the input): it only
+			// counts its opens.
 			b := &failingMapOnWorkers{at: 1 << 62, shared: &mapShared{}}
 			j := spanningJob{records: records, rate: 6000, cpDir: t.TempDir(), outA: t.TempDir(), outB: t.TempDir(), a: a, b: b, strategy: tc.strategy}
-			addr := freeAddr(t)
-			ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
-			defer cancel()
-			var restoresMu sync.Mutex
-			var restores []sluice.RestoreInfo
-			jb, err := j.env(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr,
-				HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second},
-				sluice.WithCheckpointListener(func(s checkpoint.Stats) {
-					if s.Status == checkpoint.StatusCompleted {
-						a.shared.checkpointed.Store(true)
-					}
-				}),
-				sluice.WithRestoreListener(func(r sluice.RestoreInfo) {
-					restoresMu.Lock()
-					defer restoresMu.Unlock()
-					restores = append(restores, r)
-				})).ExecuteAsync(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var wg sync.WaitGroup
-			errs := make([]error, 2)
-			for i := range 2 {
-				wg.Go(func() {
-					c := cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, Slots: 1,
-						WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0", Host: "127.0.0.1",
-						HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
-					errs[i] = j.env(c).Execute(ctx)
-				})
-			}
-			if err := jb.Wait(); err != nil {
-				t.Fatalf("job: %v", err)
-			}
-			wg.Wait()
-			for i, err := range errs {
-				if err != nil {
-					t.Errorf("worker %d: %v", i, err)
-				}
-			}
-			if !a.shared.fired.Load() {
-				t.Fatal("the injected failure never fired")
-			}
-			if n := jb.Restarts(); n != 1 {
-				t.Errorf("%d restarts, want 1", n)
-			}
+			restores := runOnTwoWorkers(t, j.env, a.shared)
 			if opens, attempts, _, _ := a.shared.counts(); opens != [2]int{2, 2} || attempts != [2]int{1, 1} {
 				t.Errorf("pipeline a's map subtasks were opened %v times, last in attempts %v; want [2 2] times, in [1 1]: its region spans both workers", opens, attempts)
 			}
 			if opens, attempts, _, _ := b.shared.counts(); opens != tc.bOpens || attempts != tc.bAttempts {
 				t.Errorf("pipeline b's map subtasks were opened %v times, last in attempts %v; want %v times, in %v", opens, attempts, tc.bOpens, tc.bAttempts)
 			}
-			restoresMu.Lock()
 			if len(restores) != 1 || restores[0].Attempt != tc.restoredIn || restores[0].CheckpointID == 0 {
 				t.Errorf("restores reported: %+v; want one of a checkpoint, in attempt %d", restores, tc.restoredIn)
 			}
-			restoresMu.Unlock()
 			for name, dir := range map[string]string{"a": j.outA, "b": j.outB} {
 				got, err := filesink.ReadCommitted(dir, codec.JSON[int64]{})
 				if err != nil {
@@ -355,4 +263,60 @@ func (j spanningJob) env(c cluster.Config, more ...sluice.Option) *sluice.Enviro
 		sluice.SinkTo(s, filesink.New[int64](p.out, codec.JSON[int64]{}), sluice.Name("files-"+p.name), sluice.UID("files-"+p.name))
 	}
 	return env
+}
+
+// runOnTwoWorkers runs the job env builds on a coordinator and two workers
+// of one slot, in this process, until it ends: the injected failure of
+// shared must have fired once and restarted the job (or its region) once.
+// It returns the restores the coordinator's listeners heard of.
+func runOnTwoWorkers(t *testing.T, env func(cluster.Config, ...sluice.Option) *sluice.Environment, shared *mapShared) []sluice.RestoreInfo {
+	t.Helper()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.SafetyNet)
+	defer cancel()
+	var restoresMu sync.Mutex
+	var restores []sluice.RestoreInfo
+	jb, err := env(cluster.Config{Role: cluster.RoleCoordinator, Listen: addr,
+		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second},
+		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
+			if s.Status == checkpoint.StatusCompleted {
+				shared.checkpointed.Store(true)
+			}
+		}),
+		sluice.WithRestoreListener(func(r sluice.RestoreInfo) {
+			restoresMu.Lock()
+			defer restoresMu.Unlock()
+			restores = append(restores, r)
+		})).ExecuteAsync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			c := cluster.Config{Role: cluster.RoleWorker, Coordinator: addr, Slots: 1,
+				WorkerID: fmt.Sprintf("w%d", i), DataListen: "127.0.0.1:0", Host: "127.0.0.1",
+				HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
+			errs[i] = env(c).Execute(ctx)
+		})
+	}
+	if err := jb.Wait(); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("worker %d: %v", i, err)
+		}
+	}
+	if !shared.fired.Load() {
+		t.Fatal("the injected failure never fired")
+	}
+	if n := jb.Restarts(); n != 1 {
+		t.Errorf("%d restarts, want 1", n)
+	}
+	restoresMu.Lock()
+	defer restoresMu.Unlock()
+	return slices.Clone(restores)
 }
