@@ -17,18 +17,6 @@ type StateSnapshotter interface {
 	SnapshotState(checkpointID int64) (committables [][]byte, err error)
 }
 
-// DeferredStateSnapshotter is a StateSnapshotter whose committables are
-// ready only after the synchronous part (a two-phase-commit sink whose
-// pre-commit flush goes on while the task processes the next records).
-// The runtime prefers it: SnapshotStateDeferred runs where SnapshotState
-// would, and the asynchronous part of the checkpoint calls the returned
-// function, off the task goroutine, and stores what it returns; its
-// error declines the checkpoint. A nil function means no committables.
-type DeferredStateSnapshotter interface {
-	StateSnapshotter
-	SnapshotStateDeferred(checkpointID int64) (committables func() ([][]byte, error), err error)
-}
-
 // CheckpointListener is implemented by operators (and user functions)
 // that act when a checkpoint completes or is aborted: a two-phase-commit
 // sink commits on completion. It is source.CheckpointListener: one

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/metrics/report"
@@ -28,30 +27,12 @@ type Sink[T any] struct {
 	writer    sink.Writer[T]
 	committer sink.Committer
 	writerSt  state.OperatorListState[[]byte]
-	// pending pre-commits by checkpoint id, not yet committed.
-	pending map[int64]*precommit
-}
-
-// precommit is the pre-commit of one checkpoint: its committables once
-// the writer's wait for them returned (at once for a PrecommittingWriter,
-// after the flush for an AsyncPrecommittingWriter). It is safe for use
-// by several goroutines: the checkpoint's asynchronous part and the task.
-type precommit struct {
-	once sync.Once
-	wait func() ([][]byte, error)
-	c    [][]byte
-	err  error
-}
-
-func (p *precommit) get() ([][]byte, error) {
-	p.once.Do(func() { p.c, p.err = p.wait() })
-	return p.c, p.err
+	// pending committables by checkpoint id, not yet committed.
+	pending map[int64][][]byte
 }
 
 // NewSink returns the operator that drives s.
-func NewSink[T any](s sink.Sink[T]) *Sink[T] {
-	return &Sink[T]{sink: s, pending: map[int64]*precommit{}}
-}
+func NewSink[T any](s sink.Sink[T]) *Sink[T] { return &Sink[T]{sink: s, pending: map[int64][][]byte{}} }
 
 func (s *Sink[T]) Open(ctx *Context) error {
 	s.ctx = ctx
@@ -138,22 +119,8 @@ func (s *Sink[T]) ProcessWatermark(int64) error { return nil }
 // SnapshotState pre-commits (two-phase-commit sinks), flushes (other
 // sinks: at-least-once), and stores the writer's state. It returns every
 // committable not yet committed, so that a restore from this checkpoint
-// commits them all; with an AsyncPrecommittingWriter it waits for the
-// pre-commit (SnapshotStateDeferred does not).
+// commits them all.
 func (s *Sink[T]) SnapshotState(checkpointID int64) ([][]byte, error) {
-	wait, err := s.SnapshotStateDeferred(checkpointID)
-	if err != nil || wait == nil {
-		return nil, err
-	}
-	return wait()
-}
-
-// SnapshotStateDeferred is SnapshotState whose committables come from
-// the returned function, which the checkpoint's asynchronous part calls:
-// an AsyncPrecommittingWriter's flush goes on while the task processes
-// the next records, and the checkpoint does not complete before it is
-// done. The function fails if any pre-commit it covers failed.
-func (s *Sink[T]) SnapshotStateDeferred(checkpointID int64) (func() ([][]byte, error), error) {
 	if sw, ok := s.writer.(sink.StatefulWriter[T]); ok && s.writerSt != nil {
 		st, err := sw.SnapshotState(checkpointID)
 		if err != nil {
@@ -170,43 +137,18 @@ func (s *Sink[T]) SnapshotStateDeferred(checkpointID int64) (func() ([][]byte, e
 		}
 		return nil, nil
 	}
-	if aw, ok := pw.(sink.AsyncPrecommittingWriter[T]); ok {
-		wait, err := aw.PrepareCommitAsync(checkpointID)
-		if err != nil {
-			return nil, Wrap(s.ctx, fmt.Errorf("pre-commit for checkpoint %d: %w", checkpointID, err))
-		}
-		if wait != nil {
-			s.pending[checkpointID] = &precommit{wait: wait}
-		}
-	} else {
-		c, err := pw.PrepareCommit(checkpointID)
-		if err != nil {
-			return nil, Wrap(s.ctx, fmt.Errorf("pre-commit for checkpoint %d: %w", checkpointID, err))
-		}
-		if len(c) > 0 {
-			s.pending[checkpointID] = &precommit{wait: func() ([][]byte, error) { return c, nil }}
-		}
+	c, err := pw.PrepareCommit(checkpointID)
+	if err != nil {
+		return nil, Wrap(s.ctx, fmt.Errorf("pre-commit for checkpoint %d: %w", checkpointID, err))
 	}
-	ids := slices.Sorted(maps.Keys(s.pending))
-	pcs := make([]*precommit, len(ids))
-	for i, id := range ids {
-		pcs[i] = s.pending[id]
+	if len(c) > 0 {
+		s.pending[checkpointID] = c
 	}
-	if len(pcs) == 0 {
-		return nil, nil
+	var all [][]byte
+	for _, id := range slices.Sorted(maps.Keys(s.pending)) {
+		all = append(all, s.pending[id]...)
 	}
-	ctx := s.ctx
-	return func() ([][]byte, error) {
-		var all [][]byte
-		for i, p := range pcs {
-			c, err := p.get()
-			if err != nil {
-				return nil, Wrap(ctx, fmt.Errorf("pre-commit for checkpoint %d: %w", ids[i], err))
-			}
-			all = append(all, c...)
-		}
-		return all, nil
-	}, nil
+	return all, nil
 }
 
 // NotifyCheckpointComplete commits the committables of every checkpoint up
@@ -219,11 +161,7 @@ func (s *Sink[T]) NotifyCheckpointComplete(id int64) error {
 		if cid > id {
 			break
 		}
-		c, err := s.pending[cid].get()
-		if err != nil {
-			return Wrap(s.ctx, fmt.Errorf("pre-commit for checkpoint %d: %w", cid, err))
-		}
-		if err := s.committer.Commit(s.taskContext(), cid, c); err != nil {
+		if err := s.committer.Commit(s.taskContext(), cid, s.pending[cid]); err != nil {
 			return Wrap(s.ctx, fmt.Errorf("commit checkpoint %d: %w", cid, err))
 		}
 		delete(s.pending, cid)

@@ -93,9 +93,6 @@ type unitSnapshot struct {
 	op, keyed    state.StateSnapshot
 	incremental  state.IncrementalStateSnapshot // instead of keyed
 	committables [][]byte
-	// deferred returns the committables in the asynchronous part
-	// (operators.DeferredStateSnapshotter), instead of committables.
-	deferred func() ([][]byte, error)
 }
 
 func (p *pendingSnapshot) id() int64 { return p.barrier.ID }

@@ -82,12 +82,6 @@ func captureUnit(u *opUnit, src SourceDriver, id int64, incremental bool) (unitS
 				return us, operators.Wrap(u.ctx, fmt.Errorf("snapshot source for checkpoint %d: %w", id, err))
 			}
 		}
-	} else if s, ok := u.op.(operators.DeferredStateSnapshotter); ok {
-		cm, err := s.SnapshotStateDeferred(id)
-		if err != nil {
-			return us, operators.Wrap(u.ctx, err)
-		}
-		us.deferred = cm
 	} else if s, ok := u.op.(operators.StateSnapshotter); ok {
 		cm, err := s.SnapshotState(id)
 		if err != nil {
@@ -280,15 +274,6 @@ func writeUnit(loc *storage.Location, us unitSnapshot, subtask, parallelism, max
 			kh.Backend, kh.Files = backendIncremental, files
 		}
 		st.KeyedState = []storage.KeyedStateHandle{kh}
-	}
-	if us.deferred != nil {
-		// Last, so that a sink's pre-commit flush overlaps the uploads
-		// above: the checkpoint waits for it here.
-		cm, err := us.deferred()
-		if err != nil {
-			return st, sz, fmt.Errorf("committables of %q: %w", u.node.Name, err)
-		}
-		st.Committables = cm
 	}
 	return st, sz, nil
 }

@@ -29,25 +29,6 @@ type PrecommittingWriter[T any] interface {
 	PrepareCommit(checkpointID int64) ([][]byte, error)
 }
 
-// AsyncPrecommittingWriter is a PrecommittingWriter whose pre-commit
-// finishes off the task goroutine: at the barrier of checkpoint n it only
-// closes the interval (the next record goes into a new transaction), and
-// the wait for what it wrote to be durable (a Kafka transaction's produce
-// acknowledgements) runs while the task processes the next interval. The
-// runtime prefers it to PrepareCommit.
-type AsyncPrecommittingWriter[T any] interface {
-	PrecommittingWriter[T]
-	// PrepareCommitAsync runs in the synchronous part of checkpoint n and
-	// returns the wait for the interval's committables. The asynchronous
-	// part of checkpoint n calls it, off the task goroutine, and the
-	// checkpoint does not complete before it returned them; its error
-	// declines the checkpoint, and the writer's next Write or
-	// PrepareCommitAsync must fail with it too (what the interval wrote is
-	// lost). The wait may be called more than once, from any goroutine,
-	// and returns the same each time. A nil wait means no committables.
-	PrepareCommitAsync(checkpointID int64) (wait func() ([][]byte, error), err error)
-}
-
 // Committer is the committer half of a two-phase-commit sink. Commit runs
 // on notify-complete of a checkpoint, and on restore for the committables
 // the restored checkpoint holds, before any writer starts.

@@ -389,8 +389,7 @@ func (b *bench) latencyTable() error {
 	}
 	fmt.Println("(the checkpoint columns, in ms, are medians over the measured checkpoints of the parts of its critical path " +
 		"(checkpoint.Phases): the barrier's way to the last task to acknowledge, that task's synchronous part (the state backend's " +
-		"snapshot) and asynchronous part (the state's upload, then the wait for the sink's pre-commit flush), the _metadata written and " +
-		"the notifications sent; then the sink's mean commit, EndTxn)")
+		"and the sink's pre-commit) and asynchronous part, the _metadata written and the notifications sent; then the sink's mean commit, EndTxn)")
 	return nil
 }
 

@@ -450,33 +450,12 @@ func (w *watchedWriter[T]) Flush(endOfInput bool) error {
 }
 
 func (w *watchedWriter[T]) PrepareCommit(id int64) ([][]byte, error) {
-	w.watch(id)
-	return w.Writer.(sink.PrecommittingWriter[T]).PrepareCommit(id)
-}
-
-// PrepareCommitAsync passes the Kafka writer's on, so that the jobs run
-// the pre-commit flush as they would without the tracker.
-func (w *watchedWriter[T]) PrepareCommitAsync(id int64) (func() ([][]byte, error), error) {
-	w.watch(id)
-	return prepareCommitAsync(w.Writer, id)
-}
-
-// prepareCommitAsync is w's PrepareCommitAsync, or its PrepareCommit
-// when it has none.
-func prepareCommitAsync[T any](w sink.Writer[T], id int64) (func() ([][]byte, error), error) {
-	if aw, ok := w.(sink.AsyncPrecommittingWriter[T]); ok {
-		return aw.PrepareCommitAsync(id)
-	}
-	c, err := w.(sink.PrecommittingWriter[T]).PrepareCommit(id)
-	return func() ([][]byte, error) { return c, nil }, err
-}
-
-func (w *watchedWriter[T]) watch(id int64) {
 	w.f.mu.Lock()
 	if _, ok := w.f.after[w.subtask]; w.f.ended[w.subtask] && !ok {
 		w.f.after[w.subtask] = id
 	}
 	w.f.mu.Unlock()
+	return w.Writer.(sink.PrecommittingWriter[T]).PrepareCommit(id)
 }
 
 func (w *watchedWriter[T]) SnapshotState(id int64) ([][]byte, error) {
@@ -703,12 +682,6 @@ func (w *killingWriter[T]) PrepareCommit(id int64) ([][]byte, error) {
 	c, err := w.Writer.(sink.PrecommittingWriter[T]).PrepareCommit(id)
 	w.armed = w.armed || id >= w.after
 	return c, err
-}
-
-func (w *killingWriter[T]) PrepareCommitAsync(id int64) (func() ([][]byte, error), error) {
-	wait, err := prepareCommitAsync(w.Writer, id)
-	w.armed = w.armed || id >= w.after
-	return wait, err
 }
 
 func (w *killingWriter[T]) SnapshotState(id int64) ([][]byte, error) {

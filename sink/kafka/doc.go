@@ -34,16 +34,12 @@
 //
 // Exactly-once is two-phase commit. Between two checkpoint barriers a
 // writer produces into one Kafka transaction under a transactional id of
-// its pool, `<prefix>-<subtask>-<slot>`. At barrier n
-// (PrepareCommitAsync) it closes the interval; the next interval writes
-// under the next slot at once, while the closed transaction's client
-// flushes in checkpoint n's asynchronous part, off the task goroutine.
-// Once every record is acknowledged (checked one by one) it hands over a
-// committable that names the transaction: transactional id, producer id,
-// epoch, transaction version, checkpoint and the last offset written per
-// partition; checkpoint n does not complete before, and a record that
-// failed declines it and fails the writer's next write. It never ends the
-// transaction itself. When checkpoint n completes, the Committer
+// its pool, `<prefix>-<subtask>-<slot>`. At barrier n (PrepareCommit) it
+// flushes, checks the result of every record, and hands over a committable
+// that names the transaction: transactional id, producer id, epoch,
+// transaction version, checkpoint and the last offset written per
+// partition. It never ends the transaction itself. The next interval
+// writes under the next slot. When checkpoint n completes, the Committer
 // commits the transaction. Under transaction version 2 (KIP-890, Kafka 4's
 // default) it does so through the slot's own franz-go client, whose
 // EndTxn bumps the epoch, and the slot keeps that client for its next

@@ -405,7 +405,6 @@ func kill(w sink.Writer[string]) {
 	tw := w.(*transactionalWriter[string])
 	tw.closed = true
 	tw.cancel()
-	tw.flushing.Wait()
 	for _, cl := range tw.s.pool.unregister(tw.slots) {
 		cl.Close()
 	}

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -76,11 +75,6 @@ type transactionalWriter[T any] struct {
 	endOfInput, afterFinal bool
 	closing                sync.WaitGroup
 	closed                 bool
-	// flushing are the pre-commit flushes still running (PrepareCommitAsync),
-	// each on the client of a transaction already handed over; failed
-	// holds the first that failed, which fails the writer.
-	flushing sync.WaitGroup
-	failed   atomic.Pointer[error]
 
 	// Lingering lists the transactions aborted at startup (for tests and
 	// logs): transactional id, producer id and epoch before the abort.
@@ -98,8 +92,8 @@ type DescribedID struct {
 }
 
 var (
-	_ sink.AsyncPrecommittingWriter[int] = (*transactionalWriter[int])(nil)
-	_ sink.StatefulWriter[int]           = (*transactionalWriter[int])(nil)
+	_ sink.PrecommittingWriter[int] = (*transactionalWriter[int])(nil)
+	_ sink.StatefulWriter[int]      = (*transactionalWriter[int])(nil)
 )
 
 func newTransactionalWriter[T any](s *Sink[T], wc sink.WriterContext) (*transactionalWriter[T], error) {
@@ -335,9 +329,6 @@ func (w *transactionalWriter[T]) retry(call string, cl *kgo.Client, key int16) k
 // SerializerErrorPolicy says (a dead-letter copy goes into the same
 // transaction). It fails with the first error of an earlier record.
 func (w *transactionalWriter[T]) Write(v T, ts int64) error {
-	if err := w.flushFailed(); err != nil {
-		return err
-	}
 	if w.cur != nil {
 		if err := w.recordsFailed(); err != nil {
 			return err
@@ -546,9 +537,6 @@ func transactionVersion(ctx context.Context, cl *kgo.Client) (int8, error) {
 // final checkpoint for that).
 func (w *transactionalWriter[T]) Flush(endOfInput bool) error {
 	w.endOfInput = w.endOfInput || endOfInput
-	if err := w.flushFailed(); err != nil {
-		return err
-	}
 	if w.cur == nil {
 		return nil
 	}
@@ -569,110 +557,48 @@ func (w *transactionalWriter[T]) recordsFailed() error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("kafka sink subtask %d, transactional id %s%s: %w", w.subtask, w.cur.id, coordinatorOf(w.cur.cl, err), err)
-}
-
-// coordinatorOf names the transaction coordinator of cl that err came
-// from (", transaction coordinator <broker>"), or "".
-func coordinatorOf(cl *kgo.Client, err error) string {
-	coordinator := kafkaclient.BrokerOf(cl, int16(kmsg.AddPartitionsToTxn), err)
+	coordinator := kafkaclient.BrokerOf(w.cur.cl, int16(kmsg.AddPartitionsToTxn), err)
 	if coordinator == "" {
-		coordinator = kafkaclient.BrokerOf(cl, int16(kmsg.InitProducerID), err)
+		coordinator = kafkaclient.BrokerOf(w.cur.cl, int16(kmsg.InitProducerID), err)
 	}
 	if coordinator != "" {
 		coordinator = ", transaction coordinator " + coordinator
 	}
-	return coordinator
+	return fmt.Errorf("kafka sink subtask %d, transactional id %s%s: %w", w.subtask, w.cur.id, coordinator, err)
 }
 
-// PrepareCommit closes the interval at barrier checkpointID and waits for
-// its pre-commit (PrepareCommitAsync).
+// PrepareCommit closes the interval at barrier checkpointID: it flushes
+// the transaction, checks every record, and returns its committable; the
+// transaction stays open for the committer. An interval without records
+// has no transaction and no committable.
 func (w *transactionalWriter[T]) PrepareCommit(checkpointID int64) ([][]byte, error) {
-	wait, err := w.PrepareCommitAsync(checkpointID)
-	if err != nil || wait == nil {
-		return nil, err
-	}
-	return wait()
-}
-
-// PrepareCommitAsync closes the interval at barrier checkpointID: the
-// next record begins a transaction under another id, while this one's
-// client flushes on a goroutine of its own. The wait returns the
-// transaction's committable once every record is acknowledged (the
-// transaction stays open for the committer), or the first failure, which
-// also fails the writer's next Write. An interval without records has no
-// transaction and no committable.
-func (w *transactionalWriter[T]) PrepareCommitAsync(checkpointID int64) (func() ([][]byte, error), error) {
-	if err := w.flushFailed(); err != nil {
-		return nil, err
-	}
 	if w.cur == nil {
 		w.afterFinal = w.endOfInput
 		return nil, nil
 	}
-	if err := w.recordsFailed(); err != nil {
+	if err := w.Flush(false); err != nil {
 		return nil, err // the operator names the checkpoint
 	}
 	w.afterFinal = w.endOfInput
-	sl, res, tv := w.cur, w.res, w.tv
-	w.cur, w.res = nil, nil
-	done := make(chan struct{})
-	var out [][]byte
-	var outErr error
-	w.flushing.Go(func() {
-		defer close(done)
-		c, err := w.precommit(sl, res, tv, checkpointID)
-		if err != nil {
-			outErr = err
-			w.failed.CompareAndSwap(nil, &err)
-			return
-		}
-		out = [][]byte{c.Encode()}
-	})
-	return func() ([][]byte, error) {
-		<-done
-		return out, outErr
-	}, nil
-}
-
-// precommit waits until every record of sl's transaction is acknowledged
-// and hands the transaction over to the committers; it runs on a
-// goroutine of its own while the writer goes on under another id.
-func (w *transactionalWriter[T]) precommit(sl *slot, res *results, tv int8, checkpointID int64) (Committable, error) {
-	if err := sl.cl.Flush(w.ctx); err != nil {
-		return Committable{}, fmt.Errorf("kafka sink subtask %d: flush transaction %s of checkpoint %d: %w", w.subtask, sl.id, checkpointID, err)
-	}
-	if err := res.err(); err != nil {
-		return Committable{}, fmt.Errorf("kafka sink subtask %d, transactional id %s%s, checkpoint %d: %w",
-			w.subtask, sl.id, coordinatorOf(sl.cl, err), checkpointID, err)
-	}
+	sl := w.cur
 	pid, epoch, err := sl.cl.ProducerID(w.ctx)
 	if err != nil {
-		return Committable{}, fmt.Errorf("kafka sink subtask %d: producer id of %s: %w", w.subtask, sl.id, err)
+		return nil, fmt.Errorf("kafka sink subtask %d: producer id of %s: %w", w.subtask, sl.id, err)
 	}
 	c := Committable{
 		TransactionalID:    sl.id,
 		ProducerID:         pid,
 		ProducerEpoch:      epoch,
-		TransactionVersion: tv,
+		TransactionVersion: w.tv,
 		CheckpointID:       checkpointID,
-		LastOffsets:        res.lastOffsets(),
-		Records:            res.records(),
+		LastOffsets:        w.res.lastOffsets(),
+		Records:            w.res.records(),
 	}
+	w.cur, w.res = nil, nil
 	w.s.pool.precommitted(sl, c)
 	w.log.Debug("kafka sink: pre-committed", "checkpoint", checkpointID, "transactional_id", c.TransactionalID,
 		"producer_id", pid, "epoch", epoch, "partitions", len(c.LastOffsets))
-	return c, nil
-}
-
-// flushFailed returns the failure of a pre-commit flush, if any: the
-// records of that transaction are lost, and the job must fail over to its
-// last checkpoint.
-func (w *transactionalWriter[T]) flushFailed() error {
-	if p := w.failed.Load(); p != nil {
-		return *p
-	}
-	return nil
+	return [][]byte{c.Encode()}, nil
 }
 
 // Close aborts the open transaction of the current interval (its records
@@ -709,9 +635,6 @@ func (w *transactionalWriter[T]) Close() error {
 		w.s.pool.release(sl)
 	}
 	w.cancel()
-	// A pre-commit flush still running ends with the context; its
-	// transaction, handed over, stays open for whoever commits or aborts it.
-	w.flushing.Wait()
 	for _, cl := range w.s.pool.unregister(w.slots) {
 		w.closing.Go(cl.Close)
 	}
