@@ -82,16 +82,7 @@ type forwardJob struct {
 }
 
 func (j forwardJob) env(c cluster.Config, more ...sluice.Option) *sluice.Environment {
-	env := sluice.NewEnvironment(append([]sluice.Option{
-		sluice.WithParallelism(2),
-		sluice.WithJobName("clustered-regions"),
-		sluice.WithChaining(false),
-		sluice.WithBufferTimeout(2 * time.Millisecond),
-		sluice.WithCheckpointing(50*time.Millisecond, j.cpDir),
-		sluice.WithRestartStrategy(sluice.FixedDelayRestart(5, 50*time.Millisecond)),
-		sluice.WithFailoverStrategy(j.strategy),
-		cluster.With(c),
-	}, more...)...)
+	env := regionsEnv("clustered-regions", j.cpDir, j.strategy, c, more...)
 	gen := source.NewDatagen(func(i int64) int64 { return i }, source.DatagenCount(j.records), source.DatagenRate(j.rate))
 	s := sluice.FromSource(env, gen, sluice.NoWatermarks[int64](), "gen", sluice.UID("gen"))
 	s = sluice.RichMap(s, j.fm, sluice.Name("fail"), sluice.UID("fail"))
@@ -242,16 +233,7 @@ type spanningJob struct {
 }
 
 func (j spanningJob) env(c cluster.Config, more ...sluice.Option) *sluice.Environment {
-	env := sluice.NewEnvironment(append([]sluice.Option{
-		sluice.WithParallelism(2),
-		sluice.WithJobName("spanning-regions"),
-		sluice.WithChaining(false),
-		sluice.WithBufferTimeout(2 * time.Millisecond),
-		sluice.WithCheckpointing(50*time.Millisecond, j.cpDir),
-		sluice.WithRestartStrategy(sluice.FixedDelayRestart(5, 50*time.Millisecond)),
-		sluice.WithFailoverStrategy(j.strategy),
-		cluster.With(c),
-	}, more...)...)
+	env := regionsEnv("spanning-regions", j.cpDir, j.strategy, c, more...)
 	for _, p := range []struct {
 		name string
 		fm   *failingMapOnWorkers
@@ -319,4 +301,20 @@ func runOnTwoWorkers(t *testing.T, env func(cluster.Config, ...sluice.Option) *s
 	restoresMu.Lock()
 	defer restoresMu.Unlock()
 	return slices.Clone(restores)
+}
+
+// regionsEnv is the environment of the region failover tests' jobs on a
+// cluster process c: parallelism 2, no chaining, 50 ms checkpoints into
+// cpDir, 5 restarts 50 ms apart under strategy.
+func regionsEnv(name, cpDir string, strategy sluice.FailoverStrategy, c cluster.Config, more ...sluice.Option) *sluice.Environment {
+	return sluice.NewEnvironment(append([]sluice.Option{
+		sluice.WithParallelism(2),
+		sluice.WithJobName(name),
+		sluice.WithChaining(false),
+		sluice.WithBufferTimeout(2 * time.Millisecond),
+		sluice.WithCheckpointing(50*time.Millisecond, cpDir),
+		sluice.WithRestartStrategy(sluice.FixedDelayRestart(5, 50*time.Millisecond)),
+		sluice.WithFailoverStrategy(strategy),
+		cluster.With(c),
+	}, more...)...)
 }
