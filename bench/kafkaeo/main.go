@@ -233,7 +233,7 @@ func parent(f flags, seeds []string) error {
 			for _, d := range s.dynamic {
 				args = append(args, "-D", d)
 			}
-			r, err := runChild(ctx, s.exec, args)
+			r, err := runChild(ctx, s.exec, args, f.memProfile == "" && f.liveProfile == "")
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", b, i+1, err)
 			}
@@ -300,9 +300,12 @@ func col(rs []run, fn func(run) float64) []float64 {
 
 func med(xs []float64) float64 { return xs[len(xs)/2] }
 
-func runChild(ctx context.Context, self string, args []string) (run, error) {
+func runChild(ctx context.Context, self string, args []string, noHeapProfile bool) (run, error) {
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Stderr = os.Stderr
+	if noHeapProfile {
+		cmd.Env = withoutHeapProfile(os.Environ())
+	}
 	out, err := cmd.Output()
 	if err != nil {
 		return run{}, fmt.Errorf("child %v: %w", args, err)
@@ -616,6 +619,31 @@ func procStatus(field string) int64 {
 		}
 	}
 	return -1
+}
+
+// withoutHeapProfile returns env with memprofilerate=0 added to
+// $GODEBUG, unless $GODEBUG sets a rate: this command links
+// runtime/pprof (for -memprofile), so the Go runtime samples its
+// allocations for a heap profile, and keeps a table of 1.4 MiB of
+// allocation stacks within the Go limit; a job's program that links no
+// heap profile does neither (the linker turns profiling off), and its
+// memory is what the child measures.
+func withoutHeapProfile(env []string) []string {
+	out := make([]string, 0, len(env)+1)
+	debug := "memprofilerate=0"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+			if strings.Contains(v, "memprofilerate=") {
+				return env
+			}
+			if v != "" {
+				debug = v + "," + debug
+			}
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "GODEBUG="+debug)
 }
 
 // loadAverage is the machine's load over the last 1, 5 and 15 minutes
