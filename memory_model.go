@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -29,11 +30,14 @@ var ErrInsufficientNetworkBuffers = network.ErrInsufficientNetworkBuffers
 // memory.DefaultGCPercent unless $GOGC is set.
 // Without it the shares are those of memory.DefaultProcessSize and,
 // unless taskmanager.memory.go.limit or $GOMEMLIMIT sets a limit, the Go
-// limit is memory.DefaultGoLimit (32 MiB, or that budget's task heap if
-// less), raised to twice the live heap when that is more
+// limit is memory.DefaultGoLimit of the process's task slots (24 MiB and
+// 4 MiB a slot: 32 MiB for a job of parallelism 2 in one process, 28 MiB
+// for a one-slot cluster worker; or that budget's task heap if less),
+// raised to twice the live heap when that is more
 // (memory.Budget.GoLimitFloats), with the GC percent off: a small job
 // collects when its heap reaches 32 MiB, a large one as Go's GOGC=100
-// would.
+// would. memory.Config.Slots set by WithMemoryConfig overrides the
+// process's slots.
 func WithProcessMemory(bytes int64) Option {
 	return func(e *Environment) {
 		if bytes <= 0 {
@@ -54,7 +58,11 @@ func WithMemoryConfig(edit func(c *memory.Config)) Option {
 // connectors and backends, and sets the Go limit from an explicit
 // process size.
 func (e *Environment) installMemory() error {
-	b, err := e.memory.Budget()
+	c := e.memory
+	if c.Slots == 0 {
+		c.Slots = e.processSlots()
+	}
+	b, err := c.Budget()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
@@ -73,6 +81,33 @@ func (e *Environment) installMemory() error {
 		l.Debug("memory budget", append(attrs, slog.Int64("task.heap", b.TaskHeap), slog.Int64("go.limit", limit), slog.Int("go.gc-percent", gcPercent))...)
 	}
 	return nil
+}
+
+// slotLauncher is a Launcher whose process offers task slots of its own
+// (package cluster's worker: taskmanager.numberOfTaskSlots), by which
+// the default Go limit grows (memory.DefaultGoLimit).
+type slotLauncher interface {
+	Launcher
+	Slots() int
+}
+
+// processSlots is the number of task slots of this process: a worker's
+// own, else the job's highest parallelism (one process runs the whole
+// job, as Flink's MiniCluster offers one slot per subtask of its widest
+// vertex).
+func (e *Environment) processSlots() int {
+	if l, err := e.Launcher(); err == nil && l != nil && l.Worker() {
+		if s, ok := l.(slotLauncher); ok {
+			return s.Slots()
+		}
+	}
+	n := 0
+	for _, node := range e.plan.Nodes {
+		if !node.IsSide() {
+			n = max(n, cmp.Or(node.Parallelism, e.cfg.Parallelism))
+		}
+	}
+	return max(n, 1)
 }
 
 // processBuffers is the process's one pool of network buffers (Flink's

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/source"
 
 	// The Kafka connectors declare the taskmanager.memory.kafka.* keys
 	// (their memory_share.go); a program that uses them links them.
@@ -75,5 +76,52 @@ func TestMemoryKeys(t *testing.T) {
 	err := NewEnvironment(WithProcessMemory(100<<20), WithMemoryConfig(func(c *memory.Config) { c.ManagedFraction = 0.95 })).Execute(t.Context())
 	if !errors.Is(err, ErrInvalidOption) || !errors.Is(err, memory.ErrInvalid) {
 		t.Errorf("an impossible budget: %v", err)
+	}
+}
+
+// slotWorker is a worker launcher offering slots task slots (package
+// cluster's, whose tasks never run here).
+type slotWorker struct {
+	Launcher
+	slots int
+}
+
+func (w slotWorker) Worker() bool { return true }
+func (w slotWorker) Slots() int   { return w.slots }
+
+// Without a process size the Go limit follows the process's task slots:
+// a job's highest parallelism in one process, a worker's own slots.
+func TestDefaultGoLimitFollowsTheProcessSlots(t *testing.T) {
+	testutil.ClearSluiceEnv(t)
+	old := memory.Current()
+	t.Cleanup(func() { memory.Install(old) })
+	t.Setenv("GOMEMLIMIT", "off") // installMemory must not touch the test binary's limit
+	const mib = 1 << 20
+	job := func(opts ...Option) *Environment {
+		e := NewEnvironment(opts...)
+		s := FromSource(e, source.FromSlice([]int{1}), NoWatermarks[int](), "numbers")
+		Map(s, func(v int) (int, error) { return v, nil }, Name("wide"), Parallelism(4))
+		return e
+	}
+	for _, c := range []struct {
+		name string
+		env  *Environment
+		want int64
+	}{
+		{"one process, parallelism 1 and a vertex of 4", job(WithParallelism(1)), memory.DefaultGoLimit(4)},
+		{"one process, parallelism 1", func() *Environment {
+			e := NewEnvironment(WithParallelism(1))
+			FromSource(e, source.FromSlice([]int{1}), NoWatermarks[int](), "numbers")
+			return e
+		}(), 28 * mib},
+		{"a worker of one slot", job(WithLauncher(slotWorker{slots: 1})), 28 * mib},
+		{"a worker of one slot, 100m set", job(WithLauncher(slotWorker{slots: 1}), WithMemoryConfig(func(c *memory.Config) { c.GoLimit = 100 * mib })), 100 * mib},
+	} {
+		if err := c.env.installMemory(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := memory.Current().GoLimit; got != c.want {
+			t.Errorf("%s: Go limit %d MiB, want %d MiB", c.name, got/mib, c.want/mib)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"flag"
 
@@ -65,6 +66,12 @@ func ConfigOf(env *sluice.Environment) (Config, error) {
 type launcher struct{ cfg Config }
 
 func (l *launcher) Worker() bool { return l.cfg.Role == RoleWorker }
+
+// Slots is the task slots the process offers as a worker
+// (taskmanager.numberOfTaskSlots), by which the root package sizes the
+// default Go limit of a worker (memory.DefaultGoLimit): a one-slot
+// worker runs a part of the job.
+func (l *launcher) Slots() int { return cmp.Or(l.cfg.Slots, DefaultSlots) }
 
 func (l *launcher) Start(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, standby func(waiting bool)) (*sluice.Job, error) {
 	if l.cfg.Role == RoleCoordinator {

@@ -28,7 +28,7 @@ var (
 	keyOverheadMin = config.MemorySize("taskmanager.memory.jvm-overhead.min", "The least overhead.").Default(DefaultOverheadMin)
 	keyOverheadMax = config.MemorySize("taskmanager.memory.jvm-overhead.max", "The most overhead.").Default(DefaultOverheadMax)
 	keyGoLimit     = config.MemorySize("taskmanager.memory.go.limit",
-		"The Go runtime's soft memory limit (GOMEMLIMIT, which wins when set); unset: with taskmanager.memory.process.size, the process less the overhead and RocksDB's native memory, without it "+config.FormatMemorySize(DefaultGoLimit)+" (or the default budget's task heap if less), raised to twice the live heap when that is more; 0: none.")
+		"The Go runtime's soft memory limit (GOMEMLIMIT, which wins when set); unset: with taskmanager.memory.process.size, the process less the overhead and RocksDB's native memory, without it "+config.FormatMemorySize(DefaultGoLimitBase)+" and "+config.FormatMemorySize(DefaultGoLimitPerSlot)+" per task slot of the process (a worker's taskmanager.numberOfTaskSlots, else the job's highest parallelism), or the default budget's task heap if less, raised to twice the live heap when that is more; 0: none.")
 	keyGCPercent = config.Int("taskmanager.memory.go.gc-percent",
 		"The Go runtime's GC percent (GOGC, which wins when set); unset: "+fmt.Sprint(DefaultGCPercent)+
 			" with taskmanager.memory.process.size; off under the default budget's limit (neither the size nor taskmanager.memory.go.limit set); else 100; negative: off, collections started by the Go limit only.")

@@ -60,18 +60,25 @@ const (
 	DefaultOverheadMin int64 = 32 << 20
 	// DefaultOverheadMax is taskmanager.memory.jvm-overhead.max.
 	DefaultOverheadMax int64 = 1 << 30
-	// DefaultGoLimit is the Go limit of the default budget (neither
-	// taskmanager.memory.process.size nor taskmanager.memory.go.limit
-	// set), at most its task heap, before it floats above
-	// LiveHeapHeadroom times the live heap (Budget.GoLimitFloats). The
-	// default budget sizes the shares of a process nobody sized, and
-	// most of it goes unused by a small job: its task heap (78 MiB with
-	// the Kafka connectors) as the limit, with the collector off below
-	// it, let the exactly-once Kafka job's heap grow to 90 MiB over a
-	// live heap of 15-30 MiB, 113-116 MiB of RSS. 32 MiB holds that job
-	// under 70 MB of RSS (issue 32); a job whose live heap is above
-	// half of it collects as with Go's GOGC=100.
-	DefaultGoLimit int64 = 32 << 20
+	// DefaultGoLimitBase and DefaultGoLimitPerSlot make the Go limit of
+	// the default budget (neither taskmanager.memory.process.size nor
+	// taskmanager.memory.go.limit set): the base and as much again per
+	// task slot of the process (Config.Slots), at most its task heap,
+	// before it floats above LiveHeapHeadroom times the live heap
+	// (Budget.GoLimitFloats). The default budget sizes the shares of a
+	// process nobody sized, and most of it goes unused by a small job:
+	// its task heap (78 MiB with the Kafka connectors) as the limit, with
+	// the collector off below it, let the exactly-once Kafka job's heap
+	// grow to 90 MiB over a live heap of 15-30 MiB, 113-116 MiB of RSS.
+	// 32 MiB for that job's two slots (parallelism 2 in one process)
+	// holds it under 70 MB of RSS (issue 32); a one-slot cluster worker,
+	// which runs half of it over a live heap of 3-6 MiB, takes 28 MiB:
+	// 55-56 MiB of RSS instead of 59-62 for the same CPU (24 MiB was
+	// 52-53 MiB, but at 15% more CPU: twice the collections). A job
+	// whose live heap is above half of it collects as with Go's
+	// GOGC=100.
+	DefaultGoLimitBase    int64 = 24 << 20
+	DefaultGoLimitPerSlot int64 = 4 << 20
 )
 
 // ErrInvalid is matched by the errors of Config.Budget.
@@ -101,6 +108,12 @@ type Config struct {
 	// memory limit (GOMEMLIMIT); 0 derives it from the budget
 	// (Budget.GoLimit), ZeroSize sets none.
 	GoLimit int64
+	// Slots is the number of task slots of the process
+	// (taskmanager.numberOfTaskSlots of a cluster worker; the whole job's
+	// highest parallelism when one process runs it, as in Flink's
+	// MiniCluster), by which the default budget's Go limit grows
+	// (DefaultGoLimitPerSlot); 0 is 2.
+	Slots int
 	// GCPercent is taskmanager.memory.go.gc-percent (GOGC): 0 is
 	// DefaultGCPercent with an explicit ProcessSize, off under the
 	// default budget's floating limit (Budget.GoLimitFloats) and 100 with
@@ -148,12 +161,12 @@ type Budget struct {
 	GoLimit int64
 	// GoLimitFloats says GoLimit is the default budget's (neither the
 	// process size nor taskmanager.memory.go.limit was set):
-	// DefaultGoLimit, or the task heap if that is less, which the heap
+	// DefaultGoLimit(slots), or the task heap if that is less, which the heap
 	// may fill before a collection (the GC percent is off).
 	// ApplyGoLimit keeps the runtime's limit at least LiveHeapHeadroom
 	// times the live heap, so a job whose live heap outgrows half of it
 	// collects as Go's GOGC=100 does, rather than without end, and a
-	// small job holds no more than DefaultGoLimit.
+	// small job holds no more than DefaultGoLimit(slots).
 	GoLimitFloats bool
 	// GCPercent is the Go runtime's GC percent (debug.SetGCPercent),
 	// negative for off.
@@ -257,9 +270,9 @@ func (c Config) Budget() (Budget, error) {
 		// No process size was given: the budget is a default, not the
 		// user's bound, and a job whose live heap (heap-backend state)
 		// outgrows it must not collect without end: the limit is
-		// DefaultGoLimit within the task heap, floating above the live
-		// heap (GoLimitFloats).
-		b.GoLimit, b.GoLimitFloats = min(b.TaskHeap, DefaultGoLimit), true
+		// DefaultGoLimit of the process's slots within the task heap,
+		// floating above the live heap (GoLimitFloats).
+		b.GoLimit, b.GoLimitFloats = min(b.TaskHeap, DefaultGoLimit(c.Slots)), true
 	case c.GoLimit == ZeroSize:
 		b.GoLimit = 0
 	case c.GoLimit < ZeroSize:
@@ -281,6 +294,16 @@ func (c Config) Budget() (Budget, error) {
 		return Budget{}, fmt.Errorf("%w: taskmanager.memory.go.gc-percent off with no taskmanager.memory.go.limit: the heap would grow without a bound", ErrInvalid)
 	}
 	return b, nil
+}
+
+// DefaultGoLimit is the default budget's Go limit (before the task heap
+// bounds it) for a process of slots task slots (0: 2):
+// DefaultGoLimitBase plus DefaultGoLimitPerSlot a slot, 32 MiB for two.
+func DefaultGoLimit(slots int) int64 {
+	if slots <= 0 {
+		slots = 2
+	}
+	return DefaultGoLimitBase + int64(slots)*DefaultGoLimitPerSlot
 }
 
 // Share is n-th part of total, at least least.

@@ -221,12 +221,12 @@ func TestGCPercent(t *testing.T) {
 		t.Errorf("gc percents %d %d %d %d, want %d -1 250 100", explicit.GCPercent, implicit.GCPercent, own.GCPercent, limited.GCPercent, DefaultGCPercent)
 	}
 	if !implicit.GoLimitFloats || implicit.GoLimit != 32*mib || implicit.TaskHeap <= implicit.GoLimit {
-		t.Errorf("the default budget's limit %d (floats %v), want DefaultGoLimit %d (32 MiB) below its task heap %d, floating",
-			implicit.GoLimit, implicit.GoLimitFloats, DefaultGoLimit, implicit.TaskHeap)
+		t.Errorf("the default budget's limit %d (floats %v), want DefaultGoLimit(2) %d (32 MiB) below its task heap %d, floating",
+			implicit.GoLimit, implicit.GoLimitFloats, DefaultGoLimit(2), implicit.TaskHeap)
 	}
 	// A default budget whose task heap is smaller (most of it managed)
 	// keeps the limit within it.
-	if small, err := (Config{ManagedFraction: 0.65}).Budget(); err != nil || small.GoLimit != small.TaskHeap || small.GoLimit >= DefaultGoLimit || !small.GoLimitFloats {
+	if small, err := (Config{ManagedFraction: 0.65}).Budget(); err != nil || small.GoLimit != small.TaskHeap || small.GoLimit >= DefaultGoLimit(0) || !small.GoLimitFloats {
 		t.Errorf("a default budget of task heap %d: limit %d (floats %v, err %v), want the task heap", small.TaskHeap, small.GoLimit, small.GoLimitFloats, err)
 	}
 	none := func(string) string { return "" }
@@ -330,4 +330,34 @@ func TestConnectorShares(t *testing.T) {
 		}
 	}()
 	RegisterShare("test.in", "again", 0.1)
+}
+
+// The default budget's Go limit follows the process's task slots, as a
+// Flink TaskManager's memory follows taskmanager.numberOfTaskSlots: a
+// one-slot cluster worker runs a part of what a process of four runs.
+// An explicit limit or process size does not.
+func TestDefaultGoLimitFollowsSlots(t *testing.T) {
+	for _, c := range []struct {
+		slots int
+		want  int64
+	}{{0, 32 * mib}, {1, 28 * mib}, {2, 32 * mib}, {4, 40 * mib}} {
+		b, err := Config{Slots: c.slots}.Budget()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.GoLimit != c.want || !b.GoLimitFloats {
+			t.Errorf("%d slots: limit %d MiB (floats %v), want %d MiB floating", c.slots, b.GoLimit/mib, b.GoLimitFloats, c.want/mib)
+		}
+	}
+	// Many slots: no more than the default budget's task heap.
+	if b, _ := (Config{Slots: 1000}).Budget(); b.GoLimit != b.TaskHeap {
+		t.Errorf("1000 slots: limit %d, want the task heap %d", b.GoLimit, b.TaskHeap)
+	}
+	if b, _ := (Config{Slots: 1, GoLimit: 100 * mib}).Budget(); b.GoLimit != 100*mib {
+		t.Errorf("one slot with taskmanager.memory.go.limit 100m: limit %d", b.GoLimit)
+	}
+	explicit, _ := Config{ProcessSize: 1 << 30}.Budget()
+	if b, _ := (Config{Slots: 1, ProcessSize: 1 << 30}).Budget(); b.GoLimit != explicit.GoLimit {
+		t.Errorf("one slot of an explicit process size: limit %d, want %d as without slots", b.GoLimit, explicit.GoLimit)
+	}
 }

@@ -8,6 +8,13 @@
 //
 //	scripts/with-kafka go run ./bench/kafkaeo
 //	scripts/with-kafka go run ./bench/kafkaeo -rounds 5 -backends rocksdb -D taskmanager.memory.process.size=1g
+//	scripts/with-kafka go run ./bench/kafkaeo -backends rocksdb -vs taskmanager.memory.go.limit=64m
+//	scripts/with-kafka /tmp/kafkaeo-new -backends rocksdb -vs-exec /tmp/kafkaeo-old
+//
+// -vs runs a second variant of the job (more keys) and -vs-exec runs it
+// with another build of this command, in turn with the first in every
+// round, so that a pair is measured under the same load of a shared
+// machine; every run prints the machine's load beside its figures.
 //
 // The input (-records records of -value-size bytes over -keys keys, in
 // -partitions partitions) is produced once; every run reads all of it
@@ -22,6 +29,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -65,7 +73,8 @@ type flags struct {
 	liveAt                                                    time.Duration
 	child                                                     bool
 	backend, in, out, prefix, dir                             string
-	dynamic                                                   []string
+	dynamic, vs                                               []string
+	vsExec                                                    string
 }
 
 type multi []string
@@ -88,6 +97,8 @@ func main() {
 	flag.DurationVar(&f.liveAt, "liveprofile-at", 3*time.Second, "when -liveprofile collects and writes the profile")
 	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write each run's CPU profile to this file (suffixed -<backend>-<round>)")
 	flag.Var((*multi)(&f.dynamic), "D", "key=value: a configuration key for the job (repeatable)")
+	flag.StringVar(&f.vsExec, "vs-exec", "", "run the -vs variant's job with this build of bench/kafkaeo (another commit's), with -vs's keys if any: a pair of builds measured under the same load")
+	flag.Var((*multi)(&f.vs), "vs", "key=value: a configuration key of a second variant of the job, run in turn with the first in every round and reported on rows of its own (repeatable): a pair measured under the same load")
 	// The child's.
 	flag.BoolVar(&f.child, "child", false, "run one job on -in (made with -produce), writing to -out, and print its figures as JSON: to time it by itself")
 	produceTo := flag.String("produce", "", "only produce the input into this new topic and exit (for -child runs)")
@@ -184,17 +195,30 @@ func parent(f flags, seeds []string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	backends := strings.Split(f.backends, ",")
+	// Every backend, each in the configuration of -D and, with -vs, in
+	// that of -D and -vs too ("<backend>-vs").
+	type setup struct {
+		name, backend, exec string
+		dynamic             []string
+	}
+	var setups []setup
+	for _, b := range strings.Split(f.backends, ",") {
+		setups = append(setups, setup{b, b, self, f.dynamic})
+		if len(f.vs) > 0 || f.vsExec != "" {
+			setups = append(setups, setup{b + "-vs", b, cmp.Or(f.vsExec, self), append(slices.Clone(f.dynamic), f.vs...)})
+		}
+	}
 	runs := map[string][]run{}
-	// Backends alternate within a round, so drift of the machine's speed
-	// spreads over both.
+	// Backends and variants alternate within a round, so drift of the
+	// machine's speed spreads over all of them.
 	for i := range f.rounds {
-		for _, b := range backends {
+		for _, s := range setups {
+			b := s.name
 			out, err := topic(fmt.Sprintf("out-%s-%d", b, i))
 			if err != nil {
 				return err
 			}
-			args := []string{"-child", "-backend", b, "-in", in, "-out", out,
+			args := []string{"-child", "-backend", s.backend, "-in", in, "-out", out,
 				"-prefix", fmt.Sprintf("kafkaeo-%s-%s-%d", suffix, b, i), "-dir", filepath.Join(tmp, fmt.Sprintf("%s-%d", b, i)),
 				"-records", fmt.Sprint(f.records), "-parallelism", fmt.Sprint(f.parallelism), "-interval", f.interval.String()}
 			if f.memProfile != "" {
@@ -206,10 +230,10 @@ func parent(f flags, seeds []string) error {
 			if f.liveProfile != "" {
 				args = append(args, "-liveprofile", fmt.Sprintf("%s-%s-%d", f.liveProfile, b, i), "-liveprofile-at", f.liveAt.String())
 			}
-			for _, d := range f.dynamic {
+			for _, d := range s.dynamic {
 				args = append(args, "-D", d)
 			}
-			r, err := runChild(ctx, self, args)
+			r, err := runChild(ctx, s.exec, args, f.memProfile == "" && f.liveProfile == "")
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", b, i+1, err)
 			}
@@ -220,8 +244,8 @@ func parent(f flags, seeds []string) error {
 			}
 			_ = os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("%s-%d", b, i)))
 			runs[b] = append(runs[b], r)
-			fmt.Fprintf(os.Stderr, "round %d %s: %.2f s, %.0f records/s, %.0f records per CPU s, peak RSS %.0f MiB (anonymous %.0f MiB, Go %.0f MiB, heap %.0f MiB, live heap %.0f MiB), %d collections (%.0f%% of the CPU), %d checkpoints\n",
-				i+1, b, r.Wall, float64(f.records)/r.Wall, float64(f.records)/r.CPU, float64(r.maxRSSKiB)/1024, float64(r.AnonPeakKiB)/1024, float64(r.GoPeakBytes)/(1<<20),
+			fmt.Fprintf(os.Stderr, "round %d %s (load %s): %.2f s, %.0f records/s, %.0f records per CPU s, peak RSS %.0f MiB (anonymous %.0f MiB, Go %.0f MiB, heap %.0f MiB, live heap %.0f MiB), %d collections (%.0f%% of the CPU), %d checkpoints\n",
+				i+1, b, loadAverage(), r.Wall, float64(f.records)/r.Wall, float64(f.records)/r.CPU, float64(r.maxRSSKiB)/1024, float64(r.AnonPeakKiB)/1024, float64(r.GoPeakBytes)/(1<<20),
 				float64(r.HeapPeak)/(1<<20), float64(r.LivePeak)/(1<<20), r.GCs, 100*r.GCCPU/r.CPU, r.Checkpoints)
 		}
 	}
@@ -230,9 +254,13 @@ func parent(f flags, seeds []string) error {
 	if len(f.dynamic) > 0 {
 		fmt.Printf("configuration: %s\n", strings.Join(f.dynamic, " "))
 	}
+	if len(f.vs) > 0 || f.vsExec != "" {
+		fmt.Printf("variant -vs: %s %s\n", f.vsExec, strings.Join(f.vs, " "))
+	}
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "backend\twall s (min / median)\trecords/s (median)\trecords per CPU s (median)\tpeak RSS MiB (min / median / max)\tanonymous MiB (median)\tGo peak MiB (median)\tlive heap MiB (median)\tGC CPU % (median)\tcheckpoints (median)")
-	for _, b := range backends {
+	for _, s := range setups {
+		b := s.name
 		rs := runs[b]
 		wall := col(rs, func(r run) float64 { return r.Wall })
 		rss := col(rs, func(r run) float64 { return float64(r.maxRSSKiB) / 1024 })
@@ -272,9 +300,12 @@ func col(rs []run, fn func(run) float64) []float64 {
 
 func med(xs []float64) float64 { return xs[len(xs)/2] }
 
-func runChild(ctx context.Context, self string, args []string) (run, error) {
+func runChild(ctx context.Context, self string, args []string, noHeapProfile bool) (run, error) {
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Stderr = os.Stderr
+	if noHeapProfile {
+		cmd.Env = withoutHeapProfile(os.Environ())
+	}
 	out, err := cmd.Output()
 	if err != nil {
 		return run{}, fmt.Errorf("child %v: %w", args, err)
@@ -588,6 +619,42 @@ func procStatus(field string) int64 {
 		}
 	}
 	return -1
+}
+
+// withoutHeapProfile returns env with memprofilerate=0 added to
+// $GODEBUG, unless $GODEBUG sets a rate: this command links
+// runtime/pprof (for -memprofile), so the Go runtime samples its
+// allocations for a heap profile, and keeps a table of 1.4 MiB of
+// allocation stacks within the Go limit; a job's program that links no
+// heap profile does neither (the linker turns profiling off), and its
+// memory is what the child measures.
+func withoutHeapProfile(env []string) []string {
+	out := make([]string, 0, len(env)+1)
+	debug := "memprofilerate=0"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+			if strings.Contains(v, "memprofilerate=") {
+				return env
+			}
+			if v != "" {
+				debug = v + "," + debug
+			}
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "GODEBUG="+debug)
+}
+
+// loadAverage is the machine's load over the last 1, 5 and 15 minutes
+// (/proc/loadavg), printed beside every run: other processes share the
+// CPU.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 func randomSuffix() string {
