@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -57,17 +58,42 @@ func Q5(events *sluice.Stream[Event]) *sluice.Stream[Q5Result] {
 		sluice.Name("q5-max"), sluice.UID("q5-max"))
 }
 
+// q5BufferLimit bounds q5's combining buffer: the (auction, slice) counts
+// it holds before it merges them into state, Flink's
+// table.exec.window-agg.buffer-size-limit (100 000).
+const q5BufferLimit = 100_000
+
 // q5Slices counts an auction's bids per slice of q5Slide, as pairs
 // [slice start, count] in a ValueState. A timer at the end of each window
 // that holds one of the slices emits the window's count (the sum of the
 // slices in it) with the window's end - 1 as its timestamp, drops the
 // slices no later window holds, and sets the next window's timer while
 // slices are left.
-type q5Slices struct{ slices state.ValueState[[]int64] }
+//
+// As Flink's window aggregation, it combines the bids in memory first:
+// buf counts them per auction and slice, and the counts go into state
+// (one read and one write per auction, however many bids it had) when
+// the watermark reaches the end of a buffered slice, when buf holds limit
+// counts, and before a checkpoint (Flush), so a checkpoint holds every
+// bid before it and the timers see every bid of their windows.
+type q5Slices struct {
+	slices state.ValueState[[]int64]
+	// buf holds, per auction, the pairs [slice start, count] of the bids
+	// not yet in state; n is the number of pairs, due the earliest slice
+	// end - 1 among them.
+	buf   map[int64][]int64
+	n     int
+	due   int64
+	limit int // q5BufferLimit; a test sets less
+}
 
 func (q *q5Slices) Open(ctx *sluice.OperatorContext) error {
 	var err error
 	q.slices, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]int64]{Name: "slice-counts", Codec: intsCodec})
+	q.buf, q.n, q.due = map[int64][]int64{}, 0, math.MaxInt64
+	if q.limit == 0 {
+		q.limit = q5BufferLimit
+	}
 	return err
 }
 
@@ -77,21 +103,68 @@ func (q *q5Slices) ProcessElement(ctx *sluice.KeyedContext[int64], b Bid, _ slui
 	if start+slide-1 <= ctx.Timers().CurrentWatermark() {
 		return nil // late: the first window of its slice has fired
 	}
-	stored, _, err := q.slices.Value()
-	if err != nil {
-		return err
-	}
-	// The state owns what Value returns (a heap snapshot may be reading
-	// it): change a copy.
-	counts := slices.Clone(stored)
+	counts := q.buf[b.Auction]
 	for i := 0; i < len(counts); i += 2 {
 		if counts[i] == start {
 			counts[i+1]++
-			return q.slices.Update(counts)
+			return nil
 		}
 	}
-	ctx.Timers().RegisterEventTimeTimer(start + slide - 1)
-	return q.slices.Update(append(counts, start, 1))
+	if q.n >= q.limit {
+		if err := q.flushAll(ctx); err != nil {
+			return err
+		}
+		counts = nil
+	}
+	q.buf[b.Auction] = append(counts, start, 1)
+	q.n++
+	q.due = min(q.due, start+slide-1)
+	return nil
+}
+
+// Flush merges the buffered counts into state once the watermark reaches
+// the end of one of their slices (Flink's window buffer flushes all of
+// it then), and at a checkpoint (upTo is MaxWatermark).
+func (q *q5Slices) Flush(ctx *sluice.KeyedContext[int64], upTo int64) error {
+	if q.n == 0 || upTo < q.due {
+		return nil
+	}
+	return q.flushAll(ctx)
+}
+
+// flushAll adds every buffered count to its auction's state, registering
+// the timer of each slice new to the state, and empties the buffer.
+func (q *q5Slices) flushAll(ctx *sluice.KeyedContext[int64]) error {
+	slide := q5Slide.Milliseconds()
+	for auction, add := range q.buf {
+		if err := ctx.SetCurrentKey(auction); err != nil {
+			return err
+		}
+		stored, _, err := q.slices.Value()
+		if err != nil {
+			return err
+		}
+		// The state owns what Value returns (a heap snapshot may be
+		// reading it): change a copy.
+		counts := slices.Clone(stored)
+	next:
+		for i := 0; i < len(add); i += 2 {
+			for j := 0; j < len(counts); j += 2 {
+				if counts[j] == add[i] {
+					counts[j+1] += add[i+1]
+					continue next
+				}
+			}
+			ctx.Timers().RegisterEventTimeTimer(add[i] + slide - 1)
+			counts = append(counts, add[i], add[i+1])
+		}
+		if err := q.slices.Update(counts); err != nil {
+			return err
+		}
+	}
+	clear(q.buf)
+	q.n, q.due = 0, math.MaxInt64
+	return nil
 }
 
 func (q *q5Slices) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice.Collector[auctionCount]) error {
