@@ -16,7 +16,7 @@ const (
 	q5Slide = 2 * time.Second
 	q7Size  = 10 * time.Second
 	q8Size  = 10 * time.Second
-	q11Gap  = 10 * time.Second
+	q11Gap  = 10 * time.Second // query_q11.go
 )
 
 // count is the aggregate COUNT(*).
@@ -358,27 +358,6 @@ func (q *q7Max) OnTimer(_ *sluice.KeyedContext[int64], _ int64, out sluice.Colle
 		out.Collect(b)
 	}
 	return q.best.Clear()
-}
-
-// Q11Result is the number of bids of a bidder in one session.
-type Q11Result struct {
-	Bidder, BidCount int64
-	Start, End       int64 // the session window: first bid, last bid + gap
-}
-
-// Q11 is user sessions: the bids per bidder per session window with a
-// gap of 10 s.
-func Q11(events *sluice.Stream[Event]) *sluice.Stream[Q11Result] {
-	byBidder := sluice.KeyBy(Bids(events), func(b Bid) int64 { return b.Bidder })
-	return sluice.AggregateProcessWindow(sluice.Window(byBidder, sluice.EventTimeSessionWindows(q11Gap)),
-		sluice.AggregateFunction[Bid, int64, int64](count[Bid]{}),
-		sluice.ProcessWindowFunction[int64, int64, Q11Result](sluice.ProcessWindowFunc[int64, int64, Q11Result](
-			func(ctx *sluice.WindowContext[int64], n []int64, out sluice.Collector[Q11Result]) error {
-				w := ctx.Window()
-				out.Collect(Q11Result{Bidder: ctx.Key(), BidCount: n[0], Start: w.Start, End: w.End})
-				return nil
-			})),
-		sluice.Name("q11-sessions"), sluice.UID("q11-sessions"))
 }
 
 // Q8Result is a person who entered the system and opened an auction in
