@@ -85,12 +85,15 @@ type q5Slices struct {
 	n     int
 	due   int64
 	limit int // q5BufferLimit; a test sets less
+	// handed holds, per auction, the slices a window's timer hands to the
+	// next one that fires in the same advance of the watermark.
+	handed map[int64][]int64
 }
 
 func (q *q5Slices) Open(ctx *sluice.OperatorContext) error {
 	var err error
 	q.slices, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]int64]{Name: "slice-counts", Codec: intsCodec})
-	q.buf, q.n, q.due = map[int64][]int64{}, 0, math.MaxInt64
+	q.buf, q.n, q.due, q.handed = map[int64][]int64{}, 0, math.MaxInt64, map[int64][]int64{}
 	if q.limit == 0 {
 		q.limit = q5BufferLimit
 	}
@@ -170,9 +173,17 @@ func (q *q5Slices) flushAll(ctx *sluice.KeyedContext[int64]) error {
 func (q *q5Slices) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice.Collector[auctionCount]) error {
 	size, slide := q5Size.Milliseconds(), q5Slide.Milliseconds()
 	end := ts + 1
-	counts, _, err := q.slices.Value()
-	if err != nil {
-		return err
+	// counts are the slices the previous window's timer handed on when
+	// it fired in the same advance of the watermark (so the state holds
+	// an older list), else the state's.
+	counts, handed := q.handed[ctx.Key()]
+	if handed {
+		delete(q.handed, ctx.Key())
+	} else {
+		var err error
+		if counts, _, err = q.slices.Value(); err != nil {
+			return err
+		}
 	}
 	var n int64
 	live := 0 // the slices still in the window ending at end + slide
@@ -191,44 +202,92 @@ func (q *q5Slices) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice
 	if live == 0 {
 		return q.slices.Clear()
 	}
-	ctx.Timers().RegisterEventTimeTimer(end + slide - 1)
-	if 2*live == len(counts) {
-		return nil // no slice left the windows: the state stays as it is
-	}
-	kept := make([]int64, 0, 2*live)
-	for i := 0; i < len(counts); i += 2 {
-		if counts[i] > end-size {
-			kept = append(kept, counts[i], counts[i+1])
+	next := end + slide - 1
+	ctx.Timers().RegisterEventTimeTimer(next)
+	kept := counts
+	if 2*live != len(counts) {
+		kept = make([]int64, 0, 2*live)
+		for i := 0; i < len(counts); i += 2 {
+			if counts[i] > end-size {
+				kept = append(kept, counts[i], counts[i+1])
+			}
 		}
+	}
+	if next <= ctx.Timers().CurrentWatermark() {
+		// The next window's timer fires in this advance of the watermark
+		// too (no record nor checkpoint comes between): hand it the
+		// slices rather than write and read them again.
+		q.handed[ctx.Key()] = kept
+		return nil
+	}
+	if !handed && len(kept) == len(counts) {
+		return nil // no slice left the windows: the state stays as it is
 	}
 	return q.slices.Update(kept)
 }
 
 // q5Max keeps, per window, the highest count and the auctions that have
-// it: [count, auction...] in a ValueState.
-type q5Max struct{ best state.ValueState[[]int64] }
+// it: [count, auction...] in a ValueState. As q5Slices, it combines the
+// counts in memory first (buf, per window), merged into the state when
+// the watermark reaches a buffered window's end and before a checkpoint
+// (Flush), as Flink's local-global aggregation combines before its
+// global stage.
+type q5Max struct {
+	best state.ValueState[[]int64]
+	buf  map[int64][]int64
+	due  int64 // the earliest end - 1 in buf
+}
 
 func (q *q5Max) Open(ctx *sluice.OperatorContext) error {
 	var err error
 	q.best, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]int64]{Name: "max-count", Codec: intsCodec})
+	q.buf, q.due = map[int64][]int64{}, math.MaxInt64
 	return err
 }
 
-func (q *q5Max) ProcessElement(ctx *sluice.KeyedContext[int64], a auctionCount, _ sluice.Collector[Q5Result]) error {
-	best, ok, err := q.best.Value()
-	if err != nil {
-		return err
-	}
+// addBest merges the auctions of other ([count, auction...]) into best,
+// which it may change in place, and returns it.
+func addBest(best, other []int64) []int64 {
 	switch {
-	case !ok || a.Count > best[0]:
-		ctx.Timers().RegisterEventTimeTimer(a.End - 1)
-		best = []int64{a.Count, a.Auction}
-	case a.Count == best[0]:
-		best = append(slices.Clip(best), a.Auction) // a new array: the state owns best's
-	default:
+	case len(best) == 0 || other[0] > best[0]:
+		return append(best[:0], other...)
+	case other[0] == best[0]:
+		return append(best, other[1:]...)
+	}
+	return best
+}
+
+func (q *q5Max) ProcessElement(_ *sluice.KeyedContext[int64], a auctionCount, _ sluice.Collector[Q5Result]) error {
+	q.buf[a.End] = addBest(q.buf[a.End], []int64{a.Count, a.Auction})
+	q.due = min(q.due, a.End-1)
+	return nil
+}
+
+// Flush merges the buffer into state once the watermark reaches a
+// buffered window's end, and at a checkpoint (upTo is MaxWatermark).
+func (q *q5Max) Flush(ctx *sluice.KeyedContext[int64], upTo int64) error {
+	if len(q.buf) == 0 || upTo < q.due {
 		return nil
 	}
-	return q.best.Update(best)
+	for end, add := range q.buf {
+		if err := ctx.SetCurrentKey(end); err != nil {
+			return err
+		}
+		best, ok, err := q.best.Value()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			ctx.Timers().RegisterEventTimeTimer(end - 1)
+		}
+		// A new array: the state owns best's.
+		if err := q.best.Update(addBest(slices.Clone(best), add)); err != nil {
+			return err
+		}
+	}
+	clear(q.buf)
+	q.due = math.MaxInt64
+	return nil
 }
 
 func (q *q5Max) OnTimer(ctx *sluice.KeyedContext[int64], _ int64, out sluice.Collector[Q5Result]) error {

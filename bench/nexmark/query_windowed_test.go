@@ -216,3 +216,51 @@ func TestQ11BufferedBidExtendsADueSession(t *testing.T) {
 		t.Fatalf("emitted %v, want %v", got, want)
 	}
 }
+
+// TestQ5MaxSnapshotHoldsTheBuffer: q5's second stage combines the counts
+// per window in memory; a snapshot taken with counts in its buffer and
+// restored gives the hot items of an uninterrupted run.
+func TestQ5MaxSnapshotHoldsTheBuffer(t *testing.T) {
+	var in []auctionCount
+	for end := int64(2000); end <= 6000; end += 2000 {
+		for a := int64(1); a <= 30; a++ {
+			in = append(in, auctionCount{Auction: a, Count: (a * end / 1000) % 7, End: end})
+		}
+	}
+	want := map[Q5Result]int{}
+	for end := int64(2000); end <= 6000; end += 2000 {
+		var hot int64
+		for _, c := range in {
+			if c.End == end {
+				hot = max(hot, c.Count)
+			}
+		}
+		for _, c := range in {
+			if c.End == end && c.Count == hot {
+				want[Q5Result{Auction: c.Auction, Num: hot, Start: end - 10_000, End: end}]++
+			}
+		}
+	}
+	keyOf := func(a auctionCount) int64 { return a.End }
+	uid := sluicetest.WithOperatorOptions(sluice.UID("q5-max"))
+	first := sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, auctionCount, Q5Result](&q5Max{}), uid, sluicetest.WithParallelism(2))
+	half := len(in) / 2
+	for _, c := range in[:half] {
+		first.ProcessElement(c, c.End-1)
+	}
+	snap := first.Snapshot()
+	got := first.Values()
+	second := sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, auctionCount, Q5Result](&q5Max{}), uid,
+		sluicetest.WithParallelism(1), sluicetest.RestoreFrom(snap.Path))
+	for _, c := range in[half:] {
+		second.ProcessElement(c, c.End-1)
+	}
+	second.ProcessWatermark(sluicetest.MaxWatermark)
+	var w []Q5Result
+	for r, n := range want {
+		for range n {
+			w = append(w, r)
+		}
+	}
+	sameMultiset(t, "q5 hot items across a snapshot", append(got, second.Values()...), w)
+}
