@@ -50,13 +50,10 @@ func Q11(events *sluice.Stream[Event]) *sluice.Stream[Q11Result] {
 // merges of a session window operator would make them.
 type q11Sessions struct {
 	sessions state.ValueState[[]int64]
-	// buf holds, per bidder, the sessions of the bids not yet in state;
-	// n is the number of sessions in it, due the earliest end - 1 among
-	// them.
-	buf   map[int64][]int64
-	n     int
-	due   int64
-	limit int // q11BufferLimit; a test sets less
+	// buf holds, per bidder, the sessions of the bids not yet in state,
+	// due at their end - 1; its limit is q11BufferLimit (a test sets
+	// less).
+	buf combiner
 	// old is a scratch list of session ends, for the timers.
 	old []int64
 }
@@ -64,10 +61,7 @@ type q11Sessions struct {
 func (q *q11Sessions) Open(ctx *sluice.OperatorContext) error {
 	var err error
 	q.sessions, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]int64]{Name: "sessions", Codec: intsCodec})
-	q.buf, q.n, q.due = map[int64][]int64{}, 0, math.MaxInt64
-	if q.limit == 0 {
-		q.limit = q11BufferLimit
-	}
+	q.buf.open(q11BufferLimit)
 	return err
 }
 
@@ -99,17 +93,15 @@ func (q *q11Sessions) ProcessElement(ctx *sluice.KeyedContext[int64], b Bid, _ s
 	if end-1 <= ctx.Timers().CurrentWatermark() {
 		return q.addLate(ctx, b.Bidder, start, end)
 	}
-	if q.n >= q.limit {
-		if err := q.flushAll(ctx); err != nil {
+	if q.buf.full() {
+		if err := q.Flush(ctx, flushAll); err != nil {
 			return err
 		}
 	}
-	list := q.buf[b.Bidder]
+	list := q.buf.buf[b.Bidder]
 	before := len(list)
 	list, merged := addSession(list, start, end, 1)
-	q.buf[b.Bidder] = list
-	q.n += (len(list) - before) / 3
-	q.due = min(q.due, merged-1)
+	q.buf.put(b.Bidder, list, (len(list)-before)/3, merged-1)
 	return nil
 }
 
@@ -137,12 +129,10 @@ func (q *q11Sessions) merge(ctx *sluice.KeyedContext[int64], bidder int64) ([]in
 	if err != nil {
 		return nil, err
 	}
-	add, ok := q.buf[bidder]
+	add, ok := q.buf.take(bidder, 3)
 	if !ok {
 		return stored, nil
 	}
-	delete(q.buf, bidder)
-	q.n -= len(add) / 3
 	// The state owns what Value returns (a heap snapshot may be reading
 	// it): change a copy.
 	list := slices.Clone(stored)
@@ -189,24 +179,10 @@ func (q *q11Sessions) timers(ctx *sluice.KeyedContext[int64], before, after []in
 // Flush merges the buffer into state once the watermark reaches the end
 // of a buffered session, and at a checkpoint (upTo is MaxWatermark).
 func (q *q11Sessions) Flush(ctx *sluice.KeyedContext[int64], upTo int64) error {
-	if q.n == 0 || upTo < q.due {
-		return nil
-	}
-	return q.flushAll(ctx)
-}
-
-// flushAll merges every bidder's buffered sessions into its state.
-func (q *q11Sessions) flushAll(ctx *sluice.KeyedContext[int64]) error {
-	for bidder := range q.buf {
-		if err := ctx.SetCurrentKey(bidder); err != nil {
-			return err
-		}
-		if _, err := q.merge(ctx, bidder); err != nil {
-			return err
-		}
-	}
-	q.n, q.due = 0, math.MaxInt64
-	return nil
+	return q.buf.flush(ctx, upTo, func(bidder int64, _ []int64) error {
+		_, err := q.merge(ctx, bidder)
+		return err
+	})
 }
 
 // OnTimer emits the session that ends at ts + 1, if the bidder's

@@ -79,12 +79,9 @@ const q5BufferLimit = 100_000
 type q5Slices struct {
 	slices state.ValueState[[]int64]
 	// buf holds, per auction, the pairs [slice start, count] of the bids
-	// not yet in state; n is the number of pairs, due the earliest slice
-	// end - 1 among them.
-	buf   map[int64][]int64
-	n     int
-	due   int64
-	limit int // q5BufferLimit; a test sets less
+	// not yet in state, due at their slice's end - 1; its limit is
+	// q5BufferLimit (a test sets less).
+	buf combiner
 	// handed holds, per auction, the slices a window's timer hands to the
 	// next one that fires in the same advance of the watermark.
 	handed map[int64][]int64
@@ -93,10 +90,8 @@ type q5Slices struct {
 func (q *q5Slices) Open(ctx *sluice.OperatorContext) error {
 	var err error
 	q.slices, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]int64]{Name: "slice-counts", Codec: intsCodec})
-	q.buf, q.n, q.due, q.handed = map[int64][]int64{}, 0, math.MaxInt64, map[int64][]int64{}
-	if q.limit == 0 {
-		q.limit = q5BufferLimit
-	}
+	q.buf.open(q5BufferLimit)
+	q.handed = map[int64][]int64{}
 	return err
 }
 
@@ -106,22 +101,20 @@ func (q *q5Slices) ProcessElement(ctx *sluice.KeyedContext[int64], b Bid, _ slui
 	if start+slide-1 <= ctx.Timers().CurrentWatermark() {
 		return nil // late: the first window of its slice has fired
 	}
-	counts := q.buf[b.Auction]
+	counts := q.buf.buf[b.Auction]
 	for i := 0; i < len(counts); i += 2 {
 		if counts[i] == start {
 			counts[i+1]++
 			return nil
 		}
 	}
-	if q.n >= q.limit {
-		if err := q.flushAll(ctx); err != nil {
+	if q.buf.full() {
+		if err := q.Flush(ctx, flushAll); err != nil {
 			return err
 		}
 		counts = nil
 	}
-	q.buf[b.Auction] = append(counts, start, 1)
-	q.n++
-	q.due = min(q.due, start+slide-1)
+	q.buf.put(b.Auction, append(counts, start, 1), 1, start+slide-1)
 	return nil
 }
 
@@ -129,45 +122,34 @@ func (q *q5Slices) ProcessElement(ctx *sluice.KeyedContext[int64], b Bid, _ slui
 // the end of one of their slices (Flink's window buffer flushes all of
 // it then), and at a checkpoint (upTo is MaxWatermark).
 func (q *q5Slices) Flush(ctx *sluice.KeyedContext[int64], upTo int64) error {
-	if q.n == 0 || upTo < q.due {
-		return nil
-	}
-	return q.flushAll(ctx)
+	return q.buf.flush(ctx, upTo, func(_ int64, add []int64) error {
+		return q.merge(ctx, add)
+	})
 }
 
-// flushAll adds every buffered count to its auction's state, registering
-// the timer of each slice new to the state, and empties the buffer.
-func (q *q5Slices) flushAll(ctx *sluice.KeyedContext[int64]) error {
+// merge adds the buffered counts of an auction (the current key) to its
+// state, registering the timer of each slice new to the state.
+func (q *q5Slices) merge(ctx *sluice.KeyedContext[int64], add []int64) error {
 	slide := q5Slide.Milliseconds()
-	for auction, add := range q.buf {
-		if err := ctx.SetCurrentKey(auction); err != nil {
-			return err
-		}
-		stored, _, err := q.slices.Value()
-		if err != nil {
-			return err
-		}
-		// The state owns what Value returns (a heap snapshot may be
-		// reading it): change a copy.
-		counts := slices.Clone(stored)
-	next:
-		for i := 0; i < len(add); i += 2 {
-			for j := 0; j < len(counts); j += 2 {
-				if counts[j] == add[i] {
-					counts[j+1] += add[i+1]
-					continue next
-				}
-			}
-			ctx.Timers().RegisterEventTimeTimer(add[i] + slide - 1)
-			counts = append(counts, add[i], add[i+1])
-		}
-		if err := q.slices.Update(counts); err != nil {
-			return err
-		}
+	stored, _, err := q.slices.Value()
+	if err != nil {
+		return err
 	}
-	clear(q.buf)
-	q.n, q.due = 0, math.MaxInt64
-	return nil
+	// The state owns what Value returns (a heap snapshot may be
+	// reading it): change a copy.
+	counts := slices.Clone(stored)
+next:
+	for i := 0; i < len(add); i += 2 {
+		for j := 0; j < len(counts); j += 2 {
+			if counts[j] == add[i] {
+				counts[j+1] += add[i+1]
+				continue next
+			}
+		}
+		ctx.Timers().RegisterEventTimeTimer(add[i] + slide - 1)
+		counts = append(counts, add[i], add[i+1])
+	}
+	return q.slices.Update(counts)
 }
 
 func (q *q5Slices) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice.Collector[auctionCount]) error {
@@ -234,14 +216,13 @@ func (q *q5Slices) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice
 // global stage.
 type q5Max struct {
 	best state.ValueState[[]int64]
-	buf  map[int64][]int64
-	due  int64 // the earliest end - 1 in buf
+	buf  combiner // [count, auction...] per window, due at its end - 1
 }
 
 func (q *q5Max) Open(ctx *sluice.OperatorContext) error {
 	var err error
 	q.best, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]int64]{Name: "max-count", Codec: intsCodec})
-	q.buf, q.due = map[int64][]int64{}, math.MaxInt64
+	q.buf.open(math.MaxInt)
 	return err
 }
 
@@ -258,21 +239,15 @@ func addBest(best, other []int64) []int64 {
 }
 
 func (q *q5Max) ProcessElement(_ *sluice.KeyedContext[int64], a auctionCount, _ sluice.Collector[Q5Result]) error {
-	q.buf[a.End] = addBest(q.buf[a.End], []int64{a.Count, a.Auction})
-	q.due = min(q.due, a.End-1)
+	best, ok := q.buf.buf[a.End]
+	q.buf.put(a.End, addBest(best, []int64{a.Count, a.Auction}), boolInt(!ok), a.End-1)
 	return nil
 }
 
 // Flush merges the buffer into state once the watermark reaches a
 // buffered window's end, and at a checkpoint (upTo is MaxWatermark).
 func (q *q5Max) Flush(ctx *sluice.KeyedContext[int64], upTo int64) error {
-	if len(q.buf) == 0 || upTo < q.due {
-		return nil
-	}
-	for end, add := range q.buf {
-		if err := ctx.SetCurrentKey(end); err != nil {
-			return err
-		}
+	return q.buf.flush(ctx, upTo, func(end int64, add []int64) error {
 		best, ok, err := q.best.Value()
 		if err != nil {
 			return err
@@ -281,13 +256,15 @@ func (q *q5Max) Flush(ctx *sluice.KeyedContext[int64], upTo int64) error {
 			ctx.Timers().RegisterEventTimeTimer(end - 1)
 		}
 		// A new array: the state owns best's.
-		if err := q.best.Update(addBest(slices.Clone(best), add)); err != nil {
-			return err
-		}
+		return q.best.Update(addBest(slices.Clone(best), add))
+	})
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
 	}
-	clear(q.buf)
-	q.due = math.MaxInt64
-	return nil
+	return 0
 }
 
 func (q *q5Max) OnTimer(ctx *sluice.KeyedContext[int64], _ int64, out sluice.Collector[Q5Result]) error {

@@ -29,6 +29,25 @@ func refQ5Counts(bids []Bid) []sluicetest.Record[auctionCount] {
 	return out
 }
 
+// combinerBackends are the backends the combining stages are tested on:
+// the heap, and RocksDB without its Go write buffer.
+var combinerBackends = map[string]func(t *testing.T) state.BackendFactory{
+	"heap": func(*testing.T) state.BackendFactory { return nil },
+	"rocksdb": func(t *testing.T) state.BackendFactory {
+		return rocksdb.Factory(t.TempDir(), rocksdb.Options{NativeMemtable: true})
+	},
+}
+
+// harnessOptions are a harness's options for an operator of uid on the
+// backend, and more.
+func harnessOptions(t *testing.T, backend func(*testing.T) state.BackendFactory, uid string, more ...sluicetest.Option) []sluicetest.Option {
+	o := []sluicetest.Option{sluicetest.WithOperatorOptions(sluice.UID(uid))}
+	if f := backend(t); f != nil {
+		o = append(o, sluicetest.WithStateBackend(f))
+	}
+	return append(o, more...)
+}
+
 // TestQ5SnapshotHoldsTheBuffer: q5's counting stage combines bids in
 // memory (q5Slices.buf) and merges them into state at watermarks, when
 // the buffer is full, and before a snapshot. A snapshot taken with counts
@@ -46,21 +65,11 @@ func TestQ5SnapshotHoldsTheBuffer(t *testing.T) {
 	}
 	bids := refBids(allEvents(t, g))
 	want := refQ5Counts(bids)
-	backends := map[string]func(t *testing.T) state.BackendFactory{
-		"heap": func(*testing.T) state.BackendFactory { return nil },
-		"rocksdb": func(t *testing.T) state.BackendFactory {
-			return rocksdb.Factory(t.TempDir(), rocksdb.Options{NativeMemtable: true})
-		},
-	}
-	for name, backend := range backends {
+	for name, backend := range combinerBackends {
 		for _, limit := range []int{q5BufferLimit, 3} {
 			t.Run(fmt.Sprintf("%s limit %d", name, limit), func(t *testing.T) {
 				opts := func(more ...sluicetest.Option) []sluicetest.Option {
-					o := []sluicetest.Option{sluicetest.WithOperatorOptions(sluice.UID("q5-count"))}
-					if f := backend(t); f != nil {
-						o = append(o, sluicetest.WithStateBackend(f))
-					}
-					return append(o, more...)
+					return harnessOptions(t, backend, "q5-count", more...)
 				}
 				keyOf := func(b Bid) int64 { return b.Auction }
 				feed := func(h *sluicetest.Harness[Bid, auctionCount], bids []Bid) {
@@ -75,13 +84,13 @@ func TestQ5SnapshotHoldsTheBuffer(t *testing.T) {
 				// The watermark after the first half has flushed the
 				// slices before it; the records after it stay in the
 				// buffer until the snapshot.
-				first := sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, Bid, auctionCount](&q5Slices{limit: limit}),
+				first := sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, Bid, auctionCount](&q5Slices{buf: combiner{limit: limit}}),
 					opts(sluicetest.WithParallelism(2))...)
 				feed(first, bids[:half])
 				snap := first.Snapshot()
 				got := first.Output()
 
-				second := sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, Bid, auctionCount](&q5Slices{limit: limit}),
+				second := sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, Bid, auctionCount](&q5Slices{buf: combiner{limit: limit}}),
 					opts(sluicetest.WithParallelism(3), sluicetest.RestoreFrom(snap.Path))...)
 				feed(second, bids[half:])
 				second.ProcessWatermark(sluicetest.MaxWatermark)
@@ -160,31 +169,21 @@ func TestQ11MatchesTheSessionWindowOperator(t *testing.T) {
 	}
 	t.Logf("%d sessions, %d of %d bids counted", len(want), counted, len(bids))
 
-	backends := map[string]func(t *testing.T) state.BackendFactory{
-		"heap": func(*testing.T) state.BackendFactory { return nil },
-		"rocksdb": func(t *testing.T) state.BackendFactory {
-			return rocksdb.Factory(t.TempDir(), rocksdb.Options{NativeMemtable: true})
-		},
-	}
-	for name, backend := range backends {
+	for name, backend := range combinerBackends {
 		for _, limit := range []int{q11BufferLimit, 3} {
 			t.Run(fmt.Sprintf("%s limit %d", name, limit), func(t *testing.T) {
 				opts := func(more ...sluicetest.Option) []sluicetest.Option {
-					o := []sluicetest.Option{sluicetest.WithOperatorOptions(sluice.UID("q11-sessions"))}
-					if f := backend(t); f != nil {
-						o = append(o, sluicetest.WithStateBackend(f))
-					}
-					return append(o, more...)
+					return harnessOptions(t, backend, "q11-sessions", more...)
 				}
 				keyOf := func(b Bid) int64 { return b.Bidder }
 				var c clock
 				half := len(bids) / 2
-				first := sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, Bid, Q11Result](&q11Sessions{limit: limit}),
+				first := sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, Bid, Q11Result](&q11Sessions{buf: combiner{limit: limit}}),
 					opts(sluicetest.WithParallelism(2))...)
 				feed(first, bids[:half], &c)
 				snap := first.Snapshot()
 				got := first.Output()
-				second := sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, Bid, Q11Result](&q11Sessions{limit: limit}),
+				second := sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, Bid, Q11Result](&q11Sessions{buf: combiner{limit: limit}}),
 					opts(sluicetest.WithParallelism(3), sluicetest.RestoreFrom(snap.Path))...)
 				second.ProcessWatermark(c.wm) // where the first left off
 				feed(second, bids[half:], &c)
