@@ -243,6 +243,12 @@ type OperatorContext = operators.Context
 // KeyedContext is the context of a KeyedProcessFunction.
 type KeyedContext[K comparable] = operators.KeyedContext[K]
 
+// KeyedFlusher is implemented by a KeyedProcessFunction that combines
+// records in memory before they reach keyed state: the operator has it
+// write them into keyed state when the watermark advances and before a
+// checkpoint (operators.KeyedFlusher).
+type KeyedFlusher[K comparable] = operators.KeyedFlusher[K]
+
 // ProcessFunc adapts a function to a KeyedProcessFunction.
 type ProcessFunc[K comparable, IN, OUT any] = operators.ProcessFunc[K, IN, OUT]
 

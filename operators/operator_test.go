@@ -6,6 +6,7 @@ import (
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/state"
 	"log/slog"
+	"maps"
 	"slices"
 	"testing"
 
@@ -238,5 +239,105 @@ func TestSinkLifecycle(t *testing.T) {
 	_ = s.Close()
 	if !slices.Equal(w.vals, []int{1, 2}) || !slices.Equal(w.flushed, []bool{true}) || w.closed != 1 {
 		t.Fatalf("writer saw %+v", w)
+	}
+}
+
+// bufferedCount counts records per key in memory (buf) and merges the
+// counts into a value state only when the operator has it flush (a
+// KeyedFlusher); a timer at 100 emits a key's count from the state.
+type bufferedCount struct {
+	count   state.ValueState[int64]
+	buf     map[string]int64
+	flushes []int64
+}
+
+var bufferedCountDesc = state.ValueStateDescriptor[int64]{Name: "count", Codec: codec.Int[int64]{}}
+
+func (b *bufferedCount) Open(ctx *operators.Context) (err error) {
+	b.buf = map[string]int64{}
+	b.count, err = state.GetValueState(ctx.KeyedState, bufferedCountDesc)
+	return err
+}
+
+func (b *bufferedCount) ProcessElement(ctx *operators.KeyedContext[string], _ string, _ operators.Collector[string]) error {
+	b.buf[ctx.Key()]++
+	return nil
+}
+
+func (b *bufferedCount) Flush(ctx *operators.KeyedContext[string], upTo int64) error {
+	b.flushes = append(b.flushes, upTo)
+	for _, k := range slices.Sorted(maps.Keys(b.buf)) {
+		if err := ctx.SetCurrentKey(k); err != nil {
+			return err
+		}
+		if ctx.Key() != k {
+			return fmt.Errorf("key %q after SetCurrentKey(%q)", ctx.Key(), k)
+		}
+		n, _, err := b.count.Value()
+		if err != nil {
+			return err
+		}
+		if err := b.count.Update(n + b.buf[k]); err != nil {
+			return err
+		}
+		ctx.Timers().RegisterEventTimeTimer(100)
+	}
+	clear(b.buf)
+	return nil
+}
+
+func (b *bufferedCount) OnTimer(ctx *operators.KeyedContext[string], _ int64, c operators.Collector[string]) error {
+	n, _, err := b.count.Value()
+	c.Collect(fmt.Sprintf("%s=%d", ctx.Key(), n))
+	return err
+}
+
+// TestKeyedFlusher: a KeyedFlusher's buffer reaches the keyed state (with
+// its timers) in the snapshot, before the backend's snapshot would copy
+// it, and at every watermark before the timers it fires, so they see it.
+func TestKeyedFlusher(t *testing.T) {
+	o := &out[string]{}
+	fn := &bufferedCount{}
+	p := operators.NewKeyedProcess[string, string, string](fn, func(v string) string { return v[:1] }, codec.String{}, o)
+	ctx := keyedContext(t, "flusher", 0)
+	if err := p.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stored := func(key string) int64 {
+		t.Helper()
+		kb := []byte(key)
+		ctx.KeyedState.SetCurrentKey(kb, state.KeyGroupFor(kb, ctx.MaxParallelism))
+		st, err := state.GetValueState(ctx.KeyedState, bufferedCountDesc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _, err := st.Value()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, v := range []string{"a1", "b1", "a2"} {
+		if err := p.ProcessElement(v, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.SnapshotState(1); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := stored("a"), stored("b"); a != 2 || b != 1 {
+		t.Fatalf("after the snapshot the state holds a=%d b=%d, want 2 and 1", a, b)
+	}
+	if err := p.ProcessElement("a3", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProcessWatermark(100); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a=3", "b=1"}; !slices.Equal(o.vals, want) {
+		t.Fatalf("the timers emitted %v, want %v", o.vals, want)
+	}
+	if want := []int64{operators.MaxWatermark, 100}; !slices.Equal(fn.flushes, want) {
+		t.Fatalf("flushed up to %v, want %v", fn.flushes, want)
 	}
 }

@@ -18,6 +18,21 @@ type TimerHandler[K comparable, OUT any] interface {
 	OnTimer(ctx *KeyedContext[K], ts int64, out Collector[OUT]) error
 }
 
+// KeyedFlusher is implemented by keyed process functions that combine
+// records in memory before they reach keyed state, as Flink's window
+// aggregation combines records per key and slice: Flush writes into keyed
+// state (and registers the timers for) what the function holds for event
+// times at or before upTo, switching keys with ctx.SetCurrentKey; it
+// emits nothing. The operator calls it when the watermark advances, with
+// the new watermark, before the timers it fires; and in the synchronous
+// part of a checkpoint, before the snapshot of the keyed state, with
+// MaxWatermark: everything, so the checkpoint holds all the function
+// combined (Flink's prepareSnapshotPreBarrier). The function may also
+// flush by itself (when its buffer is full) from ProcessElement.
+type KeyedFlusher[K comparable] interface {
+	Flush(ctx *KeyedContext[K], upTo int64) error
+}
+
 // Opener is implemented by user functions that prepare at Open: the place
 // to obtain state handles.
 type Opener interface {
@@ -47,6 +62,25 @@ type KeyedContext[K comparable] struct {
 	runtime *Context
 	// sides are the operator's side outputs (nil without any).
 	sides *SideOutputs
+	// setKey sets the keyed state backend's current key (SetCurrentKey);
+	// nil where the operator does not offer it.
+	setKey func(K) error
+}
+
+// SetCurrentKey makes k the current key of the keyed state and the timer
+// service, and of Key: for a KeyedFlusher's Flush, which writes the state
+// of many keys. In ProcessElement it changes the key of the record being
+// processed for the rest of the call.
+func (c *KeyedContext[K]) SetCurrentKey(k K) error {
+	if c.setKey == nil {
+		return fmt.Errorf("set current key %v: the operator does not switch keys for its function", k)
+	}
+	if err := c.setKey(k); err != nil {
+		return err
+	}
+	c.key = k
+	c.timers.current = k
+	return nil
 }
 
 // Key returns the key of the record or timer being processed.
@@ -113,6 +147,7 @@ func (p *KeyedProcess[K, IN, OUT]) Open(ctx *Context) error {
 	p.ctx = ctx
 	p.kctx.runtime = ctx
 	p.kctx.timers = newTimerService[K](ctx.ProcessingTime, p.onTimer)
+	p.kctx.setKey = p.keys.set
 	p.keys.open(ctx)
 	if ctx.KeyedState != nil {
 		// Timers live in keyed state, so they survive a restore.
@@ -181,6 +216,9 @@ func (p *KeyedProcess[K, IN, OUT]) onTimer(key K, ts int64, domain TimeDomain) e
 }
 
 func (p *KeyedProcess[K, IN, OUT]) ProcessWatermark(wm int64) error {
+	if err := p.flush(wm); err != nil {
+		return err
+	}
 	if err := p.kctx.timers.advanceWatermark(wm); err != nil {
 		return err
 	}
@@ -200,9 +238,31 @@ func (p *KeyedProcess[K, IN, OUT]) Finish() error {
 	return nil
 }
 
-// SnapshotState lets the user function store what it keeps outside keyed
+// flush calls the function's KeyedFlusher, if any, for event times up to
+// upTo.
+func (p *KeyedProcess[K, IN, OUT]) flush(upTo int64) error {
+	f, ok := p.fn.(KeyedFlusher[K])
+	if !ok {
+		return nil
+	}
+	p.kctx.ts, p.kctx.inTimer = NoTimestamp, false
+	err := f.Flush(&p.kctx, upTo)
+	if terr := p.kctx.timers.takeErr(); terr != nil {
+		return Wrap(p.ctx, terr)
+	}
+	if err != nil {
+		return Wrap(p.ctx, fmt.Errorf("flush up to %d: %w", upTo, err))
+	}
+	return nil
+}
+
+// SnapshotState writes what a KeyedFlusher combined in memory into keyed
+// state and lets the user function store what it keeps outside keyed
 // state (FunctionSnapshotter).
 func (p *KeyedProcess[K, IN, OUT]) SnapshotState(id int64) ([][]byte, error) {
+	if err := p.flush(MaxWatermark); err != nil {
+		return nil, err
+	}
 	return snapshotFunction(p.ctx, p.fn, id)
 }
 

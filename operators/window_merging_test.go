@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"slices"
 	"testing"
+
+	"github.com/sluicehq/sluice/state"
 )
 
 // mergeCall is one call of the merging set's merge function.
@@ -255,5 +257,76 @@ func TestAssigners(t *testing.T) {
 	}
 	if w, err := DecodeWindowNamespace(AppendWindowNamespace(nil, tw(-5, 7))); err != nil || w != tw(-5, 7) {
 		t.Errorf("namespace round trip: %v %v", w, err)
+	}
+}
+
+// countingBackend counts the reads of the merging-window sets.
+type countingBackend struct {
+	state.KeyedBackend
+	setReads int
+}
+
+type countedSet struct {
+	state.ValueState[[]windowPair]
+	reads *int
+}
+
+func (c countedSet) Value() ([]windowPair, bool, error) {
+	*c.reads++
+	return c.ValueState.Value()
+}
+
+func (b *countingBackend) CreateState(d state.Descriptor) (any, error) {
+	h, err := b.KeyedBackend.CreateState(d)
+	if vs, ok := h.(state.ValueState[[]windowPair]); ok && err == nil {
+		return countedSet{vs, &b.setReads}, nil
+	}
+	return h, err
+}
+
+// TestSessionSetReadOncePerRun: records of one key in a row read the
+// key's merging-window set from state once; another key's record or
+// timer in between makes the next read it again, and the windows are
+// those of the plain evaluation.
+func TestSessionSetReadOncePerRun(t *testing.T) {
+	out := &recOut[winResult]{}
+	op := newSumWindow(SessionWindows{Gap: 10}, 0, out)
+	kb := &countingBackend{KeyedBackend: newBackend(t, nil)}
+	if err := op.Open(testContext(kb, &fakeClock{}, false)); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		e     *ev
+		wm    int64
+		reads int // the reads of merging sets after the step
+	}{
+		{e: &ev{"a", 1, 0}, reads: 1},
+		{e: &ev{"a", 2, 5}, reads: 1},  // [0,15)
+		{e: &ev{"a", 4, 30}, reads: 1}, // [30,40)
+		{e: &ev{"b", 8, 31}, reads: 2},
+		{e: &ev{"a", 16, 32}, reads: 3}, // [30,42)
+		{e: &ev{"a", 32, 36}, reads: 3}, // [30,46)
+		{wm: 20, reads: 3},              // fires a's [0,15): a's set is held
+		{e: &ev{"a", 64, 40}, reads: 3}, // [30,50): the timer left it held
+		{e: &ev{"b", 128, 33}, reads: 4},
+		{wm: 100, reads: 5}, // fires b's [31,43) (held), then a's [30,50)
+	}
+	for i, s := range steps {
+		var err error
+		if s.e != nil {
+			err = op.ProcessElement(*s.e, s.e.T)
+		} else {
+			err = op.ProcessWatermark(s.wm)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kb.setReads != s.reads {
+			t.Fatalf("step %d: %d reads of merging sets, want %d", i, kb.setReads, s.reads)
+		}
+	}
+	want := []string{"a[0, 15)=3/2", "a[30, 50)=116/4", "b[31, 43)=136/2"}
+	if got := resultStrings(out); !slices.Equal(got, want) {
+		t.Fatalf("fired %v, want %v", got, want)
 	}
 }

@@ -150,10 +150,14 @@ type WindowOperator[K comparable, IN, V, OUT any] struct {
 	timers   *TimerService[K]
 	mergeSet state.ValueState[[]windowPair]
 	// set is the merging-window set of the current key, loaded by
-	// loadMergingSet (its map is reused from record to record).
-	set   mergingWindowSet
-	sides *SideOutputs
-	ctx   *Context
+	// loadMergingSet (its map is reused from record to record). While
+	// setHeld, it is what the state holds for key setOf (persisted, and
+	// not changed since), so records of that key in a row read it once.
+	set     mergingWindowSet
+	setOf   K
+	setHeld bool
+	sides   *SideOutputs
+	ctx     *Context
 
 	trigger Trigger[IN]
 	tctx    TriggerContext
@@ -448,7 +452,7 @@ func (w *WindowOperator[K, IN, V, OUT]) processElement(v IN, ts int64) error {
 	}
 	skipped := true
 	if w.merging != nil {
-		set, err := w.loadMergingSet()
+		set, err := w.loadMergingSet(w.wctx.key)
 		if err != nil {
 			return err
 		}
@@ -475,6 +479,7 @@ func (w *WindowOperator[K, IN, V, OUT]) processElement(v IN, ts int64) error {
 		if err := w.persistMergingSet(set); err != nil {
 			return err
 		}
+		w.setOf, w.setHeld = w.wctx.key, true
 	} else {
 		for _, win := range windows {
 			if w.isWindowLate(win) {
@@ -575,7 +580,6 @@ func (w *WindowOperator[K, IN, V, OUT]) mergeWindows(result TimeWindow, merged [
 	return nil
 }
 
-// loadMergingSet reads the current key's merging-window set.
 // appendNamespaceReusing appends the namespace of win to list, reusing
 // the bytes of an entry a reset of list left past its length.
 func appendNamespaceReusing(list [][]byte, win TimeWindow) [][]byte {
@@ -587,8 +591,16 @@ func appendNamespaceReusing(list [][]byte, win TimeWindow) [][]byte {
 	return append(list, AppendWindowNamespace(nil, win))
 }
 
-// loadMergingSet reads the current key's merging-window set.
-func (w *WindowOperator[K, IN, V, OUT]) loadMergingSet() (*mergingWindowSet, error) {
+// loadMergingSet returns the merging-window set of key k, the current
+// key: the one held if it is k's (see setHeld), else read from state. The
+// caller changes it, so it is no longer held until the caller has
+// persisted it and says so.
+func (w *WindowOperator[K, IN, V, OUT]) loadMergingSet(k K) (*mergingWindowSet, error) {
+	if w.setHeld && w.setOf == k {
+		w.setHeld = false
+		return &w.set, nil
+	}
+	w.setHeld = false
 	pairs, _, err := w.mergeSet.Value()
 	if err != nil {
 		return nil, fmt.Errorf("read merging window set: %w", err)
@@ -707,7 +719,7 @@ func (w *WindowOperator[K, IN, V, OUT]) onTimerErr(key K, ns string, ts int64, d
 	}
 	var set *mergingWindowSet
 	if w.merging != nil {
-		if set, err = w.loadMergingSet(); err != nil {
+		if set, err = w.loadMergingSet(key); err != nil {
 			return err
 		}
 		sw, ok := set.stateWindow(win)
@@ -736,7 +748,10 @@ func (w *WindowOperator[K, IN, V, OUT]) onTimerErr(key K, ns string, ts int64, d
 		}
 	}
 	if set != nil {
-		return w.persistMergingSet(set)
+		if err := w.persistMergingSet(set); err != nil {
+			return err
+		}
+		w.setOf, w.setHeld = key, true
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -15,7 +16,7 @@ const (
 	q5Slide = 2 * time.Second
 	q7Size  = 10 * time.Second
 	q8Size  = 10 * time.Second
-	q11Gap  = 10 * time.Second
+	q11Gap  = 10 * time.Second // query_q11.go
 )
 
 // count is the aggregate COUNT(*).
@@ -57,17 +58,40 @@ func Q5(events *sluice.Stream[Event]) *sluice.Stream[Q5Result] {
 		sluice.Name("q5-max"), sluice.UID("q5-max"))
 }
 
+// q5BufferLimit bounds q5's combining buffer: the (auction, slice) counts
+// it holds before it merges them into state, Flink's
+// table.exec.window-agg.buffer-size-limit (100 000).
+const q5BufferLimit = 100_000
+
 // q5Slices counts an auction's bids per slice of q5Slide, as pairs
 // [slice start, count] in a ValueState. A timer at the end of each window
 // that holds one of the slices emits the window's count (the sum of the
 // slices in it) with the window's end - 1 as its timestamp, drops the
 // slices no later window holds, and sets the next window's timer while
 // slices are left.
-type q5Slices struct{ slices state.ValueState[[]int64] }
+//
+// As Flink's window aggregation, it combines the bids in memory first:
+// buf counts them per auction and slice, and the counts go into state
+// (one read and one write per auction, however many bids it had) when
+// the watermark reaches the end of a buffered slice, when buf holds limit
+// counts, and before a checkpoint (Flush), so a checkpoint holds every
+// bid before it and the timers see every bid of their windows.
+type q5Slices struct {
+	slices state.ValueState[[]int64]
+	// buf holds, per auction, the pairs [slice start, count] of the bids
+	// not yet in state, due at their slice's end - 1; its limit is
+	// q5BufferLimit (a test sets less).
+	buf combiner
+	// handed holds, per auction, the slices a window's timer hands to the
+	// next one that fires in the same advance of the watermark.
+	handed map[int64][]int64
+}
 
 func (q *q5Slices) Open(ctx *sluice.OperatorContext) error {
 	var err error
 	q.slices, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]int64]{Name: "slice-counts", Codec: intsCodec})
+	q.buf.open(q5BufferLimit)
+	q.handed = map[int64][]int64{}
 	return err
 }
 
@@ -77,29 +101,71 @@ func (q *q5Slices) ProcessElement(ctx *sluice.KeyedContext[int64], b Bid, _ slui
 	if start+slide-1 <= ctx.Timers().CurrentWatermark() {
 		return nil // late: the first window of its slice has fired
 	}
+	counts := q.buf.buf[b.Auction]
+	for i := 0; i < len(counts); i += 2 {
+		if counts[i] == start {
+			counts[i+1]++
+			return nil
+		}
+	}
+	if q.buf.full() {
+		if err := q.Flush(ctx, flushAll); err != nil {
+			return err
+		}
+		counts = nil
+	}
+	q.buf.put(b.Auction, append(counts, start, 1), 1, start+slide-1)
+	return nil
+}
+
+// Flush merges the buffered counts into state once the watermark reaches
+// the end of one of their slices (Flink's window buffer flushes all of
+// it then), and at a checkpoint (upTo is MaxWatermark).
+func (q *q5Slices) Flush(ctx *sluice.KeyedContext[int64], upTo int64) error {
+	return q.buf.flush(ctx, upTo, func(_ int64, add []int64) error {
+		return q.merge(ctx, add)
+	})
+}
+
+// merge adds the buffered counts of an auction (the current key) to its
+// state, registering the timer of each slice new to the state.
+func (q *q5Slices) merge(ctx *sluice.KeyedContext[int64], add []int64) error {
+	slide := q5Slide.Milliseconds()
 	stored, _, err := q.slices.Value()
 	if err != nil {
 		return err
 	}
-	// The state owns what Value returns (a heap snapshot may be reading
-	// it): change a copy.
+	// The state owns what Value returns (a heap snapshot may be
+	// reading it): change a copy.
 	counts := slices.Clone(stored)
-	for i := 0; i < len(counts); i += 2 {
-		if counts[i] == start {
-			counts[i+1]++
-			return q.slices.Update(counts)
+next:
+	for i := 0; i < len(add); i += 2 {
+		for j := 0; j < len(counts); j += 2 {
+			if counts[j] == add[i] {
+				counts[j+1] += add[i+1]
+				continue next
+			}
 		}
+		ctx.Timers().RegisterEventTimeTimer(add[i] + slide - 1)
+		counts = append(counts, add[i], add[i+1])
 	}
-	ctx.Timers().RegisterEventTimeTimer(start + slide - 1)
-	return q.slices.Update(append(counts, start, 1))
+	return q.slices.Update(counts)
 }
 
 func (q *q5Slices) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice.Collector[auctionCount]) error {
 	size, slide := q5Size.Milliseconds(), q5Slide.Milliseconds()
 	end := ts + 1
-	counts, _, err := q.slices.Value()
-	if err != nil {
-		return err
+	// counts are the slices the previous window's timer handed on when
+	// it fired in the same advance of the watermark (so the state holds
+	// an older list), else the state's.
+	counts, handed := q.handed[ctx.Key()]
+	if handed {
+		delete(q.handed, ctx.Key())
+	} else {
+		var err error
+		if counts, _, err = q.slices.Value(); err != nil {
+			return err
+		}
 	}
 	var n int64
 	live := 0 // the slices still in the window ending at end + slide
@@ -118,44 +184,87 @@ func (q *q5Slices) OnTimer(ctx *sluice.KeyedContext[int64], ts int64, out sluice
 	if live == 0 {
 		return q.slices.Clear()
 	}
-	ctx.Timers().RegisterEventTimeTimer(end + slide - 1)
-	if 2*live == len(counts) {
-		return nil // no slice left the windows: the state stays as it is
-	}
-	kept := make([]int64, 0, 2*live)
-	for i := 0; i < len(counts); i += 2 {
-		if counts[i] > end-size {
-			kept = append(kept, counts[i], counts[i+1])
+	next := end + slide - 1
+	ctx.Timers().RegisterEventTimeTimer(next)
+	kept := counts
+	if 2*live != len(counts) {
+		kept = make([]int64, 0, 2*live)
+		for i := 0; i < len(counts); i += 2 {
+			if counts[i] > end-size {
+				kept = append(kept, counts[i], counts[i+1])
+			}
 		}
+	}
+	if next <= ctx.Timers().CurrentWatermark() {
+		// The next window's timer fires in this advance of the watermark
+		// too (no record nor checkpoint comes between): hand it the
+		// slices rather than write and read them again.
+		q.handed[ctx.Key()] = kept
+		return nil
+	}
+	if !handed && len(kept) == len(counts) {
+		return nil // no slice left the windows: the state stays as it is
 	}
 	return q.slices.Update(kept)
 }
 
 // q5Max keeps, per window, the highest count and the auctions that have
-// it: [count, auction...] in a ValueState.
-type q5Max struct{ best state.ValueState[[]int64] }
+// it: [count, auction...] in a ValueState. As q5Slices, it combines the
+// counts in memory first (buf, per window), merged into the state when
+// the watermark reaches a buffered window's end and before a checkpoint
+// (Flush), as Flink's local-global aggregation combines before its
+// global stage.
+type q5Max struct {
+	best state.ValueState[[]int64]
+	buf  combiner // [count, auction...] per window, due at its end - 1
+}
 
 func (q *q5Max) Open(ctx *sluice.OperatorContext) error {
 	var err error
 	q.best, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]int64]{Name: "max-count", Codec: intsCodec})
+	q.buf.open(math.MaxInt)
 	return err
 }
 
-func (q *q5Max) ProcessElement(ctx *sluice.KeyedContext[int64], a auctionCount, _ sluice.Collector[Q5Result]) error {
-	best, ok, err := q.best.Value()
-	if err != nil {
-		return err
-	}
+// addBest merges the auctions of other ([count, auction...]) into best,
+// which it may change in place, and returns it.
+func addBest(best, other []int64) []int64 {
 	switch {
-	case !ok || a.Count > best[0]:
-		ctx.Timers().RegisterEventTimeTimer(a.End - 1)
-		best = []int64{a.Count, a.Auction}
-	case a.Count == best[0]:
-		best = append(slices.Clip(best), a.Auction) // a new array: the state owns best's
-	default:
-		return nil
+	case len(best) == 0 || other[0] > best[0]:
+		return append(best[:0], other...)
+	case other[0] == best[0]:
+		return append(best, other[1:]...)
 	}
-	return q.best.Update(best)
+	return best
+}
+
+func (q *q5Max) ProcessElement(_ *sluice.KeyedContext[int64], a auctionCount, _ sluice.Collector[Q5Result]) error {
+	best, ok := q.buf.buf[a.End]
+	q.buf.put(a.End, addBest(best, []int64{a.Count, a.Auction}), boolInt(!ok), a.End-1)
+	return nil
+}
+
+// Flush merges the buffer into state once the watermark reaches a
+// buffered window's end, and at a checkpoint (upTo is MaxWatermark).
+func (q *q5Max) Flush(ctx *sluice.KeyedContext[int64], upTo int64) error {
+	return q.buf.flush(ctx, upTo, func(end int64, add []int64) error {
+		best, ok, err := q.best.Value()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			ctx.Timers().RegisterEventTimeTimer(end - 1)
+		}
+		// A new array: the state owns best's.
+		return q.best.Update(addBest(slices.Clone(best), add))
+	})
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (q *q5Max) OnTimer(ctx *sluice.KeyedContext[int64], _ int64, out sluice.Collector[Q5Result]) error {
@@ -285,27 +394,6 @@ func (q *q7Max) OnTimer(_ *sluice.KeyedContext[int64], _ int64, out sluice.Colle
 		out.Collect(b)
 	}
 	return q.best.Clear()
-}
-
-// Q11Result is the number of bids of a bidder in one session.
-type Q11Result struct {
-	Bidder, BidCount int64
-	Start, End       int64 // the session window: first bid, last bid + gap
-}
-
-// Q11 is user sessions: the bids per bidder per session window with a
-// gap of 10 s.
-func Q11(events *sluice.Stream[Event]) *sluice.Stream[Q11Result] {
-	byBidder := sluice.KeyBy(Bids(events), func(b Bid) int64 { return b.Bidder })
-	return sluice.AggregateProcessWindow(sluice.Window(byBidder, sluice.EventTimeSessionWindows(q11Gap)),
-		sluice.AggregateFunction[Bid, int64, int64](count[Bid]{}),
-		sluice.ProcessWindowFunction[int64, int64, Q11Result](sluice.ProcessWindowFunc[int64, int64, Q11Result](
-			func(ctx *sluice.WindowContext[int64], n []int64, out sluice.Collector[Q11Result]) error {
-				w := ctx.Window()
-				out.Collect(Q11Result{Bidder: ctx.Key(), BidCount: n[0], Start: w.Start, End: w.End})
-				return nil
-			})),
-		sluice.Name("q11-sessions"), sluice.UID("q11-sessions"))
 }
 
 // Q8Result is a person who entered the system and opened an auction in
