@@ -344,7 +344,7 @@ func (w *transactionalWriter[T]) Write(v T, ts int64) error {
 			return err
 		}
 	}
-	w.cur.cl.Produce(w.ctx, r, w.res.onAck)
+	w.res.produce(w.ctx, w.cur.cl, r)
 	return nil
 }
 
@@ -541,6 +541,9 @@ func (w *transactionalWriter[T]) Flush(endOfInput bool) error {
 		return nil
 	}
 	if err := w.cur.cl.Flush(w.ctx); err != nil {
+		return fmt.Errorf("kafka sink subtask %d: flush transaction %s: %w", w.subtask, w.cur.id, err)
+	}
+	if err := w.res.settle(w.ctx); err != nil {
 		return fmt.Errorf("kafka sink subtask %d: flush transaction %s: %w", w.subtask, w.cur.id, err)
 	}
 	return w.recordsFailed()

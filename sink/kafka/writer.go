@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -15,11 +16,13 @@ import (
 // (or one transaction): franz-go reports them in promises, on its own
 // goroutines, and Flush does not return them.
 type results struct {
+	sent     atomic.Int64 // records handed to Produce (produce)
 	mu       sync.Mutex
 	failed   int64
 	acked    int64
 	firstErr error
 	last     map[topicPartition]int64 // highest acknowledged offset
+	settled  chan struct{}            // closed when failed+acked reaches sent (settle)
 	// onAck is promise as a func value, made once: a method value
 	// passed to every Produce would be a heap allocation per record.
 	onAck func(*kgo.Record, error)
@@ -36,10 +39,48 @@ func newResults() *results {
 	return r
 }
 
+// produce hands rec to cl with r's promise, counting it for settle.
+func (r *results) produce(ctx context.Context, cl *kgo.Client, rec *kgo.Record) {
+	r.sent.Add(1)
+	cl.Produce(ctx, rec, r.onAck)
+}
+
+// settle waits until the promise of every record handed to produce has
+// been called, or ctx is done. franz-go's Flush waits for the records it
+// buffered, but a record it refuses before buffering it (larger than the
+// buffer, the client closing) has its promise called later, on a
+// goroutine of its own: without this wait, a checkpoint could complete
+// without such a record and nothing would fail. Records are not produced
+// meanwhile.
+func (r *results) settle(ctx context.Context) error {
+	r.mu.Lock()
+	if r.acked+r.failed >= r.sent.Load() {
+		r.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	r.settled = ch
+	r.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the outcome of %d records: %w", r.sent.Load()-r.done(), ctx.Err())
+	}
+}
+
+// done returns the number of records whose promise was called.
+func (r *results) done() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.acked + r.failed
+}
+
 // promise is the franz-go promise of every record.
 func (r *results) promise(rec *kgo.Record, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.signalSettled()
 	if err != nil {
 		r.failed++
 		if r.firstErr == nil {
@@ -51,6 +92,15 @@ func (r *results) promise(rec *kgo.Record, err error) {
 	tp := topicPartition{rec.Topic, rec.Partition}
 	if o, ok := r.last[tp]; !ok || rec.Offset > o {
 		r.last[tp] = rec.Offset
+	}
+}
+
+// signalSettled closes the channel settle waits on once every record
+// sent has its outcome. r.mu is held.
+func (r *results) signalSettled() {
+	if r.settled != nil && r.acked+r.failed >= r.sent.Load() {
+		close(r.settled)
+		r.settled = nil
 	}
 }
 
@@ -123,7 +173,7 @@ func (w *writer[T]) Write(v T, ts int64) error {
 	if err != nil || r == nil {
 		return err
 	}
-	w.cl.Produce(w.ctx, r, w.res.onAck)
+	w.res.produce(w.ctx, w.cl, r)
 	return nil
 }
 
@@ -131,6 +181,9 @@ func (w *writer[T]) Write(v T, ts int64) error {
 // fails if any was not, or when the writer context is done.
 func (w *writer[T]) Flush(bool) error {
 	if err := w.cl.Flush(w.ctx); err != nil {
+		return fmt.Errorf("kafka sink subtask %d: flush: %w", w.subtask, err)
+	}
+	if err := w.res.settle(w.ctx); err != nil {
 		return fmt.Errorf("kafka sink subtask %d: flush: %w", w.subtask, err)
 	}
 	return w.res.err()
