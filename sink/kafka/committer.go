@@ -143,15 +143,18 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 			err := sl.cl.EndTransaction(ctx, kgo.TryCommit)
 			if err == nil {
 				pid, epoch, perr := sl.cl.ProducerID(ctx)
-				if perr == nil && (pid != cm.ProducerID || epoch != cm.ProducerEpoch) {
+				if perr == nil && endedByOneEndTxn(cm, pid, epoch) {
 					c.closeLater(c.pool.markCommitted(cm, sl, true))
 					c.stats.commit(time.Since(start))
 					c.log.Debug("kafka sink: committed", "transactional_id", cm.TransactionalID, "checkpoint", cm.CheckpointID,
 						"producer_id", cm.ProducerID, "epoch", cm.ProducerEpoch)
 					continue
 				}
-				// No epoch bump: no EndTxn v5 went out. Make sure below.
-				err = fmt.Errorf("the producer is still at producer id %d epoch %d after EndTransaction (%v)", pid, epoch, perr)
+				// No epoch bump: no EndTxn v5 went out. More than one:
+				// the client re-initialised its producer first (which
+				// aborts the transaction) and committed an empty one.
+				// Make sure below.
+				err = fmt.Errorf("the producer is at producer id %d epoch %d after EndTransaction (%v), not one bump past the transaction's", pid, epoch, perr)
 			}
 			// The outcome may be unknown: the writer's client is not
 			// reused, and the transaction is resumed from its
@@ -186,6 +189,21 @@ func (c *Committer) Commit(ctx context.Context, checkpointID int64, committables
 		c.closeLater(c.pool.markCommitted(cm, nil, false))
 	}
 	return nil
+}
+
+// endedByOneEndTxn reports whether a writer's client at producer id pid
+// and epoch after EndTransaction ended cm with exactly one EndTxn
+// (transaction version 2 bumps the epoch once per EndTxn, or gives a new
+// producer id at epoch 0 when the epoch is exhausted). Anything else is
+// not proof of the commit: no EndTxn went out (the same epoch), or
+// franz-go re-initialised the producer before it (InitProducerId bumps
+// the epoch and aborts the open transaction; the EndTxn then commits an
+// empty one), and the commit is verified from the committable instead.
+func endedByOneEndTxn(cm Committable, pid int64, epoch int16) bool {
+	if pid == cm.ProducerID {
+		return epoch == cm.ProducerEpoch+1
+	}
+	return epoch == 0
 }
 
 // closeLater closes cl (when not nil) off the caller's goroutine; Close

@@ -35,7 +35,8 @@
 // Exactly-once is two-phase commit. Between two checkpoint barriers a
 // writer produces into one Kafka transaction under a transactional id of
 // its pool, `<prefix>-<subtask>-<slot>`. At barrier n (PrepareCommit) it
-// flushes, checks the result of every record, and hands over a committable
+// flushes, checks the result of every record (those franz-go refused
+// before buffering them included), and hands over a committable
 // that names the transaction: transactional id, producer id, epoch,
 // transaction version, checkpoint and the last offset written per
 // partition. It never ends the transaction itself. The next interval

@@ -206,3 +206,51 @@ func TestExactlyOnceCloseAfterCancelIsQuiet(t *testing.T) {
 		t.Fatalf("lines about the open transaction left: %v, want one at DEBUG", left)
 	}
 }
+
+// A commit through the writer's own client (transaction version 2) is
+// proof only when that client's epoch moved by exactly the one bump of
+// its EndTxn. franz-go re-initialises a producer whose id it marked for
+// reloading before it ends the transaction: InitProducerId bumps the
+// epoch and aborts the open transaction, and the EndTxn then "commits" an
+// empty one, a second bump. Here the broker's first answer to the
+// writer's client claims that double bump without committing anything:
+// the committer must not count it, and commits from the committable.
+func TestExactlyOnceCommitDoesNotTrustADoubleEpochBump(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	var faked atomic.Int32
+	c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.EndTxnRequest)
+		if !r.Commit || faked.Add(1) > 1 {
+			return nil, nil, false
+		}
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.Version = r.Version
+		resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch+2
+		return resp, nil, true
+	})
+	seeds := c.ListenAddrs()
+	s := eosSink(t, seeds, "double", Logger(slog.New(slog.DiscardHandler)))
+	w, cm := writerAndCommitter(t, s)
+	writeAll(t, w, "a")
+	cs := prepare(t, w, 1)
+	if tv := committable(t, cs).TransactionVersion; tv != 2 {
+		t.Fatalf("transaction version %d, want 2 (the commit through the writer's client)", tv)
+	}
+	if err := cm.Commit(testutil.Context(t, 0), 1, [][]byte{cs}); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if faked.Load() < 2 {
+		t.Fatalf("%d EndTxn(commit) requests, want the faked one and the committer's own", faked.Load())
+	}
+	if lso, end := stableOffsets(t, seeds, "out"); lso[0] != end[0] {
+		t.Fatalf("after the commit: last stable offset %d, end %d; want the transaction committed", lso[0], end[0])
+	}
+	if got := readAll(t, seeds, "out", kgo.ReadCommitted(), 1); fmt.Sprint(got) != "[a]" {
+		t.Fatalf("read_committed sees %v, want [a]", got)
+	}
+}
