@@ -85,20 +85,28 @@ func (e *Environment) installMemory() error {
 
 // slotLauncher is a Launcher whose process offers task slots of its own
 // (package cluster's worker: taskmanager.numberOfTaskSlots), by which
-// the default Go limit grows (memory.DefaultGoLimit).
+// the default Go limit grows (memory.DefaultGoLimit), or runs no task
+// (package cluster's coordinator).
 type slotLauncher interface {
 	Launcher
 	Slots() int
+	Coordinator() bool
 }
 
 // processSlots is the number of task slots of this process: a worker's
-// own, else the job's highest parallelism (one process runs the whole
-// job, as Flink's MiniCluster offers one slot per subtask of its widest
+// own; 0 (the memory default) for a coordinator, which runs no task;
+// else the job's highest parallelism (one process runs the whole job,
+// as Flink's MiniCluster offers one slot per subtask of its widest
 // vertex).
 func (e *Environment) processSlots() int {
-	if l, err := e.Launcher(); err == nil && l != nil && l.Worker() {
+	if l, err := e.Launcher(); err == nil && l != nil {
 		if s, ok := l.(slotLauncher); ok {
-			return s.Slots()
+			switch {
+			case l.Worker():
+				return s.Slots()
+			case s.Coordinator():
+				return 0
+			}
 		}
 	}
 	n := 0

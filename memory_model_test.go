@@ -79,15 +79,17 @@ func TestMemoryKeys(t *testing.T) {
 	}
 }
 
-// slotWorker is a worker launcher offering slots task slots (package
-// cluster's, whose tasks never run here).
+// slotWorker is a worker launcher offering slots task slots, or a
+// coordinator (package cluster's, whose tasks never run here).
 type slotWorker struct {
 	Launcher
-	slots int
+	slots       int
+	coordinator bool
 }
 
-func (w slotWorker) Worker() bool { return true }
-func (w slotWorker) Slots() int   { return w.slots }
+func (w slotWorker) Worker() bool      { return !w.coordinator }
+func (w slotWorker) Slots() int        { return w.slots }
+func (w slotWorker) Coordinator() bool { return w.coordinator }
 
 // Without a process size the Go limit follows the process's task slots:
 // a job's highest parallelism in one process, a worker's own slots.
@@ -115,6 +117,7 @@ func TestDefaultGoLimitFollowsTheProcessSlots(t *testing.T) {
 			return e
 		}(), 28 * mib},
 		{"a worker of one slot", job(WithLauncher(slotWorker{slots: 1})), 28 * mib},
+		{"a coordinator of a job with a vertex of 4", job(WithLauncher(slotWorker{slots: 1, coordinator: true})), memory.DefaultGoLimit(0)},
 		{"a worker of one slot, 100m set", job(WithLauncher(slotWorker{slots: 1}), WithMemoryConfig(func(c *memory.Config) { c.GoLimit = 100 * mib })), 100 * mib},
 	} {
 		if err := c.env.installMemory(); err != nil {

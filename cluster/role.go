@@ -73,6 +73,12 @@ func (l *launcher) Worker() bool { return l.cfg.Role == RoleWorker }
 // worker runs a part of the job.
 func (l *launcher) Slots() int { return cmp.Or(l.cfg.Slots, DefaultSlots) }
 
+// Coordinator says the process coordinates and runs no task: the root
+// package keeps its default Go limit at the memory default
+// (memory.DefaultGoLimit(0)) rather than growing it with the job's
+// parallelism.
+func (l *launcher) Coordinator() bool { return l.cfg.Role == RoleCoordinator }
+
 func (l *launcher) Start(ctx context.Context, plan *runtime.Plan, rcfg runtime.Config, standby func(waiting bool)) (*sluice.Job, error) {
 	if l.cfg.Role == RoleCoordinator {
 		cfg := l.cfg
