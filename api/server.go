@@ -349,15 +349,31 @@ func (s *Server) Close() error {
 	s.srvMu.Unlock()
 	var err error
 	if srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err = srv.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
-			// A connection still busy (or opened and never used, which
-			// Shutdown waits for): cut it.
-			err = srv.Close()
-		}
+		err = CloseHTTPServer(srv)
 	}
 	s.wg.Wait()
+	return err
+}
+
+// CloseGrace bounds how long CloseHTTPServer waits for the answers in
+// flight.
+const CloseGrace = 5 * time.Second
+
+// CloseHTTPServer stops srv listening and closes it once the requests it
+// is answering have their answers written, within CloseGrace; then it
+// cuts what is left. A server that serves Handler must be closed so, not
+// by http.Server.Close: the client that stopped a job reads where the
+// savepoint is in the last answer Shutdown waited for, which Close would
+// cut.
+func CloseHTTPServer(srv *http.Server) error {
+	ctx, cancel := context.WithTimeout(context.Background(), CloseGrace)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A connection still busy (or opened and never used, which
+		// Shutdown waits for): cut it.
+		err = srv.Close()
+	}
 	return err
 }
 

@@ -246,8 +246,10 @@ func (r *run) runJob(ctx context.Context, role cluster.Role) error {
 	defer suspend()
 	var servers []*http.Server
 	defer func() {
+		// Gracefully: the API's last answer may be the one that tells
+		// the client that stopped the job where the savepoint is.
 		for _, srv := range servers {
-			_ = srv.Close()
+			_ = api.CloseHTTPServer(srv)
 		}
 	}()
 	started := Started{Role: role}
@@ -373,7 +375,7 @@ func (r *run) worker(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		defer srv.Close()
+		defer func() { _ = api.CloseHTTPServer(srv) }()
 		url = u
 	}
 	signaled := r.handleSignals(jobCtx, nil, suspend)
