@@ -194,6 +194,9 @@ func WithFloatingBuffers(n int) Option {
 	}
 }
 
+// DefaultWindowBufferLimit is the default of WithWindowBufferLimit.
+const DefaultWindowBufferLimit = operators.DefaultWindowBufferLimit
+
 // WithWindowBufferLimit bounds the sessions an event-time session window
 // combines in memory before it writes them into keyed state, default
 // 100 000 (Flink's table.exec.window-agg.buffer-size-limit); 0 turns

@@ -119,6 +119,8 @@ type options struct {
 	dir         string
 	// rocksdb are the RocksDB backend's options (-rocksdb-native-memtable).
 	rocksdb rocksdb.Options
+	// windowBuffer is the session windows' buffer (-window-buffer-limit).
+	windowBuffer int
 }
 
 // result is one run of one query on one backend.
@@ -185,6 +187,7 @@ func run(ctx context.Context, q query, backend string, o options) (result, error
 	opts := []sluice.Option{
 		sluice.WithJobName("nexmark-" + q.name),
 		sluice.WithParallelism(o.parallelism),
+		sluice.WithWindowBufferLimit(o.windowBuffer),
 		sluice.WithCheckpointing(o.interval, filepath.Join(dir, "checkpoints")),
 		sluice.WithCheckpointListener(func(cs checkpoint.Stats) {
 			if cs.Status == checkpoint.StatusCompleted {
@@ -247,6 +250,7 @@ func main() {
 		profile  = flag.String("cpuprofile", "", "write a CPU profile of all the runs to this file")
 		flinkJar = flag.String("flink", "", "also run the queries on Flink with this jar (bench/flinknexmark/target/flinknexmark.jar) and print both side by side")
 		flinkRes = flag.String("flink-results", "", "with -flink, also save Flink's figures in this file; without -flink, set the figures an earlier -flink run saved here beside this run's (the same -events, -parallelism and -checkpoint-interval) instead of running Flink again")
+		winBuf   = flag.Int("window-buffer-limit", sluice.DefaultWindowBufferLimit, "the sessions q11's session windows combine in memory before they write them into keyed state (sluice.WithWindowBufferLimit); 0: none, every bid reads and writes the state")
 		native   = flag.Bool("rocksdb-native-memtable", false, "RocksDB: value states write straight into RocksDB's memtables, without the write buffer in Go memory (rocksdb.Options.NativeMemtable), as Flink does")
 	)
 	flag.Parse()
@@ -263,7 +267,7 @@ func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
 	o := options{cfg: def, parallelism: *par, interval: *interval, delay: *delay, maxTime: *maxTime, dir: *dir,
-		rocksdb: rocksdb.Options{NativeMemtable: *native}}
+		rocksdb: rocksdb.Options{NativeMemtable: *native}, windowBuffer: *winBuf}
 	o.cfg.Events, o.cfg.Rate, o.cfg.WallRate, o.cfg.Seed, o.cfg.OutOfOrderGroupSize = *events, *rate, *wallRate, *seed, *group
 	if _, err := NewGenerator(o.cfg); err != nil {
 		fail(err)
