@@ -365,3 +365,7 @@ func (w *WindowOperator[K, IN, V, OUT]) flushKeysListed() error {
 	clear(w.flushKeys)
 	return nil
 }
+
+// BufferLimit is the bound of the operator's in-memory buffer of
+// sessions (WindowConfig.BufferLimit).
+func (w *WindowOperator[K, IN, V, OUT]) BufferLimit() int { return w.cfg.BufferLimit }
