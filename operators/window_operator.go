@@ -138,6 +138,21 @@ const mergingSetListName = "merging-window-set"
 // Window contents, each key's merging-window set and the timers live in
 // keyed state, so windows survive a restore and a rescale. An emitted
 // result carries the window's max timestamp.
+//
+// Event-time session windows with an incremental reduce or aggregate,
+// the default trigger and no evictor combine in memory first
+// (WindowConfig.BufferLimit, windowBuffer): a record whose window ends
+// after the watermark joins its key's buffered sessions, and a key's
+// sessions go into keyed state - added to the merging-window set and
+// merged into the window contents as the record-by-record path would
+// have put them, with the same timers - when one of them is due at a new
+// watermark (before the watermark moves), before any timer of the key
+// fires, before a record of the key whose window the watermark has
+// passed (which then takes the per-record path), when the buffer is full,
+// and before a snapshot (a Context flusher). Nothing fires while a record
+// is on time, so the results, their timestamps and their order are
+// those of the per-record path; only which namespace holds a window's
+// contents may differ.
 type WindowOperator[K comparable, IN, V, OUT any] struct {
 	cfg      WindowConfig[K, IN]
 	merging  MergingWindowAssigner
