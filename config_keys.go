@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint/storage"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/runtime"
 )
 
@@ -58,6 +59,9 @@ var (
 				Default(keyDefaults.Network.ExclusiveBuffersPerChannel).Check(checkedBy(WithExclusiveBuffers))
 	keyFloatingBuffers = config.Int("taskmanager.network.memory.floating-buffers-per-gate", "Floating network buffers per input gate.").
 				Default(keyDefaults.Network.FloatingBuffersPerGate).Check(checkedBy(WithFloatingBuffers))
+	keyWindowBuffer = config.Int("table.exec.window-agg.buffer-size-limit",
+		"The sessions an event-time session window with an incremental reduce or aggregate combines in memory before it writes them into keyed state; 0: none, every record reads and writes the state.").
+		Default(operators.DefaultWindowBufferLimit).Check(checkedBy(WithWindowBufferLimit))
 	keyBackendType = config.Enum("state.backend.type",
 		"The keyed state backend: hashmap (on the heap) or rocksdb (which needs the program to import state/rocksdb); unset: the environment's.",
 		parseBackendType, "hashmap", "rocksdb").DeprecatedKeys("state.backend")

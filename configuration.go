@@ -104,6 +104,7 @@ func applyConfiguration(e *Environment, c *Configuration) {
 	use(e, c, keyDefaultCodec, WithDefaultCodec)
 	use(e, c, keyWatermarkInterval, WithAutoWatermarkInterval)
 	use(e, c, keyBufferTimeout, WithBufferTimeout)
+	use(e, c, keyWindowBuffer, WithWindowBufferLimit)
 	use(e, c, keyCancellationTimeout, WithTaskCancellationTimeout)
 	use(e, c, keyFailoverStrategy, WithFailoverStrategy)
 	use(e, c, keySegmentSize, func(n int64) Option { return WithBufferSize(int(n)) })

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/operators"
 	"github.com/sluicehq/sluice/runtime"
 )
 
@@ -67,6 +68,9 @@ type Environment struct {
 	// bound ones' names, with their operator's name.
 	pendingQueryables map[*runtime.Node][]queryableDecl
 	queryNames        map[string]string
+	// windowBuffer bounds the in-memory buffer of session windows
+	// (WithWindowBufferLimit).
+	windowBuffer int
 }
 
 // Option configures an Environment.
@@ -77,7 +81,8 @@ type Option func(*Environment)
 // 2 exclusive buffers per channel and 8 floating buffers per gate.
 func NewEnvironment(opts ...Option) *Environment {
 	e := &Environment{cfg: runtime.DefaultConfig(), uids: map[string]string{},
-		pendingQueryables: map[*runtime.Node][]queryableDecl{}, queryNames: map[string]string{}}
+		pendingQueryables: map[*runtime.Node][]queryableDecl{}, queryNames: map[string]string{},
+		windowBuffer: operators.DefaultWindowBufferLimit}
 	for _, o := range opts {
 		o(e)
 	}
@@ -186,6 +191,29 @@ func WithFloatingBuffers(n int) Option {
 			return
 		}
 		e.cfg.Network.FloatingBuffersPerGate = n
+	}
+}
+
+// DefaultWindowBufferLimit is the default of WithWindowBufferLimit.
+const DefaultWindowBufferLimit = operators.DefaultWindowBufferLimit
+
+// WithWindowBufferLimit bounds the sessions an event-time session window
+// combines in memory before it writes them into keyed state, default
+// 100 000 (Flink's table.exec.window-agg.buffer-size-limit); 0 turns
+// the buffer off, so every record reads and writes keyed state. The
+// buffer serves windows with an incremental ReduceWindow or
+// AggregateWindow function (with or without a ProcessWindowFunction),
+// the default trigger and no evictor; the others take the per-record
+// path. It relies, as merging windows do, on the reduce function being
+// associative and commutative, and on an AggregateFunction's Merge
+// agreeing with Add (merging a new accumulator changes nothing).
+func WithWindowBufferLimit(n int) Option {
+	return func(e *Environment) {
+		if n < 0 {
+			e.addErr(fmt.Errorf("%w: window buffer limit must not be negative, got %d", ErrInvalidOption, n))
+			return
+		}
+		e.windowBuffer = n
 	}
 }
 

@@ -214,6 +214,7 @@ func windowNode[K comparable, T, OUT any](w *WindowedStream[K, T], defName strin
 	cfg := w.config()
 	n.Build = func(out any) (operators.Operator, []any, error) {
 		c := cfg
+		c.BufferLimit = s.env.windowBuffer
 		if c.Trigger != nil {
 			c.Trigger = cloneFunction(c.Trigger)
 		}

@@ -224,7 +224,7 @@ func (e *evictingContents[T]) MergeNamespaces(target []byte, sources [][]byte) e
 // Opener, Closer, WindowStateClearer and checkpoint hooks (nil if none).
 func NewEvictingWindow[K comparable, IN, OUT any](cfg WindowConfig[K, IN], fn any, elemCodec codec.Codec[IN],
 	apply func(ctx *WindowContext[K], elements []IN, out Collector[OUT]) error, out Output[OUT]) *WindowOperator[K, IN, []TimestampedValue[IN], OUT] {
-	w := newWindowOperator[K, IN, []TimestampedValue[IN], OUT](cfg, out, fn, nil, nil)
+	w := newWindowOperator[K, IN, []TimestampedValue[IN], OUT](cfg, out, fn, nil, nil, nil)
 	var contents *evictingContents[IN]
 	w.newContents = func(b state.KeyedBackend) (windowContents[IN, []TimestampedValue[IN]], error) {
 		st, err := state.GetListState(b, state.ListStateDescriptor[TimestampedValue[IN]]{

@@ -25,6 +25,13 @@ type WindowConfig[K comparable, IN any] struct {
 	// Evictor removes elements before and after the window function
 	// (NewEvictingWindow only).
 	Evictor Evictor[IN]
+	// BufferLimit bounds the in-memory buffer of event-time session
+	// windows with an incremental reduce or aggregate and the default
+	// trigger (see WindowOperator): the sessions it holds before it
+	// writes them all into keyed state. 0 turns the buffer off: every
+	// record reads and writes keyed state. DefaultWindowBufferLimit is
+	// what the sluice package sets unless told otherwise.
+	BufferLimit int
 }
 
 // ProcessWindowFunction is the user function of a window that sees the
@@ -131,6 +138,21 @@ const mergingSetListName = "merging-window-set"
 // Window contents, each key's merging-window set and the timers live in
 // keyed state, so windows survive a restore and a rescale. An emitted
 // result carries the window's max timestamp.
+//
+// Event-time session windows with an incremental reduce or aggregate,
+// the default trigger and no evictor combine in memory first
+// (WindowConfig.BufferLimit, windowBuffer): a record whose window ends
+// after the watermark joins its key's buffered sessions, and a key's
+// sessions go into keyed state - added to the merging-window set and
+// merged into the window contents as the record-by-record path would
+// have put them, with the same timers - when one of them is due at a new
+// watermark (before the watermark moves), before any timer of the key
+// fires, before a record of the key whose window the watermark has
+// passed (which then takes the per-record path), when the buffer is full,
+// and before a snapshot (a Context flusher). Nothing fires while a record
+// is on time, so the results, their timestamps and their order are
+// those of the per-record path; only which namespace holds a window's
+// contents may differ.
 type WindowOperator[K comparable, IN, V, OUT any] struct {
 	cfg      WindowConfig[K, IN]
 	merging  MergingWindowAssigner
@@ -139,6 +161,16 @@ type WindowOperator[K comparable, IN, V, OUT any] struct {
 	contents windowContents[IN, V]
 	// newContents registers the contents state at Open.
 	newContents func(b state.KeyedBackend) (windowContents[IN, V], error)
+	// newBuffer makes the in-memory buffer of session windows over the
+	// contents state (nil: the window function cannot combine in
+	// memory); buf is it, when the operator buffers (buffers).
+	newBuffer func(c windowContents[IN, V], limit int) windowBuffer[K, IN]
+	buf       windowBuffer[K, IN]
+	// flushKeys and flushSet are scratch of the buffer's flushes; place
+	// is the method value of placeSession.
+	flushKeys []K
+	flushSet  *mergingWindowSet
+	place     func(win TimeWindow) error
 	// emit hands a fired window's contents to the window function.
 	emit func(ctx *WindowContext[K], v V, out Collector[OUT]) error
 	// fn is the user's process window function, if any (Opener, Closer,
@@ -174,9 +206,10 @@ type WindowOperator[K comparable, IN, V, OUT any] struct {
 
 func newWindowOperator[K comparable, IN, V, OUT any](cfg WindowConfig[K, IN], out Output[OUT], fn any,
 	contents func(state.KeyedBackend) (windowContents[IN, V], error),
+	buffer func(windowContents[IN, V], int) windowBuffer[K, IN],
 	emit func(*WindowContext[K], V, Collector[OUT]) error) *WindowOperator[K, IN, V, OUT] {
 	w := &WindowOperator[K, IN, V, OUT]{cfg: cfg, keys: keySetter[K]{codec: cfg.KeyCodec}, out: out,
-		col: collector[OUT]{out: out}, fn: fn, newContents: contents, emit: emit}
+		col: collector[OUT]{out: out}, fn: fn, newContents: contents, newBuffer: buffer, emit: emit}
 	w.merging, _ = cfg.Assigner.(MergingWindowAssigner)
 	w.event = cfg.Assigner.IsEventTime()
 	w.trigger = cfg.Trigger
@@ -198,35 +231,35 @@ func emitValue[K comparable, V any](_ *WindowContext[K], v V, out Collector[V]) 
 // incrementally with reduce (a ReducingState per window) and emits the
 // result; vc encodes the reduced value in state.
 func NewReduceWindow[K comparable, T any](cfg WindowConfig[K, T], reduce func(acc, v T) (T, error), vc codec.Codec[T], out Output[T]) *WindowOperator[K, T, T, T] {
-	return newWindowOperator(cfg, out, nil, reducingContents[T](reduce, vc), emitValue[K, T])
+	return newWindowOperator(cfg, out, nil, reducingContents[T](reduce, vc), reduceBuffer[K](reduce), emitValue[K, T])
 }
 
 // NewAggregateWindow returns a window operator that aggregates each window
 // incrementally with agg (an AggregatingState per window) and emits its
 // result; accCodec encodes the accumulator in state (nil: the default).
 func NewAggregateWindow[K comparable, IN, ACC, OUT any](cfg WindowConfig[K, IN], agg state.AggregateFunction[IN, ACC, OUT], accCodec codec.Codec[ACC], out Output[OUT]) *WindowOperator[K, IN, OUT, OUT] {
-	return newWindowOperator(cfg, out, nil, aggregatingContents(agg, accCodec), emitValue[K, OUT])
+	return newWindowOperator(cfg, out, nil, aggregatingContents(agg, accCodec), aggregateBuffer[K](agg), emitValue[K, OUT])
 }
 
 // NewProcessWindow returns a window operator that buffers each window's
 // elements (a ListState per window, elements encoded with elemCodec) and
 // hands them to fn when the window fires.
 func NewProcessWindow[K comparable, IN, OUT any](cfg WindowConfig[K, IN], fn ProcessWindowFunction[K, IN, OUT], elemCodec codec.Codec[IN], out Output[OUT]) *WindowOperator[K, IN, []IN, OUT] {
-	return newWindowOperator(cfg, out, fn, listContents[IN](elemCodec), fn.Process)
+	return newWindowOperator(cfg, out, fn, listContents[IN](elemCodec), nil, fn.Process)
 }
 
 // NewReduceProcessWindow reduces each window incrementally and hands the
 // single result to fn with the window, as Flink's reduce(ReduceFunction,
 // ProcessWindowFunction).
 func NewReduceProcessWindow[K comparable, T, OUT any](cfg WindowConfig[K, T], reduce func(acc, v T) (T, error), vc codec.Codec[T], fn ProcessWindowFunction[K, T, OUT], out Output[OUT]) *WindowOperator[K, T, T, OUT] {
-	return newWindowOperator(cfg, out, fn, reducingContents[T](reduce, vc), singleTo(fn))
+	return newWindowOperator(cfg, out, fn, reducingContents[T](reduce, vc), reduceBuffer[K](reduce), singleTo(fn))
 }
 
 // NewAggregateProcessWindow aggregates each window incrementally and hands
 // the aggregate's result to fn with the window, as Flink's
 // aggregate(AggregateFunction, ProcessWindowFunction).
 func NewAggregateProcessWindow[K comparable, IN, ACC, V, OUT any](cfg WindowConfig[K, IN], agg state.AggregateFunction[IN, ACC, V], accCodec codec.Codec[ACC], fn ProcessWindowFunction[K, V, OUT], out Output[OUT]) *WindowOperator[K, IN, V, OUT] {
-	return newWindowOperator(cfg, out, fn, aggregatingContents(agg, accCodec), singleTo(fn))
+	return newWindowOperator(cfg, out, fn, aggregatingContents(agg, accCodec), aggregateBuffer[K](agg), singleTo(fn))
 }
 
 func singleTo[K comparable, V, OUT any](fn ProcessWindowFunction[K, V, OUT]) func(*WindowContext[K], V, Collector[OUT]) error {
@@ -282,7 +315,12 @@ func reducingContents[T any](reduce func(acc, v T) (T, error), vc codec.Codec[T]
 
 func aggregatingContents[IN, ACC, OUT any](agg state.AggregateFunction[IN, ACC, OUT], accCodec codec.Codec[ACC]) func(state.KeyedBackend) (windowContents[IN, OUT], error) {
 	return func(b state.KeyedBackend) (windowContents[IN, OUT], error) {
-		return state.GetAggregatingState(b, state.AggregatingStateDescriptor[IN, ACC, OUT]{Name: windowContentsName, Aggregate: agg, AccCodec: accCodec})
+		st, err := state.GetAggregatingState(b, state.AggregatingStateDescriptor[aggInput[IN, ACC], ACC, OUT]{
+			Name: windowContentsName, Aggregate: accMerging[IN, ACC, OUT]{agg}, AccCodec: accCodec})
+		if err != nil {
+			return nil, err
+		}
+		return aggregatingWindow[IN, ACC, OUT]{st}, nil
 	}
 }
 
@@ -337,6 +375,13 @@ func (w *WindowOperator[K, IN, V, OUT]) Open(ctx *Context) error {
 		return Wrap(ctx, fmt.Errorf("window contents state: %w", err))
 	}
 	w.contents = c
+	if w.buffers() {
+		// Before the timers' flusher: a flush of the buffer registers
+		// timers.
+		w.buf = w.newBuffer(c, w.cfg.BufferLimit)
+		w.place = w.placeSession
+		ctx.flushers = append(ctx.flushers, func() error { return Wrap(ctx, w.flushAll()) })
+	}
 	if w.merging != nil {
 		if w.mergeSet, err = state.GetValueState(ctx.KeyedState, state.ValueStateDescriptor[[]windowPair]{Name: mergingSetName, Codec: windowSetCodec{}}); err != nil {
 			return Wrap(ctx, fmt.Errorf("merging window set state: %w", err))
@@ -437,6 +482,11 @@ func (w *WindowOperator[K, IN, V, OUT]) ProcessElement(v IN, ts int64) error {
 }
 
 func (w *WindowOperator[K, IN, V, OUT]) processElement(v IN, ts int64) error {
+	if w.buf != nil {
+		if done, err := w.buffer(v, ts); done || err != nil {
+			return err
+		}
+	}
 	if err := w.setKey(w.cfg.KeyOf(v)); err != nil {
 		return err
 	}
@@ -710,6 +760,13 @@ func (w *WindowOperator[K, IN, V, OUT]) onTimer(key K, ns string, ts int64, d Ti
 }
 
 func (w *WindowOperator[K, IN, V, OUT]) onTimerErr(key K, ns string, ts int64, d TimeDomain) error {
+	if w.buf != nil && w.buf.has(key) {
+		// A buffered session of the key may merge with win: it goes
+		// into state first, as it would have at its record.
+		if err := w.flushKey(key); err != nil {
+			return err
+		}
+	}
 	if err := w.setKey(key); err != nil {
 		return err
 	}
@@ -778,6 +835,13 @@ func (w *WindowOperator[K, IN, V, OUT]) clearAllState(win TimeWindow, set *mergi
 }
 
 func (w *WindowOperator[K, IN, V, OUT]) ProcessWatermark(wm int64) error {
+	if w.buf != nil && wm >= w.buf.due() {
+		// The sessions due go into state before the watermark moves, as
+		// their records did before it came.
+		if err := w.flushDue(wm); err != nil {
+			return Wrap(w.ctx, err)
+		}
+	}
 	if err := w.timers.advanceWatermark(wm); err != nil {
 		return err
 	}

@@ -140,6 +140,7 @@ func TestQueries(t *testing.T) {
 			})
 			t.Run("q7sql", func(t *testing.T) { sameMultiset(t, "q7sql", runQuery(t, g, Q7SQL, be.opts(t)...), refQ7SQL(events)) })
 			t.Run("q11", func(t *testing.T) { sameMultiset(t, "q11", runQuery(t, g, Q11, be.opts(t)...), refQ11(events)) })
+			t.Run("q11hand", func(t *testing.T) { sameMultiset(t, "q11hand", runQuery(t, g, Q11Hand, be.opts(t)...), refQ11(events)) })
 		})
 	}
 }

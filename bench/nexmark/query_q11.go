@@ -14,25 +14,44 @@ type Q11Result struct {
 	Start, End       int64 // the session window: first bid, last bid + gap
 }
 
-// q11BufferLimit bounds q11's combining buffer: the sessions it holds
-// before it merges them into state (as q5BufferLimit).
+// q11BufferLimit bounds q11Sessions' combining buffer: the sessions it
+// holds before it merges them into state (as q5BufferLimit; the window
+// operator's is sluice.WithWindowBufferLimit, the same by default).
 const q11BufferLimit = 100_000
 
 // Q11 is user sessions: the bids per bidder per session window with a
-// gap of 10 s, as an event-time session window with a count aggregate
-// (sluice.EventTimeSessionWindows) computes them: each bid's window is
-// [time, time + gap), windows that intersect (touching ones too) merge,
-// and a session is emitted, with its end - 1 as timestamp, when the
-// watermark reaches its end - 1. A bid whose own window the watermark
-// has passed counts only if it falls into a session still open, and is
-// dropped otherwise.
-//
-// q11Sessions keeps them by hand, as q5Slices keeps q5's slices, so that
-// it can combine the bids in memory first.
-func Q11(events *sluice.Stream[Event]) *sluice.Stream[Q11Result] {
+// gap of 10 s, written as a user writes it in Flink:
+// keyBy(bidder).window(EventTimeSessionWindows(10 s)).aggregate(count,
+// process). Each bid's window is [time, time + gap), windows that
+// intersect (touching ones too) merge, and a session is emitted, with
+// its end - 1 as timestamp, when the watermark reaches its end - 1. A bid
+// whose own window the watermark has passed counts only if it falls into
+// a session still open, and is dropped otherwise. The window operator
+// combines each bidder's bids into sessions in memory before they reach
+// keyed state (see sluice.WithWindowBufferLimit).
+func Q11(events *sluice.Stream[Event]) *sluice.Stream[Q11Result] { return q11Bids(Bids(events)) }
+
+// q11Bids is Q11 on the bids.
+func q11Bids(bids *sluice.Stream[Bid]) *sluice.Stream[Q11Result] {
+	byBidder := sluice.KeyBy(bids, func(b Bid) int64 { return b.Bidder })
+	return sluice.AggregateProcessWindow(sluice.Window(byBidder, sluice.EventTimeSessionWindows(q11Gap)),
+		sluice.AggregateFunction[Bid, int64, int64](count[Bid]{}),
+		sluice.ProcessWindowFunction[int64, int64, Q11Result](sluice.ProcessWindowFunc[int64, int64, Q11Result](
+			func(ctx *sluice.WindowContext[int64], n []int64, out sluice.Collector[Q11Result]) error {
+				w := ctx.Window()
+				out.Collect(Q11Result{Bidder: ctx.Key(), BidCount: n[0], Start: w.Start, End: w.End})
+				return nil
+			})), sluice.Name("q11-sessions"), sluice.UID("q11-sessions"))
+}
+
+// Q11Hand is q11 on a hand-written keyed function, q11Sessions, that
+// keeps the sessions as q5Slices keeps q5's slices and combines the bids
+// in memory first (the bench's query q11hand): what Q11 emits, for a
+// comparison of the window operator with it.
+func Q11Hand(events *sluice.Stream[Event]) *sluice.Stream[Q11Result] {
 	byBidder := sluice.KeyBy(Bids(events), func(b Bid) int64 { return b.Bidder })
 	return sluice.Process(byBidder, sluice.KeyedProcessFunction[int64, Bid, Q11Result](&q11Sessions{}),
-		sluice.Name("q11-sessions"), sluice.UID("q11-sessions"))
+		sluice.Name("q11-hand"), sluice.UID("q11-hand"))
 }
 
 // q11Sessions keeps each bidder's open sessions as triples [start, end,

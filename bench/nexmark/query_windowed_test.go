@@ -104,28 +104,15 @@ func TestQ5SnapshotHoldsTheBuffer(t *testing.T) {
 	}
 }
 
-// q11Window is q11 on the session window operator
-// (sluice.EventTimeSessionWindows with a count): the semantics q11Sessions
-// keeps, late bids included.
-func q11Window(bids *sluice.Stream[Bid]) *sluice.Stream[Q11Result] {
-	byBidder := sluice.KeyBy(bids, func(b Bid) int64 { return b.Bidder })
-	return sluice.AggregateProcessWindow(sluice.Window(byBidder, sluice.EventTimeSessionWindows(q11Gap)),
-		sluice.AggregateFunction[Bid, int64, int64](count[Bid]{}),
-		sluice.ProcessWindowFunction[int64, int64, Q11Result](sluice.ProcessWindowFunc[int64, int64, Q11Result](
-			func(ctx *sluice.WindowContext[int64], n []int64, out sluice.Collector[Q11Result]) error {
-				w := ctx.Window()
-				out.Collect(Q11Result{Bidder: ctx.Key(), BidCount: n[0], Start: w.Start, End: w.End})
-				return nil
-			})))
-}
-
-// TestQ11MatchesTheSessionWindowOperator: q11Sessions, which combines bids
-// in memory (in a buffer of 3 sessions too, so it flushes when full) and
-// is snapshot with bids in its buffer and restored at another
-// parallelism, emits what the session window operator emits for the same
-// bids and watermarks, with the same timestamps. The bids come out of
-// order (groups of 15 s) with the watermark 1 s behind the latest, so many
-// are late: some fall into sessions still open, the others are dropped.
+// TestQ11MatchesTheSessionWindowOperator: q11 - the session window
+// operator, which combines bids in memory (in a buffer of 3 sessions too,
+// so it flushes when full) - and q11Sessions, the hand-written function
+// that does the same, each snapshot with bids in its buffer and restored
+// at another parallelism, emit what the session window operator without
+// its buffer emits for the same bids and watermarks, with the same
+// timestamps. The bids come out of order (groups of 15 s) with the
+// watermark 1 s behind the latest, so many are late: some fall into
+// sessions still open, the others are dropped.
 func TestQ11MatchesTheSessionWindowOperator(t *testing.T) {
 	cfg := testConfig()
 	cfg.Events = 4000
@@ -156,7 +143,7 @@ func TestQ11MatchesTheSessionWindowOperator(t *testing.T) {
 		}
 		return out
 	}
-	ref := sluicetest.New(t, q11Window, sluicetest.WithParallelism(2))
+	ref := sluicetest.New(t, q11Bids, sluicetest.WithParallelism(2), sluicetest.WithEnvironment(sluice.WithWindowBufferLimit(0)))
 	feed(ref, bids, &clock{})
 	ref.ProcessWatermark(sluicetest.MaxWatermark)
 	want := plain(ref.Output())
@@ -169,27 +156,40 @@ func TestQ11MatchesTheSessionWindowOperator(t *testing.T) {
 	}
 	t.Logf("%d sessions, %d of %d bids counted", len(want), counted, len(bids))
 
+	keyOf := func(b Bid) int64 { return b.Bidder }
+	harnesses := map[string]func(t *testing.T, limit int, opts ...sluicetest.Option) *sluicetest.Harness[Bid, Q11Result]{
+		"window": func(t *testing.T, limit int, opts ...sluicetest.Option) *sluicetest.Harness[Bid, Q11Result] {
+			return sluicetest.New(t, q11Bids, append(opts, sluicetest.WithEnvironment(sluice.WithWindowBufferLimit(limit)))...)
+		},
+		"hand": func(t *testing.T, limit int, opts ...sluicetest.Option) *sluicetest.Harness[Bid, Q11Result] {
+			return sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, Bid, Q11Result](&q11Sessions{buf: combiner{limit: limit}}),
+				append(opts, sluicetest.WithOperatorOptions(sluice.UID("q11-hand")))...)
+		},
+	}
 	for name, backend := range combinerBackends {
-		for _, limit := range []int{q11BufferLimit, 3} {
-			t.Run(fmt.Sprintf("%s limit %d", name, limit), func(t *testing.T) {
-				opts := func(more ...sluicetest.Option) []sluicetest.Option {
-					return harnessOptions(t, backend, "q11-sessions", more...)
-				}
-				keyOf := func(b Bid) int64 { return b.Bidder }
-				var c clock
-				half := len(bids) / 2
-				first := sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, Bid, Q11Result](&q11Sessions{buf: combiner{limit: limit}}),
-					opts(sluicetest.WithParallelism(2))...)
-				feed(first, bids[:half], &c)
-				snap := first.Snapshot()
-				got := first.Output()
-				second := sluicetest.KeyedProcess[int64](t, keyOf, sluice.KeyedProcessFunction[int64, Bid, Q11Result](&q11Sessions{buf: combiner{limit: limit}}),
-					opts(sluicetest.WithParallelism(3), sluicetest.RestoreFrom(snap.Path))...)
-				second.ProcessWatermark(c.wm) // where the first left off
-				feed(second, bids[half:], &c)
-				second.ProcessWatermark(sluicetest.MaxWatermark)
-				sameMultiset(t, "q11 sessions across a snapshot", plain(append(got, second.Output()...)), want)
-			})
+		for hname, harness := range harnesses {
+			for _, limit := range []int{q11BufferLimit, 3} {
+				t.Run(fmt.Sprintf("%s %s limit %d", hname, name, limit), func(t *testing.T) {
+					// Each harness has a backend (a RocksDB directory) of its own.
+					opts := func(more ...sluicetest.Option) []sluicetest.Option {
+						if f := backend(t); f != nil {
+							return append(more, sluicetest.WithStateBackend(f))
+						}
+						return more
+					}
+					var c clock
+					half := len(bids) / 2
+					first := harness(t, limit, opts(sluicetest.WithParallelism(2))...)
+					feed(first, bids[:half], &c)
+					snap := first.Snapshot()
+					got := first.Output()
+					second := harness(t, limit, opts(sluicetest.WithParallelism(3), sluicetest.RestoreFrom(snap.Path))...)
+					second.ProcessWatermark(c.wm) // where the first left off
+					feed(second, bids[half:], &c)
+					second.ProcessWatermark(sluicetest.MaxWatermark)
+					sameMultiset(t, "q11 sessions across a snapshot", plain(append(got, second.Output()...)), want)
+				})
+			}
 		}
 	}
 }
