@@ -13,7 +13,7 @@ import (
 type emptyCodec struct{}
 
 func (emptyCodec) Append(dst []byte, _ string) ([]byte, error) { return dst, nil }
-func (emptyCodec) Decode([]byte) (string, error)               { return "", nil }
+func (emptyCodec) Decode([]byte) (string, error)             { return "", nil }
 
 // An acknowledged record of a reusing serializer is filled again for a
 // later value, emptied: its bytes' capacity kept, nothing else of the
