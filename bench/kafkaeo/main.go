@@ -59,7 +59,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bench"
 	"github.com/sluicehq/sluice/checkpoint"
-	"github.com/sluicehq/sluice/codec"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
 	"github.com/sluicehq/sluice/state"
@@ -419,22 +418,6 @@ type counted struct {
 	Sent  int64
 }
 
-// countedCodec writes a count's value to the output topic: the count and
-// when its input record was produced, 8 bytes each.
-type countedCodec struct{}
-
-func (countedCodec) Append(dst []byte, c counted) ([]byte, error) {
-	dst = binary.BigEndian.AppendUint64(dst, uint64(c.Count))
-	return binary.BigEndian.AppendUint64(dst, uint64(c.Sent)), nil
-}
-
-func (countedCodec) Decode(src []byte) (counted, error) {
-	if len(src) != 16 {
-		return counted{}, fmt.Errorf("count of %d bytes, want 16", len(src))
-	}
-	return counted{Count: int64(binary.BigEndian.Uint64(src)), Sent: int64(binary.BigEndian.Uint64(src[8:]))}, nil
-}
-
 type countPerKey struct{ count state.ValueState[int64] }
 
 func (c *countPerKey) Open(ctx *sluice.OperatorContext) error {
@@ -521,8 +504,12 @@ func child(f flags, seeds []string) error {
 	counts := sluice.Process[string, event, counted](sluice.KeyBy(events, func(e event) string { return e.Key }),
 		&countPerKey{}, sluice.Name("count"), sluice.UID("count"))
 	out := f.out
-	snk, err := kafkasink.NewSink(seeds, kafkasink.KeyValueSerializer(out, func(v counted) string { return v.Key }, codec.String{}, countedCodec{}),
-		kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(f.prefix), kafkasink.Logger(quiet))
+	snk, err := kafkasink.NewSink(seeds, func(v counted) (*kgo.Record, error) {
+		b := make([]byte, 16)
+		binary.BigEndian.PutUint64(b, uint64(v.Count))
+		binary.BigEndian.PutUint64(b[8:], uint64(v.Sent))
+		return &kgo.Record{Topic: out, Key: []byte(v.Key), Value: b}, nil
+	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(f.prefix), kafkasink.Logger(quiet))
 	if err != nil {
 		return err
 	}

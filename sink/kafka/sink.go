@@ -75,53 +75,31 @@ const (
 type Serializer[T any] func(v T) (*kgo.Record, error)
 
 // ValueSerializer writes every value to topic, encoded by c, without a key.
-// Its records are reused (RecordSerializer).
 func ValueSerializer[T any](topic string, c codec.Codec[T]) Serializer[T] {
-	return RecordSerializer(func(r *kgo.Record, v T) error {
-		r.Topic, r.Key = topic, nil
-		b, err := appendReused(r.Value, c, v)
+	return func(v T) (*kgo.Record, error) {
+		b, err := c.Append(nil, v)
 		if err != nil {
-			r.Value = nil
-			return fmt.Errorf("encode value for topic %s: %w", topic, err)
+			return &kgo.Record{Topic: topic}, fmt.Errorf("encode value for topic %s: %w", topic, err)
 		}
-		r.Value = b
-		return nil
-	})
+		return &kgo.Record{Topic: topic, Value: b}, nil
+	}
 }
 
 // KeyValueSerializer writes every value to topic with the key key(v)
 // encoded by kc and the value encoded by vc. The default partitioner then
-// sends equal keys to the same partition. Its records are reused
-// (RecordSerializer).
+// sends equal keys to the same partition.
 func KeyValueSerializer[T, K any](topic string, key func(T) K, kc codec.Codec[K], vc codec.Codec[T]) Serializer[T] {
-	return RecordSerializer(func(r *kgo.Record, v T) error {
-		r.Topic = topic
-		k, err := appendReused(r.Key, kc, key(v))
+	return func(v T) (*kgo.Record, error) {
+		k, err := kc.Append(nil, key(v))
 		if err != nil {
-			r.Key, r.Value = nil, nil
-			return fmt.Errorf("encode key for topic %s: %w", topic, err)
+			return &kgo.Record{Topic: topic}, fmt.Errorf("encode key for topic %s: %w", topic, err)
 		}
-		r.Key = k
-		b, err := appendReused(r.Value, vc, v)
+		b, err := vc.Append(nil, v)
 		if err != nil {
-			r.Value = nil
-			return fmt.Errorf("encode value for topic %s: %w", topic, err)
+			return &kgo.Record{Topic: topic, Key: k}, fmt.Errorf("encode value for topic %s: %w", topic, err)
 		}
-		r.Value = b
-		return nil
-	})
-}
-
-// appendReused encodes v into buf's capacity, as c.Append(nil, v) would:
-// an encoding of no bytes is what Append(nil, v) returns, nil for a codec
-// that appends nothing (Kafka's null key or value, a tombstone), not an
-// empty slice.
-func appendReused[T any](buf []byte, c codec.Codec[T], v T) ([]byte, error) {
-	b, err := c.Append(buf[:0], v)
-	if err == nil && len(b) == 0 {
-		return c.Append(nil, v)
+		return &kgo.Record{Topic: topic, Key: k, Value: b}, nil
 	}
-	return b, err
 }
 
 // config is what the options set.

@@ -76,9 +76,7 @@ func (r *results) done() int64 {
 	return r.acked + r.failed
 }
 
-// promise is the franz-go promise of every record. It hands an
-// acknowledged record of a reusing serializer back to its pool (recycle):
-// nothing reads the record after it.
+// promise is the franz-go promise of every record.
 func (r *results) promise(rec *kgo.Record, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -95,7 +93,6 @@ func (r *results) promise(rec *kgo.Record, err error) {
 	if o, ok := r.last[tp]; !ok || rec.Offset > o {
 		r.last[tp] = rec.Offset
 	}
-	recycle(rec)
 }
 
 // signalSettled closes the channel settle waits on once every record
