@@ -361,3 +361,28 @@ func TestDefaultGoLimitFollowsSlots(t *testing.T) {
 		t.Errorf("one slot of an explicit process size: limit %d, want %d as without slots", b.GoLimit, explicit.GoLimit)
 	}
 }
+
+// TestFloatingLimitDamped: the floating limit follows the lesser of the
+// last two collections' live heaps, so one collection reading high (a
+// mark phase stretched by the machine's load) does not float it, two in
+// a row do, and a heap that shrinks lowers it at once.
+func TestFloatingLimitDamped(t *testing.T) {
+	const base = 32 * mib
+	for _, c := range []struct {
+		name           string
+		live, prevLive int64
+		want           int64
+	}{
+		{"first collection, small heap", 10 * mib, -1, base},
+		{"first collection, large heap", 20 * mib, -1, 40 * mib},
+		{"steady small heap", 15 * mib, 16 * mib, base},
+		{"one collection reads high", 29 * mib, 15 * mib, base},
+		{"the next reads normal again", 15 * mib, 29 * mib, base},
+		{"two in a row read high", 29 * mib, 27 * mib, 54 * mib},
+		{"the heap shrinks", 10 * mib, 29 * mib, base},
+	} {
+		if got := floatingLimit(base, c.live, c.prevLive); got != c.want {
+			t.Errorf("%s: live %d MiB after %d MiB: limit %d MiB, want %d MiB", c.name, c.live/mib, c.prevLive/mib, got/mib, c.want/mib)
+		}
+	}
+}

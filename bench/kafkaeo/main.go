@@ -141,11 +141,15 @@ type result struct {
 	// LivePeak is the highest live heap a collection left
 	// (/gc/heap/live:bytes): what the job holds, without the garbage
 	// the Go limit or GOGC lets the heap grow by.
-	LivePeak    uint64  `json:"live_peak_bytes"`
-	GCs         uint64  `json:"gcs"`
-	CPU         float64 `json:"cpu_s"`    // the process's user and system CPU over the job
-	GCCPU       float64 `json:"gc_cpu_s"` // the collector's share of it (runtime/metrics' estimate)
-	Checkpoints int64   `json:"checkpoints"`
+	LivePeak uint64  `json:"live_peak_bytes"`
+	GCs      uint64  `json:"gcs"`
+	CPU      float64 `json:"cpu_s"`    // the process's user and system CPU over the job
+	GCCPU    float64 `json:"gc_cpu_s"` // the collector's share of it (runtime/metrics' estimate)
+	// Allocated is the heap bytes the process allocated over the job
+	// (/gc/heap/allocs:bytes): divided by the records, what the
+	// collector has to make room for per record.
+	Allocated   uint64 `json:"allocated_bytes"`
+	Checkpoints int64  `json:"checkpoints"`
 }
 
 type run struct {
@@ -244,9 +248,9 @@ func parent(f flags, seeds []string) error {
 			}
 			_ = os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("%s-%d", b, i)))
 			runs[b] = append(runs[b], r)
-			fmt.Fprintf(os.Stderr, "round %d %s (load %s): %.2f s, %.0f records/s, %.0f records per CPU s, peak RSS %.0f MiB (anonymous %.0f MiB, Go %.0f MiB, heap %.0f MiB, live heap %.0f MiB), %d collections (%.0f%% of the CPU), %d checkpoints\n",
+			fmt.Fprintf(os.Stderr, "round %d %s (load %s): %.2f s, %.0f records/s, %.0f records per CPU s, peak RSS %.0f MiB (anonymous %.0f MiB, Go %.0f MiB, heap %.0f MiB, live heap %.0f MiB), %d collections (%.0f%% of the CPU), %.0f bytes allocated per record, %d checkpoints\n",
 				i+1, b, loadAverage(), r.Wall, float64(f.records)/r.Wall, float64(f.records)/r.CPU, float64(r.maxRSSKiB)/1024, float64(r.AnonPeakKiB)/1024, float64(r.GoPeakBytes)/(1<<20),
-				float64(r.HeapPeak)/(1<<20), float64(r.LivePeak)/(1<<20), r.GCs, 100*r.GCCPU/r.CPU, r.Checkpoints)
+				float64(r.HeapPeak)/(1<<20), float64(r.LivePeak)/(1<<20), r.GCs, 100*r.GCCPU/r.CPU, float64(r.Allocated)/float64(f.records), r.Checkpoints)
 		}
 	}
 	fmt.Printf("Kafka -> keyed running count -> Kafka, exactly-once: %d records of %d bytes over %d keys, %d partitions, parallelism %d, %v checkpoints, %d rounds; GOMAXPROCS %d\n",
@@ -530,7 +534,7 @@ func child(f flags, seeds []string) error {
 	goPeak, heapPeak, anonPeak, livePeak := peaks()
 	return json.NewEncoder(os.Stdout).Encode(result{
 		Wall: wall.Seconds(), VmHWMKiB: procStatus("VmHWM:"), GoPeakBytes: goPeak, HeapPeak: heapPeak, AnonPeakKiB: anonPeak,
-		LivePeak: livePeak, GCs: gc1.cycles - gc0.cycles, CPU: cpu.Seconds(), GCCPU: gc1.cpu - gc0.cpu,
+		LivePeak: livePeak, GCs: gc1.cycles - gc0.cycles, CPU: cpu.Seconds(), GCCPU: gc1.cpu - gc0.cpu, Allocated: gc1.allocs - gc0.allocs,
 		Checkpoints: completed.Load(),
 	})
 }
@@ -538,14 +542,15 @@ func child(f flags, seeds []string) error {
 type gcFig struct {
 	cycles uint64
 	cpu    float64
+	allocs uint64
 }
 
 // gcFigures reads the collections so far and the CPU seconds the
 // runtime estimates the collector took.
 func gcFigures() gcFig {
-	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/heap/allocs:bytes"}}
 	metrics.Read(s)
-	return gcFig{cycles: s[0].Value.Uint64(), cpu: s[1].Value.Float64()}
+	return gcFig{cycles: s[0].Value.Uint64(), cpu: s[1].Value.Float64(), allocs: s[2].Value.Uint64()}
 }
 
 // startPeakWatch samples the Go runtime's memory and the process's

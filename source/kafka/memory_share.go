@@ -12,8 +12,8 @@ import (
 // of the tasks. 0.02 of the default 256 MiB budget is 4.5 MiB: two
 // readers each hold 1.1 MiB of records, a few milliseconds of input at
 // hundreds of thousands of records per second, which is all a task
-// needs ahead of it, and fetch 128 KiB at a time, 64 KiB a partition
-// (the floors of readerShare). 0.1 held
+// needs ahead of it, and fetch 72 KiB at a time, 36 KiB a partition
+// (a 32nd and 64th of that, above the floors of readerShare). 0.1 held
 // five times that and with the collector's headroom was a third of the
 // exactly-once Kafka job's resident memory; 0.05 kept the job's live
 // heap at 20-30 MiB, above half of the default Go limit
@@ -44,13 +44,19 @@ type readerBuffers struct {
 // compressed bytes, and a batch of small similar records decompresses to
 // many times its size (and each record costs RecordOverhead more), so a
 // fetch is a 32nd of the share, a partition's part of it a 64th; but at
-// least 128 KiB and 64 KiB, so that a small share does not ask a broker
-// far away for small fetches (a fetch a round trip).
+// least 64 KiB and 32 KiB, so that a small share does not ask a broker
+// far away for small fetches (a fetch a round trip: 6.4 MB/s of
+// compressed records at 10 ms). The floors were 128 and 64 KiB: a fetch
+// of small similar records (the exactly-once Kafka job's) decompresses
+// to ten times that and its franz-go records to more, and the fetches
+// each reader's client holds were a third of the job's live heap under
+// the default Go limit; halved, the job collected 15% less often (issue
+// 32).
 func readerShare(b memory.Budget, readers int) readerBuffers {
 	s := memory.Share(memoryShare.Of(b), readers, 1<<20)
 	return readerBuffers{
-		FetchMaxBytes:          int32(min(max(s/32, 128<<10), 50<<20)),
-		FetchMaxPartitionBytes: int32(min(max(s/64, 64<<10), 1<<20)),
+		FetchMaxBytes:          int32(min(max(s/32, 64<<10), 50<<20)),
+		FetchMaxPartitionBytes: int32(min(max(s/64, 32<<10), 1<<20)),
 		MaxBufferedBytes:       s / 2,
 		MaxBufferedRecords:     int(max(s/2/kafkaclient.RecordOverhead, 1024)),
 	}

@@ -53,7 +53,7 @@ func TestReaderBuffersFromMemoryBudget(t *testing.T) {
 
 // The reader's share: its part of the source's share of the budget,
 // half of it held records, the fetch sizes a 32nd and a 64th of it, at
-// least 128 and 64 KiB.
+// least 64 and 32 KiB.
 func TestReaderShare(t *testing.T) {
 	const mib = 1 << 20
 	if memoryShare.Name() != "kafka.source" || memory.ShareKey(memoryShare.Name()) != "taskmanager.memory.kafka.source.fraction" {
@@ -70,8 +70,8 @@ func TestReaderShare(t *testing.T) {
 	}
 	// The default budget sets the source's share aside: 0.02 of the 224
 	// MiB past the overhead, 4.48 MiB; each of two readers holds up to
-	// 1.12 MiB of records and fetches at the floors, 128 KiB at a time
-	// and 64 KiB a partition (its 32nd and 64th would be 70 and 35).
+	// 1.12 MiB of records and fetches its 32nd and 64th, 72 KiB at a
+	// time and 36 KiB a partition (above the floors, 64 and 32 KiB).
 	d, err := memory.Config{}.Budget()
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestReaderShare(t *testing.T) {
 	if got := memoryShare.Of(d); got != want || d.Process-d.Overhead != 224*mib {
 		t.Errorf("default share %d bytes of %d, want %d", got, d.Process-d.Overhead, want)
 	}
-	if r := readerShare(d, 2); r.MaxBufferedBytes != want/2/2 || r.FetchMaxBytes != 128<<10 || r.FetchMaxPartitionBytes != 64<<10 {
+	if r := readerShare(d, 2); r.MaxBufferedBytes != want/2/2 || r.FetchMaxBytes != int32(want/2/32) || r.FetchMaxPartitionBytes != int32(want/2/64) {
 		t.Errorf("a reader of two under the default budget: %+v", r)
 	}
 }
@@ -114,7 +114,7 @@ func TestReaderBoundedToOneRecordReadsAll(t *testing.T) {
 // Under the default budget the readers of a source of parallelism 2 hold
 // at most 6 MiB of records between them (the resident memory of the
 // exactly-once Kafka job is most of its Go heap), and still fetch at
-// least 128 KiB at a time, so that a broker far away is not asked for
+// least 64 KiB at a time, so that a broker far away is not asked for
 // small fetches.
 func TestDefaultReaderShare(t *testing.T) {
 	d, err := memory.Config{}.Budget()
@@ -125,7 +125,7 @@ func TestDefaultReaderShare(t *testing.T) {
 	if held := 2 * r.MaxBufferedBytes; held > 6<<20 {
 		t.Errorf("two readers hold up to %d bytes of records, want at most 6 MiB", held)
 	}
-	if r.FetchMaxBytes < 128<<10 {
-		t.Errorf("a reader fetches %d bytes at a time, want at least 128 KiB", r.FetchMaxBytes)
+	if r.FetchMaxBytes < 64<<10 {
+		t.Errorf("a reader fetches %d bytes at a time, want at least 64 KiB", r.FetchMaxBytes)
 	}
 }
