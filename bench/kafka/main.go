@@ -383,6 +383,11 @@ func (b *bench) latencyTable() error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	for _, c := range cells {
+		if c.res.detail != "" {
+			fmt.Printf("\n%s, %d records/s, %v checkpoints; %s\n%s", c.system, c.rate, c.interval, c.res.gc, c.res.detail)
+		}
+	}
 	fmt.Println("(not visible: records produced but not visible 10 intervals + 10 s after the last was produced; when not 0 the job fell behind the rate and the percentiles are of the records it caught up with)")
 	if b.kstreams != "" {
 		fmt.Println("(kafka streams: bench/kstreamsref, exactly_once_v2, its commit.interval.ms at the interval, started before the input: a transaction commit per interval, as Sluice's per checkpoint)")
@@ -788,6 +793,11 @@ type latencyResult struct {
 	barrier, sync, async, metadata time.Duration
 	// commit is the sink's mean commit over the whole run.
 	commit time.Duration
+	// detail is where the records' time went and the distributions of
+	// the checkpoints' parts (breakdown); gc the collector's work while
+	// measured.
+	detail string
+	gc     string
 }
 
 // latency runs the job unbounded while records are produced at rate for
@@ -854,6 +864,7 @@ func (b *bench) latency(rate int, interval time.Duration, kstreams bool) (latenc
 	}()
 	var mu sync.Mutex
 	var lat []time.Duration
+	var seenAt []sample
 	var seen atomic.Int64
 	cctx, stopConsume := context.WithCancel(ctx)
 	defer stopConsume()
@@ -867,14 +878,29 @@ func (b *bench) latency(rate int, interval time.Duration, kstreams bool) (latenc
 			}
 			sent := int64(binary.BigEndian.Uint64(r.Value[8:]))
 			if sent >= warm.UnixNano() {
-				d := time.Duration(time.Now().UnixNano() - sent)
+				now := time.Now().UnixNano()
 				mu.Lock()
-				lat = append(lat, d)
+				lat = append(lat, time.Duration(now-sent))
+				seenAt = append(seenAt, sample{sent, now})
 				mu.Unlock()
 			}
 		})
 	}()
+	gcAtWarm := make(chan gcSnapshot, 1)
+	go func() {
+		select {
+		case <-time.After(time.Until(warm)):
+			gcAtWarm <- takeGC()
+		case <-ctx.Done():
+		}
+	}()
 	p := <-prodDone
+	gcAfter := takeGC()
+	var gcBefore gcSnapshot
+	select {
+	case gcBefore = <-gcAtWarm:
+	default:
+	}
 	if p.err != nil {
 		return latencyResult{}, p.err
 	}
@@ -930,6 +956,8 @@ func (b *bench) latency(rate int, interval time.Duration, kstreams bool) (latenc
 	}
 	j.jr.mu.Unlock()
 	res.checkpoints = len(barrier)
+	res.detail = breakdown(j.jr.completed, seenAt, warm)
+	res.gc = gcAfter.since(gcBefore)
 	res.barrier, res.sync, res.async, res.metadata = medianDuration(barrier), medianDuration(sync), medianDuration(async), medianDuration(meta)
 	if m := j.jr.sink.Metrics(); m.TransactionsCommitted > 0 {
 		res.commit = m.CommitLatencySum / time.Duration(m.TransactionsCommitted)
