@@ -88,6 +88,9 @@ type config struct {
 	kstreams string
 	// dynamic are -D key=value configuration keys for the job.
 	dynamic []string
+	// sinkLinger is the sink producer's linger (franz-go's ProducerLinger)
+	// when not negative; negative keeps the sink's default.
+	sinkLinger time.Duration
 }
 
 // multi is a repeatable string flag.
@@ -112,6 +115,7 @@ func main() {
 	flag.StringVar(&c.only, "only", "", "run only the \"throughput\" or the \"latency\" table")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the first latency run to this file")
 	flag.StringVar(&c.kstreams, "kstreams", "", "jar of bench/kstreamsref (mvn -q -f bench/kstreamsref package): run the same job on Kafka Streams (exactly_once_v2) beside Sluice's in both tables")
+	flag.DurationVar(&c.sinkLinger, "sink-linger", -1, "the sink producer's linger (franz-go ProducerLinger, Kafka's linger.ms); negative: the sink's default")
 	flag.Var((*multi)(&c.dynamic), "D", "key=value: a configuration key for the job, such as execution.checkpointing.max-concurrent-checkpoints=2 (repeatable)")
 	flag.Parse()
 	var err error
@@ -757,12 +761,16 @@ func (b *bench) runJob(ctx context.Context, interval time.Duration, in, out, dir
 	events := sluice.FromSource(env, src, sluice.NoWatermarks[event](), "in", sluice.UID("in"), sluice.WithCodec[event](eventCodec{}))
 	counts := sluice.Process[string, event, counted](sluice.KeyBy(events, func(e event) string { return e.Key }),
 		&countPerKey{}, sluice.Name("count"), sluice.UID("count"))
+	sinkOpts := []kafkasink.Option{kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(prefix), kafkasink.Logger(quiet)}
+	if b.sinkLinger >= 0 {
+		sinkOpts = append(sinkOpts, kafkasink.ClientOptions(kgo.ProducerLinger(b.sinkLinger)))
+	}
 	snk, err := kafkasink.NewSink(b.seeds, func(v counted) (*kgo.Record, error) {
 		b := make([]byte, 16)
 		binary.BigEndian.PutUint64(b, uint64(v.Count))
 		binary.BigEndian.PutUint64(b[8:], uint64(v.Sent))
 		return &kgo.Record{Topic: out, Key: []byte(v.Key), Value: b}, nil
-	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(prefix), kafkasink.Logger(quiet))
+	}, sinkOpts...)
 	if err != nil {
 		return nil, err
 	}
