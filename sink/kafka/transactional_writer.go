@@ -293,8 +293,9 @@ func (w *transactionalWriter[T]) fence(ctx context.Context, id string) (*kgo.Cli
 // checkpoint: the pre-commit flush, on the checkpoint's critical path,
 // sends the batches still lingering and waits for them, where without
 // linger the records written before the barrier are mostly acknowledged
-// already (bench/kafka at 20 K records/s: the synchronous part's median
-// 4.3-6.8 ms with the 10 ms linger, 0.1-0.6 ms without, in most runs).
+// already (bench/kafka at 20 K records/s, docs/performance.md: the
+// synchronous part's median 4.3-4.6 ms with the 10 ms linger, 0.1-1.8 ms
+// without in most runs).
 // With one produce request in flight per broker (idempotence), records
 // buffered while one is in flight still go out together in the next.
 func transactionalProducerOpts(producers int) []kgo.Opt {
