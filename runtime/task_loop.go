@@ -73,6 +73,7 @@ func (t *Task) run() (err error) {
 			return err
 		}
 		if !progress && !t.finished {
+			t.flusher.flushIdle()
 			t.wait(nil, &t.counters.idleNanos)
 		}
 	}
@@ -141,6 +142,7 @@ func (t *Task) pollSource() error {
 				return nil
 			}
 		case source.NothingAvailable:
+			t.flusher.flushIdle()
 			t.wait(t.src.Available(), &t.counters.idleNanos)
 			return nil
 		case source.EndOfInput:

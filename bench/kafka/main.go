@@ -88,6 +88,9 @@ type config struct {
 	kstreams string
 	// dynamic are -D key=value configuration keys for the job.
 	dynamic []string
+	// sinkLinger is the sink producer's linger (franz-go's ProducerLinger)
+	// when not negative; negative keeps the sink's default.
+	sinkLinger time.Duration
 }
 
 // multi is a repeatable string flag.
@@ -112,6 +115,7 @@ func main() {
 	flag.StringVar(&c.only, "only", "", "run only the \"throughput\" or the \"latency\" table")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the first latency run to this file")
 	flag.StringVar(&c.kstreams, "kstreams", "", "jar of bench/kstreamsref (mvn -q -f bench/kstreamsref package): run the same job on Kafka Streams (exactly_once_v2) beside Sluice's in both tables")
+	flag.DurationVar(&c.sinkLinger, "sink-linger", -1, "the sink producer's linger (franz-go ProducerLinger, Kafka's linger.ms); negative: the sink's default")
 	flag.Var((*multi)(&c.dynamic), "D", "key=value: a configuration key for the job, such as execution.checkpointing.max-concurrent-checkpoints=2 (repeatable)")
 	flag.Parse()
 	var err error
@@ -382,6 +386,11 @@ func (b *bench) latencyTable() error {
 	}
 	if err := w.Flush(); err != nil {
 		return err
+	}
+	for _, c := range cells {
+		if c.res.detail != "" {
+			fmt.Printf("\n%s, %d records/s, %v checkpoints; %s\n%s", c.system, c.rate, c.interval, c.res.gc, c.res.detail)
+		}
 	}
 	fmt.Println("(not visible: records produced but not visible 10 intervals + 10 s after the last was produced; when not 0 the job fell behind the rate and the percentiles are of the records it caught up with)")
 	if b.kstreams != "" {
@@ -752,12 +761,16 @@ func (b *bench) runJob(ctx context.Context, interval time.Duration, in, out, dir
 	events := sluice.FromSource(env, src, sluice.NoWatermarks[event](), "in", sluice.UID("in"), sluice.WithCodec[event](eventCodec{}))
 	counts := sluice.Process[string, event, counted](sluice.KeyBy(events, func(e event) string { return e.Key }),
 		&countPerKey{}, sluice.Name("count"), sluice.UID("count"))
+	sinkOpts := []kafkasink.Option{kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(prefix), kafkasink.Logger(quiet)}
+	if b.sinkLinger >= 0 {
+		sinkOpts = append(sinkOpts, kafkasink.ClientOptions(kgo.ProducerLinger(b.sinkLinger)))
+	}
 	snk, err := kafkasink.NewSink(b.seeds, func(v counted) (*kgo.Record, error) {
 		b := make([]byte, 16)
 		binary.BigEndian.PutUint64(b, uint64(v.Count))
 		binary.BigEndian.PutUint64(b[8:], uint64(v.Sent))
 		return &kgo.Record{Topic: out, Key: []byte(v.Key), Value: b}, nil
-	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(prefix), kafkasink.Logger(quiet))
+	}, sinkOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -788,6 +801,11 @@ type latencyResult struct {
 	barrier, sync, async, metadata time.Duration
 	// commit is the sink's mean commit over the whole run.
 	commit time.Duration
+	// detail is where the records' time went and the distributions of
+	// the checkpoints' parts (breakdown); gc the collector's work while
+	// measured.
+	detail string
+	gc     string
 }
 
 // latency runs the job unbounded while records are produced at rate for
@@ -854,6 +872,7 @@ func (b *bench) latency(rate int, interval time.Duration, kstreams bool) (latenc
 	}()
 	var mu sync.Mutex
 	var lat []time.Duration
+	var seenAt []sample
 	var seen atomic.Int64
 	cctx, stopConsume := context.WithCancel(ctx)
 	defer stopConsume()
@@ -867,14 +886,29 @@ func (b *bench) latency(rate int, interval time.Duration, kstreams bool) (latenc
 			}
 			sent := int64(binary.BigEndian.Uint64(r.Value[8:]))
 			if sent >= warm.UnixNano() {
-				d := time.Duration(time.Now().UnixNano() - sent)
+				now := time.Now().UnixNano()
 				mu.Lock()
-				lat = append(lat, d)
+				lat = append(lat, time.Duration(now-sent))
+				seenAt = append(seenAt, sample{sent, now})
 				mu.Unlock()
 			}
 		})
 	}()
+	gcAtWarm := make(chan gcSnapshot, 1)
+	go func() {
+		select {
+		case <-time.After(time.Until(warm)):
+			gcAtWarm <- takeGC()
+		case <-ctx.Done():
+		}
+	}()
 	p := <-prodDone
+	gcAfter := takeGC()
+	var gcBefore gcSnapshot
+	select {
+	case gcBefore = <-gcAtWarm:
+	default:
+	}
 	if p.err != nil {
 		return latencyResult{}, p.err
 	}
@@ -930,6 +964,8 @@ func (b *bench) latency(rate int, interval time.Duration, kstreams bool) (latenc
 	}
 	j.jr.mu.Unlock()
 	res.checkpoints = len(barrier)
+	res.detail = breakdown(j.jr.completed, seenAt, warm)
+	res.gc = gcAfter.since(gcBefore)
 	res.barrier, res.sync, res.async, res.metadata = medianDuration(barrier), medianDuration(sync), medianDuration(async), medianDuration(meta)
 	if m := j.jr.sink.Metrics(); m.TransactionsCommitted > 0 {
 		res.commit = m.CommitLatencySum / time.Duration(m.TransactionsCommitted)
