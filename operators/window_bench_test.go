@@ -2,6 +2,7 @@ package operators
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/sluicehq/sluice/codec"
@@ -146,5 +147,36 @@ func BenchmarkKeyedProcessTimers(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkSessionBufferMemory reports the Go heap a session window's
+// in-memory buffer holds per session at its default bound (the keys it
+// keeps included): 100 000 keys of 14-byte strings, one session each, with a counter accumulator
+// (docs/event-time.md quotes it). Run with -benchtime=1x:
+// go test -run '^$' -bench SessionBufferMemory -benchtime=1x ./operators/
+func BenchmarkSessionBufferMemory(b *testing.B) {
+	count := func(a, _ int64) (int64, error) { return a + 1, nil }
+	var before, after runtime.MemStats
+	for range b.N {
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		buf := newSessionBuffer[string](DefaultWindowBufferLimit, sessionFuncs[int64, int64]{
+			one: func(int64) (int64, error) { return 1, nil }, add: count,
+			merge: func(a, c int64) (int64, error) { return a + c, nil }, write: func(int64) error { return nil }})
+		// The keys are made here: the buffer keeps each record's key.
+		for i := range DefaultWindowBufferLimit {
+			if err := buf.add(fmt.Sprintf("bidder-%07d", i), TimeWindow{Start: int64(i), End: int64(i) + 10_000}, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if !buf.full() {
+			b.Fatalf("%d sessions held, want the bound %d", buf.n, DefaultWindowBufferLimit)
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(buf.n), "heap-B/session")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "heap-MiB")
+		runtime.KeepAlive(buf)
 	}
 }
