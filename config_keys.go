@@ -41,7 +41,7 @@ var (
 	keyWatermarkInterval = config.Duration("pipeline.auto-watermark-interval", "How often sources emit periodic watermarks.").
 				Default(keyDefaults.AutoWatermarkInterval).Check(checkedBy(WithAutoWatermarkInterval))
 	keyBufferTimeout = config.Custom("execution.buffer-timeout.interval",
-		"How long a partly filled network buffer of a busy task waits before it is sent (a task with nothing to read sends its buffers at once); 0 sends every record at once.", "duration",
+		"How long a partly filled network buffer of a busy task waits before it is sent (a task with nothing to read sends at once the buffers of channels in its own process); 0 sends every record at once.", "duration",
 		parseBufferTimeout).Default(keyDefaults.BufferTimeout).DefaultText(config.FormatDuration(keyDefaults.BufferTimeout)).DeprecatedKeys("execution.buffer-timeout")
 	keyFailoverStrategy = config.Enum("jobmanager.execution.failover-strategy",
 		"What restarts when a task fails: its failover region (the tasks joined to it by forward edges; an all-to-all exchange joins all it connects), or the whole job.",

@@ -162,7 +162,8 @@ func WithBufferSize(bytes int) Option {
 // WithBufferTimeout sets how long a partly filled buffer of a busy task
 // waits before it is sent (Flink's execution.buffer-timeout), default
 // 100 ms; 0 sends every record at once. A task with nothing to read sends
-// its buffers at once.
+// at once its buffers for channels in its own process; those for other
+// processes wait for the timeout, as in Flink.
 func WithBufferTimeout(d time.Duration) Option {
 	return func(e *Environment) {
 		if d < 0 {

@@ -107,20 +107,26 @@ func (f *outputFlusher) flush() {
 	}
 }
 
-// flushIdle sends the partly filled buffers of a task about to wait for
-// input (nil: never, the buffer timeout is 0 or negative). The timeout
-// bounds how long a record waits in a busy task's buffer; a task with
-// nothing to read holds its buffers for no gain: downstream, the records
-// of the last timeout's buffers would come in one burst, with the
-// checkpoint's barrier behind them, and an exactly-once sink would write
-// them all in its pre-commit (bench/kafka at 20 K records/s with 50-100 ms
-// checkpoints and the 100 ms default: the barrier's way and the sink's
-// flush took 15-124 ms at the median on a loaded machine, 3.5-7.4 ms with
-// this). A busy task does not go idle, so its buffers still fill before
-// they are sent.
+// flushIdle sends the partly filled buffers a task about to wait for
+// input holds for channels in this process (nil: never, the buffer
+// timeout is 0 or negative). The timeout bounds how long a record waits
+// in a busy task's buffer; a task with nothing to read holds its buffers
+// for no gain: downstream, the records of the last timeout's buffers
+// would come in one burst, with the checkpoint's barrier behind them, and
+// an exactly-once sink would write them all in its pre-commit (bench/kafka
+// at 20 K records/s with 50-100 ms checkpoints and the 100 ms default: the
+// barrier's way and the sink's flush took 15-124 ms at the median on a
+// loaded machine, 3.5-7.4 ms with this). A busy task does not go idle, so
+// its buffers still fill before they are sent. Buffers for channels in
+// other processes wait for the timeout, as in Flink: a frame on a TCP
+// connection per few records costs far more than an in-process hand-over
+// (ResultPartition.FlushInProcess).
 func (f *outputFlusher) flushIdle() {
-	if f != nil {
-		f.flush()
+	if f == nil {
+		return
+	}
+	for _, p := range f.partitions {
+		p.FlushInProcess()
 	}
 }
 

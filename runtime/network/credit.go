@@ -80,6 +80,7 @@ func Connect(p *ResultPartition, sub int, g *InputGate, ch int) {
 	// at once (data and events written before the wiring): its credit
 	// waits in the subpartition's inbox until then.
 	c.attach(sp)
+	sp.local = true
 	sp.attach(c)
 }
 
