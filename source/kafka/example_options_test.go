@@ -62,7 +62,9 @@ func Example_options() {
 	// A decoder of one's own that copies what it keeps lets the source
 	// reuse the records' memory (ValueDecoder's need not say it).
 	users, err := kafka.NewSource(seeds, kafka.Topics("clicks"),
-		func(r *kgo.Record) (Click, error) { return Click{User: string(r.Key), TS: r.Timestamp.UnixMilli()}, nil },
+		func(r *kgo.Record) (Click, error) {
+			return Click{User: string(r.Key), TS: r.Timestamp.UnixMilli()}, nil
+		},
 		kafka.DecoderKeepsNothing()) // string(r.Key) is a copy
 	// [end keeps-nothing]
 	if err != nil {
