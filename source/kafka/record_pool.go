@@ -32,7 +32,8 @@ const recordPoolSpares = 4
 // batch decoded into a spare is an allocation saved.
 //
 // It remembers recordPoolSpares slices of each kind and hands out the
-// smallest that fits; franz-go allocates when none fits (and puts the
+// smallest that fits, if it is at most twice what is needed; franz-go
+// allocates when none fits (and puts the
 // slice it allocated back in its turn).
 type recordPool struct {
 	mu   sync.Mutex
@@ -89,8 +90,11 @@ func (p *recordPool) PutDecompressBytes(b []byte) {
 }
 
 // takeFit removes and returns the spare of least capacity at least n
-// (n < 0: the spare of most capacity), nil if none has it. Spares
-// collected since they were put are forgotten.
+// and at most 2n (n < 0: the spare of most capacity), nil if none has
+// it: a small batch does not hold a large spare while its records are
+// handed out (a 1.3 MB one for a few records), which kept the job's live
+// heap 1-2 MiB higher and its limit floating. Spares collected since
+// they were put are forgotten.
 func takeFit[E any](spares *[]weak.Pointer[spare[E]], n int) []E {
 	var best *spare[E]
 	at := -1
@@ -104,7 +108,7 @@ func takeFit[E any](spares *[]weak.Pointer[spare[E]], n int) []E {
 		c := cap(sp.s)
 		switch {
 		case n < 0 && (best == nil || c > cap(best.s)),
-			n >= 0 && c >= n && (best == nil || c < cap(best.s)):
+			n >= 0 && c >= n && c <= 2*n && (best == nil || c < cap(best.s)):
 			best, at = sp, len(live)-1
 		}
 	}

@@ -161,8 +161,8 @@ func TestReuseFollowsTheDecoder(t *testing.T) {
 }
 
 // The pool remembers recordPoolSpares slices of each kind, the latest,
-// and hands out the smallest that fits; a collection takes the spares
-// nobody took.
+// and hands out the smallest that fits if it is at most twice what is
+// asked; a collection takes the spares nobody took.
 func TestRecordPoolSpares(t *testing.T) {
 	// No collection but the test's own: the spares are held weakly.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
@@ -185,6 +185,13 @@ func TestRecordPoolSpares(t *testing.T) {
 	if got := p.GetRecords(300); got != nil {
 		t.Fatalf("GetRecords(300) gave capacity %d, want none", cap(got))
 	}
+	// Not a spare of more than twice what is asked.
+	if got := p.GetRecords(99); got != nil {
+		t.Fatalf("GetRecords(99) gave capacity %d, want none", cap(got))
+	}
+	if got := cap(p.GetRecords(100)); got != 200 {
+		t.Fatalf("GetRecords(100) gave capacity %d, want 200", got)
+	}
 	// Snappy's header gives the decompressed size; other codecs get the
 	// largest spare.
 	p.PutDecompressBytes(make([]byte, 1000))
@@ -197,9 +204,12 @@ func TestRecordPoolSpares(t *testing.T) {
 		t.Fatalf("lz4 got capacity %d, want 1000", got)
 	}
 	// What is left goes with the next collection.
+	if len(p.recs) != 1 || len(p.bufs) != 1 {
+		t.Fatalf("%d and %d spares left before the collection, want 1 and 1", len(p.recs), len(p.bufs))
+	}
 	runtime.GC()
-	if got := p.GetRecords(1); got != nil {
-		t.Fatalf("after a collection GetRecords(1) gave capacity %d, want none", cap(got))
+	if got := p.GetRecords(50); got != nil {
+		t.Fatalf("after a collection GetRecords(50) gave capacity %d, want none", cap(got))
 	}
 	if got := p.GetDecompressBytes(nil, kgo.CodecLz4); got != nil {
 		t.Fatalf("after a collection GetDecompressBytes gave capacity %d, want none", cap(got))
