@@ -496,7 +496,10 @@ func child(f flags, seeds []string) error {
 			return event{}, fmt.Errorf("value of %d bytes, want at least 8", len(r.Value))
 		}
 		return event{Key: string(r.Key), Sent: int64(binary.BigEndian.Uint64(r.Value))}, nil
-	}, kafkasource.Logger(quiet), kafkasource.Bounded())
+	}, kafkasource.Logger(quiet), kafkasource.Bounded(),
+		// The decoder copies the key (string) and reads the value:
+		// the source may reuse the records' memory.
+		kafkasource.DecoderKeepsNothing())
 	if err != nil {
 		return err
 	}

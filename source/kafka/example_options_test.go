@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/codec"
 	"github.com/sluicehq/sluice/source/kafka"
@@ -55,4 +57,18 @@ func Example_options() {
 	_ = kafka.Bounded()                           // stop at the offsets that were latest at the first start
 	_ = kafka.OnBadRecord(kafka.SkipBadRecords()) // or FailOnBadRecord, the default
 	// [end start-offsets]
+
+	// [start keeps-nothing]
+	// A decoder of one's own that copies what it keeps lets the source
+	// reuse the records' memory (ValueDecoder's need not say it).
+	users, err := kafka.NewSource(seeds, kafka.Topics("clicks"),
+		func(r *kgo.Record) (Click, error) {
+			return Click{User: string(r.Key), TS: r.Timestamp.UnixMilli()}, nil
+		},
+		kafka.DecoderKeepsNothing()) // string(r.Key) is a copy
+	// [end keeps-nothing]
+	if err != nil {
+		panic(err)
+	}
+	_ = users
 }

@@ -153,7 +153,7 @@ func (r *Reader[T]) pop(p *partition) *kgo.Record {
 // dropBuffered discards p's buffered records (p finished).
 func (r *Reader[T]) dropBuffered(p *partition) {
 	for p.nbuf > 0 {
-		r.pop(p)
+		r.recycle(r.pop(p))
 	}
 }
 
@@ -187,6 +187,11 @@ func (r *Reader[T]) apply(it item) error {
 	var f *fetchRef
 	for _, fp := range it.parts {
 		p := r.parts[fp.tp]
+		if p == nil || p.finished {
+			for _, rec := range fp.records {
+				r.recycle(rec)
+			}
+		}
 		if p == nil {
 			continue
 		}

@@ -129,17 +129,26 @@ func (r *Reader[T]) nextTurn() *partition {
 // emit handles one fetched record of p: it advances the partition's
 // position and emits the decoded value; it reports whether a value was
 // emitted.
+//
+// A record decoded and emitted, or skipped without being decoded, is
+// recycled (see recycle); one the decoder refused or panicked on is not:
+// its error, its dead-letter copy or the decoder's value may hold its
+// bytes.
 func (r *Reader[T]) emit(p *partition, rec *kgo.Record) (bool, error) {
-	if p.finished || rec.Offset < p.next.Load() {
+	offset := rec.Offset
+	if p.finished || offset < p.next.Load() {
+		r.recycle(rec)
 		return false, nil
 	}
-	if p.stop >= 0 && rec.Offset >= p.stop {
+	if p.stop >= 0 && offset >= p.stop {
+		r.recycle(rec)
 		p.next.Store(p.stop)
 		r.maybeFinish(p)
 		return false, nil
 	}
 	if rec.Attrs.IsControl() {
-		p.next.Store(rec.Offset + 1)
+		r.recycle(rec)
+		p.next.Store(offset + 1)
 		r.maybeFinish(p)
 		return false, nil
 	}
@@ -147,16 +156,28 @@ func (r *Reader[T]) emit(p *partition, rec *kgo.Record) (bool, error) {
 	if err != nil {
 		if temporary(err) {
 			return false, fmt.Errorf("kafka source subtask %d: topic %s partition %d offset %d: the decoder failed for a reason that is not the record's (the record is read again after the restart): %w",
-				r.subtask, rec.Topic, rec.Partition, rec.Offset, err)
+				r.subtask, rec.Topic, rec.Partition, offset, err)
 		}
 		return false, r.badRecord(p, rec, err)
 	}
-	if err := r.outputs[p.index].Collect(v, rec.Timestamp.UnixMilli()); err != nil {
+	ts := rec.Timestamp.UnixMilli()
+	r.recycle(rec)
+	if err := r.outputs[p.index].Collect(v, ts); err != nil {
 		return false, err
 	}
-	p.next.Store(rec.Offset + 1)
+	p.next.Store(offset + 1)
 	r.maybeFinish(p)
 	return true, nil
+}
+
+// recycle hands rec's memory back to the client's pool when the decoder
+// keeps nothing of the records (config.reuse): the record and the bytes
+// of its batch are reused for a later fetch's records once every record
+// of the batch is recycled. rec must not be used after.
+func (r *Reader[T]) recycle(rec *kgo.Record) {
+	if r.cfg.reuse {
+		rec.Recycle()
+	}
 }
 
 // temporary says whether a decoder error says of itself that it is

@@ -230,11 +230,17 @@ func (r *Reader[T]) addPartitions(splits []SplitState) {
 	if r.cfg.readUncomm {
 		isolation = kgo.ReadUncommitted()
 	}
-	cl, err := kgo.NewClient(append(slices.Clip(r.buf.client), r.client.OptsFor("source-consumer",
+	extra := []kgo.Opt{
 		kgo.ConsumePartitions(consume),
 		kgo.FetchIsolationLevel(isolation),
 		kgo.KeepControlRecords(),
-	)...)...)
+	}
+	if r.cfg.reuse {
+		// The decoder keeps nothing of the records: the reader
+		// recycles each one it is done with (see recycle).
+		extra = append(extra, kgo.WithPools(&recordPool{}))
+	}
+	cl, err := kgo.NewClient(append(slices.Clip(r.buf.client), r.client.OptsFor("source-consumer", extra...)...)...)
 	if err != nil {
 		r.deliver(item{err: fmt.Errorf("new consumer: %w", err)})
 		return

@@ -19,6 +19,10 @@
 // job naming topic, partition and offset (FailOnBadRecord), or is skipped
 // (SkipBadRecords) or copied to a dead-letter topic (DeadLetterTopic).
 // Bounded stops at the offsets that were the latest at the first start.
+// A decoder may keep the record it is given, or its bytes, unless it
+// says it keeps nothing (DecoderKeepsNothing; ValueDecoder's keep
+// nothing): then the source reuses the memory of the records and
+// decompressed batches it has decoded (see Decoder).
 // The examples: ExampleNewSource runs a job on an embedded broker,
 // Example_options shows the options; docs/kafka.md is the guide.
 //
@@ -28,7 +32,9 @@
 // deterministic assignment of partitions (splits) to subtasks and the
 // discovery of new ones, the starting and stopping offsets, the reader
 // that consumes its partitions directly (no consumer-group rebalancing)
-// and hands out their records in turn, a bounded batch per partition,
+// and hands out their records in turn, a bounded batch per partition
+// (recycling each into its client's pool once decoded when the decoder
+// keeps nothing of it: record_pool.go),
 // each to its partition's split output (so that the job's watermark
 // strategy runs per partition, see source.ReaderOutput), its snapshot
 // (next offset per partition) and restore, the commit of offsets back to
@@ -44,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"regexp"
 	"time"
 
@@ -67,11 +74,43 @@ const DefaultPartitionDiscoveryInterval = 5 * time.Minute
 // true (a Schema Registry that cannot be reached) is not the record's
 // fault: it fails the reader under every policy, and the restart reads
 // the record again.
+//
+// What a decoder may keep of the record: by default anything. The value
+// it returns may hold r itself, or r.Key, r.Value or a header's value
+// (say a []byte decoder returning r.Value as it is), and the source
+// never reuses them. A decoder that keeps nothing of r past its return
+// (it copies what it keeps: string(r.Key), a codec's Decode, which must
+// not retain its input) lets the source reuse the memory of the records
+// and of the decompressed batches their bytes point into, for the
+// records of later fetches: fewer allocations, fewer collections.
+// ValueDecoder's decoders keep nothing (codec.Codec's Decode must not
+// retain its input) and the source knows them; a decoder of one's own
+// says so with the option DecoderKeepsNothing. A decoder that says so
+// and keeps the record or its bytes anyway sees them overwritten by
+// other records. The records the decoder refuses or panics on (and their
+// dead-letter copies and errors) are never reused, whatever the
+// decoder.
 type Decoder[T any] func(r *kgo.Record) (T, error)
 
-// ValueDecoder decodes the record's value with c.
+// ValueDecoder decodes the record's value with c. Its decoder keeps
+// nothing of the record (a codec must not retain what it decodes), so
+// the source reuses the memory of the records it has decoded (see
+// Decoder).
+//
+// It is never inlined: NewSource knows its decoders by their code (see
+// keepsNothing), which inlining would copy into the caller.
+//
+//go:noinline
 func ValueDecoder[T any](c codec.Codec[T]) Decoder[T] {
 	return func(r *kgo.Record) (T, error) { return c.Decode(r.Value) }
+}
+
+// keepsNothing reports whether decode is one of ValueDecoder's, whose
+// codec does not retain the bytes it decodes: the decoders of a Go
+// function literal share its code, which reflect gives as the func
+// value's pointer.
+func keepsNothing[T any](decode Decoder[T]) bool {
+	return reflect.ValueOf(decode).Pointer() == reflect.ValueOf(ValueDecoder[T](nil)).Pointer()
 }
 
 // Subscription says which topics the source reads.
@@ -216,6 +255,11 @@ type config struct {
 	// partitionWatermarks is the deprecated PartitionWatermarks' settings,
 	// refused by NewSource.
 	partitionWatermarks *[2]time.Duration
+	// reuse says that the decoder keeps nothing of the records
+	// (DecoderKeepsNothing, or one of ValueDecoder's): the reader's
+	// client pools the records and decompressed batches, and the reader
+	// recycles each record it has decoded.
+	reuse bool
 }
 
 // Option configures a Source.
@@ -260,6 +304,18 @@ func ClientOptions(opts ...kgo.Opt) Option {
 // makes (default: the job's logger, sluice.WithLogger; slog.Default()
 // outside a job).
 func Logger(l *slog.Logger) Option { return func(c *config) { c.client.Logger = l } }
+
+// DecoderKeepsNothing declares that the source's decoder keeps nothing
+// of the records it is given past its return: not the *kgo.Record, not
+// its Key, Value or header values, in the value it returns or anywhere
+// else (see Decoder). The source then reuses the memory of the fetched
+// records and of the decompressed batches their bytes point into once
+// it has decoded and emitted them, for the records of later fetches
+// (franz-go's kgo.WithPools, the records recycled): fewer allocations and
+// collections. ValueDecoder's decoders need not say it. A decoder that
+// keeps them anyway sees them overwritten by other records; without
+// this option the source reuses nothing, which is right for any decoder.
+func DecoderKeepsNothing() Option { return func(c *config) { c.reuse = true } }
 
 // PartitionWatermarks was the way to ask for watermarks per partition.
 //
@@ -399,6 +455,7 @@ func NewSource[T any](seeds []string, sub Subscription, decode Decoder[T], opts 
 		}
 	}
 	cfg.client.Logger = cfg.client.Log()
+	cfg.reuse = cfg.reuse || keepsNothing(decode)
 	return &Source[T]{cfg: cfg, decode: decode}, nil
 }
 

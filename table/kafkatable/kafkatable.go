@@ -58,7 +58,9 @@ func decode[K comparable, V any](r *kgo.Record, key codec.Codec[K], value codec.
 //	src, err := kafkatable.NewSource(seeds, "customers", codec.String{}, codec.JSON[Customer]{})
 //	customers := table.FromChangelog(sluice.FromSource(env, src, sluice.NoWatermarks[table.Change[string, Customer]](), "customers"))
 func NewSource[K comparable, V any](seeds []string, topic string, key codec.Codec[K], value codec.Codec[V], opts ...kafkasource.Option) (*kafkasource.Source[table.Change[K, V]], error) {
-	opts = append([]kafkasource.Option{kafkasource.StartFrom(kafkasource.Earliest())}, opts...)
+	// Decoder keeps nothing of the records (codecs copy what they
+	// decode): the source may reuse their memory.
+	opts = append([]kafkasource.Option{kafkasource.StartFrom(kafkasource.Earliest()), kafkasource.DecoderKeepsNothing()}, opts...)
 	return kafkasource.NewSource(seeds, kafkasource.Topics(topic), Decoder(key, value), opts...)
 }
 
