@@ -80,6 +80,14 @@ type StateHandle struct {
 	Size   int64  `json:"size"`
 	CRC32C uint32 `json:"crc32c"`
 	Inline []byte `json:"inline,omitempty"`
+	// DurableAt is, for a shared file written without an fsync of its own
+	// (checkpoint storage that defers them: POSIX), the checkpoint whose
+	// commit makes it durable: the commit of checkpoint DurableAt fsyncs
+	// it before its _metadata is published. A later checkpoint that
+	// references the file (incremental state) keeps the value, and its
+	// commit does not fsync the file again: only a completed checkpoint's
+	// shared files are referenced by later ones. 0: durable on its own.
+	DurableAt int64 `json:"durable_at,omitempty"`
 }
 
 // IsInline reports whether the state is kept in _metadata itself.

@@ -103,11 +103,13 @@ type Syncer interface {
 
 // DeferredSyncer is implemented by backends on which making an object
 // durable costs a round trip of its own (POSIX: an fsync per file). A
-// checkpoint's private state streams are published without it
-// (CreateDeferred: Commit renames but does not fsync), and the
-// checkpoint's commit makes them durable all at once, in parallel with its
-// own writes, before the _metadata that references them is published
-// (PutIfAbsentAfterSync). The tasks' acknowledgements then wait for no
+// checkpoint's state streams are published without it (CreateDeferred:
+// Commit renames but does not fsync), and the checkpoint's commit makes
+// them durable all at once, in parallel with its own writes, before the
+// _metadata that references them is published (PutIfAbsentAfterSync):
+// its private files, and the shared files written for it (their handles'
+// DurableAt), which later checkpoints may reference but only once it
+// completed. The tasks' acknowledgements then wait for no
 // fsync, and a checkpoint pays one batch of parallel fsyncs instead of one
 // fsync per file, one after the other.
 type DeferredSyncer interface {

@@ -163,3 +163,86 @@ func TestCommitFailsWhenATaskFileCannotBeSynced(t *testing.T) {
 		t.Fatalf("checkpoint 1 recovered after a failed commit: %+v", rec)
 	}
 }
+
+// writeShared writes a shared state stream of 100 KiB through loc and
+// returns its handle and file.
+func writeShared(t *testing.T, loc *storage.Location, owner string) (storage.StateHandle, string) {
+	t.Helper()
+	w, err := loc.CreateSharedStream(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(bytes.Repeat([]byte{7}, 100<<10)); err != nil {
+		t.Fatal(err)
+	}
+	h, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, w.Path()
+}
+
+// TestCommitSyncsTheNewSharedFiles: a shared file (an incremental
+// backend's upload) is published without an fsync too; the commit of the
+// checkpoint it was written for fsyncs it once, and the commit of a later
+// checkpoint that references it again does not.
+func TestCommitSyncsTheNewSharedFiles(t *testing.T) {
+	cfs := &syncCountingFS{syncs: map[string]int{}}
+	st, _ := newStorage(t, cfs, 0)
+	loc1, err := st.Checkpoint(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, oldPath := writeShared(t, loc1, "rocksdb-0-000007.sst")
+	if len(cfs.syncs) != 0 {
+		t.Fatalf("fsyncs before the commit: %v", cfs.syncs)
+	}
+	md := func(id int64, hs ...storage.StateHandle) *storage.Metadata {
+		ks := storage.KeyedStateHandle{}
+		for i, h := range hs {
+			ks.Files = append(ks.Files, storage.NamedHandle{Name: fmt.Sprint(i), Handle: h})
+		}
+		return &storage.Metadata{Version: 1, CheckpointID: id, Kind: storage.KindCheckpoint,
+			Subtasks: []storage.SubtaskState{{OperatorUID: "op", KeyedState: []storage.KeyedStateHandle{ks}}}}
+	}
+	if _, err := loc1.WriteMetadata(md(1, old)); err != nil {
+		t.Fatal(err)
+	}
+	if cfs.syncs[oldPath] != 1 {
+		t.Fatalf("the shared file of checkpoint 1 fsynced %d times by its commit, want 1", cfs.syncs[oldPath])
+	}
+	loc2, err := st.Checkpoint(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, freshPath := writeShared(t, loc2, "rocksdb-0-000009.sst")
+	if _, err := loc2.WriteMetadata(md(2, old, fresh)); err != nil {
+		t.Fatal(err)
+	}
+	if cfs.syncs[freshPath] != 1 || cfs.syncs[oldPath] != 1 {
+		t.Fatalf("after checkpoint 2's commit: new shared file fsynced %d times, want 1; checkpoint 1's %d times, want 1",
+			cfs.syncs[freshPath], cfs.syncs[oldPath])
+	}
+}
+
+// TestCommitFailsWhenASharedFileCannotBeSynced: the deferred fsync of a
+// shared file written for the checkpoint fails; no _metadata is
+// published.
+func TestCommitFailsWhenASharedFileCannotBeSynced(t *testing.T) {
+	ffs := faultfs.New(storage.OSFS{})
+	st, _ := newStorage(t, ffs, 0)
+	loc, err := st.Checkpoint(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, p := writeShared(t, loc, "rocksdb-0-000007.sst")
+	md := &storage.Metadata{Version: 1, CheckpointID: 1, Kind: storage.KindCheckpoint,
+		Subtasks: []storage.SubtaskState{{OperatorUID: "op", KeyedState: []storage.KeyedStateHandle{{Files: []storage.NamedHandle{{Name: "f", Handle: h}}}}}}}
+	ffs.Inject(faultfs.Rule{Op: faultfs.OpSync, PathContains: filepath.Base(p)})
+	if _, err := loc.WriteMetadata(md); !errors.Is(err, faultfs.ErrInjected) {
+		t.Fatalf("WriteMetadata = %v: want the injected failure", err)
+	}
+	if _, serr := os.Stat(filepath.Join(loc.Dir(), "_metadata")); !errors.Is(serr, fs.ErrNotExist) {
+		t.Fatalf("_metadata published after a failed commit: %v", serr)
+	}
+}

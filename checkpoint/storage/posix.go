@@ -23,10 +23,10 @@ import (
 // directory from the key's up to the root. A streamed object (Create) is
 // fsynced and renamed on Commit, but its directory is fsynced only by Sync
 // (the checkpoint's commit does it), which keeps one directory fsync per
-// checkpoint rather than per state file. A checkpoint's private streams
-// are written with CreateDeferred: not even fsynced on Commit, they are
-// made durable by the checkpoint's commit (PutIfAbsentAfterSync), in
-// parallel with the _metadata's own fsyncs.
+// checkpoint rather than per state file. A checkpoint's state streams,
+// private and shared, are written with CreateDeferred: not even fsynced
+// on Commit, they are made durable by the checkpoint's commit
+// (PutIfAbsentAfterSync), in parallel with the _metadata's own fsyncs.
 //
 // Directories are made as files need them, and DeleteBatch removes the
 // directories it leaves empty (never the root), as an object store has

@@ -295,7 +295,7 @@ func (l *Location) IsSavepoint() bool { return l.savepoint }
 // CreateStateStream starts a state stream owned by this checkpoint. owner
 // names the writer in the file name (for example "<operator uid>-<subtask>").
 func (l *Location) CreateStateStream(owner string) *StateStream {
-	return newStateStream(l.b, l.prefix, sanitize(owner)+"-"+randomSuffix(), false, l.st.inline)
+	return newStateStream(l.b, l.prefix, sanitize(owner)+"-"+randomSuffix(), false, l.st.inline, l.id)
 }
 
 // CreateSharedStream starts a stream in the shared directory, for state
@@ -305,7 +305,7 @@ func (l *Location) CreateSharedStream(owner string) (*StateStream, error) {
 	if l.savepoint {
 		return nil, fmt.Errorf("create shared stream for savepoint %d: %w", l.id, ErrSharedInSavepoint)
 	}
-	return newStateStream(l.b, sharedPrefix, sanitize(owner)+"-"+randomSuffix(), true, -1), nil
+	return newStateStream(l.b, sharedPrefix, sanitize(owner)+"-"+randomSuffix(), true, -1, l.id), nil
 }
 
 // WriteMetadata commits the location: it makes the shared files durable
@@ -329,14 +329,15 @@ func (l *Location) WriteMetadata(md *Metadata) (string, error) {
 	ctx := l.st.ctx()
 	key := l.prefix + metadataName
 	if ds, ok := l.b.(DeferredSyncer); ok {
-		// One commit: the private files the tasks published without an
-		// fsync, the shared directory and _metadata's own file made
-		// durable at once, then _metadata published.
+		// One commit: the private files and the new shared files the
+		// tasks published without an fsync, the shared directory and
+		// _metadata's own file made durable at once, then _metadata
+		// published.
 		var dirs []string
 		if !l.savepoint {
 			dirs = []string{sharedPrefix}
 		}
-		if err := ds.PutIfAbsentAfterSync(ctx, key, data, l.privateKeys(md), dirs); err != nil {
+		if err := ds.PutIfAbsentAfterSync(ctx, key, data, l.unsyncedKeys(md), dirs); err != nil {
 			return "", fmt.Errorf("write checkpoint %d metadata %s: %w", l.id, l.b.Path(key), err)
 		}
 		return l.b.Path(key), nil
@@ -352,13 +353,19 @@ func (l *Location) WriteMetadata(md *Metadata) (string, error) {
 	return l.b.Path(key), nil
 }
 
-// privateKeys are the keys of the files of md in this location's own
-// directory (not inline, not shared), without duplicates.
-func (l *Location) privateKeys(md *Metadata) []string {
+// unsyncedKeys are the keys of the files of md that this checkpoint's
+// commit makes durable, without duplicates: those in this location's own
+// directory (not inline, not shared), and the shared files written for
+// this checkpoint (DurableAt), not those an earlier one wrote.
+func (l *Location) unsyncedKeys(md *Metadata) []string {
 	var keys []string
 	for _, r := range md.Handles() {
-		if h := r.Handle; !h.IsInline() && !h.Shared {
+		switch h := r.Handle; {
+		case h.IsInline():
+		case !h.Shared:
 			keys = append(keys, l.prefix+h.Path)
+		case h.DurableAt == l.id:
+			keys = append(keys, sharedPrefix+h.Path)
 		}
 	}
 	slices.Sort(keys)

@@ -25,6 +25,9 @@ type StateStream struct {
 	// deferSync: the object is made durable by the checkpoint's commit
 	// (DeferredSyncer), not by its own Commit.
 	deferSync bool
+	// checkpoint is the id of the location's checkpoint; a shared stream
+	// whose sync is deferred records it in its handle (DurableAt).
+	checkpoint int64
 
 	buf  []byte // until an object is started
 	obj  ObjectWriter
@@ -37,9 +40,9 @@ type StateStream struct {
 
 const streamBufferSize = 64 << 10
 
-func newStateStream(b Backend, prefix, name string, shared bool, inline int) *StateStream {
+func newStateStream(b Backend, prefix, name string, shared bool, inline int, checkpoint int64) *StateStream {
 	_, deferSync := b.(DeferredSyncer)
-	return &StateStream{b: b, key: prefix + name, name: name, shared: shared, inline: inline, deferSync: deferSync && !shared}
+	return &StateStream{b: b, key: prefix + name, name: name, shared: shared, inline: inline, deferSync: deferSync, checkpoint: checkpoint}
 }
 
 // Path is where the stream's object is (or would be), as the backend
@@ -137,7 +140,11 @@ func (s *StateStream) Close() (StateHandle, error) {
 	if err != nil {
 		return StateHandle{}, fmt.Errorf("close state file %s: %w", s.Path(), err)
 	}
-	return StateHandle{Path: s.name, Shared: s.shared, Size: s.size, CRC32C: sum}, nil
+	h := StateHandle{Path: s.name, Shared: s.shared, Size: s.size, CRC32C: sum}
+	if s.shared && s.deferSync {
+		h.DurableAt = s.checkpoint
+	}
+	return h, nil
 }
 
 // Abort discards the stream and its object, if any.

@@ -68,7 +68,9 @@
 // sorted SST files it ingests (spill.go): when a buffer fills, in the
 // background; at every incremental checkpoint, in the background after
 // the barrier; at a full snapshot, in its synchronous part. Reads look
-// into the buffers first. List and map states write into RocksDB's
+// into the buffers first, then into a read cache of the entries the
+// buffers put into RocksDB (a quarter of the write buffer's size, emptied
+// when full; not for TTL states), then into RocksDB. List and map states write into RocksDB's
 // memtables. TTL states get a compaction filter that drops expired
 // entries. The point reads and writes of the hot path go to RocksDB's C
 // API directly (native_access.go), without grocksdb's per-call copies.

@@ -799,3 +799,39 @@ func TestIncrementalCheckpointOfSmallBuffers(t *testing.T) {
 		check(t, r.Close())
 	}
 }
+
+// TestIncrementalManifestStaysSmall: every checkpoint uploads the whole
+// MANIFEST, which each flush (one per checkpoint) and compaction extends;
+// RocksDB rolls it over past maxManifestSize (here 4 KiB), so that over
+// many checkpoints it stays near that size rather than growing with the
+// job's age, and the last checkpoint still restores.
+func TestIncrementalManifestStaysSmall(t *testing.T) {
+	const rounds, limit = 300, 4 << 10
+	b := newTestBackend(t, Options{maxManifest: limit})
+	closeLater(t, b)
+	stor := newDirStorage(t)
+	vals := make([]string, 50)
+	all := make([]int, len(vals))
+	var h *IncrementalHandle
+	largest := int64(0)
+	for id := int64(1); id <= rounds; id++ {
+		for i := range vals {
+			vals[i], all[i] = fmt.Sprint("v", id, "-", i), i
+		}
+		putAll(t, b, vals, all)
+		h = checkpoint(t, b, id, stor)
+		b.NotifyCheckpointComplete(id)
+		for _, f := range h.Files {
+			if strings.HasPrefix(f.Name, "MANIFEST-") && id > rounds/2 {
+				largest = max(largest, f.Size)
+			}
+		}
+	}
+	if largest == 0 || largest > 2*limit {
+		t.Fatalf("the MANIFEST uploaded by the last %d checkpoints was up to %d bytes, want at most %d (rolled over past %d)", rounds/2, largest, 2*limit, limit)
+	}
+	r := newTestBackend(t, Options{})
+	check(t, r.RestoreIncremental([]*IncrementalHandle{roundTrip(t, h)}, stor.download))
+	verifyAll(t, r, vals)
+	check(t, r.Close())
+}

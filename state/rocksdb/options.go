@@ -1,6 +1,7 @@
 package rocksdb
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -232,7 +233,20 @@ type Options struct {
 	// Set by Factory under managed memory.
 	sharedCache   int64 // the capacity of the process's cache to use
 	dbWriteBuffer int64
+	// maxManifest overrides maxManifestSize (tests).
+	maxManifest int64
 }
+
+// maxManifestSize is the size past which RocksDB starts a new MANIFEST
+// (the log of the database's files), beginning with a summary of the
+// live files. Every incremental checkpoint copies the whole MANIFEST into
+// its local checkpoint and uploads it (it is private to the checkpoint):
+// with RocksDB's default (1 GiB) it grows by each flush and compaction,
+// about 120 bytes each, so with a checkpoint every 50 ms by 2.5 KB a
+// second, and an hour in, every checkpoint would copy, fsync and upload
+// 9 MB of it. Rolled over at 64 KiB, a checkpoint copies at most that
+// plus the summary (about 150 bytes a file).
+const maxManifestSize = 64 << 10
 
 // ParseMemorySize parses a memory size as Flink's MemorySize ("64mb",
 // "8 mb", "4096").
@@ -473,6 +487,7 @@ func newNativeOptions(o Options) (*nativeOptions, error) {
 	// writes; there is one writer.
 	db.SetAllowConcurrentMemtableWrites(false)
 	db.SetMaxBackgroundJobs(o.Threads)
+	db.SetMaxManifestFileSize(uint64(cmp.Or(o.maxManifest, maxManifestSize)))
 	db.SetInfoLogLevel(grocksdb.WarnInfoLogLevel)
 	db.SetKeepLogFileNum(2)
 	db.SetMaxLogFileSize(4 << 20)

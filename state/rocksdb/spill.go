@@ -28,6 +28,10 @@ type cfBuffer struct {
 	frozen []*frozenBuffer // oldest first; reads look newest first
 	spare  *writeBuffer
 	err    error // a failed background write: the buffer is unusable
+	// clean is a read cache: the latest value (or deletion) of entries
+	// already in RocksDB, which reads look into after the frozen buffers
+	// and before RocksDB (nil for TTL states). See mergeClean.
+	clean *writeBuffer
 }
 
 // frozenBuffer is a write buffer no longer written, on its way into
@@ -42,7 +46,13 @@ type frozenBuffer struct {
 	pinned bool
 }
 
-func newCFBuffer() *cfBuffer { return &cfBuffer{active: newWriteBuffer()} }
+func newCFBuffer(cache bool) *cfBuffer {
+	wb := &cfBuffer{active: newWriteBuffer()}
+	if cache {
+		wb.clean = newWriteBuffer()
+	}
+	return wb
+}
 
 func (f *frozenBuffer) finished() bool {
 	select {
@@ -64,8 +74,43 @@ func (b *Backend) bufGet(s *cfState, key []byte) (value []byte, dead, found bool
 			return v, d, true
 		}
 	}
+	if wb.clean != nil {
+		return wb.clean.get(key)
+	}
 	return nil, false, false
 }
+
+// mergeClean records the entries of w, which are now in RocksDB, in the
+// read cache of s, over the older ones there. Every write of a value-like
+// state reaches RocksDB through a buffer, and the buffers in the order
+// they were written (frozen buffers oldest first, after those the active
+// one), so the cache holds the latest value of each of its keys unless a
+// newer one is in a buffer, which reads look into first. A read of a
+// value written before the last checkpoint then needs no call into
+// RocksDB (a cgo call, a memtable and several sorted runs: at 100 K
+// records/s with 50 ms checkpoints, where a buffer holds one interval's
+// keys, those reads were a fifth of the job's CPU). The cache is emptied
+// when it would grow past cleanCacheSize, and when a buffer too large for
+// it went into RocksDB: it must never hold an older value than RocksDB.
+func (b *Backend) mergeClean(s *cfState, w *writeBuffer) {
+	wb := s.buf
+	if wb.clean == nil || w.empty() {
+		return
+	}
+	limit := b.cleanCacheSize()
+	if w.size() > limit {
+		wb.clean.reset()
+		return
+	}
+	if wb.clean.size()+w.size() > limit {
+		wb.clean.reset()
+	}
+	w.each(func(k, v []byte, dead bool) { wb.clean.set(k, v, dead) })
+}
+
+// cleanCacheSize bounds the read cache of each value-like state: a
+// quarter of its write buffer.
+func (b *Backend) cleanCacheSize() int64 { return b.opts.WriteBufferSize / 4 }
 
 // bufSet buffers a write of key in s (a deletion if dead). A full active
 // buffer is first frozen and written into RocksDB in the background,
@@ -169,6 +214,7 @@ func (b *Backend) prune(s *cfState) error {
 			}
 			break
 		}
+		b.mergeClean(s, f.w)
 		if wb.spare == nil && !f.pinned {
 			f.w.reset()
 			wb.spare = f.w
@@ -233,6 +279,7 @@ func (b *Backend) drain(s *cfState) error {
 		wb.err = fmt.Errorf("state %q: %w", s.meta.Name, err)
 		return wb.err
 	}
+	b.mergeClean(s, wb.active)
 	wb.active.reset()
 	return nil
 }
