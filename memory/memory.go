@@ -406,8 +406,9 @@ func (b Budget) RocksDBShare(backends int, writeBufferRatio float64) RocksDB {
 	return RocksDB{
 		BlockCache:    max(native-memtables, 1<<20),
 		DBWriteBuffer: db,
-		// Two memtables per column family, two Go buffers per state,
-		// each backend with a few states.
-		WriteBuffer: max(min(db/2, Share(goPart, backends, 0)/2), 64<<10),
+		// Two memtables per column family; per state two Go buffers
+		// and a read cache of a quarter of one (state/rocksdb
+		// cleanCacheSize), each backend with a few states.
+		WriteBuffer: max(min(db/2, Share(goPart, backends, 0)*4/9), 64<<10),
 	}
 }

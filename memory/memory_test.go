@@ -105,12 +105,13 @@ func TestBudgetRefuses(t *testing.T) {
 func TestRocksDBShare(t *testing.T) {
 	b := Budget{Managed: 80 * mib}
 	// Native 60 MiB: 30 of memtables over 3 backends, 30 of cache; Go
-	// part 20 MiB over 3 backends, two buffers each.
+	// part 20 MiB over 3 backends, two buffers and a read cache of a
+	// quarter of one each.
 	d := b.RocksDBShare(3, 0.5)
-	if d.BlockCache != 30*mib || d.DBWriteBuffer != 10*mib || d.WriteBuffer != 20*mib/3/2 {
+	if d.BlockCache != 30*mib || d.DBWriteBuffer != 10*mib || d.WriteBuffer != 20*mib/3*4/9 {
 		t.Errorf("rocksdb share %+v", d)
 	}
-	if d := b.RocksDBShare(1, 0.8); d.BlockCache != 12*mib || d.DBWriteBuffer != 48*mib || d.WriteBuffer != 10*mib {
+	if d := b.RocksDBShare(1, 0.8); d.BlockCache != 12*mib || d.DBWriteBuffer != 48*mib || d.WriteBuffer != 20*mib*4/9 {
 		t.Errorf("rocksdb share with ratio 0.8 %+v", d)
 	}
 }
