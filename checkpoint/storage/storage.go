@@ -19,6 +19,14 @@ import (
 // (20 KiB): state streams at most this long are kept in _metadata.
 const DefaultInlineThreshold = 20 << 10
 
+// CommitProtocol numbers what a checkpoint's commit makes durable that
+// the tasks' writers left to it. 2: the shared files written for the
+// checkpoint (StateHandle.DurableAt) besides its private files. A
+// coordinator that commits by an older protocol must not run with
+// workers that write by this one (it would publish _metadata over shared
+// files never fsynced), so the cluster's fingerprint includes it.
+const CommitProtocol = 2
+
 const (
 	checkpointPrefix = "chk-"
 	sharedDirName    = "shared"
