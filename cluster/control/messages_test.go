@@ -18,7 +18,7 @@ import (
 // Values that fill every field, extremes where they could be cut short
 // (int64 through JSON).
 func fullHandle(path string) storage.StateHandle {
-	return storage.StateHandle{Path: path, Shared: true, Size: math.MaxInt64 - 7, CRC32C: 0xdeadbeef, Inline: []byte{9, 8, 0xff}}
+	return storage.StateHandle{Path: path, Shared: true, Size: math.MaxInt64 - 7, CRC32C: 0xdeadbeef, Inline: []byte{9, 8, 0xff}, DurableAt: math.MaxInt64 - 11}
 }
 
 func fullSubtask() storage.SubtaskState {
