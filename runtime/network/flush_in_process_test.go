@@ -42,11 +42,7 @@ func TestFlushInProcessLeavesRemoteBuffers(t *testing.T) {
 		t.Fatalf("after Flush(1) %d buffers were queued, want 2", got)
 	}
 	rc := newConsumer(t, remote)
-	for len(rc.got[0]) == 0 {
-		rc.drain()
-		if len(rc.got[0]) > 0 {
-			break
-		}
+	for rc.drain(); len(rc.got[0]) == 0; rc.drain() {
 		select {
 		case <-remoteWake:
 		case <-ctx.Done():
