@@ -508,10 +508,12 @@ func child(f flags, seeds []string) error {
 		&countPerKey{}, sluice.Name("count"), sluice.UID("count"))
 	out := f.out
 	snk, err := kafkasink.NewSink(seeds, func(v counted) (*kgo.Record, error) {
-		b := make([]byte, 16)
-		binary.BigEndian.PutUint64(b, uint64(v.Count))
-		binary.BigEndian.PutUint64(b[8:], uint64(v.Sent))
-		return &kgo.Record{Topic: out, Key: []byte(v.Key), Value: b}, nil
+		// The record, its key and its value in one allocation.
+		r := kafkasink.NewRecord(out, len(v.Key), 16)
+		copy(r.Key, v.Key)
+		binary.BigEndian.PutUint64(r.Value, uint64(v.Count))
+		binary.BigEndian.PutUint64(r.Value[8:], uint64(v.Sent))
+		return r, nil
 	}, kafkasink.Guarantee(kafkasink.ExactlyOnce), kafkasink.TransactionalIDPrefix(f.prefix), kafkasink.Logger(quiet))
 	if err != nil {
 		return err

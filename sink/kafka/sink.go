@@ -75,30 +75,48 @@ const (
 type Serializer[T any] func(v T) (*kgo.Record, error)
 
 // ValueSerializer writes every value to topic, encoded by c, without a key.
+// The record and its value are one allocation (NewRecord).
 func ValueSerializer[T any](topic string, c codec.Codec[T]) Serializer[T] {
 	return func(v T) (*kgo.Record, error) {
-		b, err := c.Append(nil, v)
+		sp := serializerScratch.Get().(*[]byte)
+		defer putScratch(sp)
+		b, err := c.Append((*sp)[:0], v)
 		if err != nil {
 			return &kgo.Record{Topic: topic}, fmt.Errorf("encode value for topic %s: %w", topic, err)
 		}
-		return &kgo.Record{Topic: topic, Value: b}, nil
+		*sp = b
+		return encodedRecord(topic, nil, b), nil
 	}
 }
 
 // KeyValueSerializer writes every value to topic with the key key(v)
 // encoded by kc and the value encoded by vc. The default partitioner then
-// sends equal keys to the same partition.
+// sends equal keys to the same partition. The record, its key and its
+// value are one allocation (NewRecord).
 func KeyValueSerializer[T, K any](topic string, key func(T) K, kc codec.Codec[K], vc codec.Codec[T]) Serializer[T] {
 	return func(v T) (*kgo.Record, error) {
-		k, err := kc.Append(nil, key(v))
+		sp := serializerScratch.Get().(*[]byte)
+		defer putScratch(sp)
+		k, err := kc.Append((*sp)[:0], key(v))
 		if err != nil {
 			return &kgo.Record{Topic: topic}, fmt.Errorf("encode key for topic %s: %w", topic, err)
 		}
-		b, err := vc.Append(nil, v)
+		*sp = k
+		kl := len(k)
+		b, err := vc.Append(k, v)
 		if err != nil {
-			return &kgo.Record{Topic: topic, Key: k}, fmt.Errorf("encode value for topic %s: %w", topic, err)
+			return encodedRecord(topic, k, nil), fmt.Errorf("encode value for topic %s: %w", topic, err)
 		}
-		return &kgo.Record{Topic: topic, Key: k, Value: b}, nil
+		*sp = b
+		return encodedRecord(topic, b[:kl], b[kl:]), nil
+	}
+}
+
+// putScratch gives an encoding buffer back to serializerScratch, unless
+// one large value grew it past scratchMax.
+func putScratch(sp *[]byte) {
+	if cap(*sp) <= scratchMax {
+		serializerScratch.Put(sp)
 	}
 }
 
