@@ -62,12 +62,18 @@ func recordWithBytes(n int) (*kgo.Record, []byte) {
 		return carve(func(b *[48]byte) []byte { return b[:n] })
 	case n <= 64:
 		return carve(func(b *[64]byte) []byte { return b[:n] })
+	case n <= 80:
+		return carve(func(b *[80]byte) []byte { return b[:n] })
 	case n <= 96:
 		return carve(func(b *[96]byte) []byte { return b[:n] })
 	case n <= 128:
 		return carve(func(b *[128]byte) []byte { return b[:n] })
+	case n <= 160:
+		return carve(func(b *[160]byte) []byte { return b[:n] })
 	case n <= 192:
 		return carve(func(b *[192]byte) []byte { return b[:n] })
+	case n <= 224:
+		return carve(func(b *[224]byte) []byte { return b[:n] })
 	case n <= 256:
 		return carve(func(b *[256]byte) []byte { return b[:n] })
 	}

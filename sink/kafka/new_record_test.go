@@ -16,7 +16,7 @@ import (
 // one buffer without room to grow into each other; a length of 0 leaves
 // the field nil.
 func TestNewRecord(t *testing.T) {
-	for _, n := range [][2]int{{0, 0}, {0, 7}, {5, 0}, {10, 16}, {16, 16}, {1, 63}, {100, 156}, {100, 157}, {3, 5000}, {-1, 4}} {
+	for _, n := range [][2]int{{0, 0}, {0, 7}, {5, 0}, {10, 16}, {16, 16}, {1, 63}, {100, 156}, {100, 157}, {40, 40}, {1, 159}, {200, 24}, {3, 5000}, {-1, 4}} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			r := NewRecord("t", n[0], n[1])
 			if r.Topic != "t" {
