@@ -483,6 +483,10 @@ func newNativeOptions(o Options) (*nativeOptions, error) {
 		return nil, fmt.Errorf("rocksdb backend: database options: %w", err)
 	}
 	db.SetCreateIfMissing(true)
+	// No syncs of the local files (nosync_env.go); the SST files the
+	// spills write (vcf) neither.
+	useNoSyncEnv(db)
+	useNoSyncEnv(vcf)
 	// Hash memtables and in-place updates do not support concurrent
 	// writes; there is one writer.
 	db.SetAllowConcurrentMemtableWrites(false)
