@@ -145,8 +145,12 @@ type Backend struct {
 	used        bool // a state was created: restore is refused
 	restored    map[int]bool
 
-	mu      sync.Mutex // guards the fields below, shared with async parts
-	closed  bool
+	mu     sync.Mutex // guards the fields below, shared with async parts
+	closed bool
+	// dbGen counts the databases closed (closeDB): a checkpoint that
+	// disabled a database's file deletions enables them again only on
+	// the database it disabled them on. Guarded by mu.
+	dbGen   uint64
 	closing atomic.Bool
 	writers sync.WaitGroup
 	// spills counts the background write jobs (spills of full write
@@ -440,6 +444,9 @@ func (b *Backend) closeDB() {
 	if b.db == nil {
 		return
 	}
+	b.mu.Lock()
+	b.dbGen++
+	b.mu.Unlock()
 	for _, s := range b.order {
 		s.cf.Destroy()
 	}
