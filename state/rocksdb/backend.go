@@ -145,8 +145,12 @@ type Backend struct {
 	used        bool // a state was created: restore is refused
 	restored    map[int]bool
 
-	mu      sync.Mutex // guards the fields below, shared with async parts
-	closed  bool
+	mu     sync.Mutex // guards the fields below, shared with async parts
+	closed bool
+	// dbGen counts the databases closed (closeDB): a checkpoint that
+	// disabled a database's file deletions enables them again only on
+	// the database it disabled them on. Guarded by mu.
+	dbGen   uint64
 	closing atomic.Bool
 	writers sync.WaitGroup
 	// spills counts the background write jobs (spills of full write
@@ -237,15 +241,24 @@ func (b *Backend) discardStale() error {
 	if current, err := os.ReadFile(filepath.Join(b.dbDir, "CURRENT")); err == nil {
 		manifest := strings.TrimSpace(string(current))
 		if _, err := os.Stat(filepath.Join(b.dbDir, manifest)); manifest == "" || strings.ContainsRune(manifest, os.PathSeparator) || err != nil {
-			return fmt.Errorf("rocksdb backend: database %s of an earlier run: its CURRENT file names manifest %q, which it does not hold: not a RocksDB database, left as it is",
-				b.dbDir, manifest)
+			// The local files are never synced (nosync_env.go): after a
+			// crash of the machine, a database of an earlier run may have
+			// lost its CURRENT file's contents or its MANIFEST. One that
+			// holds RocksDB's IDENTITY file is that; anything else is left
+			// alone.
+			if !isFile(filepath.Join(b.dbDir, "IDENTITY")) {
+				return fmt.Errorf("rocksdb backend: database %s of an earlier run: its CURRENT file names manifest %q, which it does not hold: not a RocksDB database, left as it is",
+					b.dbDir, manifest)
+			}
+			b.log.Warn("rocksdb backend: discarding the torn database of an earlier run", "dir", b.dbDir, "manifest", manifest)
+		} else {
+			// DestroyDb takes the database's own lock: one that a process
+			// without the working directory's lock holds is still refused.
+			if err := grocksdb.DestroyDb(b.dbDir, b.nopts.db); err != nil {
+				return openErr(b.dbDir, err)
+			}
+			b.log.Info("rocksdb backend: discarded the database of an earlier run", "dir", b.dbDir)
 		}
-		// DestroyDb takes the database's own lock: one that a process
-		// without the working directory's lock holds is still refused.
-		if err := grocksdb.DestroyDb(b.dbDir, b.nopts.db); err != nil {
-			return openErr(b.dbDir, err)
-		}
-		b.log.Info("rocksdb backend: discarded the database of an earlier run", "dir", b.dbDir)
 	}
 	if err := os.RemoveAll(b.dbDir); err != nil {
 		return fmt.Errorf("rocksdb backend: clear %s: %w", b.dbDir, err)
@@ -254,6 +267,12 @@ func (b *Backend) discardStale() error {
 		return fmt.Errorf("rocksdb backend: clear write buffer files: %w", err)
 	}
 	return nil
+}
+
+// isFile reports whether path is a regular file.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // ready opens the empty database New deferred, at the backend's first
@@ -425,6 +444,9 @@ func (b *Backend) closeDB() {
 	if b.db == nil {
 		return
 	}
+	b.mu.Lock()
+	b.dbGen++
+	b.mu.Unlock()
 	for _, s := range b.order {
 		s.cf.Destroy()
 	}

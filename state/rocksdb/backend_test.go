@@ -459,7 +459,7 @@ func TestCloseDoesNotFlush(t *testing.T) {
 // TestStaleDatabaseDiscarded: the database a crashed run left behind is
 // discarded by New: a new backend starts empty.
 func TestStaleDatabaseDiscarded(t *testing.T) {
-	b := newTestBackend(t, Options{})
+	b := newTestBackend(t, Options{LocalRecovery: true}) // a local copy to link from
 	v, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "v"})
 	check(t, err)
 	setKey(b, "k")

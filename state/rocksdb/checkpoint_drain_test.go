@@ -222,31 +222,56 @@ func TestCheckpointWhileDraining(t *testing.T) {
 }
 
 // TestCheckpointJobFailure: when the RocksDB checkpoint of the background
-// job fails (its directory cannot be made: a file is in the way), the
-// upload fails naming the checkpoint, but the state is intact: it reads
-// and writes on, and the next checkpoint restores to the state at its
-// barrier.
+// job fails (with local recovery its directory cannot be made: a file is
+// in the way; without, the database's OPTIONS file is gone while it lists
+// the live files), the upload fails naming the checkpoint, but the state
+// is intact: it reads and writes on, and the next checkpoint restores to
+// the state at its barrier.
 func TestCheckpointJobFailure(t *testing.T) {
-	b, v := valueBackend(t)
-	const keys = 1000
-	live := keyValues{}
-	update(t, b, v, keys, 1, 1, 6, live)
-	check(t, os.WriteFile(b.chkDir, []byte("in the way"), 0o644))
-	snap, err := b.SnapshotIncremental(1)
-	check(t, err)
-	update(t, b, v, keys, 2, 2, 10, live)
-	stor := newDirStorage(t)
-	if _, err := snap.Upload(stor); err == nil || !strings.Contains(err.Error(), "checkpoint 1") {
-		t.Fatalf("upload of a checkpoint whose RocksDB checkpoint failed: %v, want an error naming checkpoint 1", err)
+	for _, local := range []bool{true, false} {
+		b := newTestBackend(t, Options{LocalRecovery: local})
+		closeLater(t, b)
+		v, err := state.GetValueState(b, state.ValueStateDescriptor[int64]{Name: "v"})
+		check(t, err)
+		const keys = 1000
+		live := keyValues{}
+		update(t, b, v, keys, 1, 1, 6, live)
+		var hidden []string
+		if local {
+			check(t, os.WriteFile(b.chkDir, []byte("in the way"), 0o644))
+		} else {
+			b.testHookCheckpoint = func(id int64, drained bool) {
+				if id != 1 || !drained {
+					return
+				}
+				opts, _ := filepath.Glob(filepath.Join(b.dbDir, "OPTIONS-*"))
+				for _, o := range opts {
+					check(t, os.Rename(o, o+".hidden"))
+					hidden = append(hidden, o)
+				}
+			}
+		}
+		snap, err := b.SnapshotIncremental(1)
+		check(t, err)
+		update(t, b, v, keys, 2, 2, 10, live)
+		stor := newDirStorage(t)
+		if _, err := snap.Upload(stor); err == nil || !strings.Contains(err.Error(), "checkpoint 1") {
+			t.Fatalf("local recovery %v: upload of a checkpoint whose RocksDB checkpoint failed: %v, want an error naming checkpoint 1", local, err)
+		}
+		snap.Release()
+		b.NotifyCheckpointAborted(1)
+		verifyValues(t, b, v, keys, live, "after the failed checkpoint")
+		update(t, b, v, keys, 3, 3, 7, live)
+		if local {
+			check(t, os.Remove(b.chkDir))
+		}
+		for _, o := range hidden {
+			check(t, os.Rename(o+".hidden", o))
+		}
+		h := checkpoint(t, b, 2, stor)
+		verifyValues(t, b, v, keys, live, "after the next checkpoint")
+		restoreValues(t, h, stor, keys, live, "restored checkpoint 2")
 	}
-	snap.Release()
-	b.NotifyCheckpointAborted(1)
-	verifyValues(t, b, v, keys, live, "after the failed checkpoint")
-	update(t, b, v, keys, 3, 3, 7, live)
-	check(t, os.Remove(b.chkDir))
-	h := checkpoint(t, b, 2, stor)
-	verifyValues(t, b, v, keys, live, "after the next checkpoint")
-	restoreValues(t, h, stor, keys, live, "restored checkpoint 2")
 }
 
 // TestCheckpointRefusedFreezesNothing: a checkpoint refused because one

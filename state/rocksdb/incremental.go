@@ -1,6 +1,7 @@
 package rocksdb
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"hash"
@@ -34,8 +35,10 @@ type Uploader interface {
 
 // IncrementalSnapshot is an incremental checkpoint whose synchronous part
 // is done: the write buffers frozen at the barrier. A background job of
-// the backend writes them into RocksDB and takes the RocksDB checkpoint
-// (hard links) in a local directory; Upload waits for it.
+// the backend writes them into RocksDB, flushes the memtables and, with
+// local recovery, takes the RocksDB checkpoint (hard links) in a local
+// directory, without it lists the database's live files, their deletion
+// held off until Release (live_checkpoint.go); Upload waits for it.
 type IncrementalSnapshot struct {
 	b         *Backend
 	id        int64
@@ -57,6 +60,13 @@ type IncrementalSnapshot struct {
 	// writes at the barrier.
 	plan *clPlan
 	seq  uint64
+	// live: a checkpoint without a local directory (live_checkpoint.go);
+	// liveHeld while the file deletions of liveDB (generation liveGen)
+	// are disabled for it.
+	live     bool
+	liveHeld bool
+	liveDB   *grocksdb.DB
+	liveGen  uint64
 
 	mu       sync.Mutex
 	started  bool
@@ -68,6 +78,9 @@ type IncrementalSnapshot struct {
 type localFile struct {
 	name string
 	size int64
+	// data is the file's contents when it is read from memory (a
+	// checkpoint without a local directory: live_checkpoint.go).
+	data []byte
 }
 
 // incState is the backend's bookkeeping of incremental checkpoints,
@@ -100,9 +113,10 @@ func (s *incState) init() {
 // checkpoint: it freezes every state's write buffer (new writes go to a
 // new one) and records the metadata, then leaves to a background job,
 // after the jobs before it, writing the frozen buffers into RocksDB,
-// flushing the memtables and creating a RocksDB checkpoint (hard links to
-// the SST files, copies of the small ones) in the local checkpoint
-// directory. Reads see the frozen buffers until they are in RocksDB;
+// flushing the memtables and, with local recovery, creating a RocksDB
+// checkpoint (hard links to the SST files, copies of the small ones) in
+// the local checkpoint directory, else listing the live files of the
+// database, which Upload reads from its directory (live_checkpoint.go). Reads see the frozen buffers until they are in RocksDB;
 // writes that go into RocksDB directly (list and map states, new states)
 // wait for the job, so the checkpoint holds the state at this call
 // exactly. Call Upload on the result (on any goroutine), then Release.
@@ -150,9 +164,13 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		snap.dir = ""
 	} else {
 		b.cl.lastMat = time.Now() // this checkpoint is a materialization
-		b.mu.Lock()
-		b.inc.inflight[snap.dir] = true
-		b.mu.Unlock()
+		if b.opts.LocalRecovery {
+			b.mu.Lock()
+			b.inc.inflight[snap.dir] = true
+			b.mu.Unlock()
+		} else {
+			snap.dir, snap.live = "", true
+		}
 	}
 	b.lastCheckpoint = b.enqueue(func() {
 		defer close(snap.ready)
@@ -182,6 +200,9 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		if drained && snap.plan == nil {
 			if b.writeFailed.Load() {
 				snap.err = fmt.Errorf("rocksdb incremental checkpoint %d: an earlier background write failed", checkpointID)
+			} else if snap.live {
+				snap.files, snap.liveGen, snap.err = b.liveFiles(checkpointID)
+				snap.liveDB, snap.liveHeld = b.db, snap.err == nil
 			} else {
 				snap.files, snap.err = b.localCheckpointFiles(checkpointID, name)
 			}
@@ -340,7 +361,11 @@ func (s *IncrementalSnapshot) upload(u Uploader) (*IncrementalHandle, error) {
 		MaterializedID:   s.id,
 	}
 	var err error
-	if h.Files, h.BaseCheckpointID, err = s.uploadFiles(u, s.dir, s.files); err != nil {
+	dir := s.dir
+	if s.live {
+		dir = s.b.dbDir
+	}
+	if h.Files, h.BaseCheckpointID, err = s.uploadFiles(u, dir, s.files); err != nil {
 		return nil, err
 	}
 	for _, f := range h.Files {
@@ -379,6 +404,9 @@ func (s *IncrementalSnapshot) uploadFiles(u Uploader, dir string, local []localF
 	}
 	err := parallel(b.opts.TransferThreads, len(todo), func(j int) error {
 		hf := &files[todo[j]]
+		if data := local[todo[j]].data; data != nil {
+			return uploadReader(u, bytes.NewReader(data), hf)
+		}
 		return uploadFile(u, filepath.Join(dir, hf.Name), hf)
 	})
 	if err != nil {
@@ -456,6 +484,13 @@ func (s *IncrementalSnapshot) cleanup() {
 		return // no directory of its own
 	}
 	b := s.b
+	if s.live {
+		if s.liveHeld {
+			s.liveHeld = false
+			b.enableDeletions(s.liveDB, s.liveGen)
+		}
+		return
+	}
 	b.mu.Lock()
 	delete(b.inc.inflight, s.dir)
 	_, pending := b.inc.uploads[s.id]

@@ -187,7 +187,9 @@ type Options struct {
 	// so that a restore on the same machine needs no download
 	// (execution.state-recovery.from-local). The copy is used only when
 	// its files have the sizes and CRC32C the checkpoint recorded.
-	// Default false, as Flink.
+	// Default false, as Flink. Without it an incremental checkpoint makes
+	// no local copy at all: it uploads the SST files from the database's
+	// directory (live_checkpoint.go).
 	LocalRecovery bool
 	// TransferThreads is the number of files uploaded or downloaded at once
 	// (state.backend.rocksdb.checkpoint.transfer.thread.num). Default 4.
@@ -483,6 +485,10 @@ func newNativeOptions(o Options) (*nativeOptions, error) {
 		return nil, fmt.Errorf("rocksdb backend: database options: %w", err)
 	}
 	db.SetCreateIfMissing(true)
+	// No syncs of the local files (nosync_env.go); the SST files the
+	// spills write (vcf) neither.
+	useNoSyncEnv(db)
+	useNoSyncEnv(vcf)
 	// Hash memtables and in-place updates do not support concurrent
 	// writes; there is one writer.
 	db.SetAllowConcurrentMemtableWrites(false)
