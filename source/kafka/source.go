@@ -356,6 +356,11 @@ func MaxBufferedRecords(n int) Option { return func(c *config) { c.maxRecords = 
 type bufferLimits struct {
 	maxBytes   int64
 	maxRecords int
+	// tailBytes and tailRecs are the tail mark (tailDivisor): a fetch
+	// larger is taken but for its last record until the records the
+	// reader holds fall to it (Reader.poll).
+	tailBytes int64
+	tailRecs  int
 	// client are the fetch sizes of the share, before the user's
 	// options.
 	client []kgo.Opt
@@ -371,8 +376,16 @@ func (c *config) bufferLimits(parallelism int) bufferLimits {
 	if l.maxRecords <= 0 {
 		l.maxRecords = share.MaxBufferedRecords
 	}
+	l.tailBytes, l.tailRecs = l.maxBytes/tailDivisor, l.maxRecords/tailDivisor
 	return l
 }
+
+// tailDivisor sets the tail mark, the part of a reader's bound
+// (MaxBufferedBytes, MaxBufferedRecords) at which it takes the rest of a
+// large fetch and so lets franz-go fetch the next (Reader.poll): the
+// records the reader then holds are handed out while the next fetch
+// makes its round trip and is decoded.
+const tailDivisor = 2
 
 // ErrInvalidConfig is returned (wrapped) by NewSource for a configuration it
 // refuses.
