@@ -87,8 +87,10 @@ func (r *Reader[T]) fetch() {
 // only once every record of the fetch it buffered is taken, and decodes
 // the fetch as soon as it arrives: a reader that took a large fetch
 // whole would hold it and the next one, decoded, while it hands out the
-// first (two of the exactly-once Kafka job's batches of 8 000 records,
-// 2.3 MB, a reader; half the job's live heap). So of a fetch larger than
+// first (the exactly-once Kafka job's fetches are one batch of up to
+// 8 300 records, up to 2.3 MB of franz-go's records and decompressed
+// bytes: two a reader were most of the job's live heap that was the
+// source's). So of a fetch larger than
 // the reader's tail mark (bufferLimits.tailBytes, tailRecs) poll takes
 // all records but the last and reports hold: the reader takes the last
 // one when the records it holds have fallen to the tail mark (awaitTail),
@@ -108,13 +110,21 @@ func (r *Reader[T]) poll() (fs kgo.Fetches, hold bool) {
 		return fs, false
 	}
 	if n < 2 || (cl.BufferedFetchBytes()+n*kafkaclient.RecordOverhead <= r.buf.tailBytes && n <= int64(r.buf.tailRecs)) {
-		return append(fs, cl.PollRecords(nil, 0)...), false
+		return append(fs, buffered(cl, 0)...), false
 	}
-	fs = append(fs, cl.PollRecords(nil, int(n-1))...)
+	fs = append(fs, buffered(cl, int(n-1))...)
 	if cl.BufferedFetchRecords() == 0 || !leftLargest(fs) {
-		return append(fs, cl.PollRecords(nil, 0)...), false
+		return append(fs, buffered(cl, 0)...), false
 	}
 	return fs, true
+}
+
+// buffered takes up to n of the records cl has buffered (all of them
+// when n is 0) without waiting: franz-go's PollRecords returns at once
+// with a nil context.
+func buffered(cl *kgo.Client, n int) kgo.Fetches {
+	//lint:ignore SA1012 PollRecords waits for a fetch unless its context is nil
+	return cl.PollRecords(nil, n)
 }
 
 // leftLargest reports whether the record franz-go was left holding is
