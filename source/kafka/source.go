@@ -339,8 +339,13 @@ func MaxBufferedFetches(n int) Option { return func(c *config) { c.maxBatches = 
 // MaxBufferedBytes bounds the memory of the fetched records a reader
 // holds ahead of the task (their keys and values plus
 // an overhead each): past it the reader fetches no more until the task
-// has taken a fetch's records. Default: from the process's memory
-// budget, taskmanager.memory.kafka.source.fraction (DefaultMemoryFraction)
+// has taken a fetch's records. Of a fetch larger than half of it (or
+// than half of MaxBufferedRecords) whose last partition has the most
+// records, the reader takes the last record, which lets the client fetch
+// again, only when the records it holds have fallen to that half: the
+// client does not fetch and decode the next fetch while the reader hands
+// out most of a large one. Default: from the process's memory budget,
+// taskmanager.memory.kafka.source.fraction (DefaultMemoryFraction)
 // shared by the source's readers, which also sizes
 // franz-go's FetchMaxBytes and FetchMaxPartitionBytes unless
 // ClientOptions sets them.
