@@ -90,12 +90,13 @@ func (r *Reader[T]) fetch() {
 // first (the exactly-once Kafka job's fetches are one batch of up to
 // 8 300 records, up to 2.3 MB of franz-go's records and decompressed
 // bytes: two a reader were most of the job's live heap that was the
-// source's). So of a fetch larger than
-// the reader's tail mark (bufferLimits.tailBytes, tailRecs) poll takes
-// all records but the last and reports hold: the reader takes the last
-// one when the records it holds have fallen to the tail mark (awaitTail),
-// and the next fetch's round trip and decoding overlap the hand-out of
-// that tail. A small fetch (low rates, where latency matters) is taken
+// source's). So of a fetch larger than the reader's tail mark
+// (bufferLimits.tailBytes, tailRecs) poll takes all records but the last
+// and, when that one is of the take's largest partition (leftLargest),
+// reports hold: the reader takes the last record when the records it
+// holds have fallen to the tail mark (awaitTail), and the next fetch's
+// round trip and decoding overlap the hand-out of that tail. A small
+// fetch (low rates, where latency matters) is taken
 // whole at once, as franz-go hands it over. Nothing is skipped or read
 // twice: franz-go hands out the records left in order, and the offsets
 // a checkpoint stores are those of the records handed out.
