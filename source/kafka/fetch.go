@@ -14,13 +14,20 @@ import (
 // A fetch with records takes one of the reader's slots, given back when
 // all its records are handed out: with every slot taken the polling
 // stops, so memory stays bounded by MaxBufferedFetches fetches (plus the
-// one franz-go holds and the one waiting here for a slot).
+// one franz-go holds and the one waiting here for a slot). Of a large
+// fetch it takes all but the last record and the rest only when the
+// task nears the end of what it holds (see poll).
 func (r *Reader[T]) fetch() {
+	holding := false
 	for {
-		if !r.awaitRoom() {
+		if holding {
+			if !r.awaitTail() {
+				return
+			}
+		} else if !r.awaitRoom() {
 			return
 		}
-		fs := r.consumer.PollFetches(r.ctx)
+		fs, hold := r.poll()
 		if r.ctx.Err() != nil {
 			return
 		}
@@ -53,8 +60,12 @@ func (r *Reader[T]) fetch() {
 			}
 			it.recs += int64(len(p.Records))
 		})
+		holding = hold && it.recs > 0
 		if len(it.parts) == 0 {
 			continue
+		}
+		if holding {
+			it.held, it.tailAt = true, r.tailAt(it)
 		}
 		if it.slot {
 			select {
@@ -67,6 +78,132 @@ func (r *Reader[T]) fetch() {
 		}
 		if !r.deliver(it) {
 			return
+		}
+	}
+}
+
+// poll takes the consumer's next fetched records, waiting for a fetch
+// when none is buffered. franz-go's consumer fetches from a broker again
+// only once every record of the fetch it buffered is taken, and decodes
+// the fetch as soon as it arrives: a reader that took a large fetch
+// whole would hold it and the next one, decoded, while it hands out the
+// first (the exactly-once Kafka job's fetches are one batch of up to
+// 8 300 records, up to 2.3 MB of franz-go's records and decompressed
+// bytes: two a reader were most of the job's live heap that was the
+// source's). So of a fetch larger than the reader's tail mark
+// (bufferLimits.tailBytes, tailRecs) poll takes all records but the last
+// and, when that one is of the take's largest partition (leftLargest),
+// reports hold: the reader takes the last record when the records it
+// holds have fallen to the tail mark (awaitTail), and the next fetch's
+// round trip and decoding overlap the hand-out of that tail. A small
+// fetch (low rates, where latency matters) is taken
+// whole at once, as franz-go hands it over. Nothing is skipped or read
+// twice: franz-go hands out the records left in order, and the offsets
+// a checkpoint stores are those of the records handed out.
+func (r *Reader[T]) poll() (fs kgo.Fetches, hold bool) {
+	cl := r.consumer
+	fs = cl.PollRecords(r.ctx, 1)
+	if r.ctx.Err() != nil {
+		return fs, false
+	}
+	n := cl.BufferedFetchRecords()
+	if n == 0 {
+		return fs, false
+	}
+	if n < 2 || (cl.BufferedFetchBytes()+n*kafkaclient.RecordOverhead <= r.buf.tailBytes && n <= int64(r.buf.tailRecs)) {
+		return append(fs, buffered(cl, 0)...), false
+	}
+	fs = append(fs, buffered(cl, int(n-1))...)
+	if cl.BufferedFetchRecords() == 0 || !leftLargest(fs) {
+		return append(fs, buffered(cl, 0)...), false
+	}
+	return fs, true
+}
+
+// buffered takes up to n of the records cl has buffered (all of them
+// when n is 0) without waiting: franz-go's PollRecords returns at once
+// with a nil context.
+func buffered(cl *kgo.Client, n int) kgo.Fetches {
+	//lint:ignore SA1012 PollRecords waits for a fetch unless its context is nil
+	return cl.PollRecords(nil, n)
+}
+
+// leftLargest reports whether the record franz-go was left holding is
+// most likely of the partition the take fs ends with (franz-go hands out
+// a fetch's partitions in order, and the last one taken is the one cut
+// short: unless it was taken to its high watermark, when the record left
+// is of a partition after it) and that partition has at least as many
+// records in fs as any other: the hand-out is round robin, so its last
+// record would be handed out after the others' anyway, and holding the
+// next back delays no partition. A small partition's record is not held
+// back behind the others' records (TestReaderInterleavesPartitions).
+func leftLargest(fs kgo.Fetches) bool {
+	var last *kgo.FetchPartition
+	var lastTopic string
+	for i := range fs {
+		for j := range fs[i].Topics {
+			t := &fs[i].Topics[j]
+			for k := range t.Partitions {
+				if p := &t.Partitions[k]; len(p.Records) > 0 {
+					last, lastTopic = p, t.Topic
+				}
+			}
+		}
+	}
+	if last == nil {
+		return false
+	}
+	if end := last.Records[len(last.Records)-1].Offset + 1; end >= last.HighWatermark ||
+		(last.LastStableOffset >= 0 && end >= last.LastStableOffset) {
+		return false
+	}
+	counts := map[topicPartition]int{}
+	for i := range fs {
+		for j := range fs[i].Topics {
+			t := &fs[i].Topics[j]
+			for k := range t.Partitions {
+				counts[topicPartition{t.Topic, t.Partitions[k].Partition}] += len(t.Partitions[k].Records)
+			}
+		}
+	}
+	mine := counts[topicPartition{lastTopic, last.Partition}]
+	for _, c := range counts {
+		if c > mine {
+			return false
+		}
+	}
+	return true
+}
+
+// tailAt is the tail mark in records for it, taken from a large fetch
+// whose rest franz-go holds: the number of records queued in the reader
+// at which the task goroutine asks for the rest, the records averaging
+// its bytes.
+func (r *Reader[T]) tailAt(it item) int {
+	perRec := max(it.bytes/max(it.recs, 1), 1)
+	return int(min(r.buf.tailBytes/perRec, int64(r.buf.tailRecs)))
+}
+
+// awaitTail waits until the task goroutine has handed out the records of
+// the fetch poll held the rest of down to the tail mark; false when the
+// reader is closing.
+func (r *Reader[T]) awaitTail() bool {
+	select {
+	case <-r.tail:
+		return true
+	case <-r.ctx.Done():
+		return false
+	}
+}
+
+// checkTail tells the fetch goroutine to take the rest of a large fetch
+// once the records queued have fallen to the tail mark (task goroutine).
+func (r *Reader[T]) checkTail() {
+	if r.tailPending && r.buffered <= r.tailMark {
+		r.tailPending = false
+		select {
+		case r.tail <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -147,6 +284,9 @@ func (r *Reader[T]) pop(p *partition) *kgo.Record {
 			r.release(f)
 		}
 	}
+	if r.tailPending {
+		r.checkTail()
+	}
 	return rec
 }
 
@@ -208,6 +348,10 @@ func (r *Reader[T]) apply(it item) error {
 	}
 	if it.slot && f == nil {
 		r.release(&fetchRef{bytes: it.bytes, recs: it.recs})
+	}
+	if it.held {
+		r.tailPending, r.tailMark = true, it.tailAt
+		r.checkTail()
 	}
 	if a := it.advance; a != nil {
 		if p := r.parts[topicPartition{a.Topic, a.Partition}]; p != nil && !p.finished && p.next.Load() < a.Offset {

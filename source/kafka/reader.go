@@ -87,6 +87,11 @@ type item struct {
 	newParts []SplitState
 	advance  *SplitState // a bounded partition may move to Offset: nothing visible before it
 	err      error
+	// held: the item was taken from a large fetch whose rest franz-go
+	// holds; the task goroutine signals r.tail when the records it has
+	// queued fall to tailAt.
+	held   bool
+	tailAt int
 }
 
 // fetched is one partition's part of a fetch: its records and end offsets.
@@ -137,9 +142,15 @@ type Reader[T any] struct {
 	heldBytes atomic.Int64
 	heldRecs  atomic.Int64
 	room      chan struct{}
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	// The tail of a large fetch (see poll): tail is signalled to the
+	// fetch goroutine when the records queued (buffered) fall to
+	// tailMark while tailPending (task goroutine only).
+	tail        chan struct{}
+	tailPending bool
+	tailMark    int
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 
 	// Round robin over the partitions with buffered records (task
 	// goroutine only): turn has the turn for turnLeft more records, and
@@ -181,6 +192,7 @@ func newReader[T any](s *Source[T], rc source.ReaderContext) (*Reader[T], error)
 		cfg: &s.cfg, decode: s.decode, subtask: rc.Subtask, parallelism: rc.Parallelism,
 		buf:       s.cfg.bufferLimits(rc.Parallelism),
 		room:      make(chan struct{}, 1),
+		tail:      make(chan struct{}, 1),
 		client:    s.cfg.client.WithJobLogger(rc.Logger),
 		parts:     map[topicPartition]*partition{},
 		items:     make(chan item, s.cfg.maxBatches),

@@ -339,8 +339,13 @@ func MaxBufferedFetches(n int) Option { return func(c *config) { c.maxBatches = 
 // MaxBufferedBytes bounds the memory of the fetched records a reader
 // holds ahead of the task (their keys and values plus
 // an overhead each): past it the reader fetches no more until the task
-// has taken a fetch's records. Default: from the process's memory
-// budget, taskmanager.memory.kafka.source.fraction (DefaultMemoryFraction)
+// has taken a fetch's records. Of a fetch larger than half of it (or
+// than half of MaxBufferedRecords) whose last partition has the most
+// records, the reader takes the last record, which lets the client fetch
+// again, only when the records it holds have fallen to that half: the
+// client does not fetch and decode the next fetch while the reader hands
+// out most of a large one. Default: from the process's memory budget,
+// taskmanager.memory.kafka.source.fraction (DefaultMemoryFraction)
 // shared by the source's readers, which also sizes
 // franz-go's FetchMaxBytes and FetchMaxPartitionBytes unless
 // ClientOptions sets them.
@@ -356,6 +361,11 @@ func MaxBufferedRecords(n int) Option { return func(c *config) { c.maxRecords = 
 type bufferLimits struct {
 	maxBytes   int64
 	maxRecords int
+	// tailBytes and tailRecs are the tail mark (tailDivisor): a fetch
+	// larger is taken but for its last record until the records the
+	// reader holds fall to it (Reader.poll).
+	tailBytes int64
+	tailRecs  int
 	// client are the fetch sizes of the share, before the user's
 	// options.
 	client []kgo.Opt
@@ -371,8 +381,16 @@ func (c *config) bufferLimits(parallelism int) bufferLimits {
 	if l.maxRecords <= 0 {
 		l.maxRecords = share.MaxBufferedRecords
 	}
+	l.tailBytes, l.tailRecs = l.maxBytes/tailDivisor, l.maxRecords/tailDivisor
 	return l
 }
+
+// tailDivisor sets the tail mark, the part of a reader's bound
+// (MaxBufferedBytes, MaxBufferedRecords) at which it takes the rest of a
+// large fetch and so lets franz-go fetch the next (Reader.poll): the
+// records the reader then holds are handed out while the next fetch
+// makes its round trip and is decoded.
+const tailDivisor = 2
 
 // ErrInvalidConfig is returned (wrapped) by NewSource for a configuration it
 // refuses.
