@@ -182,6 +182,10 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		for _, fs := range frozen {
 			if b.closing.Load() {
 				fs.f.err = state.ErrClosed
+			} else if snap.plan == nil {
+				if err := b.drainForCheckpoint(fs.s, fs.f.w); err != nil {
+					fs.f.err = fmt.Errorf("write buffer: %w", err)
+				}
 			} else if err := b.writeBuffered(fs.s, fs.f.w); err != nil {
 				fs.f.err = fmt.Errorf("write buffer: %w", err)
 			}

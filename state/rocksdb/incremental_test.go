@@ -740,10 +740,11 @@ func mustEncode(t testing.TB, h *IncrementalHandle) string {
 }
 
 // TestIncrementalCheckpointOfSmallBuffers: the checkpoints of a job that
-// only updates value state write the buffered entries into the memtable
-// (no SST file ingested) and the metadata only when it changed (a new
-// state), so that a frequent checkpoint flushes one memtable per state
-// and nothing else; every checkpoint restores what it covered.
+// only updates value state write each state's buffered entries as one SST
+// file that RocksDB ingests, however few (drainForCheckpoint), so that the
+// listing of the live files finds the memtable empty and flushes nothing,
+// and write the metadata only when it changed (a new state); every
+// checkpoint restores what it covered.
 func TestIncrementalCheckpointOfSmallBuffers(t *testing.T) {
 	b := newTestBackend(t, Options{})
 	closeLater(t, b)
@@ -755,6 +756,18 @@ func TestIncrementalCheckpointOfSmallBuffers(t *testing.T) {
 	}
 	putAll(t, b, vals, all)
 	metaWrites := b.metaWrites
+	cf := b.states[valueDesc.Name].cf
+	var listed []uint64 // the value state's memtable entries when the live files are listed
+	b.testHookCheckpoint = func(id int64, drained bool) {
+		if !drained {
+			return
+		}
+		n, ok := b.db.GetIntPropertyCF("rocksdb.num-entries-active-mem-table", cf)
+		if !ok {
+			t.Error("no rocksdb.num-entries-active-mem-table")
+		}
+		listed = append(listed, n)
+	}
 	h1 := roundTrip(t, checkpoint(t, b, 1, stor))
 	b.NotifyCheckpointComplete(1)
 	vals1 := slices.Clone(vals)
@@ -763,8 +776,11 @@ func TestIncrementalCheckpointOfSmallBuffers(t *testing.T) {
 	}
 	putAll(t, b, vals, all[:350])
 	h2 := roundTrip(t, checkpoint(t, b, 2, stor))
-	if n := b.spillSeq.Load(); n != 0 {
-		t.Errorf("%d write buffers were ingested as SST files, want none (each under %d bytes)", n, smallDrain)
+	if n := b.spillSeq.Load(); n != 2 {
+		t.Errorf("two checkpoints of one state ingested %d SST files, want 2", n)
+	}
+	if !slices.Equal(listed, []uint64{0, 0}) {
+		t.Errorf("the value state's memtable held %v entries when the two checkpoints listed the live files, want none (nothing to flush)", listed)
 	}
 	if b.metaWrites != metaWrites {
 		t.Errorf("the metadata was written %d times by two checkpoints of value writes, want 0", b.metaWrites-metaWrites)
