@@ -194,3 +194,21 @@ func (u StateUploader) Upload(name string, r io.Reader, size int64, shared bool)
 	}
 	return json.Marshal(h)
 }
+
+// UploadFile stores the local file path (name, size bytes, checksum
+// crc32c) as Upload would, but a shared one as a hard link where the
+// location can make one (LinkSharedFile: a POSIX location on the same
+// file system), not a copy. ok is false when it did not: the caller
+// uploads the file with Upload. The file must never be written again
+// (RocksDB's SST files).
+func (u StateUploader) UploadFile(name, path string, size int64, crc32c uint32, shared bool) (ref []byte, ok bool, err error) {
+	if !shared {
+		return nil, false, nil
+	}
+	h, ok, err := u.Loc.LinkSharedFile(u.Owner+"-"+name, path, size, crc32c)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	ref, err = json.Marshal(h)
+	return ref, err == nil, err
+}

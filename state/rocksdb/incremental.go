@@ -419,13 +419,48 @@ func (s *IncrementalSnapshot) uploadFiles(u Uploader, dir string, local []localF
 	return files, usedBase, nil
 }
 
+// FileUploader is an Uploader that can store a local file without
+// copying it: checkpoint storage's StateUploader, which hard-links a
+// shared file into a location on the same file system (the checkpoint's
+// commit fsyncs it there). UploadFile returns ok false when it did not
+// store the file; it is then uploaded through Upload.
+type FileUploader interface {
+	UploadFile(name, path string, size int64, crc32c uint32, shared bool) (ref []byte, ok bool, err error)
+}
+
 // uploadFile uploads one file, filling in its reference and checksum.
+// An SST file, never written again once RocksDB made it, is linked
+// rather than copied where the uploader can (FileUploader); its checksum
+// is read from the file.
 func uploadFile(u Uploader, path string, hf *HandleFile) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", hf.Name, err)
 	}
 	defer f.Close()
+	if fu, ok := u.(FileUploader); ok && hf.Shared && isSST(hf.Name) {
+		cr := &checksumReader{r: io.LimitReader(f, hf.Size), h: crc32.New(crcTable)}
+		if _, err := io.Copy(io.Discard, cr); err != nil {
+			return fmt.Errorf("read %s: %w", hf.Name, err)
+		}
+		if cr.n != hf.Size {
+			return fmt.Errorf("read %s: %d of %d bytes", hf.Name, cr.n, hf.Size)
+		}
+		ref, ok, err := fu.UploadFile(hf.Name, path, hf.Size, cr.h.Sum32(), hf.Shared)
+		if err != nil {
+			return fmt.Errorf("upload %s: %w", hf.Name, err)
+		}
+		if ok {
+			if len(ref) == 0 {
+				return fmt.Errorf("upload %s: the uploader returned an empty reference", hf.Name)
+			}
+			hf.Ref, hf.CRC32C = slices.Clone(ref), cr.h.Sum32()
+			return nil
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("read %s: %w", hf.Name, err)
+		}
+	}
 	return uploadReader(u, f, hf)
 }
 

@@ -851,3 +851,101 @@ func TestIncrementalManifestStaysSmall(t *testing.T) {
 	verifyAll(t, r, vals)
 	check(t, r.Close())
 }
+
+// linkingStorage is dirStorage with a FileUploader that hard-links the
+// files it is offered into shared/ (checkpoint storage on the same file
+// system), or declines them all (refuse: a storage that cannot link).
+type linkingStorage struct {
+	*dirStorage
+	refuse bool
+	linked map[string]uint32 // name -> the checksum it was offered with
+}
+
+func (s *linkingStorage) UploadFile(name, path string, size int64, crc32c uint32, shared bool) ([]byte, bool, error) {
+	if s.refuse || !shared {
+		return nil, false, nil
+	}
+	s.mu.Lock()
+	s.seq++
+	rel := filepath.Join("shared", fmt.Sprintf("%06d-%s", s.seq, name))
+	s.linked[name] = crc32c
+	s.mu.Unlock()
+	if fi, err := os.Stat(path); err != nil || fi.Size() != size {
+		return nil, false, fmt.Errorf("link %s: size %v, want %d (%v)", path, fi, size, err)
+	}
+	if err := os.Link(path, filepath.Join(s.root, rel)); err != nil {
+		return nil, false, err
+	}
+	return []byte(rel), true, nil
+}
+
+// TestCheckpointLinksSSTFiles: with an uploader that can link local files
+// (checkpoint storage on the same file system) a checkpoint's new SST
+// files are links to the database's own (the same inode, no copy), with
+// their checksums; the MANIFEST, OPTIONS and CURRENT are uploaded as
+// before; an uploader that declines gets every file through Upload. Both
+// checkpoints restore from storage alone.
+func TestCheckpointLinksSSTFiles(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refuse=%v", refuse), func(t *testing.T) {
+			b := newTestBackend(t, Options{})
+			closeLater(t, b)
+			stor := &linkingStorage{dirStorage: newDirStorage(t), refuse: refuse, linked: make(map[string]uint32)}
+			vals := make([]string, 300)
+			all := make([]int, len(vals))
+			for i := range vals {
+				vals[i], all[i] = fmt.Sprint("v", i), i
+			}
+			putAll(t, b, vals, all)
+			snap, err := b.SnapshotIncremental(1)
+			check(t, err)
+			h, err := snap.Upload(stor)
+			check(t, err)
+			ssts := 0
+			for _, f := range h.Files {
+				stored := filepath.Join(stor.root, string(f.Ref))
+				crc, err := fileCRC32C(stored)
+				check(t, err)
+				if crc != f.CRC32C {
+					t.Errorf("%s: stored checksum %08x, handle's %08x", f.Name, crc, f.CRC32C)
+				}
+				sfi, err := os.Stat(stored)
+				check(t, err)
+				lfi, lerr := os.Stat(filepath.Join(b.dbDir, f.Name))
+				same := lerr == nil && os.SameFile(sfi, lfi)
+				_, offered := stor.linked[f.Name]
+				if !isSST(f.Name) {
+					if offered || same {
+						t.Errorf("%s: linked, want it uploaded", f.Name)
+					}
+					continue
+				}
+				ssts++
+				switch {
+				case refuse && same:
+					t.Errorf("%s: stored as a link though the uploader declined", f.Name)
+				case !refuse && (!same || stor.linked[f.Name] != f.CRC32C):
+					t.Errorf("%s: same file %v, offered with checksum %08x (%v), want a link with %08x", f.Name, same, stor.linked[f.Name], offered, f.CRC32C)
+				}
+			}
+			snap.Release()
+			if ssts == 0 {
+				t.Fatal("the checkpoint has no SST file")
+			}
+			if wantUploads := len(h.Files) - ssts; refuse {
+				wantUploads = len(h.Files)
+				if stor.files != wantUploads {
+					t.Errorf("%d files went through Upload, want %d", stor.files, wantUploads)
+				}
+			} else if stor.files != wantUploads {
+				t.Errorf("%d files went through Upload, want %d (all but the SST files)", stor.files, wantUploads)
+			}
+			b.NotifyCheckpointComplete(1)
+			check(t, b.Close())
+			r := newTestBackend(t, Options{})
+			check(t, r.RestoreIncremental([]*IncrementalHandle{roundTrip(t, h)}, stor.download))
+			verifyAll(t, r, vals)
+			check(t, r.Close())
+		})
+	}
+}
