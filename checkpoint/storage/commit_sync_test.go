@@ -266,11 +266,13 @@ func TestUploadFileLinksAndTheCommitSyncsIt(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	summed := 0
+	checksum := func() (uint32, error) { summed++; return storage.Checksum(data), nil }
 	u := storage.StateUploader{Loc: loc, Owner: "op-0"}
-	if _, ok, err := u.UploadFile("000012.sst", src, int64(len(data)), storage.Checksum(data), false); ok || err != nil {
-		t.Fatalf("UploadFile of a private file = %v, %v; want it declined", ok, err)
+	if _, ok, err := u.UploadFile("000012.sst", src, int64(len(data)), false, checksum); ok || err != nil || summed != 0 {
+		t.Fatalf("UploadFile of a private file = %v, %v (%d checksums); want it declined unread", ok, err, summed)
 	}
-	ref, ok, err := u.UploadFile("000012.sst", src, int64(len(data)), storage.Checksum(data), true)
+	ref, ok, err := u.UploadFile("000012.sst", src, int64(len(data)), true, checksum)
 	if err != nil || !ok {
 		t.Fatalf("UploadFile = %v, %v", ok, err)
 	}
@@ -316,7 +318,17 @@ func TestUploadFileLinksAndTheCommitSyncsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := (storage.StateUploader{Loc: nloc, Owner: "op-0"}).UploadFile("000012.sst", src, int64(len(data)), storage.Checksum(data), true); ok || err != nil {
-		t.Fatalf("UploadFile without link(2) = %v, %v; want it declined", ok, err)
+	if _, ok, err := (storage.StateUploader{Loc: nloc, Owner: "op-0"}).UploadFile("000012.sst", src, int64(len(data)), true, checksum); ok || err != nil || summed != 1 {
+		t.Fatalf("UploadFile without link(2) = %v, %v (%d checksums); want it declined unread", ok, err, summed)
+	}
+
+	// A checksum that fails: the link is deleted, the upload fails.
+	failed := errors.New("read failed")
+	if _, ok, err := u.UploadFile("000013.sst", src, int64(len(data)), true, func() (uint32, error) { return 0, failed }); ok || !errors.Is(err, failed) {
+		t.Fatalf("UploadFile with a failing checksum = %v, %v", ok, err)
+	}
+	entries, err := os.ReadDir(filepath.Join(st.JobDir(), "shared"))
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("shared directory after a failed link: %v, %v; want only the first link", entries, err)
 	}
 }

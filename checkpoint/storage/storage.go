@@ -316,14 +316,15 @@ func (l *Location) CreateSharedStream(owner string) (*StateStream, error) {
 	return newStateStream(l.b, sharedPrefix, sanitize(owner)+"-"+randomSuffix(), true, -1, l.id), nil
 }
 
-// LinkSharedFile publishes the local file src, of size bytes with
-// checksum crc32c (CRC-32C), in the shared directory as owner's, as
-// CreateSharedStream would, but without copying it: a second name of the
-// file, made durable by this checkpoint's commit. That needs a backend
-// that both links (FileLinker) and defers syncs (DeferredSyncer), and src
-// on its file system; ok is false when it cannot, and the caller streams
-// the file instead. src must never be written again.
-func (l *Location) LinkSharedFile(owner, src string, size int64, crc32c uint32) (h StateHandle, ok bool, err error) {
+// LinkSharedFile publishes the local file src, of size bytes, in the
+// shared directory as owner's, as CreateSharedStream would, but without
+// copying it: a second name of the file, made durable by this
+// checkpoint's commit. That needs a backend that both links (FileLinker)
+// and defers syncs (DeferredSyncer), and src on its file system; ok is
+// false when it cannot (nothing was read or made), and the caller streams
+// the file instead. checksum gives the file's CRC-32C once it is linked;
+// when it fails the link is deleted. src must never be written again.
+func (l *Location) LinkSharedFile(owner, src string, size int64, checksum func() (uint32, error)) (h StateHandle, ok bool, err error) {
 	if l.savepoint {
 		return StateHandle{}, false, fmt.Errorf("link shared file for savepoint %d: %w", l.id, ErrSharedInSavepoint)
 	}
@@ -332,10 +333,18 @@ func (l *Location) LinkSharedFile(owner, src string, size int64, crc32c uint32) 
 		return StateHandle{}, false, nil
 	}
 	name := sanitize(owner) + "-" + randomSuffix()
-	if err := fl.LinkDeferred(l.st.ctx(), sharedPrefix+name, src); err != nil {
+	key := sharedPrefix + name
+	if err := fl.LinkDeferred(l.st.ctx(), key, src); err != nil {
 		return StateHandle{}, false, nil // another file system: copy it
 	}
-	return StateHandle{Path: name, Shared: true, Size: size, CRC32C: crc32c, DurableAt: l.id}, true, nil
+	crc, err := checksum()
+	if err != nil {
+		if derr := l.b.DeleteBatch(l.st.ctx(), []string{key}); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return StateHandle{}, false, fmt.Errorf("link %s: %w", l.b.Path(key), err)
+	}
+	return StateHandle{Path: name, Shared: true, Size: size, CRC32C: crc, DurableAt: l.id}, true, nil
 }
 
 // WriteMetadata commits the location: it makes the shared files durable

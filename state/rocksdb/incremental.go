@@ -422,16 +422,17 @@ func (s *IncrementalSnapshot) uploadFiles(u Uploader, dir string, local []localF
 // FileUploader is an Uploader that can store a local file without
 // copying it: checkpoint storage's StateUploader, which hard-links a
 // shared file into a location on the same file system (the checkpoint's
-// commit fsyncs it there). UploadFile returns ok false when it did not
-// store the file; it is then uploaded through Upload.
+// commit fsyncs it there), then asks checksum for the file's CRC-32C.
+// UploadFile returns ok false when it did not store the file (without
+// calling checksum); it is then uploaded through Upload.
 type FileUploader interface {
-	UploadFile(name, path string, size int64, crc32c uint32, shared bool) (ref []byte, ok bool, err error)
+	UploadFile(name, path string, size int64, shared bool, checksum func() (uint32, error)) (ref []byte, ok bool, err error)
 }
 
 // uploadFile uploads one file, filling in its reference and checksum.
 // An SST file, never written again once RocksDB made it, is linked
 // rather than copied where the uploader can (FileUploader); its checksum
-// is read from the file.
+// is then read from the file.
 func uploadFile(u Uploader, path string, hf *HandleFile) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -439,26 +440,29 @@ func uploadFile(u Uploader, path string, hf *HandleFile) error {
 	}
 	defer f.Close()
 	if fu, ok := u.(FileUploader); ok && hf.Shared && isSST(hf.Name) {
-		cr := &checksumReader{r: io.LimitReader(f, hf.Size), h: crc32.New(crcTable)}
-		if _, err := io.Copy(io.Discard, cr); err != nil {
-			return fmt.Errorf("read %s: %w", hf.Name, err)
+		var sum uint32
+		summed := false
+		checksum := func() (uint32, error) {
+			cr := &checksumReader{r: io.LimitReader(f, hf.Size), h: crc32.New(crcTable)}
+			if _, err := io.Copy(io.Discard, cr); err != nil {
+				return 0, fmt.Errorf("read %s: %w", hf.Name, err)
+			}
+			if cr.n != hf.Size {
+				return 0, fmt.Errorf("read %s: %d of %d bytes", hf.Name, cr.n, hf.Size)
+			}
+			sum, summed = cr.h.Sum32(), true
+			return sum, nil
 		}
-		if cr.n != hf.Size {
-			return fmt.Errorf("read %s: %d of %d bytes", hf.Name, cr.n, hf.Size)
-		}
-		ref, ok, err := fu.UploadFile(hf.Name, path, hf.Size, cr.h.Sum32(), hf.Shared)
+		ref, ok, err := fu.UploadFile(hf.Name, path, hf.Size, hf.Shared, checksum)
 		if err != nil {
 			return fmt.Errorf("upload %s: %w", hf.Name, err)
 		}
 		if ok {
-			if len(ref) == 0 {
-				return fmt.Errorf("upload %s: the uploader returned an empty reference", hf.Name)
+			if len(ref) == 0 || !summed {
+				return fmt.Errorf("upload %s: the uploader returned an empty reference or stored the file without its checksum", hf.Name)
 			}
-			hf.Ref, hf.CRC32C = slices.Clone(ref), cr.h.Sum32()
+			hf.Ref, hf.CRC32C = slices.Clone(ref), sum
 			return nil
-		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return fmt.Errorf("read %s: %w", hf.Name, err)
 		}
 	}
 	return uploadReader(u, f, hf)

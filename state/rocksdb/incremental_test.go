@@ -861,21 +861,27 @@ type linkingStorage struct {
 	linked map[string]uint32 // name -> the checksum it was offered with
 }
 
-func (s *linkingStorage) UploadFile(name, path string, size int64, crc32c uint32, shared bool) ([]byte, bool, error) {
+func (s *linkingStorage) UploadFile(name, path string, size int64, shared bool, checksum func() (uint32, error)) ([]byte, bool, error) {
 	if s.refuse || !shared {
 		return nil, false, nil
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != size {
+		return nil, false, fmt.Errorf("link %s: size %v, want %d (%v)", path, fi, size, err)
 	}
 	s.mu.Lock()
 	s.seq++
 	rel := filepath.Join("shared", fmt.Sprintf("%06d-%s", s.seq, name))
-	s.linked[name] = crc32c
 	s.mu.Unlock()
-	if fi, err := os.Stat(path); err != nil || fi.Size() != size {
-		return nil, false, fmt.Errorf("link %s: size %v, want %d (%v)", path, fi, size, err)
-	}
 	if err := os.Link(path, filepath.Join(s.root, rel)); err != nil {
 		return nil, false, err
 	}
+	crc, err := checksum()
+	if err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	s.linked[name] = crc
+	s.mu.Unlock()
 	return []byte(rel), true, nil
 }
 
