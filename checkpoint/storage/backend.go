@@ -124,6 +124,21 @@ type DeferredSyncer interface {
 	PutIfAbsentAfterSync(ctx context.Context, key string, data []byte, objects, dirs []string) error
 }
 
+// FileLinker is implemented by backends that can publish a local file
+// under a key without copying it (POSIX on a file system with link(2)).
+// A state backend whose files are immutable once written (RocksDB's SST
+// files) uploads them this way when the storage is on the same file
+// system: the object is a second name of the local file, made durable,
+// as CreateDeferred's objects are, by the checkpoint's commit, which
+// fsyncs it under its key (the inode the local file shares). The local
+// file must never be written again.
+type FileLinker interface {
+	// LinkDeferred makes key a second name of the local file src, never
+	// replacing an object there. It fails when src cannot be linked
+	// (another file system, no link(2)); the caller then copies it.
+	LinkDeferred(ctx context.Context, key, src string) error
+}
+
 // DirMaker is implemented by backends with real directories. Storage makes
 // a checkpoint's directory when it opens its location, so that a
 // checkpoint that wrote nothing still shows (as a directory marker) and its

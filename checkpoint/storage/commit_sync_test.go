@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -244,5 +245,90 @@ func TestCommitFailsWhenASharedFileCannotBeSynced(t *testing.T) {
 	}
 	if _, serr := os.Stat(filepath.Join(loc.Dir(), "_metadata")); !errors.Is(serr, fs.ErrNotExist) {
 		t.Fatalf("_metadata published after a failed commit: %v", serr)
+	}
+}
+
+// TestUploadFileLinksAndTheCommitSyncsIt: a shared file uploaded with
+// StateUploader.UploadFile on a POSIX location is a hard link to the local
+// file (the same inode, no copy), not fsynced before the commit, which
+// fsyncs it under its key before _metadata is published; the checkpoint
+// restores it. A file system without link(2) declines (the caller copies),
+// and so does a private file.
+func TestUploadFileLinksAndTheCommitSyncsIt(t *testing.T) {
+	cfs := &syncCountingFS{syncs: map[string]int{}}
+	st, _ := newStorage(t, cfs, 0)
+	loc, err := st.Checkpoint(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "000012.sst")
+	data := bytes.Repeat([]byte("sst"), 1000)
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	summed := 0
+	checksum := func() (uint32, error) { summed++; return storage.Checksum(data), nil }
+	u := storage.StateUploader{Loc: loc, Owner: "op-0"}
+	if _, ok, err := u.UploadFile("000012.sst", src, int64(len(data)), false, checksum); ok || err != nil || summed != 0 {
+		t.Fatalf("UploadFile of a private file = %v, %v (%d checksums); want it declined unread", ok, err, summed)
+	}
+	ref, ok, err := u.UploadFile("000012.sst", src, int64(len(data)), true, checksum)
+	if err != nil || !ok {
+		t.Fatalf("UploadFile = %v, %v", ok, err)
+	}
+	var h storage.StateHandle
+	if err := json.Unmarshal(ref, &h); err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(st.JobDir(), "shared", h.Path)
+	sfi, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lfi, err := os.Stat(linked)
+	if err != nil || !os.SameFile(sfi, lfi) {
+		t.Fatalf("%s is not a link to %s (%v)", linked, src, err)
+	}
+	if !h.Shared || h.Size != int64(len(data)) || h.CRC32C != storage.Checksum(data) || h.DurableAt != 1 {
+		t.Fatalf("handle %+v", h)
+	}
+	if len(cfs.syncs) != 0 {
+		t.Fatalf("fsyncs before the commit: %v", cfs.syncs)
+	}
+	md := &storage.Metadata{Version: 1, CheckpointID: 1, Kind: storage.KindCheckpoint, Subtasks: []storage.SubtaskState{{
+		OperatorUID: "op", KeyedState: []storage.KeyedStateHandle{{Files: []storage.NamedHandle{{Name: "000012.sst", Handle: h}}}}}}}
+	if _, err := loc.WriteMetadata(md); err != nil {
+		t.Fatal(err)
+	}
+	if cfs.syncs[linked] != 1 {
+		t.Errorf("the commit fsynced the linked file %d times, want 1 (%v)", cfs.syncs[linked], cfs.syncs)
+	}
+	rec, err := st.Recover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := rec.Latest()
+	got, err := snap.ReadAll(snap.Metadata.Subtasks[0].KeyedState[0].Files[0].Handle)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("restored %d bytes, %v; want the file's %d", len(got), err, len(data))
+	}
+
+	nst, _ := newStorage(t, noLinkFS{}, 0)
+	nloc, err := nst.Checkpoint(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := (storage.StateUploader{Loc: nloc, Owner: "op-0"}).UploadFile("000012.sst", src, int64(len(data)), true, checksum); ok || err != nil || summed != 1 {
+		t.Fatalf("UploadFile without link(2) = %v, %v (%d checksums); want it declined unread", ok, err, summed)
+	}
+
+	// A checksum that fails: the link is deleted, the upload fails.
+	failed := errors.New("read failed")
+	if _, ok, err := u.UploadFile("000013.sst", src, int64(len(data)), true, func() (uint32, error) { return 0, failed }); ok || !errors.Is(err, failed) {
+		t.Fatalf("UploadFile with a failing checksum = %v, %v", ok, err)
+	}
+	entries, err := os.ReadDir(filepath.Join(st.JobDir(), "shared"))
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("shared directory after a failed link: %v, %v; want only the first link", entries, err)
 	}
 }

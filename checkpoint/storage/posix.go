@@ -26,7 +26,9 @@ import (
 // checkpoint rather than per state file. A checkpoint's state streams,
 // private and shared, are written with CreateDeferred: not even fsynced
 // on Commit, they are made durable by the checkpoint's commit
-// (PutIfAbsentAfterSync), in parallel with the _metadata's own fsyncs.
+// (PutIfAbsentAfterSync), in parallel with the _metadata's own fsyncs;
+// so are the local files published by LinkDeferred (a hard link instead
+// of a copy: StateUploader.UploadFile).
 //
 // Directories are made as files need them, and DeleteBatch removes the
 // directories it leaves empty (never the root), as an object store has
@@ -43,6 +45,7 @@ var (
 	_ Syncer         = (*POSIX)(nil)
 	_ DirMaker       = (*POSIX)(nil)
 	_ DeferredSyncer = (*POSIX)(nil)
+	_ FileLinker     = (*POSIX)(nil)
 	_ LockingBackend = (*POSIX)(nil)
 )
 
@@ -203,6 +206,30 @@ func (p *POSIX) Create(ctx context.Context, key string) (ObjectWriter, error) {
 // renames it without an fsync: PutIfAbsentAfterSync makes it durable.
 func (p *POSIX) CreateDeferred(ctx context.Context, key string) (ObjectWriter, error) {
 	return p.createWriter(ctx, key, true)
+}
+
+// LinkDeferred makes key a second name of the local file src (link(2)),
+// making key's directory when it is missing; like CreateDeferred's
+// objects it is not fsynced: PutIfAbsentAfterSync makes it durable. It
+// fails when the FS has no Linker or src is on another file system.
+func (p *POSIX) LinkDeferred(ctx context.Context, key, src string) error {
+	final, err := p.check(ctx, key)
+	if err != nil {
+		return err
+	}
+	l, ok := p.fs.(Linker)
+	if !ok {
+		return fmt.Errorf("link %s: the file system has no link(2)", final)
+	}
+	for try := 0; ; try++ {
+		err := l.Link(src, final)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || try == 3 {
+			return err
+		}
+		if err := p.fs.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+			return err
+		}
+	}
 }
 
 // maxParallelSyncs bounds the fsyncs a commit runs at once.

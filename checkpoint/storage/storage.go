@@ -316,6 +316,37 @@ func (l *Location) CreateSharedStream(owner string) (*StateStream, error) {
 	return newStateStream(l.b, sharedPrefix, sanitize(owner)+"-"+randomSuffix(), true, -1, l.id), nil
 }
 
+// LinkSharedFile publishes the local file src, of size bytes, in the
+// shared directory as owner's, as CreateSharedStream would, but without
+// copying it: a second name of the file, made durable by this
+// checkpoint's commit. That needs a backend that both links (FileLinker)
+// and defers syncs (DeferredSyncer), and src on its file system; ok is
+// false when it cannot (nothing was read or made), and the caller streams
+// the file instead. checksum gives the file's CRC-32C once it is linked;
+// when it fails the link is deleted. src must never be written again.
+func (l *Location) LinkSharedFile(owner, src string, size int64, checksum func() (uint32, error)) (h StateHandle, ok bool, err error) {
+	if l.savepoint {
+		return StateHandle{}, false, fmt.Errorf("link shared file for savepoint %d: %w", l.id, ErrSharedInSavepoint)
+	}
+	fl, linker := l.b.(FileLinker)
+	if _, deferred := l.b.(DeferredSyncer); !linker || !deferred {
+		return StateHandle{}, false, nil
+	}
+	name := sanitize(owner) + "-" + randomSuffix()
+	key := sharedPrefix + name
+	if err := fl.LinkDeferred(l.st.ctx(), key, src); err != nil {
+		return StateHandle{}, false, nil // another file system: copy it
+	}
+	crc, err := checksum()
+	if err != nil {
+		if derr := l.b.DeleteBatch(l.st.ctx(), []string{key}); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return StateHandle{}, false, fmt.Errorf("link %s: %w", l.b.Path(key), err)
+	}
+	return StateHandle{Path: name, Shared: true, Size: size, CRC32C: crc, DurableAt: l.id}, true, nil
+}
+
 // WriteMetadata commits the location: it makes the shared files durable
 // (on a Syncer backend, the private ones are by the commit itself) and
 // writes md as <location>/_metadata with PutIfAbsent, which never replaces

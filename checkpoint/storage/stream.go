@@ -194,3 +194,21 @@ func (u StateUploader) Upload(name string, r io.Reader, size int64, shared bool)
 	}
 	return json.Marshal(h)
 }
+
+// UploadFile stores the local file path (name, size bytes) as Upload
+// would, but a shared one as a hard link where the location can make one
+// (LinkSharedFile: a POSIX location on the same file system), not a copy;
+// checksum gives the file's CRC-32C once it is linked. ok is false when it
+// did not (nothing was read): the caller uploads the file with Upload.
+// The file must never be written again (RocksDB's SST files).
+func (u StateUploader) UploadFile(name, path string, size int64, shared bool, checksum func() (uint32, error)) (ref []byte, ok bool, err error) {
+	if !shared {
+		return nil, false, nil
+	}
+	h, ok, err := u.Loc.LinkSharedFile(u.Owner+"-"+name, path, size, checksum)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	ref, err = json.Marshal(h)
+	return ref, err == nil, err
+}

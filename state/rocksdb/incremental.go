@@ -182,6 +182,10 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		for _, fs := range frozen {
 			if b.closing.Load() {
 				fs.f.err = state.ErrClosed
+			} else if snap.plan == nil {
+				if err := b.drainForCheckpoint(fs.s, fs.f.w); err != nil {
+					fs.f.err = fmt.Errorf("write buffer: %w", err)
+				}
 			} else if err := b.writeBuffered(fs.s, fs.f.w); err != nil {
 				fs.f.err = fmt.Errorf("write buffer: %w", err)
 			}
@@ -415,13 +419,52 @@ func (s *IncrementalSnapshot) uploadFiles(u Uploader, dir string, local []localF
 	return files, usedBase, nil
 }
 
+// FileUploader is an Uploader that can store a local file without
+// copying it: checkpoint storage's StateUploader, which hard-links a
+// shared file into a location on the same file system (the checkpoint's
+// commit fsyncs it there), then asks checksum for the file's CRC-32C.
+// UploadFile returns ok false when it did not store the file (without
+// calling checksum); it is then uploaded through Upload.
+type FileUploader interface {
+	UploadFile(name, path string, size int64, shared bool, checksum func() (uint32, error)) (ref []byte, ok bool, err error)
+}
+
 // uploadFile uploads one file, filling in its reference and checksum.
+// An SST file, never written again once RocksDB made it, is linked
+// rather than copied where the uploader can (FileUploader); its checksum
+// is then read from the file.
 func uploadFile(u Uploader, path string, hf *HandleFile) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", hf.Name, err)
 	}
 	defer f.Close()
+	if fu, ok := u.(FileUploader); ok && hf.Shared && isSST(hf.Name) {
+		var sum uint32
+		summed := false
+		checksum := func() (uint32, error) {
+			cr := &checksumReader{r: io.LimitReader(f, hf.Size), h: crc32.New(crcTable)}
+			if _, err := io.Copy(io.Discard, cr); err != nil {
+				return 0, fmt.Errorf("read %s: %w", hf.Name, err)
+			}
+			if cr.n != hf.Size {
+				return 0, fmt.Errorf("read %s: %d of %d bytes", hf.Name, cr.n, hf.Size)
+			}
+			sum, summed = cr.h.Sum32(), true
+			return sum, nil
+		}
+		ref, ok, err := fu.UploadFile(hf.Name, path, hf.Size, hf.Shared, checksum)
+		if err != nil {
+			return fmt.Errorf("upload %s: %w", hf.Name, err)
+		}
+		if ok {
+			if len(ref) == 0 || !summed {
+				return fmt.Errorf("upload %s: the uploader returned an empty reference or stored the file without its checksum", hf.Name)
+			}
+			hf.Ref, hf.CRC32C = slices.Clone(ref), sum
+			return nil
+		}
+	}
 	return uploadReader(u, f, hf)
 }
 

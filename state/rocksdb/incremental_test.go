@@ -740,10 +740,11 @@ func mustEncode(t testing.TB, h *IncrementalHandle) string {
 }
 
 // TestIncrementalCheckpointOfSmallBuffers: the checkpoints of a job that
-// only updates value state write the buffered entries into the memtable
-// (no SST file ingested) and the metadata only when it changed (a new
-// state), so that a frequent checkpoint flushes one memtable per state
-// and nothing else; every checkpoint restores what it covered.
+// only updates value state write each state's buffered entries as one SST
+// file that RocksDB ingests, however few (drainForCheckpoint), so that the
+// listing of the live files finds the memtable empty and flushes nothing,
+// and write the metadata only when it changed (a new state); every
+// checkpoint restores what it covered.
 func TestIncrementalCheckpointOfSmallBuffers(t *testing.T) {
 	b := newTestBackend(t, Options{})
 	closeLater(t, b)
@@ -755,6 +756,18 @@ func TestIncrementalCheckpointOfSmallBuffers(t *testing.T) {
 	}
 	putAll(t, b, vals, all)
 	metaWrites := b.metaWrites
+	cf := b.states[valueDesc.Name].cf
+	var listed []uint64 // the value state's memtable entries when the live files are listed
+	b.testHookCheckpoint = func(id int64, drained bool) {
+		if !drained {
+			return
+		}
+		n, ok := b.db.GetIntPropertyCF("rocksdb.num-entries-active-mem-table", cf)
+		if !ok {
+			t.Error("no rocksdb.num-entries-active-mem-table")
+		}
+		listed = append(listed, n)
+	}
 	h1 := roundTrip(t, checkpoint(t, b, 1, stor))
 	b.NotifyCheckpointComplete(1)
 	vals1 := slices.Clone(vals)
@@ -763,8 +776,11 @@ func TestIncrementalCheckpointOfSmallBuffers(t *testing.T) {
 	}
 	putAll(t, b, vals, all[:350])
 	h2 := roundTrip(t, checkpoint(t, b, 2, stor))
-	if n := b.spillSeq.Load(); n != 0 {
-		t.Errorf("%d write buffers were ingested as SST files, want none (each under %d bytes)", n, smallDrain)
+	if n := b.spillSeq.Load(); n != 2 {
+		t.Errorf("two checkpoints of one state ingested %d SST files, want 2", n)
+	}
+	if !slices.Equal(listed, []uint64{0, 0}) {
+		t.Errorf("the value state's memtable held %v entries when the two checkpoints listed the live files, want none (nothing to flush)", listed)
 	}
 	if b.metaWrites != metaWrites {
 		t.Errorf("the metadata was written %d times by two checkpoints of value writes, want 0", b.metaWrites-metaWrites)
@@ -834,4 +850,108 @@ func TestIncrementalManifestStaysSmall(t *testing.T) {
 	check(t, r.RestoreIncremental([]*IncrementalHandle{roundTrip(t, h)}, stor.download))
 	verifyAll(t, r, vals)
 	check(t, r.Close())
+}
+
+// linkingStorage is dirStorage with a FileUploader that hard-links the
+// files it is offered into shared/ (checkpoint storage on the same file
+// system), or declines them all (refuse: a storage that cannot link).
+type linkingStorage struct {
+	*dirStorage
+	refuse bool
+	linked map[string]uint32 // name -> the checksum it was offered with
+}
+
+func (s *linkingStorage) UploadFile(name, path string, size int64, shared bool, checksum func() (uint32, error)) ([]byte, bool, error) {
+	if s.refuse || !shared {
+		return nil, false, nil
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != size {
+		return nil, false, fmt.Errorf("link %s: size %v, want %d (%v)", path, fi, size, err)
+	}
+	s.mu.Lock()
+	s.seq++
+	rel := filepath.Join("shared", fmt.Sprintf("%06d-%s", s.seq, name))
+	s.mu.Unlock()
+	if err := os.Link(path, filepath.Join(s.root, rel)); err != nil {
+		return nil, false, err
+	}
+	crc, err := checksum()
+	if err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	s.linked[name] = crc
+	s.mu.Unlock()
+	return []byte(rel), true, nil
+}
+
+// TestCheckpointLinksSSTFiles: with an uploader that can link local files
+// (checkpoint storage on the same file system) a checkpoint's new SST
+// files are links to the database's own (the same inode, no copy), with
+// their checksums; the MANIFEST, OPTIONS and CURRENT are uploaded as
+// before; an uploader that declines gets every file through Upload. Both
+// checkpoints restore from storage alone.
+func TestCheckpointLinksSSTFiles(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refuse=%v", refuse), func(t *testing.T) {
+			b := newTestBackend(t, Options{})
+			closeLater(t, b)
+			stor := &linkingStorage{dirStorage: newDirStorage(t), refuse: refuse, linked: make(map[string]uint32)}
+			vals := make([]string, 300)
+			all := make([]int, len(vals))
+			for i := range vals {
+				vals[i], all[i] = fmt.Sprint("v", i), i
+			}
+			putAll(t, b, vals, all)
+			snap, err := b.SnapshotIncremental(1)
+			check(t, err)
+			h, err := snap.Upload(stor)
+			check(t, err)
+			ssts := 0
+			for _, f := range h.Files {
+				stored := filepath.Join(stor.root, string(f.Ref))
+				crc, err := fileCRC32C(stored)
+				check(t, err)
+				if crc != f.CRC32C {
+					t.Errorf("%s: stored checksum %08x, handle's %08x", f.Name, crc, f.CRC32C)
+				}
+				sfi, err := os.Stat(stored)
+				check(t, err)
+				lfi, lerr := os.Stat(filepath.Join(b.dbDir, f.Name))
+				same := lerr == nil && os.SameFile(sfi, lfi)
+				_, offered := stor.linked[f.Name]
+				if !isSST(f.Name) {
+					if offered || same {
+						t.Errorf("%s: linked, want it uploaded", f.Name)
+					}
+					continue
+				}
+				ssts++
+				switch {
+				case refuse && same:
+					t.Errorf("%s: stored as a link though the uploader declined", f.Name)
+				case !refuse && (!same || stor.linked[f.Name] != f.CRC32C):
+					t.Errorf("%s: same file %v, offered with checksum %08x (%v), want a link with %08x", f.Name, same, stor.linked[f.Name], offered, f.CRC32C)
+				}
+			}
+			snap.Release()
+			if ssts == 0 {
+				t.Fatal("the checkpoint has no SST file")
+			}
+			if wantUploads := len(h.Files) - ssts; refuse {
+				wantUploads = len(h.Files)
+				if stor.files != wantUploads {
+					t.Errorf("%d files went through Upload, want %d", stor.files, wantUploads)
+				}
+			} else if stor.files != wantUploads {
+				t.Errorf("%d files went through Upload, want %d (all but the SST files)", stor.files, wantUploads)
+			}
+			b.NotifyCheckpointComplete(1)
+			check(t, b.Close())
+			r := newTestBackend(t, Options{})
+			check(t, r.RestoreIncremental([]*IncrementalHandle{roundTrip(t, h)}, stor.download))
+			verifyAll(t, r, vals)
+			check(t, r.Close())
+		})
+	}
 }
