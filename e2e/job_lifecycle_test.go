@@ -461,19 +461,30 @@ func TestRocksDBNoClaimRestoreFromOlderCheckpoint(t *testing.T) {
 	}
 }
 
-// panicFS panics when a state file (not _metadata) is created while armed.
+// panicFS panics when a state file (not _metadata) is created or linked
+// while armed: RocksDB's new SST files are hard links into the storage
+// when it is on the same file system, the others copies.
 type panicFS struct {
 	storage.OSFS
 	armed atomic.Bool
 	hits  atomic.Int64
 }
 
-func (p *panicFS) Create(name string) (storage.File, error) {
+func (p *panicFS) check(name string) {
 	if p.armed.Load() && !strings.Contains(filepath.Base(name), "_metadata") && !strings.HasPrefix(filepath.Base(name), "job-result") {
 		p.hits.Add(1)
 		panic("injected panic writing " + name)
 	}
+}
+
+func (p *panicFS) Create(name string) (storage.File, error) {
+	p.check(name)
 	return p.OSFS.Create(name)
+}
+
+func (p *panicFS) Link(oldname, newname string) error {
+	p.check(newname)
+	return p.OSFS.Link(oldname, newname)
 }
 
 // A panic in a checkpoint's asynchronous part declines that checkpoint
