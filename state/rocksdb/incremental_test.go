@@ -19,8 +19,8 @@ import (
 
 // dirStorage is checkpoint storage in a directory, as the runtime's:
 // shared files under shared/, private ones under private/, each upload
-// under a unique name. failAfter > 0 makes uploads after that many fail
-// midway (a crash during the asynchronous part).
+// under a unique name. failAfter > 0 makes uploads after that many
+// started fail midway (a crash during the asynchronous part).
 type dirStorage struct {
 	root string
 
@@ -43,7 +43,10 @@ func (s *dirStorage) Upload(name string, r io.Reader, size int64, shared bool) (
 	s.mu.Lock()
 	s.seq++
 	seq := s.seq
-	fail := s.failAfter > 0 && s.files >= s.failAfter
+	// Uploads run in parallel (TransferThreads): count those started,
+	// not those done, or all of a checkpoint's may start before the
+	// first is counted and none fail.
+	fail := s.failAfter > 0 && seq-1 >= s.failAfter
 	s.mu.Unlock()
 	sub := "private"
 	if shared {
