@@ -48,7 +48,10 @@ extern "C" {
 char* sluice_spill(rocksdb_t* db, rocksdb_column_family_handle_t* cf, const rocksdb_options_t* opts,
 		const char* path, const char* arena, const uint64_t* offs, size_t n) {
 	const unsigned char* a = reinterpret_cast<const unsigned char*>(arena);
-	rocksdb::SstFileWriter w(rocksdb::EnvOptions(), opts->rep);
+	// The page cache keeps the file: the ingestion reads it back at
+	// once, reads and compactions later (grocksdb's writer dropped it,
+	// starting the writeback of every file at its end).
+	rocksdb::SstFileWriter w(rocksdb::EnvOptions(), opts->rep, nullptr, false /* invalidate_page_cache */);
 	rocksdb::Status s = w.Open(path);
 	if (!s.ok()) {
 		return spill_error("open", s);

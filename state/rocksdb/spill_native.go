@@ -22,13 +22,9 @@ import (
 // options and the ingestion's: at every checkpoint, for every entry of
 // every value state. nativeSpill makes it one call (spill_native.cc),
 // which reads the entries from the buffer's arena in the order sorted
-// gave: no per-entry call, no copy of the entries into C memory.
-
-// cOptions is the C handle of grocksdb's Options (its first field,
-// as for the handles of native_access.go; TestNativeSpill checks it).
-func cOptions(o *grocksdb.Options) *C.rocksdb_options_t {
-	return *(**C.rocksdb_options_t)(unsafe.Pointer(o))
-}
+// gave: no per-entry call, no copy of the entries into C memory. It takes
+// the C handles of grocksdb's structs as native_access.go does
+// (nativeOpts: nosync_env.go); TestNativeSpill checks them.
 
 // nativeSpill writes the entries of w at offs (in key order) into a new
 // SST file at path, with the table options and compression of opts, and
@@ -40,7 +36,7 @@ func nativeSpill(db *grocksdb.DB, cf *grocksdb.ColumnFamilyHandle, opts *grocksd
 	if len(offs) > 0 {
 		offp = (*C.uint64_t)(unsafe.Pointer(&offs[0]))
 	}
-	if e := C.sluice_spill(nativeDB(db), nativeCF(cf), cOptions(opts), cpath, bytesPtr(w.arena), offp, C.size_t(len(offs))); e != nil {
+	if e := C.sluice_spill(nativeDB(db), nativeCF(cf), nativeOpts(opts), cpath, bytesPtr(w.arena), offp, C.size_t(len(offs))); e != nil {
 		return cError(e)
 	}
 	return nil
