@@ -59,6 +59,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/bench"
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/config"
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
 	"github.com/sluicehq/sluice/state"
@@ -459,6 +460,17 @@ func child(f flags, seeds []string) error {
 			return err
 		}
 	}
+	// execution.checkpointing.interval from -D or -vs is the job's
+	// interval, over -interval: -vs execution.checkpointing.interval=1s
+	// measures two intervals in turn.
+	interval := f.interval
+	if v, set := conf.Get("execution.checkpointing.interval"); set {
+		d, err := config.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("execution.checkpointing.interval %q: %w", v, err)
+		}
+		interval = d
+	}
 	if _, set := conf.Get("state.backend.rocksdb.localdir"); !set {
 		if err := conf.Set("state.backend.rocksdb.localdir", filepath.Join(f.dir, "rocksdb")); err != nil {
 			return err
@@ -483,7 +495,7 @@ func child(f flags, seeds []string) error {
 		sluice.WithJobName("bench-kafkaeo"),
 		sluice.WithParallelism(f.parallelism),
 		sluice.WithLogger(quiet),
-		sluice.WithCheckpointing(f.interval, filepath.Join(f.dir, "checkpoints")),
+		sluice.WithCheckpointing(interval, filepath.Join(f.dir, "checkpoints")),
 		sluice.WithRestartStrategy(sluice.NoRestart()),
 		sluice.WithCheckpointListener(func(s checkpoint.Stats) {
 			if s.Status == checkpoint.StatusCompleted {

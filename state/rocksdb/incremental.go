@@ -25,10 +25,10 @@ import (
 type Uploader interface {
 	// Upload stores the file name, size bytes read from r, and returns an
 	// opaque reference to it, which the handle records and RestoreIncremental
-	// hands back to the download function. shared is true for SST files,
-	// which later checkpoints may reference (shared state: store them where
-	// the shared state registry counts references); false for files private
-	// to this checkpoint (MANIFEST, CURRENT, OPTIONS). Names repeat across
+	// hands back to the download function. shared is true for SST and
+	// OPTIONS files, which later checkpoints may reference (shared state:
+	// store them where the shared state registry counts references); false
+	// for files private to this checkpoint (MANIFEST, CURRENT). Names repeat across
 	// subtasks and restores: the reference must be unique.
 	Upload(name string, r io.Reader, size int64, shared bool) (ref []byte, err error)
 }
@@ -311,6 +311,16 @@ func listFiles(dir string) ([]localFile, error) {
 
 func isSST(name string) bool { return strings.HasSuffix(name, ".sst") }
 
+// immutable reports whether the file name of a RocksDB checkpoint is
+// never written again under that name: an SST file, or an OPTIONS file
+// (OPTIONS-<file number>; RocksDB writes a new one, under a new number,
+// when the options change). Such a file is shared, and a checkpoint
+// references the one the base checkpoint uploaded rather than upload it
+// again. Sharing the OPTIONS file keeps it (about 7 KB, the same in every
+// checkpoint) out of every checkpoint's _metadata, where the runtime
+// would inline it as a private file.
+func immutable(name string) bool { return isSST(name) || strings.HasPrefix(name, "OPTIONS-") }
+
 // wait waits for the snapshot's background job: its RocksDB checkpoint,
 // or the error that prevented it.
 func (s *IncrementalSnapshot) wait() error {
@@ -385,9 +395,9 @@ func (s *IncrementalSnapshot) upload(u Uploader) (*IncrementalHandle, error) {
 // uploadFiles uploads the files of the RocksDB checkpoint in dir that the
 // last completed checkpoint did not upload (or the restored checkpoint,
 // before any completes) and references the others; it returns the files
-// and the checkpoint they reference (-1: none). SST files are shared, the
-// others too in a changelog backend, whose later checkpoints reference
-// them.
+// and the checkpoint they reference (-1: none). SST and OPTIONS files
+// are shared (immutable), the others too in a changelog backend, whose
+// later checkpoints reference them.
 func (s *IncrementalSnapshot) uploadFiles(u Uploader, dir string, local []localFile) ([]HandleFile, int64, error) {
 	b := s.b
 	b.mu.Lock()
@@ -397,8 +407,8 @@ func (s *IncrementalSnapshot) uploadFiles(u Uploader, dir string, local []localF
 	usedBase := int64(-1)
 	var todo []int
 	for i, f := range local {
-		hf := HandleFile{Name: f.name, Size: f.size, Shared: isSST(f.name) || b.opts.Changelog}
-		if bf, ok := base[f.name]; ok && isSST(f.name) && bf.Size == f.size {
+		hf := HandleFile{Name: f.name, Size: f.size, Shared: immutable(f.name) || b.opts.Changelog}
+		if bf, ok := base[f.name]; ok && immutable(f.name) && bf.Size == f.size {
 			hf.Ref, hf.CRC32C, hf.Reused = bf.Ref, bf.CRC32C, true
 			usedBase = baseID
 		} else {

@@ -58,8 +58,9 @@ type HandleFile struct {
 	Ref    []byte `json:"ref"`
 	Size   int64  `json:"size"`
 	CRC32C uint32 `json:"crc32c"`
-	// Shared: an SST file, shared state that later checkpoints may
-	// reference; otherwise private to this checkpoint.
+	// Shared: an SST or OPTIONS file (or any file of a changelog
+	// backend), shared state that later checkpoints may reference;
+	// otherwise private to this checkpoint.
 	Shared bool `json:"shared"`
 	// Reused: uploaded by an earlier checkpoint (BaseCheckpointID), only
 	// referenced by this one.
@@ -127,8 +128,8 @@ func plainName(name string) bool {
 }
 
 // SharedFiles returns the shared files of the RocksDB checkpoint (its SST
-// files; every file in a changelog backend's): what later checkpoints may
-// reference.
+// and OPTIONS files; every file in a changelog backend's): what later
+// checkpoints may reference.
 func (h *IncrementalHandle) SharedFiles() []HandleFile {
 	var out []HandleFile
 	for _, f := range h.Files {

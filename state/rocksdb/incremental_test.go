@@ -19,8 +19,8 @@ import (
 
 // dirStorage is checkpoint storage in a directory, as the runtime's:
 // shared files under shared/, private ones under private/, each upload
-// under a unique name. failAfter > 0 makes uploads after that many fail
-// midway (a crash during the asynchronous part).
+// under a unique name. failAfter > 0 makes uploads after that many
+// started fail midway (a crash during the asynchronous part).
 type dirStorage struct {
 	root string
 
@@ -43,7 +43,10 @@ func (s *dirStorage) Upload(name string, r io.Reader, size int64, shared bool) (
 	s.mu.Lock()
 	s.seq++
 	seq := s.seq
-	fail := s.failAfter > 0 && s.files >= s.failAfter
+	// Uploads run in parallel (TransferThreads): count those started,
+	// not those done, or all of a checkpoint's may start before the
+	// first is counted and none fail.
+	fail := s.failAfter > 0 && seq-1 >= s.failAfter
 	s.mu.Unlock()
 	sub := "private"
 	if shared {
@@ -954,4 +957,48 @@ func TestCheckpointLinksSSTFiles(t *testing.T) {
 			check(t, r.Close())
 		})
 	}
+}
+
+// TestIncrementalSharesOptions: the OPTIONS file is shared state, as the
+// SST files are: the checkpoint after a completed one references the
+// file that one uploaded rather than upload (or, in the runtime, inline)
+// it again, and a restore from that checkpoint reads it.
+func TestIncrementalSharesOptions(t *testing.T) {
+	b := newTestBackend(t, Options{})
+	closeLater(t, b)
+	stor := newDirStorage(t)
+	vals := make([]string, 300)
+	all := make([]int, len(vals))
+	for i := range vals {
+		vals[i], all[i] = fmt.Sprint("v", i), i
+	}
+	putAll(t, b, vals, all)
+	options := func(h *IncrementalHandle) HandleFile {
+		t.Helper()
+		for _, f := range h.Files {
+			if strings.HasPrefix(f.Name, "OPTIONS-") {
+				return f
+			}
+		}
+		t.Fatalf("checkpoint %d has no OPTIONS file: %+v", h.CheckpointID, h.Files)
+		return HandleFile{}
+	}
+	h1 := roundTrip(t, checkpoint(t, b, 1, stor))
+	b.NotifyCheckpointComplete(1)
+	if o := options(h1); !o.Shared || o.Reused {
+		t.Fatalf("first checkpoint's %s: shared %v, reused %v; want shared, uploaded", o.Name, o.Shared, o.Reused)
+	}
+	for i := range 30 {
+		vals[i*3] = fmt.Sprint("w", i)
+	}
+	putAll(t, b, vals, all[:90])
+	h2 := roundTrip(t, checkpoint(t, b, 2, stor))
+	o1, o2 := options(h1), options(h2)
+	if o2.Name != o1.Name || !o2.Shared || !o2.Reused || string(o2.Ref) != string(o1.Ref) || o2.CRC32C != o1.CRC32C {
+		t.Fatalf("second checkpoint's %s: shared %v, reused %v, ref %s; want checkpoint 1's %s, ref %s, reused", o2.Name, o2.Shared, o2.Reused, o2.Ref, o1.Name, o1.Ref)
+	}
+	r := newTestBackend(t, Options{})
+	check(t, r.RestoreIncremental([]*IncrementalHandle{h2}, stor.download))
+	verifyAll(t, r, vals)
+	check(t, r.Close())
 }

@@ -357,45 +357,21 @@ func (b *Backend) spillPath() string {
 
 // spill writes the entries of w into s's column family: an SST file in
 // key order (a deletion for each buffered deletion), which RocksDB then
-// ingests (moves into the database, newer than everything in it). It does
-// not change w, and runs on any goroutine.
-func (b *Backend) spill(s *cfState, w *writeBuffer, path string) (err error) {
+// ingests (moves into the database, newer than everything in it), in one
+// call into RocksDB (nativeSpill). It does not change w, and runs on any
+// goroutine.
+func (b *Backend) spill(s *cfState, w *writeBuffer, path string) error {
 	start := time.Now()
 	offs := w.sorted()
 	sorted := time.Now()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write buffer: %w", err)
 	}
-	eo := grocksdb.NewDefaultEnvOptions()
-	defer eo.Destroy()
-	sw := grocksdb.NewSSTFileWriter(eo, b.nopts.vcf)
-	defer sw.Destroy()
 	defer os.Remove(path) // left behind only if the ingest failed
-	if err := sw.Open(path); err != nil {
-		return fmt.Errorf("write buffer: open %s: %w", path, err)
-	}
-	for _, off := range offs {
-		k, v, dead := w.entry(off)
-		if dead {
-			err = sw.Delete(k)
-		} else {
-			err = sw.Put(k, v)
-		}
-		if err != nil {
-			return fmt.Errorf("write buffer: write %s: %w", path, err)
-		}
-	}
-	written := time.Now()
-	if err := sw.Finish(); err != nil {
-		return fmt.Errorf("write buffer: finish %s: %w", path, err)
-	}
-	io := grocksdb.NewDefaultIngestExternalFileOptions()
-	defer io.Destroy()
-	io.SetMoveFiles(true)
-	if err := b.db.IngestExternalFileCF(s.cf, []string{path}, io); err != nil {
-		return fmt.Errorf("write buffer: ingest %s: %w", path, err)
+	if err := nativeSpill(b.db, s.cf, b.nopts.vcf, path, w, offs); err != nil {
+		return fmt.Errorf("write buffer: spill %d entries into %s: %w", len(offs), path, err)
 	}
 	b.log.Debug("rocksdb backend: write buffer ingested", "state", s.meta.Name, "entries", len(offs),
-		"sort", sorted.Sub(start), "write", written.Sub(sorted), "finish_and_ingest", time.Since(written))
+		"sort", sorted.Sub(start), "write_and_ingest", time.Since(sorted))
 	return nil
 }
