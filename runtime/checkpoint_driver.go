@@ -32,9 +32,20 @@ type checkpointDriver struct {
 	quit   chan struct{}
 	exited chan struct{}
 
+	// io is held by each discard and by each _metadata write: the
+	// discards run on goroutines of their own (discardLater), as Flink's
+	// coordinator discards on its I/O executor, so that deleting a
+	// subsumed checkpoint's files never holds up the next trigger; and a
+	// discard, which reads every _metadata in storage to know which shared
+	// files are still referenced, never reads one being written.
+	io sync.Mutex
+	// discarding counts the discards not yet done; shutdown waits for
+	// them.
+	discarding sync.WaitGroup
 	// undiscarded are discards that failed (storage unreachable): retried
 	// with the next discard and at shutdown, so that a checkpoint that
-	// failed during an outage leaves no files once storage is back.
+	// failed during an outage leaves no files once storage is back. io is
+	// held.
 	undiscarded []checkpoint.Discard
 
 	mu         sync.Mutex
@@ -114,6 +125,7 @@ func newCheckpointDriver(a *attempt, owned []int64) (*checkpointDriver, error) {
 	}
 	coord.Pin(pinned)
 	d.exec(acts)
+	d.discarding.Wait() // what the restore subsumes is gone before the tasks start
 	return d, nil
 }
 
@@ -213,8 +225,25 @@ func (d *checkpointDriver) discard(a checkpoint.Discard) error {
 	return d.store.DiscardCheckpoint(a.ID, a.Shared)
 }
 
+// discardLater carries out Discard action a on a goroutine of its own,
+// after retrying the discards that failed before; a discard that fails is
+// kept to be retried.
+func (d *checkpointDriver) discardLater(a checkpoint.Discard) {
+	d.discarding.Add(1)
+	go func() {
+		defer d.discarding.Done()
+		d.io.Lock()
+		defer d.io.Unlock()
+		d.retryDiscards()
+		if err := d.discard(a); err != nil {
+			d.a.job.logger.Warn("discard checkpoint; retried later", "checkpoint", a.ID, "err", err)
+			d.undiscarded = append(d.undiscarded, a)
+		}
+	}()
+}
+
 // retryDiscards tries the failed discards again, keeping those that fail
-// still.
+// still; io is held.
 func (d *checkpointDriver) retryDiscards() {
 	failed := d.undiscarded[:0]
 	for _, a := range d.undiscarded {
@@ -230,10 +259,13 @@ func (d *checkpointDriver) retryDiscards() {
 func (d *checkpointDriver) shutdown() {
 	d.call(func() {
 		d.exec(d.coord.Suspend(time.Now()))
+		d.discarding.Wait()
+		d.io.Lock()
 		d.retryDiscards()
 		for _, a := range d.undiscarded {
 			d.a.job.logger.Warn("checkpoint files left in storage: the discard failed; the next start of the job deletes them", "checkpoint", a.ID)
 		}
+		d.io.Unlock()
 		final := d.coord.Stats()
 		d.mu.Lock()
 		d.final = &final
@@ -285,7 +317,9 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			l, err := d.location(id)
 			var path string
 			if err == nil {
+				d.io.Lock()
 				path, err = l.WriteMetadata(a.Metadata)
+				d.io.Unlock()
 			}
 			if pub := d.a.job.cfg.PublishCheckpoint; err == nil && pub != nil && a.Metadata.Kind != storage.KindSavepoint {
 				if perr := pub(id, l.Dir()); perr != nil {
@@ -332,11 +366,7 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 				d.toTask(d.tasks.NotifyCheckpoint(CheckpointNotification{To: d.ref(id), CheckpointID: a.ID}))
 			}
 		case checkpoint.Discard:
-			d.retryDiscards()
-			if err := d.discard(a); err != nil {
-				logger.Warn("discard checkpoint; retried later", "checkpoint", a.ID, "err", err)
-				d.undiscarded = append(d.undiscarded, a)
-			}
+			d.discardLater(a)
 		case checkpoint.SavepointCompleted:
 			logger.Info("savepoint completed", "savepoint", a.ID, "path", a.Path, "stop", a.Stop)
 			if a.Stop {
