@@ -257,11 +257,16 @@ func TestSlowDiscardDoesNotHoldUpTheNextCheckpoint(t *testing.T) {
 		}
 	})
 	// The discard of checkpoint d follows the completion of d+1 (one
-	// checkpoint retained); checkpoint d+2 is triggered while it blocks:
-	// its tasks write their state into its directory.
-	await(t, fmt.Sprintf("checkpoint %d triggered while the discard of %d blocks", discarded+2, discarded), func() bool {
-		return fsys.created.Load() >= discarded+2
+	// checkpoint retained); checkpoints d+2 and d+3 are triggered and
+	// complete while it blocks (their tasks write state files of their
+	// own, and their _metadata does not wait for the discard either).
+	await(t, fmt.Sprintf("checkpoint %d complete while the discard of %d blocks", discarded+3, discarded), func() bool {
+		st, ok := job.CheckpointStats()
+		return ok && st.LatestCompleted != nil && st.LatestCompleted.ID >= discarded+3
 	})
+	if fsys.created.Load() < discarded+3 {
+		t.Fatalf("checkpoint %d completed with no file of its own created (highest %d): the test does not see the tasks' state", discarded+3, fsys.created.Load())
+	}
 	unblock()
 	cancel()
 	_ = job.Wait()

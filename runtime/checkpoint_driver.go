@@ -32,12 +32,17 @@ type checkpointDriver struct {
 	quit   chan struct{}
 	exited chan struct{}
 
-	// io is held by each discard and by each _metadata write: the
-	// discards run on goroutines of their own (discardLater), as Flink's
-	// coordinator discards on its I/O executor, so that deleting a
-	// subsumed checkpoint's files never holds up the next trigger; and a
-	// discard, which reads every _metadata in storage to know which shared
-	// files are still referenced, never reads one being written.
+	// io is held by each discard, which run on goroutines of their own
+	// (discardLater), as Flink's coordinator discards on its I/O
+	// executor, so that deleting a subsumed checkpoint's files never
+	// holds up the next trigger or commit. A _metadata write does not
+	// wait for a discard: storage publishes a _metadata whole (a rename or
+	// link of a complete file, one PUT), and a checkpoint in progress
+	// references only files of the checkpoints its tasks were notified of
+	// or its own, never those of the discarded one that no later
+	// checkpoint references (what a discard deletes, after reading every
+	// _metadata published), as when discards ran between checkpoints with
+	// more than one in progress.
 	io sync.Mutex
 	// discarding counts the discards not yet done; shutdown waits for
 	// them.
@@ -317,9 +322,7 @@ func (d *checkpointDriver) exec(acts []checkpoint.CoordinatorAction) {
 			l, err := d.location(id)
 			var path string
 			if err == nil {
-				d.io.Lock()
 				path, err = l.WriteMetadata(a.Metadata)
-				d.io.Unlock()
 			}
 			if pub := d.a.job.cfg.PublishCheckpoint; err == nil && pub != nil && a.Metadata.Kind != storage.KindSavepoint {
 				if perr := pub(id, l.Dir()); perr != nil {
