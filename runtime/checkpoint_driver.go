@@ -219,9 +219,6 @@ func (d *checkpointDriver) forget(id int64) {
 	d.mu.Unlock()
 }
 
-// shutdown stops the coordinator when the attempt ends: pending
-// checkpoints are aborted, completed ones kept (the job's end applies the
-// retention policy once its result is recorded).
 // discard deletes what a Discard action names.
 func (d *checkpointDriver) discard(a checkpoint.Discard) error {
 	if a.SavepointDir != "" {
@@ -261,6 +258,10 @@ func (d *checkpointDriver) retryDiscards() {
 	d.undiscarded = failed
 }
 
+// shutdown stops the coordinator when the attempt ends: pending
+// checkpoints are aborted, completed ones kept (the job's end applies the
+// retention policy once its result is recorded); it waits for the
+// discards still running.
 func (d *checkpointDriver) shutdown() {
 	d.call(func() {
 		d.exec(d.coord.Suspend(time.Now()))
