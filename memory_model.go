@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"sync"
 
 	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/runtime/network"
 )
 
@@ -32,11 +34,14 @@ var ErrInsufficientNetworkBuffers = network.ErrInsufficientNetworkBuffers
 // unless taskmanager.memory.go.limit or $GOMEMLIMIT sets a limit, the Go
 // limit is memory.DefaultGoLimit of the process's task slots (24 MiB and
 // 4 MiB a slot: 32 MiB for a job of parallelism 2 in one process, 28 MiB
-// for a one-slot cluster worker; or that budget's task heap if less),
-// raised to twice the live heap when that is more
+// for a one-slot cluster worker) with RocksDB state, and
+// memory.DefaultHeapGoLimit (24 MiB and 7 MiB a slot: 38 and 31 MiB)
+// when the keyed state is on the heap (the default backend), whose
+// slots have no RocksDB memory beside the Go heap; or that budget's task
+// heap if less; raised to twice the live heap when that is more
 // (memory.Budget.GoLimitFloats), with the GC percent off: a small job
-// collects when its heap reaches 32 MiB, a large one as Go's GOGC=100
-// would. memory.Config.Slots set by WithMemoryConfig overrides the
+// collects when its heap reaches the limit, a large one as Go's
+// GOGC=100 would. memory.Config.Slots set by WithMemoryConfig overrides the
 // process's slots.
 func WithProcessMemory(bytes int64) Option {
 	return func(e *Environment) {
@@ -59,9 +64,11 @@ func WithMemoryConfig(edit func(c *memory.Config)) Option {
 // process size.
 func (e *Environment) installMemory() error {
 	c := e.memory
+	slots := e.processSlots()
 	if c.Slots == 0 {
-		c.Slots = e.processSlots()
+		c.Slots = slots
 	}
+	c.HeapState = slots > 0 && e.keyedStateOnHeap()
 	b, err := c.Budget()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
@@ -116,6 +123,17 @@ func (e *Environment) processSlots() int {
 		}
 	}
 	return max(n, 1)
+}
+
+// keyedStateOnHeap says the job's keyed state backend is the heap one
+// (the default, or state.backend.type hashmap: runtime.HeapStateBackend),
+// whose state is Go memory and which runs no RocksDB: the default
+// budget's Go limit then takes the room RocksDB's native memory would
+// (memory.Config.HeapState). Any other factory, RocksDB's or one of the
+// program's own, keeps the limit of a process with native state.
+func (e *Environment) keyedStateOnHeap() bool {
+	f := e.cfg.StateBackend
+	return f == nil || reflect.ValueOf(f).Pointer() == reflect.ValueOf(runtime.HeapStateBackend).Pointer()
 }
 
 // processBuffers is the process's one pool of network buffers (Flink's

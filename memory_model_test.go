@@ -6,7 +6,9 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/state"
 
 	// The Kafka connectors declare the taskmanager.memory.kafka.* keys
 	// (their memory_share.go); a program that uses them links them.
@@ -91,8 +93,10 @@ func (w slotWorker) Worker() bool      { return !w.coordinator }
 func (w slotWorker) Slots() int        { return w.slots }
 func (w slotWorker) Coordinator() bool { return w.coordinator }
 
-// Without a process size the Go limit follows the process's task slots:
-// a job's highest parallelism in one process, a worker's own slots.
+// Without a process size the Go limit follows the process's task slots
+// (a job's highest parallelism in one process, a worker's own slots) and
+// where its keyed state is: the heap backend (the default) takes the
+// room a RocksDB instance's native memory would.
 func TestDefaultGoLimitFollowsTheProcessSlots(t *testing.T) {
 	testutil.ClearSluiceEnv(t)
 	old := memory.Current()
@@ -105,20 +109,35 @@ func TestDefaultGoLimitFollowsTheProcessSlots(t *testing.T) {
 		Map(s, func(v int) (int, error) { return v, nil }, Name("wide"), Parallelism(4))
 		return e
 	}
+	native := WithStateBackend(func(o state.BackendOptions) (state.KeyedBackend, error) {
+		return state.HeapBackendFactory(o) // a program's own factory: not known to be the heap's
+	})
+	hashmap := NewConfiguration()
+	if err := hashmap.Set("state.backend.type", "hashmap"); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		env  *Environment
 		want int64
 	}{
-		{"one process, parallelism 1 and a vertex of 4", job(WithParallelism(1)), memory.DefaultGoLimit(4)},
+		{"one process, parallelism 1 and a vertex of 4", job(WithParallelism(1), native), memory.DefaultGoLimit(4)},
 		{"one process, parallelism 1", func() *Environment {
-			e := NewEnvironment(WithParallelism(1))
+			e := NewEnvironment(WithParallelism(1), native)
 			FromSource(e, source.FromSlice([]int{1}), NoWatermarks[int](), "numbers")
 			return e
 		}(), 28 * mib},
-		{"a worker of one slot", job(WithLauncher(slotWorker{slots: 1})), 28 * mib},
+		{"a worker of one slot", job(WithLauncher(slotWorker{slots: 1}), native), 28 * mib},
 		{"a coordinator of a job with a vertex of 4", job(WithLauncher(slotWorker{slots: 1, coordinator: true})), memory.DefaultGoLimit(0)},
 		{"a worker of one slot, 100m set", job(WithLauncher(slotWorker{slots: 1}), WithMemoryConfig(func(c *memory.Config) { c.GoLimit = 100 * mib })), 100 * mib},
+		{"heap backend by default, parallelism 2", func() *Environment {
+			e := NewEnvironment(WithParallelism(2))
+			FromSource(e, source.FromSlice([]int{1}), NoWatermarks[int](), "numbers")
+			return e
+		}(), 38 * mib},
+		{"heap backend by default, a worker of one slot", job(WithLauncher(slotWorker{slots: 1})), 31 * mib},
+		{"heap backend set, a vertex of 4", job(WithStateBackend(runtime.HeapStateBackend)), memory.DefaultHeapGoLimit(4)},
+		{"state.backend.type hashmap, a vertex of 4", job(WithConfiguration(hashmap)), memory.DefaultHeapGoLimit(4)},
 	} {
 		if err := c.env.installMemory(); err != nil {
 			t.Fatalf("%s: %v", c.name, err)

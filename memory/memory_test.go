@@ -350,6 +350,27 @@ func TestDefaultGoLimitFollowsSlots(t *testing.T) {
 			t.Errorf("%d slots: limit %d MiB (floats %v), want %d MiB floating", c.slots, b.GoLimit/mib, b.GoLimitFloats, c.want/mib)
 		}
 	}
+	// Keyed state on the heap: 7 MiB a slot, the room RocksDB's native
+	// memory would take; an explicit limit or process size is the same
+	// with it as without.
+	for _, c := range []struct {
+		slots int
+		want  int64
+	}{{0, 38 * mib}, {1, 31 * mib}, {2, 38 * mib}, {4, 52 * mib}} {
+		b, err := Config{Slots: c.slots, HeapState: true}.Budget()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.GoLimit != c.want || !b.GoLimitFloats || b.GoLimit != min(b.TaskHeap, DefaultHeapGoLimit(c.slots)) {
+			t.Errorf("%d slots, heap state: limit %d MiB (floats %v), want %d MiB floating", c.slots, b.GoLimit/mib, b.GoLimitFloats, c.want/mib)
+		}
+	}
+	if b, _ := (Config{Slots: 1, HeapState: true, GoLimit: 100 * mib}).Budget(); b.GoLimit != 100*mib {
+		t.Errorf("one heap slot with taskmanager.memory.go.limit 100m: limit %d", b.GoLimit)
+	}
+	if b, _ := (Config{Slots: 1, HeapState: true, ProcessSize: 1 << 30}).Budget(); b.GoLimit != explicitLimit(t) {
+		t.Errorf("one heap slot of an explicit process size: limit %d, want %d as without", b.GoLimit, explicitLimit(t))
+	}
 	// Many slots: no more than the default budget's task heap.
 	if b, _ := (Config{Slots: 1000}).Budget(); b.GoLimit != b.TaskHeap {
 		t.Errorf("1000 slots: limit %d, want the task heap %d", b.GoLimit, b.TaskHeap)
@@ -361,6 +382,15 @@ func TestDefaultGoLimitFollowsSlots(t *testing.T) {
 	if b, _ := (Config{Slots: 1, ProcessSize: 1 << 30}).Budget(); b.GoLimit != explicit.GoLimit {
 		t.Errorf("one slot of an explicit process size: limit %d, want %d as without slots", b.GoLimit, explicit.GoLimit)
 	}
+}
+
+// explicitLimit is the Go limit of a 1 GiB process.
+func explicitLimit(t *testing.T) int64 {
+	b, err := Config{ProcessSize: 1 << 30}.Budget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.GoLimit
 }
 
 // TestFloatingLimitDamped: the floating limit follows the lesser of the
