@@ -71,14 +71,11 @@ const (
 // return the part of the record it made (topic, key): the DeadLetterTopic
 // policy writes that part. A serializer that panics or returns no record
 // fails as one that returns an error; the sink's SerializerErrorPolicy
-// says what then happens (default FailOnSerializerError). The record
-// returned is the sink's: a record NewRecord made is reused once the
-// broker has acknowledged it, so the serializer must not keep it.
+// says what then happens (default FailOnSerializerError).
 type Serializer[T any] func(v T) (*kgo.Record, error)
 
 // ValueSerializer writes every value to topic, encoded by c, without a key.
-// The record and its value are one allocation (NewRecord), reused once
-// acknowledged.
+// The record and its value are one allocation (NewRecord).
 func ValueSerializer[T any](topic string, c codec.Codec[T]) Serializer[T] {
 	return func(v T) (*kgo.Record, error) {
 		sp := serializerScratch.Get().(*[]byte)
@@ -95,7 +92,7 @@ func ValueSerializer[T any](topic string, c codec.Codec[T]) Serializer[T] {
 // KeyValueSerializer writes every value to topic with the key key(v)
 // encoded by kc and the value encoded by vc. The default partitioner then
 // sends equal keys to the same partition. The record, its key and its
-// value are one allocation (NewRecord), reused once acknowledged.
+// value are one allocation (NewRecord).
 func KeyValueSerializer[T, K any](topic string, key func(T) K, kc codec.Codec[K], vc codec.Codec[T]) Serializer[T] {
 	return func(v T) (*kgo.Record, error) {
 		sp := serializerScratch.Get().(*[]byte)

@@ -81,13 +81,13 @@ func (r *results) done() int64 {
 // (recycleRecord): franz-go reads nothing of a record after its promise,
 // and the sink nothing after this.
 func (r *results) promise(rec *kgo.Record, err error) {
-	if r.tally(rec, err) {
+	if r.settle1(rec, err) {
 		recycleRecord(rec)
 	}
 }
 
-// tally counts rec's outcome and says whether it was acknowledged.
-func (r *results) tally(rec *kgo.Record, err error) bool {
+// settle1 counts rec's outcome and says whether it was acknowledged.
+func (r *results) settle1(rec *kgo.Record, err error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.signalSettled()
