@@ -93,20 +93,3 @@ func BenchmarkKeyValueSerializer(b *testing.B) {
 // serialized keeps the benchmark's records on the heap, as the sink
 // does.
 var serialized *kgo.Record
-
-// BenchmarkKeyValueSerializerRecycled is BenchmarkKeyValueSerializer
-// with each record recycled as the sink's promise does once the broker
-// acknowledged it: the pool's round trip instead of an allocation.
-func BenchmarkKeyValueSerializerRecycled(b *testing.B) {
-	ser := KeyValueSerializer("out", func(v string) string { return v[:10] }, codec.String{}, codec.String{})
-	v := "key-000123" + "0123456789abcdef"
-	b.ReportAllocs()
-	for b.Loop() {
-		r, err := ser(v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		serialized = r
-		recycleRecord(r)
-	}
-}
