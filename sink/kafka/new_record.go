@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -21,14 +20,6 @@ import (
 // A length of 0 leaves Key (Value) nil: a record without a key (a
 // tombstone), as a serializer's []byte(nil) would. Key and Value have no
 // room to grow (their capacity is their length): an append copies.
-//
-// Once the broker has acknowledged a record NewRecord made, the sink
-// reuses it (and its key's and value's bytes) for a later NewRecord, so
-// that a job writing records at a steady rate allocates none past those
-// awaiting their acknowledgement: a Serializer returns the record to the
-// sink and must not keep it, nor its Key or Value, nor return it twice.
-// The record's Context marks it as NewRecord's; a serializer that sets
-// its own Context opts the record out (it is then left to the collector).
 func NewRecord(topic string, keyLen, valueLen int) *kgo.Record {
 	keyLen, valueLen = max(keyLen, 0), max(valueLen, 0)
 	r, b := recordWithBytes(keyLen + valueLen)
@@ -46,115 +37,45 @@ func NewRecord(topic string, keyLen, valueLen int) *kgo.Record {
 // object: kgo.Record is 160 bytes, and each size of B below makes the
 // whole one of the Go allocator's size classes (176 to 416 bytes), so
 // nothing is lost to rounding.
-//
-// The record's Context is the object itself (a context.Context without
-// deadline, cancellation or values, as context.Background): it marks the
-// record as NewRecord's, which the sink puts back into recordPools once
-// the broker has acknowledged it (recycleRecord), for NewRecord to hand
-// out again.
 type recordAndBytes[B any] struct {
 	rec  kgo.Record
 	data B
 }
 
-// Deadline, Done, Err and Value make recordAndBytes a context.Context
-// that is never done and carries nothing.
-func (*recordAndBytes[B]) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (*recordAndBytes[B]) Done() <-chan struct{}       { return nil }
-func (*recordAndBytes[B]) Err() error                  { return nil }
-func (*recordAndBytes[B]) Value(any) any               { return nil }
-
-// recordPools hold the objects of NewRecord the sink recycled, by the
-// size of their bytes: 16, 32, 48, 64, 80, 96, 128, 160, 192, 224, 256.
-var recordPools [11]sync.Pool
-
-// carve returns the record and n bytes of a recordAndBytes of pool, one
-// recycled if it has one (its bytes zeroed), else a new one.
-func carve[B any](pool int, n int, bytes func(*B) []byte) (*kgo.Record, []byte) {
-	o, _ := recordPools[pool].Get().(*recordAndBytes[B])
-	if o == nil {
-		o = new(recordAndBytes[B])
-	}
-	o.rec.Context = o
-	b := bytes(&o.data)[:n:n]
-	clear(b)
-	return &o.rec, b
+func carve[B any](bytes func(*B) []byte) (*kgo.Record, []byte) {
+	o := new(recordAndBytes[B])
+	return &o.rec, bytes(&o.data)
 }
 
-// recycleRecord puts r back into its pool when NewRecord made it (its
-// Context is the object it is part of), for NewRecord to hand out again:
-// the sink calls it once the broker has acknowledged r, when neither
-// franz-go nor the sink reads r any more. A record whose Context the
-// serializer replaced, or a copy of a record (its Context is another
-// record's object), is left to the collector.
-func recycleRecord(r *kgo.Record) {
-	if r == nil {
-		return
-	}
-	switch o := r.Context.(type) {
-	case *recordAndBytes[[16]byte]:
-		put(o, r, 0)
-	case *recordAndBytes[[32]byte]:
-		put(o, r, 1)
-	case *recordAndBytes[[48]byte]:
-		put(o, r, 2)
-	case *recordAndBytes[[64]byte]:
-		put(o, r, 3)
-	case *recordAndBytes[[80]byte]:
-		put(o, r, 4)
-	case *recordAndBytes[[96]byte]:
-		put(o, r, 5)
-	case *recordAndBytes[[128]byte]:
-		put(o, r, 6)
-	case *recordAndBytes[[160]byte]:
-		put(o, r, 7)
-	case *recordAndBytes[[192]byte]:
-		put(o, r, 8)
-	case *recordAndBytes[[224]byte]:
-		put(o, r, 9)
-	case *recordAndBytes[[256]byte]:
-		put(o, r, 10)
-	}
-}
-
-func put[B any](o *recordAndBytes[B], r *kgo.Record, pool int) {
-	if r != &o.rec {
-		return
-	}
-	o.rec = kgo.Record{}
-	recordPools[pool].Put(o)
-}
-
-// recordWithBytes returns a zero record and n zero bytes beside it, in
-// one allocation when n is at most 256 (recycled if the sink has one of
-// its size); past that the bytes are an allocation of their own (the
-// record's 160 bytes are then a small part).
+// recordWithBytes returns a zero record and n bytes beside it, in one
+// allocation when n is at most 256; past that the bytes are an allocation
+// of their own (the record's 160 bytes are then a small part).
 func recordWithBytes(n int) (*kgo.Record, []byte) {
 	switch {
 	case n == 0:
 		return new(kgo.Record), nil
 	case n <= 16:
-		return carve(0, n, func(b *[16]byte) []byte { return b[:] })
+		return carve(func(b *[16]byte) []byte { return b[:n] })
 	case n <= 32:
-		return carve(1, n, func(b *[32]byte) []byte { return b[:] })
+		return carve(func(b *[32]byte) []byte { return b[:n] })
 	case n <= 48:
-		return carve(2, n, func(b *[48]byte) []byte { return b[:] })
+		return carve(func(b *[48]byte) []byte { return b[:n] })
 	case n <= 64:
-		return carve(3, n, func(b *[64]byte) []byte { return b[:] })
+		return carve(func(b *[64]byte) []byte { return b[:n] })
 	case n <= 80:
-		return carve(4, n, func(b *[80]byte) []byte { return b[:] })
+		return carve(func(b *[80]byte) []byte { return b[:n] })
 	case n <= 96:
-		return carve(5, n, func(b *[96]byte) []byte { return b[:] })
+		return carve(func(b *[96]byte) []byte { return b[:n] })
 	case n <= 128:
-		return carve(6, n, func(b *[128]byte) []byte { return b[:] })
+		return carve(func(b *[128]byte) []byte { return b[:n] })
 	case n <= 160:
-		return carve(7, n, func(b *[160]byte) []byte { return b[:] })
+		return carve(func(b *[160]byte) []byte { return b[:n] })
 	case n <= 192:
-		return carve(8, n, func(b *[192]byte) []byte { return b[:] })
+		return carve(func(b *[192]byte) []byte { return b[:n] })
 	case n <= 224:
-		return carve(9, n, func(b *[224]byte) []byte { return b[:] })
+		return carve(func(b *[224]byte) []byte { return b[:n] })
 	case n <= 256:
-		return carve(10, n, func(b *[256]byte) []byte { return b[:] })
+		return carve(func(b *[256]byte) []byte { return b[:n] })
 	}
 	return new(kgo.Record), make([]byte, n)
 }

@@ -2,19 +2,14 @@ package kafka
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/codec"
-	"github.com/sluicehq/sluice/internal/testutil"
-	"github.com/sluicehq/sluice/sink"
-	"github.com/sluicehq/sluice/source"
 )
 
 // NewRecord: key and value of the lengths asked, zero, side by side in
@@ -122,125 +117,3 @@ func (refusing) Append(dst []byte, _ string) ([]byte, error) {
 }
 
 func (refusing) Decode([]byte) (string, error) { return "", errors.New("refused") }
-
-// recycledWithin makes a record, hands it to use and makes another of
-// its size, tries times or until NewRecord hands out the first one
-// again, which it returns (nil if none came back: sync.Pool may drop
-// what it is given, the race detector a quarter of it).
-func recycledWithin(t *testing.T, tries int, use func(*kgo.Record)) *kgo.Record {
-	t.Helper()
-	for range tries {
-		r := NewRecord("first", 10, 16)
-		use(r)
-		if r2 := NewRecord("second", 10, 16); r2 == r {
-			return r2
-		}
-	}
-	return nil
-}
-
-// A record NewRecord made comes back from NewRecord once recycled, as
-// NewRecord makes a new one: zero bytes, no headers, partition, offset or
-// timestamp of its first use.
-func TestNewRecordRecycled(t *testing.T) {
-	r := recycledWithin(t, 200, func(r *kgo.Record) {
-		copy(r.Key, "0123456789")
-		copy(r.Value, "abcdefghijklmnop")
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: "h", Value: []byte("v")})
-		r.Partition, r.Offset, r.Timestamp, r.ProducerID = 3, 77, time.UnixMilli(5), 9
-		recycleRecord(r)
-	})
-	if r == nil {
-		t.Fatal("NewRecord never handed out a recycled record")
-	}
-	if r.Topic != "second" || !bytes.Equal(r.Key, make([]byte, 10)) || !bytes.Equal(r.Value, make([]byte, 16)) ||
-		cap(r.Key) != 10 || cap(r.Value) != 16 || r.Headers != nil || r.Partition != 0 || r.Offset != 0 ||
-		!r.Timestamp.IsZero() || r.ProducerID != 0 {
-		t.Fatalf("recycled record %+v: want topic second, zero key and value, nothing of its first use", r)
-	}
-	if r.Context == nil || r.Context.Done() != nil || r.Context.Err() != nil || r.Context.Value("k") != nil {
-		t.Fatalf("recycled record's Context %v: want the mark, never done, no values", r.Context)
-	}
-}
-
-// A record whose Context the serializer replaced, or a copy of a
-// record, is not recycled: NewRecord never hands it out again.
-func TestNewRecordNotRecycled(t *testing.T) {
-	if r := recycledWithin(t, 50, func(r *kgo.Record) {
-		r.Context = context.Background()
-		recycleRecord(r)
-	}); r != nil {
-		t.Fatalf("a record with the serializer's own Context was recycled")
-	}
-	for range 50 {
-		r := NewRecord("first", 10, 16)
-		c := *r
-		recycleRecord(&c)
-		if r2 := NewRecord("second", 10, 16); r2 == r || r2 == &c {
-			t.Fatalf("a copy of a record was recycled")
-		}
-	}
-	recycleRecord(nil)
-	recycleRecord(&kgo.Record{})
-}
-
-// The sink's promise recycles a record once acknowledged, not one that
-// failed (whose error names its topic and partition).
-func TestPromiseRecyclesAcknowledged(t *testing.T) {
-	res := newResults()
-	if r := recycledWithin(t, 200, func(r *kgo.Record) { res.promise(r, nil) }); r == nil {
-		t.Fatal("no acknowledged record was recycled")
-	}
-	if r := recycledWithin(t, 50, func(r *kgo.Record) { res.promise(r, errors.New("refused")) }); r != nil {
-		t.Fatal("a failed record was recycled")
-	}
-}
-
-// Records recycled while the sink writes: every value written arrives
-// with its own key, none overwritten by a later record's (a record
-// recycled before franz-go is done with it would be).
-func TestRecycledRecordsWrittenIntact(t *testing.T) {
-	seeds := cluster(t, 2, "out")
-	s, err := NewSink(seeds, KeyValueSerializer("out", func(v string) string { return "k" + v }, codec.String{}, codec.String{}),
-		Guarantee(AtLeastOnce), ClientOptions(kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(64)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := s.NewWriter(wctx(0, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	const n = 20000
-	for i := range n {
-		if err := w.Write(fmt.Sprintf("%06d", i), source.NoTimestamp); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := w.(sink.PrecommittingWriter[string]).PrepareCommit(1); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx := testutil.Context(t, 0)
-	seen := map[string]bool{}
-	for len(seen) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d values: %v", len(seen), n, ctx.Err())
-		}
-		var bad error
-		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Key) != "k"+string(r.Value) || seen[string(r.Value)] {
-				bad = fmt.Errorf("record key %q value %q (seen before: %v)", r.Key, r.Value, seen[string(r.Value)])
-			}
-			seen[string(r.Value)] = true
-		})
-		if bad != nil {
-			t.Fatal(bad)
-		}
-	}
-}

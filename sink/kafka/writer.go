@@ -77,17 +77,7 @@ func (r *results) done() int64 {
 }
 
 // promise is the franz-go promise of every record.
-// A record NewRecord made goes back to its pool once acknowledged
-// (recycleRecord): franz-go reads nothing of a record after its promise,
-// and the sink nothing after this.
 func (r *results) promise(rec *kgo.Record, err error) {
-	if r.settle1(rec, err) {
-		recycleRecord(rec)
-	}
-}
-
-// settle1 counts rec's outcome and says whether it was acknowledged.
-func (r *results) settle1(rec *kgo.Record, err error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.signalSettled()
@@ -96,14 +86,13 @@ func (r *results) settle1(rec *kgo.Record, err error) bool {
 		if r.firstErr == nil {
 			r.firstErr = fmt.Errorf("write a record to topic %s partition %d: %w: %w", rec.Topic, rec.Partition, err, ErrProduce)
 		}
-		return false
+		return
 	}
 	r.acked++
 	tp := topicPartition{rec.Topic, rec.Partition}
 	if o, ok := r.last[tp]; !ok || rec.Offset > o {
 		r.last[tp] = rec.Offset
 	}
-	return true
 }
 
 // signalSettled closes the channel settle waits on once every record
