@@ -20,8 +20,9 @@
 // -partitions partitions) is produced once; every run reads all of it
 // (bounded), and its committed output is counted under read_committed.
 // Besides wall time it prints records per CPU second of the job's
-// process (steadier than wall time on a shared machine), the live heap
-// and the collector's share of the CPU.
+// process (steadier than wall time on a shared machine), the live heap,
+// the collector's share of the CPU, and the process's system CPU and
+// minor page faults (memory the Go runtime returned and faulted back).
 // -D key=value and -config pass configuration keys to the job (the
 // memory model's, say); -memprofile writes the child's heap profile at
 // its highest in-use heap.
