@@ -20,8 +20,9 @@
 // -partitions partitions) is produced once; every run reads all of it
 // (bounded), and its committed output is counted under read_committed.
 // Besides wall time it prints records per CPU second of the job's
-// process (steadier than wall time on a shared machine), the live heap
-// and the collector's share of the CPU.
+// process (steadier than wall time on a shared machine), the live heap,
+// the collector's share of the CPU, and the process's system CPU and
+// minor page faults (memory the Go runtime returned and faulted back).
 // -D key=value and -config pass configuration keys to the job (the
 // memory model's, say); -memprofile writes the child's heap profile at
 // its highest in-use heap.
@@ -156,6 +157,11 @@ type result struct {
 type run struct {
 	result
 	maxRSSKiB int64 // the kernel's, for the reaped child
+	// sysCPU and faults are the reaped child's system CPU seconds and
+	// minor page faults (getrusage): memory the Go runtime returns to
+	// the kernel and faults back costs system time.
+	sysCPU float64
+	faults int64
 }
 
 func parent(f flags, seeds []string) error {
@@ -249,9 +255,9 @@ func parent(f flags, seeds []string) error {
 			}
 			_ = os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("%s-%d", b, i)))
 			runs[b] = append(runs[b], r)
-			fmt.Fprintf(os.Stderr, "round %d %s (load %s): %.2f s, %.0f records/s, %.0f records per CPU s, peak RSS %.0f MiB (anonymous %.0f MiB, Go %.0f MiB, heap %.0f MiB, live heap %.0f MiB), %d collections (%.0f%% of the CPU), %.0f bytes allocated per record, %d checkpoints\n",
+			fmt.Fprintf(os.Stderr, "round %d %s (load %s): %.2f s, %.0f records/s, %.0f records per CPU s, peak RSS %.0f MiB (anonymous %.0f MiB, Go %.0f MiB, heap %.0f MiB, live heap %.0f MiB), %d collections (%.0f%% of the CPU), %.0f bytes allocated per record, %d checkpoints, %.2f s system CPU, %.1f K page faults\n",
 				i+1, b, loadAverage(), r.Wall, float64(f.records)/r.Wall, float64(f.records)/r.CPU, float64(r.maxRSSKiB)/1024, float64(r.AnonPeakKiB)/1024, float64(r.GoPeakBytes)/(1<<20),
-				float64(r.HeapPeak)/(1<<20), float64(r.LivePeak)/(1<<20), r.GCs, 100*r.GCCPU/r.CPU, float64(r.Allocated)/float64(f.records), r.Checkpoints)
+				float64(r.HeapPeak)/(1<<20), float64(r.LivePeak)/(1<<20), r.GCs, 100*r.GCCPU/r.CPU, float64(r.Allocated)/float64(f.records), r.Checkpoints, r.sysCPU, float64(r.faults)/1000)
 		}
 	}
 	fmt.Printf("Kafka -> keyed running count -> Kafka, exactly-once: %d records of %d bytes over %d keys, %d partitions, parallelism %d, %v checkpoints, %d rounds; GOMAXPROCS %d\n",
@@ -327,8 +333,12 @@ func runChild(ctx context.Context, self string, args []string, noHeapProfile boo
 	// this process's peak (which grows with the records it produces and
 	// counts).
 	r.maxRSSKiB = r.VmHWMKiB
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && r.maxRSSKiB <= 0 {
-		r.maxRSSKiB = ru.Maxrss
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		if r.maxRSSKiB <= 0 {
+			r.maxRSSKiB = ru.Maxrss
+		}
+		r.sysCPU = float64(ru.Stime.Sec) + float64(ru.Stime.Usec)/1e6
+		r.faults = ru.Minflt
 	}
 	return r, nil
 }
