@@ -318,7 +318,7 @@ const smallDrain = 1 << 20
 // states wrote into it directly), and one SST file per state is what the
 // flush would have made too. At 20 K records/s with 100 ms checkpoints
 // the background job took 3.1-4.2 ms (p50) through the memtable and 1.9
-// this way; a changelog checkpoint of 2500 keys costs about 1.4 ms of CPU
+// this way; a changelog checkpoint of 2500 keys costs about 1.5 ms of CPU
 // less (docs/performance.md).
 func (b *Backend) drainForCheckpoint(s *cfState, w *writeBuffer) error {
 	return b.spill(s, w, b.spillPath())
