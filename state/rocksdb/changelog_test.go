@@ -78,7 +78,9 @@ func segmentNames(h *IncrementalHandle) []string {
 // checkpoint before it and uploads one segment, takes no RocksDB
 // checkpoint, and restores to exactly the state at its barrier (updates
 // and deletions), which the materialization alone does not hold. Shared
-// storage holds exactly what the retained checkpoint references.
+// storage holds exactly what the retained checkpoint references. Every
+// drain, a changelog checkpoint's too, is an SST file RocksDB ingests,
+// not a write into the memtable.
 func TestChangelogCheckpoints(t *testing.T) {
 	const keys = 400
 	b, v := changelogBackend(t, Options{})
@@ -122,6 +124,14 @@ func TestChangelogCheckpoints(t *testing.T) {
 	b.spills.Wait()
 	if !slices.Equal(jobs, []int64{1}) {
 		t.Fatalf("RocksDB checkpoints taken at %v, want at 1 only", jobs)
+	}
+	// Every checkpoint's drain, the changelog ones' too, was an SST file
+	// RocksDB ingested: nothing went through the memtable and its flush.
+	if n := b.spillSeq.Load(); n != 5 {
+		t.Errorf("five checkpoints of one state ingested %d SST files, want 5", n)
+	}
+	if n, _ := b.db.GetIntPropertyCF("rocksdb.num-entries-active-mem-table", b.states["v"].cf); n != 0 {
+		t.Errorf("the value state's memtable holds %d entries after the checkpoints, want none", n)
 	}
 }
 

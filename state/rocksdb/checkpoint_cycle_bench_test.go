@@ -35,7 +35,7 @@ func BenchmarkCheckpointCycle(b *testing.B) {
 			name = "updates"
 		}
 		b.Run(name, func(b *testing.B) {
-			opts := Options{Dir: b.TempDir()}
+			opts := Options{Dir: b.TempDir(), Changelog: *benchCycleChangelog}
 			be := newTestBackend(b, opts)
 			defer be.Close()
 			vs := statetest.FillValueState(b, be, keys, int64Key)
@@ -92,6 +92,8 @@ func BenchmarkCheckpointCycle(b *testing.B) {
 		})
 	}
 }
+
+var benchCycleChangelog = flag.Bool("rocksdb.cycle.changelog", false, "BenchmarkCheckpointCycle: changelog checkpoints (Options.Changelog)")
 
 var benchCycleUpdates = flag.Int("rocksdb.cycle.updates", 20, "BenchmarkCheckpointCycle: updates of every key between two checkpoints")
 

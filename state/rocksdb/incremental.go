@@ -182,11 +182,7 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		for _, fs := range frozen {
 			if b.closing.Load() {
 				fs.f.err = state.ErrClosed
-			} else if snap.plan == nil {
-				if err := b.drainForCheckpoint(fs.s, fs.f.w); err != nil {
-					fs.f.err = fmt.Errorf("write buffer: %w", err)
-				}
-			} else if err := b.writeBuffered(fs.s, fs.f.w); err != nil {
+			} else if err := b.drainForCheckpoint(fs.s, fs.f.w); err != nil {
 				fs.f.err = fmt.Errorf("write buffer: %w", err)
 			}
 			if fs.f.err != nil {
@@ -197,9 +193,6 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 				}
 			}
 			close(fs.f.done)
-		}
-		if drained && snap.plan != nil {
-			b.flushDrained(frozen)
 		}
 		if drained && snap.plan == nil {
 			if b.writeFailed.Load() {
@@ -224,25 +217,6 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 type frozenState struct {
 	s *cfState
 	f *frozenBuffer
-}
-
-// flushDrained flushes the memtables of the states a changelog checkpoint
-// drained, on its background job. No checkpoint needs it (the segment
-// holds the writes): it keeps the memtables small, as the flush of each
-// RocksDB checkpoint does, where every drain into a memtable grown over
-// many intervals costs several times as much (profiled at 100 K
-// records/s). A failure only leaves the memtable to RocksDB's own flush.
-func (b *Backend) flushDrained(frozen []frozenState) {
-	fo := grocksdb.NewDefaultFlushOptions()
-	defer fo.Destroy()
-	for _, fs := range frozen {
-		if b.closing.Load() {
-			return
-		}
-		if err := b.db.FlushCF(fs.s.cf, fo); err != nil {
-			b.log.Warn("rocksdb backend: flush after a changelog checkpoint's drain", "state", fs.s.meta.Name, "err", err)
-		}
-	}
 }
 
 // localCheckpointFiles takes the local RocksDB checkpoint name and lists
