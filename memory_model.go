@@ -34,11 +34,11 @@ var ErrInsufficientNetworkBuffers = network.ErrInsufficientNetworkBuffers
 // unless taskmanager.memory.go.limit or $GOMEMLIMIT sets a limit, the Go
 // limit is memory.DefaultGoLimit of the process's task slots (24 MiB and
 // 4 MiB a slot: 32 MiB for a job of parallelism 2 in one process, 28 MiB
-// for a one-slot cluster worker) with RocksDB state, and
-// memory.DefaultHeapGoLimit (24 MiB and 7 MiB a slot: 38 and 31 MiB)
-// when the keyed state is on the heap (the default backend), whose
-// slots have no RocksDB memory beside the Go heap; or that budget's task
-// heap if less; raised to twice the live heap when that is more
+// for a one-slot cluster worker), and memory.DefaultHeapGoLimit (24 MiB
+// and 7 MiB a slot: 38 MiB at parallelism 2) for a process that runs
+// the whole job with its keyed state on the heap (the default backend),
+// whose slots have no RocksDB memory beside the Go heap; or that
+// budget's task heap if less; raised to twice the live heap when that is more
 // (memory.Budget.GoLimitFloats), with the GC percent off: a small job
 // collects when its heap reaches the limit, a large one as Go's
 // GOGC=100 would. memory.Config.Slots set by WithMemoryConfig overrides the
@@ -64,11 +64,11 @@ func WithMemoryConfig(edit func(c *memory.Config)) Option {
 // process size.
 func (e *Environment) installMemory() error {
 	c := e.memory
-	slots := e.processSlots()
+	slots, wholeJob := e.processSlots()
 	if c.Slots == 0 {
 		c.Slots = slots
 	}
-	c.HeapState = slots > 0 && e.keyedStateOnHeap()
+	c.HeapState = wholeJob && e.keyedStateOnHeap()
 	b, err := c.Budget()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
@@ -104,15 +104,15 @@ type slotLauncher interface {
 // own; 0 (the memory default) for a coordinator, which runs no task;
 // else the job's highest parallelism (one process runs the whole job,
 // as Flink's MiniCluster offers one slot per subtask of its widest
-// vertex).
-func (e *Environment) processSlots() int {
+// vertex), and then wholeJob is true.
+func (e *Environment) processSlots() (slots int, wholeJob bool) {
 	if l, err := e.Launcher(); err == nil && l != nil {
 		if s, ok := l.(slotLauncher); ok {
 			switch {
 			case l.Worker():
-				return s.Slots()
+				return s.Slots(), false
 			case s.Coordinator():
-				return 0
+				return 0, false
 			}
 		}
 	}
@@ -122,15 +122,19 @@ func (e *Environment) processSlots() int {
 			n = max(n, cmp.Or(node.Parallelism, e.cfg.Parallelism))
 		}
 	}
-	return max(n, 1)
+	return max(n, 1), true
 }
 
 // keyedStateOnHeap says the job's keyed state backend is the heap one
 // (the default, or state.backend.type hashmap: runtime.HeapStateBackend),
 // whose state is Go memory and which runs no RocksDB: the default
-// budget's Go limit then takes the room RocksDB's native memory would
-// (memory.Config.HeapState). Any other factory, RocksDB's or one of the
-// program's own, keeps the limit of a process with native state.
+// budget's Go limit of a process that runs the whole job then takes the
+// room RocksDB's native memory would (memory.Config.HeapState). Any other
+// factory, RocksDB's or one of the program's own, keeps the limit of a
+// process with native state. A cluster worker keeps its own default
+// either way: fitted to its 64 MB goal with its larger binary, and a
+// one-slot heap-backend worker of the chaos job already peaks at 60-62
+// MiB with it (docs/performance.md).
 func (e *Environment) keyedStateOnHeap() bool {
 	f := e.cfg.StateBackend
 	return f == nil || reflect.ValueOf(f).Pointer() == reflect.ValueOf(runtime.HeapStateBackend).Pointer()

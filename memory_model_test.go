@@ -135,7 +135,7 @@ func TestDefaultGoLimitFollowsTheProcessSlots(t *testing.T) {
 			FromSource(e, source.FromSlice([]int{1}), NoWatermarks[int](), "numbers")
 			return e
 		}(), 38 * mib},
-		{"heap backend by default, a worker of one slot", job(WithLauncher(slotWorker{slots: 1})), 31 * mib},
+		{"heap backend by default, a worker of one slot: its own default", job(WithLauncher(slotWorker{slots: 1})), 28 * mib},
 		{"heap backend set, a vertex of 4", job(WithStateBackend(runtime.HeapStateBackend)), memory.DefaultHeapGoLimit(4)},
 		{"state.backend.type hashmap, a vertex of 4", job(WithConfiguration(hashmap)), memory.DefaultHeapGoLimit(4)},
 	} {

@@ -80,15 +80,16 @@ const (
 	DefaultGoLimitBase    int64 = 24 << 20
 	DefaultGoLimitPerSlot int64 = 4 << 20
 	// DefaultGoLimitPerHeapSlot replaces DefaultGoLimitPerSlot when the
-	// process's keyed state is on the Go heap (Config.HeapState: the heap
-	// backend, the default, and no RocksDB): a slot then has no RocksDB
-	// instance whose native memory (memtables, table readers, the
-	// library's pages) shares the process's RSS with the Go heap, so the
-	// default budget gives the Go heap that room instead, 38 MiB for two
-	// slots. The exactly-once Kafka job with the heap backend peaks at
-	// 59-60 MiB of RSS with it, as the RocksDB job does with 32 MiB, and
-	// at 0.86-0.93 of a 512 MiB process's records per CPU second where
-	// 32 MiB gave 0.79-0.85 (issue 32).
+	// process runs a whole job whose keyed state is on the Go heap
+	// (Config.HeapState: the heap backend, the default, and no RocksDB;
+	// not a cluster worker, whose default has a goal of its own): a slot
+	// then has no RocksDB instance whose native memory (memtables, table
+	// readers, the library's pages) shares the process's RSS with the Go
+	// heap, so the default budget gives the Go heap that room instead,
+	// 38 MiB for two slots. The exactly-once Kafka job with the heap
+	// backend peaks at 61 MiB of RSS with it (the RocksDB job 59-60 with
+	// 32 MiB), at 0.92 (median) of a 512 MiB process's records per CPU
+	// second where 32 MiB gave 0.82 (issue 32; docs/performance.md).
 	DefaultGoLimitPerHeapSlot int64 = 7 << 20
 )
 
@@ -125,11 +126,11 @@ type Config struct {
 	// MiniCluster), by which the default budget's Go limit grows
 	// (DefaultGoLimitPerSlot); 0 is 2.
 	Slots int
-	// HeapState says the process runs tasks whose keyed state is all on
-	// the Go heap (the heap backend): the default budget's Go limit then
-	// grows by DefaultGoLimitPerHeapSlot a slot rather than
-	// DefaultGoLimitPerSlot. The root package sets it from the job's
-	// state backend.
+	// HeapState says the process runs a whole job (not a cluster
+	// worker) whose keyed state is all on the Go heap (the heap backend):
+	// the default budget's Go limit then grows by
+	// DefaultGoLimitPerHeapSlot a slot rather than DefaultGoLimitPerSlot.
+	// The root package sets it from the job's state backend.
 	HeapState bool
 	// GCPercent is taskmanager.memory.go.gc-percent (GOGC): 0 is
 	// DefaultGCPercent with an explicit ProcessSize, off under the
