@@ -88,8 +88,8 @@ const (
 	// heap, so the default budget gives the Go heap that room instead,
 	// 38 MiB for two slots. The exactly-once Kafka job with the heap
 	// backend peaks at 61 MiB of RSS with it (the RocksDB job 59-60 with
-	// 32 MiB), at 0.92 (median) of a 512 MiB process's records per CPU
-	// second where 32 MiB gave 0.82 (issue 32; docs/performance.md).
+	// 32 MiB), with a third fewer collections and 2-4 % less CPU a record
+	// than with 32 MiB (issue 32; docs/performance.md).
 	DefaultGoLimitPerHeapSlot int64 = 7 << 20
 )
 
