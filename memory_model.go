@@ -38,11 +38,11 @@ var ErrInsufficientNetworkBuffers = network.ErrInsufficientNetworkBuffers
 // and 7 MiB a slot: 38 MiB at parallelism 2) for a process that runs
 // the whole job with its keyed state on the heap (the default backend),
 // whose slots have no RocksDB memory beside the Go heap; or that
-// budget's task heap if less; raised to twice the live heap when that is more
-// (memory.Budget.GoLimitFloats), with the GC percent off: a small job
-// collects when its heap reaches the limit, a large one as Go's
-// GOGC=100 would. memory.Config.Slots set by WithMemoryConfig overrides the
-// process's slots.
+// budget's task heap if less; raised to twice the live heap when that is
+// more (memory.Budget.GoLimitFloats), with the GC percent off: a small
+// job collects when its heap reaches the limit, a large one as Go's
+// GOGC=100 would. memory.Config.Slots set by WithMemoryConfig overrides
+// the process's slots.
 func WithProcessMemory(bytes int64) Option {
 	return func(e *Environment) {
 		if bytes <= 0 {

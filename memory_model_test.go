@@ -94,9 +94,10 @@ func (w slotWorker) Slots() int        { return w.slots }
 func (w slotWorker) Coordinator() bool { return w.coordinator }
 
 // Without a process size the Go limit follows the process's task slots
-// (a job's highest parallelism in one process, a worker's own slots) and
-// where its keyed state is: the heap backend (the default) takes the
-// room a RocksDB instance's native memory would.
+// (a job's highest parallelism in one process, a worker's own slots) and,
+// in a process that runs the whole job, where its keyed state is: the
+// heap backend (the default) takes the room a RocksDB instance's native
+// memory would; a worker keeps its own default.
 func TestDefaultGoLimitFollowsTheProcessSlots(t *testing.T) {
 	testutil.ClearSluiceEnv(t)
 	old := memory.Current()

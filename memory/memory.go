@@ -180,8 +180,8 @@ type Budget struct {
 	// GoLimitFloats says GoLimit is the default budget's (neither the
 	// process size nor taskmanager.memory.go.limit was set):
 	// DefaultGoLimit(slots) (DefaultHeapGoLimit with Config.HeapState), or
-	// the task heap if that is less, which the heap
-	// may fill before a collection (the GC percent is off).
+	// the task heap if that is less, which the heap may fill before a
+	// collection (the GC percent is off).
 	// ApplyGoLimit keeps the runtime's limit at least LiveHeapHeadroom
 	// times the live heap, so a job whose live heap outgrows half of it
 	// collects as Go's GOGC=100 does, rather than without end, and a
