@@ -81,15 +81,16 @@ const (
 	DefaultGoLimitPerSlot int64 = 4 << 20
 	// DefaultGoLimitPerHeapSlot replaces DefaultGoLimitPerSlot when the
 	// process runs a whole job whose keyed state is on the Go heap
-	// (Config.HeapState: the heap backend, the default, and no RocksDB;
-	// not a cluster worker, whose default has a goal of its own): a slot
-	// then has no RocksDB instance whose native memory (memtables, table
-	// readers, the library's pages) shares the process's RSS with the Go
-	// heap, so the default budget gives the Go heap that room instead,
-	// 38 MiB for two slots. The exactly-once Kafka job with the heap
-	// backend peaks at 61 MiB of RSS with it (the RocksDB job 59-60 with
-	// 32 MiB), with a third fewer collections and 2-4 % less CPU a record
-	// than with 32 MiB (issue 32; docs/performance.md).
+	// (Config.HeapState: the heap backend, the default; not a cluster
+	// worker, whose default has a goal of its own) in a program that
+	// links RocksDB all the same (else DefaultGoLimitPerHeapOnlySlot): a
+	// slot then has no RocksDB instance whose native memory (memtables,
+	// table readers) shares the process's RSS with the Go heap, so the
+	// default budget gives the Go heap that room instead, 38 MiB for two
+	// slots. The exactly-once Kafka job with the heap backend peaks at
+	// 60-61 MiB of RSS with it (the RocksDB job 59-60 with 32 MiB), with
+	// a third fewer collections and 2-4 % less CPU a record than with 32
+	// MiB (issue 32; docs/performance.md).
 	DefaultGoLimitPerHeapSlot int64 = 7 << 20
 	// DefaultGoLimitPerHeapOnlySlot replaces DefaultGoLimitPerHeapSlot
 	// when, besides, the program links no state backend but the heap one
