@@ -101,7 +101,8 @@ const (
 	// the exactly-once Kafka job's heap-backend RSS, 59-60 MiB against
 	// 50-51 MiB without them); a program without them gives that room to
 	// the Go heap, 46 MiB for two slots: the job then peaks at 58-59 MiB
-	// with a quarter fewer collections (issue 32; docs/performance.md).
+	// with a third fewer collections and 0-3 % less CPU a record (issue
+	// 32; docs/performance.md).
 	DefaultGoLimitPerHeapOnlySlot int64 = 11 << 20
 )
 
