@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/runtime"
 	"github.com/sluicehq/sluice/runtime/network"
+	"github.com/sluicehq/sluice/state"
 )
 
 // ErrInsufficientNetworkBuffers fails a job whose partitions and gates
@@ -37,7 +38,11 @@ var ErrInsufficientNetworkBuffers = network.ErrInsufficientNetworkBuffers
 // for a one-slot cluster worker), and memory.DefaultHeapGoLimit (24 MiB
 // and 7 MiB a slot: 38 MiB at parallelism 2) for a process that runs
 // the whole job with its keyed state on the heap (the default backend),
-// whose slots have no RocksDB memory beside the Go heap; or that
+// whose slots have no RocksDB memory beside the Go heap, and
+// memory.DefaultHeapOnlyGoLimit (24 MiB and 11 MiB a slot: 46 MiB at
+// parallelism 2) when, besides, the program links no other state
+// backend (no state/rocksdb, whose library's pages are resident
+// whichever backend the job runs); or that
 // budget's task heap if less; raised to twice the live heap when that is
 // more (memory.Budget.GoLimitFloats), with the GC percent off: a small
 // job collects when its heap reaches the limit, a large one as Go's
@@ -69,6 +74,7 @@ func (e *Environment) installMemory() error {
 		c.Slots = slots
 	}
 	c.HeapState = wholeJob && e.keyedStateOnHeap()
+	c.HeapOnlyProgram = c.HeapState && len(linkedBackendTypes()) == 0
 	b, err := c.Budget()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
@@ -139,6 +145,14 @@ func (e *Environment) keyedStateOnHeap() bool {
 	f := e.cfg.StateBackend
 	return f == nil || reflect.ValueOf(f).Pointer() == reflect.ValueOf(runtime.HeapStateBackend).Pointer()
 }
+
+// linkedBackendTypes lists the state.backend.type values that packages
+// of the program registered (state.BackendTypes): RocksDB's package
+// registers rocksdb, the heap backend is the engine's own. A program
+// that links none has no native backend's library in its RSS, whose
+// room the default Go limit of a heap-state job then takes
+// (memory.Config.HeapOnlyProgram). A variable for tests.
+var linkedBackendTypes = state.BackendTypes
 
 // processBuffers is the process's one pool of network buffers (Flink's
 // NetworkBufferPool), shared by every job the process runs.

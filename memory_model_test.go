@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -139,6 +140,36 @@ func TestDefaultGoLimitFollowsTheProcessSlots(t *testing.T) {
 		{"heap backend by default, a worker of one slot: its own default", job(WithLauncher(slotWorker{slots: 1})), 28 * mib},
 		{"heap backend set, a vertex of 4", job(WithStateBackend(runtime.HeapStateBackend)), memory.DefaultHeapGoLimit(4)},
 		{"state.backend.type hashmap, a vertex of 4", job(WithConfiguration(hashmap)), memory.DefaultHeapGoLimit(4)},
+	} {
+		if err := c.env.installMemory(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := memory.Current().GoLimit; got != c.want {
+			t.Errorf("%s: Go limit %d MiB, want %d MiB", c.name, got/mib, c.want/mib)
+		}
+	}
+	// This test binary links RocksDB (configuration_test.go); a program
+	// that links no backend but the heap one gives the heap state the
+	// room of RocksDB's library too, and only the heap state.
+	if !slices.Contains(state.BackendTypes(), "rocksdb") {
+		t.Fatal("the test binary links no RocksDB: the cases above are not a program that does")
+	}
+	linkedBackendTypes = func() []string { return nil }
+	t.Cleanup(func() { linkedBackendTypes = state.BackendTypes })
+	for _, c := range []struct {
+		name string
+		env  *Environment
+		want int64
+	}{
+		{"heap-only program, heap backend by default, parallelism 2", func() *Environment {
+			e := NewEnvironment(WithParallelism(2))
+			FromSource(e, source.FromSlice([]int{1}), NoWatermarks[int](), "numbers")
+			return e
+		}(), 46 * mib},
+		{"heap-only program, state.backend.type hashmap, a vertex of 4", job(WithConfiguration(hashmap)), memory.DefaultHeapOnlyGoLimit(4)},
+		{"heap-only program, a program's own factory, a vertex of 4", job(native), memory.DefaultGoLimit(4)},
+		{"heap-only program, a worker of one slot: its own default", job(WithLauncher(slotWorker{slots: 1})), 28 * mib},
+		{"heap-only program, a coordinator", job(WithLauncher(slotWorker{slots: 1, coordinator: true})), memory.DefaultGoLimit(0)},
 	} {
 		if err := c.env.installMemory(); err != nil {
 			t.Fatalf("%s: %v", c.name, err)

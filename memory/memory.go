@@ -81,16 +81,29 @@ const (
 	DefaultGoLimitPerSlot int64 = 4 << 20
 	// DefaultGoLimitPerHeapSlot replaces DefaultGoLimitPerSlot when the
 	// process runs a whole job whose keyed state is on the Go heap
-	// (Config.HeapState: the heap backend, the default, and no RocksDB;
-	// not a cluster worker, whose default has a goal of its own): a slot
-	// then has no RocksDB instance whose native memory (memtables, table
-	// readers, the library's pages) shares the process's RSS with the Go
-	// heap, so the default budget gives the Go heap that room instead,
-	// 38 MiB for two slots. The exactly-once Kafka job with the heap
-	// backend peaks at 61 MiB of RSS with it (the RocksDB job 59-60 with
-	// 32 MiB), with a third fewer collections and 2-4 % less CPU a record
-	// than with 32 MiB (issue 32; docs/performance.md).
+	// (Config.HeapState: the heap backend, the default; not a cluster
+	// worker, whose default has a goal of its own) in a program that
+	// links RocksDB all the same (else DefaultGoLimitPerHeapOnlySlot): a
+	// slot then has no RocksDB instance whose native memory (memtables,
+	// table readers) shares the process's RSS with the Go heap, so the
+	// default budget gives the Go heap that room instead, 38 MiB for two
+	// slots. The exactly-once Kafka job with the heap backend peaks at
+	// 60-61 MiB of RSS with it (the RocksDB job 59-60 with 32 MiB), with
+	// a third fewer collections and 2-4 % less CPU a record than with 32
+	// MiB (issue 32; docs/performance.md).
 	DefaultGoLimitPerHeapSlot int64 = 7 << 20
+	// DefaultGoLimitPerHeapOnlySlot replaces DefaultGoLimitPerHeapSlot
+	// when, besides, the program links no state backend but the heap one
+	// (Config.HeapOnlyProgram: no state/rocksdb, the root package's
+	// default). A program that links RocksDB has its shared libraries'
+	// pages resident whichever backend its job runs (librocksdb 6.2
+	// MiB, libstdc++ and libm 1.7 MiB, and a larger binary: 9-10 MiB of
+	// the exactly-once Kafka job's heap-backend RSS, 59-60 MiB against
+	// 50-51 MiB without them); a program without them gives that room to
+	// the Go heap, 46 MiB for two slots: the job then peaks at 58-59 MiB
+	// with a third fewer collections and 0-3 % less CPU a record (issue
+	// 32; docs/performance.md).
+	DefaultGoLimitPerHeapOnlySlot int64 = 11 << 20
 )
 
 // ErrInvalid is matched by the errors of Config.Budget.
@@ -132,6 +145,13 @@ type Config struct {
 	// DefaultGoLimitPerHeapSlot a slot rather than DefaultGoLimitPerSlot.
 	// The root package sets it from the job's state backend.
 	HeapState bool
+	// HeapOnlyProgram says, besides HeapState, that the program links no
+	// state backend but the heap one (no package registered a
+	// state.backend.type: RocksDB's registers rocksdb), so no native
+	// backend's library pages share the process's RSS: the default
+	// budget's Go limit then grows by DefaultGoLimitPerHeapOnlySlot a
+	// slot. The root package sets it from the registered backend types.
+	HeapOnlyProgram bool
 	// GCPercent is taskmanager.memory.go.gc-percent (GOGC): 0 is
 	// DefaultGCPercent with an explicit ProcessSize, off under the
 	// default budget's floating limit (Budget.GoLimitFloats) and 100 with
@@ -179,7 +199,8 @@ type Budget struct {
 	GoLimit int64
 	// GoLimitFloats says GoLimit is the default budget's (neither the
 	// process size nor taskmanager.memory.go.limit was set):
-	// DefaultGoLimit(slots) (DefaultHeapGoLimit with Config.HeapState), or
+	// DefaultGoLimit(slots) (DefaultHeapGoLimit with Config.HeapState,
+	// DefaultHeapOnlyGoLimit with Config.HeapOnlyProgram too), or
 	// the task heap if that is less, which the heap may fill before a
 	// collection (the GC percent is off).
 	// ApplyGoLimit keeps the runtime's limit at least LiveHeapHeadroom
@@ -292,7 +313,10 @@ func (c Config) Budget() (Budget, error) {
 		// DefaultGoLimit of the process's slots within the task heap,
 		// floating above the live heap (GoLimitFloats).
 		limit := DefaultGoLimit(c.Slots)
-		if c.HeapState {
+		switch {
+		case c.HeapState && c.HeapOnlyProgram:
+			limit = DefaultHeapOnlyGoLimit(c.Slots)
+		case c.HeapState:
 			limit = DefaultHeapGoLimit(c.Slots)
 		}
 		b.GoLimit, b.GoLimitFloats = min(b.TaskHeap, limit), true
@@ -337,6 +361,17 @@ func DefaultHeapGoLimit(slots int) int64 {
 		slots = 2
 	}
 	return DefaultGoLimitBase + int64(slots)*DefaultGoLimitPerHeapSlot
+}
+
+// DefaultHeapOnlyGoLimit is DefaultHeapGoLimit for a program that links
+// no state backend but the heap one (Config.HeapOnlyProgram):
+// DefaultGoLimitBase plus DefaultGoLimitPerHeapOnlySlot a slot (0: 2),
+// 46 MiB for two.
+func DefaultHeapOnlyGoLimit(slots int) int64 {
+	if slots <= 0 {
+		slots = 2
+	}
+	return DefaultGoLimitBase + int64(slots)*DefaultGoLimitPerHeapOnlySlot
 }
 
 // Share is n-th part of total, at least least.

@@ -365,6 +365,27 @@ func TestDefaultGoLimitFollowsSlots(t *testing.T) {
 			t.Errorf("%d slots, heap state: limit %d MiB (floats %v), want %d MiB floating", c.slots, b.GoLimit/mib, b.GoLimitFloats, c.want/mib)
 		}
 	}
+	// A program that links no other backend: 11 MiB a slot, the room of
+	// RocksDB's library pages too; HeapOnlyProgram without HeapState (a
+	// RocksDB job's, a worker's) changes nothing.
+	for _, c := range []struct {
+		slots int
+		want  int64
+	}{{0, 46 * mib}, {1, 35 * mib}, {2, 46 * mib}, {4, 68 * mib}} {
+		b, err := Config{Slots: c.slots, HeapState: true, HeapOnlyProgram: true}.Budget()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.GoLimit != c.want || !b.GoLimitFloats || b.GoLimit != min(b.TaskHeap, DefaultHeapOnlyGoLimit(c.slots)) {
+			t.Errorf("%d slots, heap state, heap-only program: limit %d MiB (floats %v), want %d MiB floating", c.slots, b.GoLimit/mib, b.GoLimitFloats, c.want/mib)
+		}
+		if b, _ := (Config{Slots: c.slots, HeapOnlyProgram: true}).Budget(); b.GoLimit != DefaultGoLimit(c.slots) {
+			t.Errorf("%d slots, heap-only program, native state: limit %d MiB, want %d", c.slots, b.GoLimit/mib, DefaultGoLimit(c.slots)/mib)
+		}
+	}
+	if b, _ := (Config{Slots: 1, HeapState: true, HeapOnlyProgram: true, ProcessSize: 1 << 30}).Budget(); b.GoLimit != explicitLimit(t) {
+		t.Errorf("one heap slot of a heap-only program with an explicit process size: limit %d, want %d as without", b.GoLimit, explicitLimit(t))
+	}
 	if b, _ := (Config{Slots: 1, HeapState: true, GoLimit: 100 * mib}).Budget(); b.GoLimit != 100*mib {
 		t.Errorf("one heap slot with taskmanager.memory.go.limit 100m: limit %d", b.GoLimit)
 	}

@@ -11,6 +11,13 @@
 //	scripts/with-kafka go run ./bench/kafkaeo -backends rocksdb -vs taskmanager.memory.go.limit=64m
 //	scripts/with-kafka /tmp/kafkaeo-new -backends rocksdb -vs-exec /tmp/kafkaeo-old
 //
+// Built with -tags norocksdb it links no RocksDB (rocksdb.go), as a
+// program with the default heap backend does not, and runs only
+// -backends hashmap:
+//
+//	go build -tags norocksdb -o /tmp/kafkaeo-heap ./bench/kafkaeo
+//	scripts/with-kafka /tmp/kafkaeo-heap -backends hashmap -vs-exec /tmp/kafkaeo
+//
 // -vs runs a second variant of the job (more keys) and -vs-exec runs it
 // with another build of this command, in turn with the first in every
 // round, so that a pair is measured under the same load of a shared
@@ -64,7 +71,6 @@ import (
 	kafkasink "github.com/sluicehq/sluice/sink/kafka"
 	kafkasource "github.com/sluicehq/sluice/source/kafka"
 	"github.com/sluicehq/sluice/state"
-	_ "github.com/sluicehq/sluice/state/rocksdb" // state.backend.type rocksdb
 )
 
 type flags struct {
@@ -93,7 +99,7 @@ func main() {
 	flag.IntVar(&f.parallelism, "parallelism", 2, "parallelism of the job")
 	flag.IntVar(&f.rounds, "rounds", 3, "runs per backend (the table shows min and median)")
 	flag.DurationVar(&f.interval, "interval", time.Second, "checkpoint interval")
-	flag.StringVar(&f.backends, "backends", "hashmap,rocksdb", "state backends to run, comma separated")
+	flag.StringVar(&f.backends, "backends", strings.Join(linkedBackends(), ","), "state backends to run, comma separated (those linked: -tags norocksdb leaves out rocksdb)")
 	flag.StringVar(&f.memProfile, "memprofile", "", "write each run's heap profile at its highest in-use heap to this file (suffixed -<backend>-<round>)")
 	flag.StringVar(&f.liveProfile, "liveprofile", "", "write each run's heap profile of what is live -liveprofile-at into the job, after a forced collection, to this file (suffixed -<backend>-<round>)")
 	flag.DurationVar(&f.liveAt, "liveprofile-at", 3*time.Second, "when -liveprofile collects and writes the profile")
@@ -110,6 +116,14 @@ func main() {
 	flag.StringVar(&f.prefix, "prefix", "", "the child's transactional id prefix (internal)")
 	flag.StringVar(&f.dir, "dir", "", "the child's checkpoint and RocksDB directory (internal)")
 	flag.Parse()
+	backends := f.backends
+	if f.child {
+		backends = f.backend
+	}
+	if err := linked(backends); err != nil {
+		fmt.Fprintf(os.Stderr, "bench/kafkaeo: %v\n", err)
+		os.Exit(2)
+	}
 	seeds := strings.Split(strings.TrimSpace(os.Getenv("KAFKA_BROKERS")), ",")
 	if seeds[0] == "" {
 		fmt.Fprintln(os.Stderr, "bench/kafkaeo: KAFKA_BROKERS is unset: run it under scripts/with-kafka")
@@ -140,6 +154,11 @@ type result struct {
 	// the shared libraries (RssFile, tens of MiB, shared with every
 	// process running them).
 	AnonPeakKiB int64 `json:"anon_peak_kib"`
+	// FileAtPeakKiB and AnonAtPeakKiB are RssFile and RssAnon in the
+	// sample of the highest VmRSS: the peak's file pages (the binary's
+	// and the shared libraries') and the process's own.
+	FileAtPeakKiB int64 `json:"file_at_peak_kib"`
+	AnonAtPeakKiB int64 `json:"anon_at_peak_kib"`
 	// LivePeak is the highest live heap a collection left
 	// (/gc/heap/live:bytes): what the job holds, without the garbage
 	// the Go limit or GOGC lets the heap grow by.
@@ -255,8 +274,8 @@ func parent(f flags, seeds []string) error {
 			}
 			_ = os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("%s-%d", b, i)))
 			runs[b] = append(runs[b], r)
-			fmt.Fprintf(os.Stderr, "round %d %s (load %s): %.2f s, %.0f records/s, %.0f records per CPU s, peak RSS %.0f MiB (anonymous %.0f MiB, Go %.0f MiB, heap %.0f MiB, live heap %.0f MiB), %d collections (%.0f%% of the CPU), %.0f bytes allocated per record, %d checkpoints, %.2f s system CPU, %.1f K page faults\n",
-				i+1, b, loadAverage(), r.Wall, float64(f.records)/r.Wall, float64(f.records)/r.CPU, float64(r.maxRSSKiB)/1024, float64(r.AnonPeakKiB)/1024, float64(r.GoPeakBytes)/(1<<20),
+			fmt.Fprintf(os.Stderr, "round %d %s (load %s): %.2f s, %.0f records/s, %.0f records per CPU s, peak RSS %.1f MiB (file %.1f MiB and anonymous %.1f MiB at the peak; anonymous %.0f MiB, Go %.0f MiB, heap %.0f MiB, live heap %.0f MiB), %d collections (%.0f%% of the CPU), %.0f bytes allocated per record, %d checkpoints, %.2f s system CPU, %.1f K page faults\n",
+				i+1, b, loadAverage(), r.Wall, float64(f.records)/r.Wall, float64(f.records)/r.CPU, float64(r.maxRSSKiB)/1024, float64(r.FileAtPeakKiB)/1024, float64(r.AnonAtPeakKiB)/1024, float64(r.AnonPeakKiB)/1024, float64(r.GoPeakBytes)/(1<<20),
 				float64(r.HeapPeak)/(1<<20), float64(r.LivePeak)/(1<<20), r.GCs, 100*r.GCCPU/r.CPU, float64(r.Allocated)/float64(f.records), r.Checkpoints, r.sysCPU, float64(r.faults)/1000)
 		}
 	}
@@ -481,7 +500,9 @@ func child(f flags, seeds []string) error {
 		}
 		interval = d
 	}
-	if _, set := conf.Get("state.backend.rocksdb.localdir"); !set {
+	// RocksDB's keys are known when its package is linked (not with
+	// -tags norocksdb).
+	if _, set := conf.Get("state.backend.rocksdb.localdir"); !set && slices.Contains(state.BackendTypes(), "rocksdb") {
 		if err := conf.Set("state.backend.rocksdb.localdir", filepath.Join(f.dir, "rocksdb")); err != nil {
 			return err
 		}
@@ -558,9 +579,10 @@ func child(f flags, seeds []string) error {
 	}
 	wall, cpu := time.Since(start), bench.ProcessCPUTime()-cpu0
 	gc1 := gcFigures()
-	goPeak, heapPeak, anonPeak, livePeak := peaks()
+	goPeak, heapPeak, anonPeak, livePeak, atPeak := peaks()
 	return json.NewEncoder(os.Stdout).Encode(result{
 		Wall: wall.Seconds(), VmHWMKiB: procStatus("VmHWM:"), GoPeakBytes: goPeak, HeapPeak: heapPeak, AnonPeakKiB: anonPeak,
+		FileAtPeakKiB: atPeak.file, AnonAtPeakKiB: atPeak.anon,
 		LivePeak: livePeak, GCs: gc1.cycles - gc0.cycles, CPU: cpu.Seconds(), GCCPU: gc1.cpu - gc0.cpu, Allocated: gc1.allocs - gc0.allocs,
 		Checkpoints: completed.Load(),
 	})
@@ -580,12 +602,17 @@ func gcFigures() gcFig {
 	return gcFig{cycles: s[0].Value.Uint64(), cpu: s[1].Value.Float64(), allocs: s[2].Value.Uint64()}
 }
 
+// rssSample is a sample of /proc/self/status's VmRSS, RssFile and
+// RssAnon, KiB.
+type rssSample struct{ rss, file, anon int64 }
+
 // startPeakWatch samples the Go runtime's memory and the process's
-// RssAnon every 20 ms and, when profile is set, writes a heap profile
-// whenever the in-use heap reaches a new high (by more than 5%). The
-// function it returns stops it and gives the highest Go-managed memory,
-// heap and RssAnon (KiB) it saw.
-func startPeakWatch(profile string) func() (goPeak, heapPeak uint64, anonPeak int64, livePeak uint64) {
+// VmRSS, RssFile and RssAnon every 20 ms and, when profile is set,
+// writes a heap profile whenever the in-use heap reaches a new high (by
+// more than 5%). The function it returns stops it and gives the highest
+// Go-managed memory, heap and RssAnon (KiB) it saw, and the sample of
+// the highest VmRSS.
+func startPeakWatch(profile string) func() (goPeak, heapPeak uint64, anonPeak int64, livePeak uint64, atPeak rssSample) {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/total:bytes"},
 		{Name: "/memory/classes/heap/released:bytes"},
@@ -597,6 +624,7 @@ func startPeakWatch(profile string) func() (goPeak, heapPeak uint64, anonPeak in
 	}
 	var goPeak, heapPeak, livePeak, written uint64
 	var anonPeak int64
+	var atPeak rssSample
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	sample := func() {
@@ -604,7 +632,11 @@ func startPeakWatch(profile string) func() (goPeak, heapPeak uint64, anonPeak in
 		g := samples[0].Value.Uint64() - samples[1].Value.Uint64()
 		h := samples[2].Value.Uint64()
 		goPeak, heapPeak, livePeak = max(goPeak, g), max(heapPeak, h), max(livePeak, samples[3].Value.Uint64())
-		anonPeak = max(anonPeak, procStatus("RssAnon:"))
+		v := procStatusFields("VmRSS:", "RssFile:", "RssAnon:")
+		anonPeak = max(anonPeak, v[2])
+		if v[0] > atPeak.rss {
+			atPeak = rssSample{v[0], v[1], v[2]}
+		}
 		if profile != "" && h > written+written/20 {
 			written = h
 			if pf, err := os.Create(profile); err == nil {
@@ -627,30 +659,37 @@ func startPeakWatch(profile string) func() (goPeak, heapPeak uint64, anonPeak in
 			}
 		}
 	}()
-	return func() (uint64, uint64, int64, uint64) {
+	return func() (uint64, uint64, int64, uint64, rssSample) {
 		close(stop)
 		<-done
-		return goPeak, heapPeak, anonPeak, livePeak
+		return goPeak, heapPeak, anonPeak, livePeak, atPeak
 	}
 }
 
 // procStatus is a KiB figure of /proc/self/status (field "VmHWM:", the
 // process's peak resident set size; "RssAnon:"), -1 if unknown.
-func procStatus(field string) int64 {
+func procStatus(field string) int64 { return procStatusFields(field)[0] }
+
+// procStatusFields is procStatus of several fields, read at once.
+func procStatusFields(fields ...string) []int64 {
+	out := make([]int64, len(fields))
+	for i := range out {
+		out[i] = -1
+	}
 	fh, err := os.Open("/proc/self/status")
 	if err != nil {
-		return -1
+		return out
 	}
 	defer fh.Close()
 	sc := bufio.NewScanner(fh)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
-			var kib int64
-			_, _ = fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kib)
-			return kib
+		for i, field := range fields {
+			if v, ok := strings.CutPrefix(sc.Text(), field); ok {
+				_, _ = fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &out[i])
+			}
 		}
 	}
-	return -1
+	return out
 }
 
 // withoutHeapProfile returns env with memprofilerate=0 added to
