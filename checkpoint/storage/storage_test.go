@@ -342,6 +342,23 @@ func TestWriteMetadataFailuresLeaveNoCompleteCheckpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			md := &storage.Metadata{Version: 1, Job: "job-1", CheckpointID: 2, Kind: storage.KindCheckpoint}
+			if rule.Op == faultfs.OpSyncDir {
+				// The commit fsyncs the shared directory only when
+				// the checkpoint named a new file in it.
+				w, err := loc.CreateSharedStream("op-0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.Write([]byte("shared state")); err != nil {
+					t.Fatal(err)
+				}
+				h, err := w.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				md.Subtasks = []storage.SubtaskState{{OperatorUID: "op",
+					KeyedState: []storage.KeyedStateHandle{{Files: []storage.NamedHandle{{Name: "f", Handle: h}}}}}}
+			}
 			_, err = loc.WriteMetadata(md)
 			if err == nil {
 				t.Fatal("WriteMetadata succeeded")
