@@ -92,8 +92,9 @@ func writeStreams(t *testing.T, loc *storage.Location, n int) (*storage.Metadata
 // published without one (its acknowledgement waits for none), and the
 // checkpoint's commit fsyncs each private file it references exactly once
 // (a file referenced twice, by operator and channel state, too), the
-// _metadata's file once, the shared directory, the job directory and the
-// checkpoint's directory once each — nothing else.
+// _metadata's file once, the job directory and the checkpoint's directory
+// once each — nothing else: not the shared directory, in which this
+// checkpoint named no file.
 func TestCommitSyncsTheTasksFilesOnce(t *testing.T) {
 	cfs := &syncCountingFS{syncs: map[string]int{}}
 	st, _ := newStorage(t, cfs, 0)
@@ -111,10 +112,9 @@ func TestCommitSyncsTheTasksFilesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int{
-		metaPath + ".inprogress":                   1,
-		filepath.Join(st.JobDir(), "shared") + "/": 1,
-		st.JobDir() + "/":                          1,
-		loc.Dir() + "/":                            1,
+		metaPath + ".inprogress": 1,
+		st.JobDir() + "/":        1,
+		loc.Dir() + "/":          1,
 	}
 	for _, p := range paths {
 		want[p] = 1
@@ -186,7 +186,9 @@ func writeShared(t *testing.T, loc *storage.Location, owner string) (storage.Sta
 // TestCommitSyncsTheNewSharedFiles: a shared file (an incremental
 // backend's upload) is published without an fsync too; the commit of the
 // checkpoint it was written for fsyncs it once, and the commit of a later
-// checkpoint that references it again does not.
+// checkpoint that references it again does not. The shared directory is
+// fsynced by the commits of the checkpoints that named a new file in it,
+// and by no other.
 func TestCommitSyncsTheNewSharedFiles(t *testing.T) {
 	cfs := &syncCountingFS{syncs: map[string]int{}}
 	st, _ := newStorage(t, cfs, 0)
@@ -223,6 +225,38 @@ func TestCommitSyncsTheNewSharedFiles(t *testing.T) {
 	if cfs.syncs[freshPath] != 1 || cfs.syncs[oldPath] != 1 {
 		t.Fatalf("after checkpoint 2's commit: new shared file fsynced %d times, want 1; checkpoint 1's %d times, want 1",
 			cfs.syncs[freshPath], cfs.syncs[oldPath])
+	}
+	sharedDir := filepath.Join(st.JobDir(), "shared") + "/"
+	if cfs.syncs[sharedDir] != 2 {
+		t.Fatalf("the shared directory fsynced %d times by the commits of two checkpoints with a new shared file each, want 2", cfs.syncs[sharedDir])
+	}
+	// Checkpoint 3 references the shared files of completed checkpoints
+	// only, checkpoint 4 none at all: their commits leave the shared
+	// directory alone.
+	loc3, err := st.Checkpoint(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loc3.WriteMetadata(md(3, old, fresh)); err != nil {
+		t.Fatal(err)
+	}
+	loc4, err := st.Checkpoint(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loc4.WriteMetadata(md(4)); err != nil {
+		t.Fatal(err)
+	}
+	if cfs.syncs[sharedDir] != 2 || cfs.syncs[freshPath] != 1 || cfs.syncs[oldPath] != 1 {
+		t.Fatalf("after checkpoints 3 and 4: the shared directory fsynced %d times, want 2; the shared files %d and %d times, want 1",
+			cfs.syncs[sharedDir], cfs.syncs[oldPath], cfs.syncs[freshPath])
+	}
+	if cfs.syncs[loc3.Dir()+"/"] != 1 || cfs.syncs[loc4.Dir()+"/"] != 1 {
+		t.Fatalf("the directories of checkpoints 3 and 4 fsynced %d and %d times, want 1", cfs.syncs[loc3.Dir()+"/"], cfs.syncs[loc4.Dir()+"/"])
+	}
+	rec, err := st.Recover()
+	if err != nil || rec.Latest().Metadata.CheckpointID != 4 {
+		t.Fatalf("Recover = %+v, %v", rec, err)
 	}
 }
 

@@ -369,14 +369,15 @@ func (l *Location) WriteMetadata(md *Metadata) (string, error) {
 	key := l.prefix + metadataName
 	if ds, ok := l.b.(DeferredSyncer); ok {
 		// One commit: the private files and the new shared files the
-		// tasks published without an fsync, the shared directory and
-		// _metadata's own file made durable at once, then _metadata
-		// published.
+		// tasks published without an fsync, the shared directory (when
+		// a new shared file was named in it) and _metadata's own file
+		// made durable at once, then _metadata published.
+		objects, newShared := l.unsyncedKeys(md)
 		var dirs []string
-		if !l.savepoint {
+		if newShared && !l.savepoint {
 			dirs = []string{sharedPrefix}
 		}
-		if err := ds.PutIfAbsentAfterSync(ctx, key, data, l.unsyncedKeys(md), dirs); err != nil {
+		if err := ds.PutIfAbsentAfterSync(ctx, key, data, objects, dirs); err != nil {
 			return "", fmt.Errorf("write checkpoint %d metadata %s: %w", l.id, l.b.Path(key), err)
 		}
 		return l.b.Path(key), nil
@@ -395,9 +396,16 @@ func (l *Location) WriteMetadata(md *Metadata) (string, error) {
 // unsyncedKeys are the keys of the files of md that this checkpoint's
 // commit makes durable, without duplicates: those in this location's own
 // directory (not inline, not shared), and the shared files written for
-// this checkpoint (DurableAt), not those an earlier one wrote.
-func (l *Location) unsyncedKeys(md *Metadata) []string {
-	var keys []string
+// this checkpoint (DurableAt), not those an earlier one wrote. newShared
+// reports whether md names a shared file whose name in the shared
+// directory this commit must make durable: one written for this
+// checkpoint, or one that records no checkpoint (DurableAt 0: written by
+// a commit protocol before DurableAt, or durable on its own but for its
+// directory entry). A checkpoint that only references shared files of
+// completed checkpoints (whose commits fsynced the shared directory after
+// naming them) or none at all (the heap backend's) leaves the shared
+// directory alone: its fsync would make nothing of it durable.
+func (l *Location) unsyncedKeys(md *Metadata) (keys []string, newShared bool) {
 	for _, r := range md.Handles() {
 		switch h := r.Handle; {
 		case h.IsInline():
@@ -405,10 +413,13 @@ func (l *Location) unsyncedKeys(md *Metadata) []string {
 			keys = append(keys, l.prefix+h.Path)
 		case h.DurableAt == l.id:
 			keys = append(keys, sharedPrefix+h.Path)
+			newShared = true
+		case h.DurableAt == 0:
+			newShared = true
 		}
 	}
 	slices.Sort(keys)
-	return slices.Compact(keys)
+	return slices.Compact(keys), newShared
 }
 
 func randomSuffix() string {

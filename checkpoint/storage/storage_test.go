@@ -342,6 +342,23 @@ func TestWriteMetadataFailuresLeaveNoCompleteCheckpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			md := &storage.Metadata{Version: 1, Job: "job-1", CheckpointID: 2, Kind: storage.KindCheckpoint}
+			if rule.Op == faultfs.OpSyncDir {
+				// The commit fsyncs the shared directory only when
+				// the checkpoint named a new file in it.
+				w, err := loc.CreateSharedStream("op-0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.Write([]byte("shared state")); err != nil {
+					t.Fatal(err)
+				}
+				h, err := w.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				md.Subtasks = []storage.SubtaskState{{OperatorUID: "op",
+					KeyedState: []storage.KeyedStateHandle{{Files: []storage.NamedHandle{{Name: "f", Handle: h}}}}}}
+			}
 			_, err = loc.WriteMetadata(md)
 			if err == nil {
 				t.Fatal("WriteMetadata succeeded")
@@ -554,5 +571,67 @@ func TestLoadSnapshotByRelativePath(t *testing.T) {
 	snap, err = storage.LoadSnapshot(storage.OSFS{}, ".")
 	if err != nil || snap.Metadata.CheckpointID != 1 {
 		t.Fatalf(`LoadSnapshot(".") = %+v, %v`, snap, err)
+	}
+}
+
+// TestStateStreamMixedWrites writes a stream in small and large writes in
+// every order (a large write goes to the file directly until a small one
+// starts the stream's buffer, after which the buffer keeps their order),
+// over the inline threshold, and reads it back whole through a committed
+// checkpoint, checksum included.
+func TestStateStreamMixedWrites(t *testing.T) {
+	st, _ := newStorage(t, storage.OSFS{}, 1<<10)
+	loc, err := st.Checkpoint(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := [][]int{
+		{100, 20 << 10, 3, 70 << 10, 5, 40 << 10, 1},
+		{64 << 10, 64 << 10, 17 << 10},
+		{1000, 900, 64 << 10, 7},
+		{16<<10 - 1, 16 << 10, 2},
+	}
+	md := &storage.Metadata{Version: 1, CheckpointID: 1, Kind: storage.KindCheckpoint}
+	var want [][]byte
+	for i, ws := range sizes {
+		w := loc.CreateStateStream(fmt.Sprintf("op-%d", i))
+		var all []byte
+		for j, n := range ws {
+			p := make([]byte, n)
+			for k := range p {
+				p[k] = byte(i*31 + j*7 + k%251)
+			}
+			if _, err := w.Write(p); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, p...)
+		}
+		h, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.IsInline() {
+			t.Fatalf("stream %d of %d bytes inline", i, len(all))
+		}
+		want = append(want, all)
+		md.Subtasks = append(md.Subtasks, storage.SubtaskState{OperatorUID: fmt.Sprintf("op-%d", i),
+			OperatorState: []storage.OperatorStateHandle{{Name: "s", Handle: h}}})
+	}
+	if _, err := loc.WriteMetadata(md); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.Recover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := rec.Latest()
+	for i, sub := range snap.Metadata.Subtasks {
+		got, err := snap.ReadAll(sub.OperatorState[0].Handle)
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		if !bytes.Equal(got, want[i]) {
+			t.Fatalf("stream %d: read %d bytes back, not the %d written", i, len(got), len(want[i]))
+		}
 	}
 }

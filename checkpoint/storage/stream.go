@@ -38,7 +38,15 @@ type StateStream struct {
 	done bool
 }
 
+// streamBufferSize is the buffer of a stream's object, made at the
+// first write smaller than streamDirectWrite; a stream written in large
+// writes only (the keyed state writer's, which buffers 64 KiB itself)
+// never makes one.
 const streamBufferSize = 64 << 10
+
+// streamDirectWrite is the smallest write that goes to the object
+// directly while the stream has no buffer.
+const streamDirectWrite = 16 << 10
 
 func newStateStream(b Backend, prefix, name string, shared bool, inline int, checkpoint int64) *StateStream {
 	_, deferSync := b.(DeferredSyncer)
@@ -70,7 +78,19 @@ func (s *StateStream) Write(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	n, err := s.w.Write(p)
+	var n int
+	var err error
+	if s.w == nil && len(p) >= streamDirectWrite {
+		// A large write (a state writer's own buffer, a copy's
+		// chunk) goes to the object as it is: a buffer of the
+		// stream's own would only copy it.
+		n, err = s.obj.Write(p)
+	} else {
+		if s.w == nil {
+			s.w = bufio.NewWriterSize(s.obj, streamBufferSize)
+		}
+		n, err = s.w.Write(p)
+	}
 	s.crc.Write(p[:n])
 	s.size += int64(n)
 	if err != nil {
@@ -93,9 +113,8 @@ func (s *StateStream) open() error {
 		return s.err
 	}
 	s.obj = obj
-	s.w = bufio.NewWriterSize(obj, streamBufferSize)
 	if len(s.buf) > 0 {
-		if _, err := s.w.Write(s.buf); err != nil {
+		if _, err := obj.Write(s.buf); err != nil {
 			s.err = fmt.Errorf("write state file %s: %w", s.Path(), err)
 			return s.err
 		}
@@ -130,7 +149,10 @@ func (s *StateStream) Close() (StateHandle, error) {
 			return StateHandle{}, err
 		}
 	}
-	err := s.w.Flush()
+	var err error
+	if s.w != nil {
+		err = s.w.Flush()
+	}
 	if err == nil {
 		err = s.obj.Commit()
 	} else {
