@@ -20,21 +20,35 @@ import (
 // Changelog checkpoints (Options.Changelog), as Flink's changelog state
 // backend: a checkpoint of a backend whose writes since its last
 // materialization all went through value-like states' write buffers
-// stores the buffers frozen at its barrier as they are (a segment per
-// barrier, in checkpoint storage), beside the files of that
-// materialization, an earlier RocksDB checkpoint. Its critical path then
-// holds no drain, memtable flush or RocksDB checkpoint, only the upload
-// of what changed since the last completed checkpoint. A restore
-// restores the materialization and applies the segments over it in order.
+// stores what changed since the barrier before (a segment per barrier,
+// in checkpoint storage), beside the files of that materialization, an
+// earlier RocksDB checkpoint. The write buffers track the entries written
+// since the last barrier (writeBuffer.dirty); the barrier copies those
+// into the segment (takeDelta: key, value or deletion; for 2500 small
+// entries some tens of microseconds) and unmarks them. It freezes no
+// buffer and writes nothing into RocksDB: the buffers keep accumulating
+// across barriers, reads find the latest value in them, and they go into
+// RocksDB only when one fills (a spill), at a materialization, or when
+// the deltas outgrow their bound (add). A spill between two barriers
+// first copies the spilled buffer's entries not in a segment yet into
+// the state's carry (carryOver), which the next segment starts with, so
+// a segment holds every change since the barrier before, spilled or
+// still buffered, in the order written (a key spilled and written again
+// appears twice, the later last; a restore applies entries in order).
+// A checkpoint then costs the copy and the upload of what changed since
+// the last completed checkpoint; no drain, SST file, memtable flush,
+// compaction or RocksDB checkpoint. A restore restores the
+// materialization and applies the segments over it in order.
 //
 // Materializations: a checkpoint that cannot build on one (the first, the
 // first after a restore, any after a write into RocksDB that no segment
-// carries: list and map states, new states, a spilled buffer, a read of
-// RocksDB as a whole) takes the incremental path, and is one. Beside
-// that, every Options.MaterializeInterval a background job takes a
-// RocksDB checkpoint right after a barrier's drain; the first checkpoint
-// after it is ready uploads its files, and later ones build on it once
-// that checkpoint completes.
+// carries: list and map states, new states, a read of RocksDB as a
+// whole) takes the incremental path, and is one: it freezes and drains
+// every buffer. Beside that, every Options.MaterializeInterval a
+// checkpoint's barrier freezes every buffer and a background job drains
+// them and takes a RocksDB checkpoint (the state at that barrier); the
+// first checkpoint after it is ready uploads its files, and later ones
+// build on it once that checkpoint completes.
 //
 // A handle built on the last completed checkpoint references its files
 // and segments and uploads the segments of the barriers since; one built

@@ -119,7 +119,10 @@ func (s *incState) init() {
 // database, which Upload reads from its directory (live_checkpoint.go). Reads see the frozen buffers until they are in RocksDB;
 // writes that go into RocksDB directly (list and map states, new states)
 // wait for the job, so the checkpoint holds the state at this call
-// exactly. Call Upload on the result (on any goroutine), then Release.
+// exactly. A changelog checkpoint between materializations (changelog.go)
+// instead copies what changed since the last barrier into its segment
+// here, freezes nothing and enqueues no job. Call Upload on the result
+// (on any goroutine), then Release.
 func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot, error) {
 	if err := b.ready(); err != nil {
 		return nil, err

@@ -314,9 +314,9 @@ const smallDrain = 1 << 20
 // checkpoint into s's column family, on the checkpoint's background job:
 // one that lists the live files next (liveFiles, or RocksDB's checkpoint
 // with local recovery; both flush the memtables), or a changelog
-// checkpoint, whose segment carries the buffer and which flushes nothing
-// (through the memtable, each drain was a skiplist insert of every entry
-// and a flush of its own after it). It is always an SST
+// checkpoint's materialization, which takes a RocksDB checkpoint after it
+// (a changelog checkpoint between materializations drains nothing). It
+// is always an SST
 // file that RocksDB ingests (spill), however small: the memtable and its
 // flush would build the same SST file (the column family's table options
 // and compression) after a skiplist insert of every entry and a hand-off
@@ -326,8 +326,7 @@ const smallDrain = 1 << 20
 // states wrote into it directly), and one SST file per state is what the
 // flush would have made too. At 20 K records/s with 100 ms checkpoints
 // the background job took 3.1-4.2 ms (p50) through the memtable and 1.9
-// this way; a changelog checkpoint of 2500 keys costs about 1.5 ms of CPU
-// less (docs/performance.md).
+// this way (docs/performance.md).
 func (b *Backend) drainForCheckpoint(s *cfState, w *writeBuffer) error {
 	return b.spill(s, w, b.spillPath())
 }
