@@ -24,8 +24,8 @@ import (
 // in checkpoint storage), beside the files of that materialization, an
 // earlier RocksDB checkpoint. The write buffers track the entries written
 // since the last barrier (writeBuffer.dirty); the barrier copies those
-// into the segment (takeDelta: key, value or deletion; for 2500 small
-// entries some tens of microseconds) and unmarks them. It freezes no
+// into the segment (takeDelta: key, value or deletion of each, nothing
+// else) and unmarks them. It freezes no
 // buffer and writes nothing into RocksDB: the buffers keep accumulating
 // across barriers, reads find the latest value in them, and they go into
 // RocksDB only when one fills (a spill), at a materialization, or when
