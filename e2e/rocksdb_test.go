@@ -26,12 +26,15 @@ import (
 func TestExactlyOnceWithRocksDB(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	for i, mode := range []string{"aligned", "unaligned", "aligned-full"} {
+	for i, mode := range []string{"aligned", "unaligned", "aligned-full", "aligned-changelog"} {
 		t.Run(mode, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, uint64(i)))
 			// aligned-full: full snapshots (a local RocksDB checkpoint
 			// read in the asynchronous part) instead of incremental ones.
-			opts := rocksdb.Options{DisableIncremental: mode == "aligned-full"}
+			// aligned-changelog: changelog checkpoints, materialized in
+			// the background every 100 ms (every fifth checkpoint).
+			opts := rocksdb.Options{DisableIncremental: mode == "aligned-full",
+				Changelog: mode == "aligned-changelog", MaterializeInterval: 100 * time.Millisecond}
 			mode, _, _ := strings.Cut(mode, "-")
 			const records, keys = 10000, 40
 			r := crashCount(t, mode, records, keys, 20*time.Millisecond, 0)

@@ -62,7 +62,7 @@ type cfState struct {
 func (b *Backend) newCFState(m state.StateMeta, cf *grocksdb.ColumnFamilyHandle, filter *ttlFilter) *cfState {
 	s := &cfState{meta: m, cf: cf, filter: filter}
 	if b.goBuffers() && m.Kind != state.KindList && m.Kind != state.KindMap {
-		s.buf = newCFBuffer(filter == nil)
+		s.buf = newCFBuffer(filter == nil, b.opts.Changelog)
 	}
 	return s
 }

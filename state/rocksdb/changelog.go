@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/linxGnu/grocksdb"
@@ -19,21 +20,35 @@ import (
 // Changelog checkpoints (Options.Changelog), as Flink's changelog state
 // backend: a checkpoint of a backend whose writes since its last
 // materialization all went through value-like states' write buffers
-// stores the buffers frozen at its barrier as they are (a segment per
-// barrier, in checkpoint storage), beside the files of that
-// materialization, an earlier RocksDB checkpoint. Its critical path then
-// holds no drain, memtable flush or RocksDB checkpoint, only the upload
-// of what changed since the last completed checkpoint. A restore
-// restores the materialization and applies the segments over it in order.
+// stores what changed since the barrier before (a segment per barrier,
+// in checkpoint storage), beside the files of that materialization, an
+// earlier RocksDB checkpoint. The write buffers track the entries written
+// since the last barrier (writeBuffer.dirty); the barrier copies those
+// into the segment (takeDelta: key, value or deletion of each, nothing
+// else) and unmarks them. It freezes no
+// buffer and writes nothing into RocksDB: the buffers keep accumulating
+// across barriers, reads find the latest value in them, and they go into
+// RocksDB only when one fills (a spill), at a materialization, or when
+// the deltas outgrow their bound (add). A spill between two barriers
+// first copies the spilled buffer's entries not in a segment yet into
+// the state's carry (carryOver), which the next segment starts with, so
+// a segment holds every change since the barrier before, spilled or
+// still buffered, in the order written (a key spilled and written again
+// appears twice, the later last; a restore applies entries in order).
+// A checkpoint then costs the copy and the upload of what changed since
+// the last completed checkpoint; no drain, SST file, memtable flush,
+// compaction or RocksDB checkpoint. A restore restores the
+// materialization and applies the segments over it in order.
 //
 // Materializations: a checkpoint that cannot build on one (the first, the
 // first after a restore, any after a write into RocksDB that no segment
-// carries: list and map states, new states, a spilled buffer, a read of
-// RocksDB as a whole) takes the incremental path, and is one. Beside
-// that, every Options.MaterializeInterval a background job takes a
-// RocksDB checkpoint right after a barrier's drain; the first checkpoint
-// after it is ready uploads its files, and later ones build on it once
-// that checkpoint completes.
+// carries: list and map states, new states, a read of RocksDB as a
+// whole) takes the incremental path, and is one: it freezes and drains
+// every buffer. Beside that, every Options.MaterializeInterval a
+// checkpoint's barrier freezes every buffer and a background job drains
+// them and takes a RocksDB checkpoint (the state at that barrier); the
+// first checkpoint after it is ready uploads its files, and later ones
+// build on it once that checkpoint completes.
 //
 // A handle built on the last completed checkpoint references its files
 // and segments and uploads the segments of the barriers since; one built
@@ -71,16 +86,11 @@ type clUpload struct {
 	seq uint64
 }
 
-// delta is what one barrier froze: each value-like state's buffer of the
-// writes since the barrier before.
+// delta is what changed between a barrier and the one before: its
+// segment, encoded at the barrier (takeDelta; nil if nothing changed).
 type delta struct {
-	id     int64
-	states []deltaState
-}
-
-type deltaState struct {
-	name string
-	w    *writeBuffer
+	id   int64
+	data []byte
 }
 
 // materialization is a RocksDB checkpoint taken by a background job after
@@ -147,9 +157,7 @@ func (c *changelogState) add(d *delta, bufferSize int64) {
 	c.deltas = append(c.deltas, d)
 	var size int64
 	for _, d := range c.deltas {
-		for _, s := range d.states {
-			size += s.w.size()
-		}
+		size += int64(len(d.data))
 	}
 	if size > maxDeltaBuffers*bufferSize {
 		c.deltas = nil
@@ -267,7 +275,7 @@ func (s *IncrementalSnapshot) uploadChangelog(u Uploader) (*IncrementalHandle, e
 		}
 	}
 	for _, d := range p.deltas {
-		data := d.encode()
+		data := d.data
 		if data == nil {
 			continue
 		}
@@ -311,37 +319,62 @@ func (s *IncrementalSnapshot) record(h *IncrementalHandle, seq uint64) {
 	}
 }
 
-// changelogMagic starts a segment; then, for each state, its name and
-// entries: uvarint length + name, uvarint count, and per entry uvarint
+// changelogMagic starts a segment; then sections, each of one state:
+// uvarint length + the state's name, uvarint count, and per entry uvarint
 // length + key, uvarint tag (0 a deletion, else the value's length + 1) +
-// value, in the order the buffer holds them (keys are unique in it).
+// value. A restore applies the sections and their entries in order: a
+// state may have several sections, and a key several entries (a spill's
+// section, then the buffer's at the barrier), the last one winning.
 var changelogMagic = []byte("SLUICECL1")
 
-// encode encodes the delta as a segment; nil when it holds nothing.
-func (d *delta) encode() []byte {
-	var out []byte
-	for _, st := range d.states {
-		if st.w.empty() {
+// appendSegmentEntry appends an entry of a section to out.
+func appendSegmentEntry(out, k, v []byte, dead bool) []byte {
+	out = binary.AppendUvarint(out, uint64(len(k)))
+	out = append(out, k...)
+	if dead {
+		return binary.AppendUvarint(out, 0)
+	}
+	out = binary.AppendUvarint(out, uint64(len(v))+1)
+	return append(out, v...)
+}
+
+// takeDelta encodes what changed in the value-like states since the last
+// barrier as checkpoint id's segment: for each state, the sections its
+// spills since then carried over (cfBuffer.carry), then the entries of
+// its active buffer written since (writeBuffer.appendDirty). Nothing is
+// frozen or written into RocksDB. On the task goroutine, at the barrier.
+func (b *Backend) takeDelta(id int64) *delta {
+	out := slices.Clone(changelogMagic)
+	for _, s := range b.order {
+		if s.buf == nil {
 			continue
 		}
-		if out == nil {
-			out = append(out, changelogMagic...)
-		}
-		out = binary.AppendUvarint(out, uint64(len(st.name)))
-		out = append(out, st.name...)
-		out = binary.AppendUvarint(out, uint64(st.w.n))
-		st.w.each(func(k, v []byte, dead bool) {
-			out = binary.AppendUvarint(out, uint64(len(k)))
-			out = append(out, k...)
-			if dead {
-				out = binary.AppendUvarint(out, 0)
-				return
-			}
-			out = binary.AppendUvarint(out, uint64(len(v))+1)
-			out = append(out, v...)
-		})
+		out = append(out, s.buf.carry...)
+		s.buf.carry = s.buf.carry[:0]
+		out = s.buf.active.appendDirty(out, s.meta.Name)
 	}
-	return out
+	if len(out) == len(changelogMagic) {
+		out = nil
+	}
+	return &delta{id: id, data: out}
+}
+
+// carryOver keeps the entries of s's active buffer written since the last
+// barrier, which a spill is about to write into RocksDB, for the next
+// barrier's segment (takeDelta): the segment must hold every change since
+// the barrier before, whether it is still buffered or already in RocksDB.
+// Past maxDeltaBuffers write buffers' worth they are dropped, and the
+// next checkpoint is a materialization.
+func (b *Backend) carryOver(s *cfState) {
+	wb := s.buf
+	if !wb.active.track {
+		return
+	}
+	wb.carry = wb.active.appendDirty(wb.carry, s.meta.Name)
+	if int64(len(wb.carry)) > maxDeltaBuffers*b.opts.WriteBufferSize {
+		wb.carry = nil
+		b.cl.directWrite()
+	}
 }
 
 var errBadSegment = errors.New("malformed changelog segment")
@@ -472,4 +505,9 @@ func downloadBytes(h *IncrementalHandle, f HandleFile, download Download) ([]byt
 func (b *Backend) clRestored() {
 	b.cl.directWrite()
 	b.cl.base, b.cl.deltas = nil, nil
+	for _, s := range b.order {
+		if s.buf != nil {
+			s.buf.carry = nil
+		}
+	}
 }

@@ -78,9 +78,9 @@ func segmentNames(h *IncrementalHandle) []string {
 // checkpoint before it and uploads one segment, takes no RocksDB
 // checkpoint, and restores to exactly the state at its barrier (updates
 // and deletions), which the materialization alone does not hold. Shared
-// storage holds exactly what the retained checkpoint references. Every
-// drain, a changelog checkpoint's too, is an SST file RocksDB ingests,
-// not a write into the memtable.
+// storage holds exactly what the retained checkpoint references. Only the
+// materialization writes RocksDB (an SST file it ingests, not a write into
+// the memtable); the changelog checkpoints leave it alone.
 func TestChangelogCheckpoints(t *testing.T) {
 	const keys = 400
 	b, v := changelogBackend(t, Options{})
@@ -125,10 +125,10 @@ func TestChangelogCheckpoints(t *testing.T) {
 	if !slices.Equal(jobs, []int64{1}) {
 		t.Fatalf("RocksDB checkpoints taken at %v, want at 1 only", jobs)
 	}
-	// Every checkpoint's drain, the changelog ones' too, was an SST file
-	// RocksDB ingested: nothing went through the memtable and its flush.
-	if n := b.spillSeq.Load(); n != 5 {
-		t.Errorf("five checkpoints of one state ingested %d SST files, want 5", n)
+	// The materialization's drain was an SST file RocksDB ingested; the
+	// changelog checkpoints wrote nothing into RocksDB.
+	if n := b.spillSeq.Load(); n != 1 {
+		t.Errorf("five checkpoints of one state, one materialization, ingested %d SST files, want 1", n)
 	}
 	if n, _ := b.db.GetIntPropertyCF("rocksdb.num-entries-active-mem-table", b.states["v"].cf); n != 0 {
 		t.Errorf("the value state's memtable holds %d entries after the checkpoints, want none", n)
@@ -223,10 +223,13 @@ func TestChangelogDirectWriteMaterializes(t *testing.T) {
 	materializationDiffers(t, h4, stor, keys, want)
 }
 
-// TestChangelogSpillMaterializes: a write buffer spilled between two
-// barriers (into RocksDB, in no segment) makes the next checkpoint a
-// materialization, which holds the spilled writes.
-func TestChangelogSpillMaterializes(t *testing.T) {
+// TestChangelogSpillBetweenBarriers: write buffers spilled into RocksDB
+// between two barriers, before any segment held their entries, need no
+// materialization: the next segment carries the spilled entries, then
+// the ones written after the spill over them (a key written before a
+// spill and again after it restores to its later value), and the
+// checkpoint restores exactly, which its materialization alone does not.
+func TestChangelogSpillBetweenBarriers(t *testing.T) {
 	const keys = 5000
 	b, v := changelogBackend(t, Options{WriteBufferSize: minWriteBufferSize})
 	stor := newDirStorage(t)
@@ -234,12 +237,99 @@ func TestChangelogSpillMaterializes(t *testing.T) {
 	update(t, b, v, 100, 1, 1, 1000, want)
 	checkpoint(t, b, 1, stor)
 	b.NotifyCheckpointComplete(1)
-	update(t, b, v, keys, 2, 1, 1000, want) // more than a buffer holds
-	h2 := roundTrip(t, checkpoint(t, b, 2, stor))
-	if h2.Format != handleFormat || h2.MaterializedID != 2 {
-		t.Fatalf("checkpoint 2 after a spill: format %d, materialized at %d; want a materialization", h2.Format, h2.MaterializedID)
+	for id := int64(2); id <= 3; id++ {
+		spills := b.spillSeq.Load()
+		update(t, b, v, keys, int(id)*10, 1, 1000, want) // more than a buffer holds
+		b.spills.Wait()
+		if b.spillSeq.Load() == spills {
+			t.Fatalf("before checkpoint %d: no spill: the test proves nothing", id)
+		}
+		// These keys went into the first buffer spilled since the
+		// barrier: the segment holds them twice, the later value last.
+		update(t, b, v, 50, int(id)*10+1, 1, 7, want)
+		h := roundTrip(t, checkpoint(t, b, id, stor))
+		b.NotifyCheckpointComplete(id)
+		if h.Format != changelogFormat || h.MaterializedID != 1 || len(h.Changelog) != int(id)-1 {
+			t.Fatalf("checkpoint %d after spills: format %d, materialized at %d, segments %v; want a changelog checkpoint on 1", id, h.Format, h.MaterializedID, segmentNames(h))
+		}
+		verifyValues(t, b, v, keys, want, fmt.Sprintf("reads after checkpoint %d", id))
+		restoreValues(t, h, stor, keys, want, fmt.Sprintf("restore of checkpoint %d", id))
+		materializationDiffers(t, h, stor, keys, want)
 	}
-	restoreValues(t, h2, stor, keys, want, "restore of checkpoint 2")
+}
+
+// TestChangelogManyBarriersNoDrain: over many changelog checkpoints the
+// write buffer is never written into RocksDB (one SST file in all, the
+// first checkpoint's, a materialization), keys are updated in place and
+// deleted again and again, and every checkpoint, including one taken
+// after an aborted one, restores to exactly the state at its barrier.
+func TestChangelogManyBarriersNoDrain(t *testing.T) {
+	const keys = 300
+	b, v := changelogBackend(t, Options{})
+	stor := newDirStorage(t)
+	want := keyValues{}
+	for id := int64(1); id <= 30; id++ {
+		update(t, b, v, keys, int(id), 1+int(id)%4, 3+int(id)%5, want)
+		if id%3 == 0 { // a key written since the last barrier, and back
+			setKey(b, keyName(1))
+			check(t, v.Update(-1))
+			check(t, v.Update(want[1]))
+			if _, ok := want[1]; !ok {
+				check(t, v.Clear())
+			}
+		}
+		h := roundTrip(t, checkpoint(t, b, id, stor))
+		if id%7 == 0 {
+			for _, f := range h.AllFiles() {
+				if !f.Reused {
+					check(t, os.Remove(filepath.Join(stor.root, string(f.Ref))))
+				}
+			}
+			b.NotifyCheckpointAborted(id)
+			continue
+		}
+		b.NotifyCheckpointComplete(id)
+		if id > 1 && (h.Format != changelogFormat || h.MaterializedID != 1) {
+			t.Fatalf("checkpoint %d: format %d, materialized at %d; want a changelog checkpoint on 1", id, h.Format, h.MaterializedID)
+		}
+		restoreValues(t, h, stor, keys, want, fmt.Sprintf("restore of checkpoint %d", id))
+	}
+	b.spills.Wait()
+	if n := b.spillSeq.Load(); n != 1 {
+		t.Errorf("30 checkpoints, one materialization: %d SST files ingested, want 1", n)
+	}
+}
+
+// TestChangelogMaterializationAfterSegments: a background materialization
+// after several changelog checkpoints, none of which wrote RocksDB,
+// drains every buffered entry, those of earlier barriers too: the next
+// checkpoint, on it, holds its own segment alone and restores exactly.
+func TestChangelogMaterializationAfterSegments(t *testing.T) {
+	const keys = 300
+	b, v := changelogBackend(t, Options{})
+	stor := newDirStorage(t)
+	want := keyValues{}
+	for id := int64(1); id <= 6; id++ {
+		update(t, b, v, keys, int(id), 1+int(id)%3, 5+int(id), want)
+		checkpoint(t, b, id, stor)
+		b.NotifyCheckpointComplete(id)
+	}
+	b.opts.MaterializeInterval = time.Nanosecond
+	update(t, b, v, keys, 7, 2, 9, want)
+	h7 := roundTrip(t, checkpoint(t, b, 7, stor))
+	b.NotifyCheckpointComplete(7)
+	if h7.MaterializedID != 1 || b.cl.mat == nil || b.cl.mat.id != 7 {
+		t.Fatalf("checkpoint 7: materialized at %d, background materialization %+v; want on 1 and one started at 7", h7.MaterializedID, b.cl.mat)
+	}
+	<-b.cl.mat.ready
+	b.opts.MaterializeInterval = time.Hour
+	update(t, b, v, keys, 8, 5, 11, want)
+	h8 := roundTrip(t, checkpoint(t, b, 8, stor))
+	if h8.MaterializedID != 7 || !slices.Equal(segmentNames(h8), []string{"changelog-8 reused=false"}) {
+		t.Fatalf("checkpoint 8: materialized at %d, segments %v; want on 7 with changelog-8", h8.MaterializedID, segmentNames(h8))
+	}
+	restoreValues(t, h8, stor, keys, want, "restore of checkpoint 8")
+	materializationDiffers(t, h8, stor, keys, want)
 }
 
 // TestChangelogBackgroundMaterialization: a materialization taken in the
@@ -379,9 +469,7 @@ func TestChangelogDeltasBounded(t *testing.T) {
 		h := checkpoint(t, b, id, stor)
 		var size int64
 		for _, d := range b.cl.deltas {
-			for _, s := range d.states {
-				size += s.w.size()
-			}
+			size += int64(len(d.data))
 		}
 		if size > maxDeltaBuffers*minWriteBufferSize {
 			t.Fatalf("checkpoint %d: %d bytes of deltas kept, want at most %d", id, size, maxDeltaBuffers*minWriteBufferSize)

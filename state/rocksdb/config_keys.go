@@ -57,7 +57,7 @@ var optionKeys = config.Fields[Options]{
 		"Value, reducing and aggregating states write into a write buffer in Go memory (state.backend.rocksdb.writebuffer.size per state) that checkpoints hand to RocksDB as SST files; false writes them straight into RocksDB's memtables (no Flink equivalent).").
 		Default(true), func(o *Options, v bool) { o.NativeMemtable = !v }),
 	config.Field(config.Bool("state.backend.changelog.enabled",
-		"Changelog checkpoints: a checkpoint of value-like states' writes stores the write buffers frozen at its barrier beside the last materialization instead of flushing RocksDB and taking a RocksDB checkpoint.").
+		"Changelog checkpoints: a checkpoint of value-like states' writes stores what changed since the last barrier beside the last materialization, without writing RocksDB, flushing it or taking a RocksDB checkpoint; the write buffers go into RocksDB when full and at a materialization.").
 		Default(false), func(o *Options, v bool) { o.Changelog = v }),
 	config.Field(config.Duration("state.backend.changelog.periodic-materialize.interval",
 		"How often a changelog backend takes a RocksDB checkpoint in the background for later checkpoints to build on (Flink's default: 10 min).").

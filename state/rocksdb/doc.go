@@ -53,13 +53,16 @@
 //   - Changelog (Options.Changelog, state.backend.changelog.enabled), a
 //     form of incremental checkpoint as Flink's changelog state backend
 //     (changelog.go): while every write since the last materialization went
-//     through the write buffers, a checkpoint uploads the buffers frozen at
-//     its barrier as a segment, beside the files of that materialization
-//     (an earlier RocksDB checkpoint) and the segments since, and waits for
-//     no drain, flush or RocksDB checkpoint. Materializations are taken in
-//     the background every MaterializeInterval, and by the next checkpoint
-//     after any other write into RocksDB. A restore applies the segments
-//     over the materialization in order.
+//     through the write buffers, a checkpoint uploads what changed since the
+//     last barrier as a segment (the entries the buffers mark as written
+//     since, copied at the barrier, and those spilled into RocksDB since),
+//     beside the files of that materialization (an earlier RocksDB
+//     checkpoint) and the segments since. It freezes no buffer and writes
+//     nothing into RocksDB: the buffers keep accumulating across barriers
+//     and go into RocksDB when one fills and at a materialization. These
+//     are taken in the background every MaterializeInterval, and by the
+//     next checkpoint after any other write into RocksDB. A restore applies
+//     the segments over the materialization in order.
 //
 // Defaults follow Flink's options (Options.Set takes their names) except
 // where documented on Options: universal compaction, bloom filters, a 64 MiB

@@ -119,7 +119,10 @@ func (s *incState) init() {
 // database, which Upload reads from its directory (live_checkpoint.go). Reads see the frozen buffers until they are in RocksDB;
 // writes that go into RocksDB directly (list and map states, new states)
 // wait for the job, so the checkpoint holds the state at this call
-// exactly. Call Upload on the result (on any goroutine), then Release.
+// exactly. A changelog checkpoint between materializations (changelog.go)
+// instead copies what changed since the last barrier into its segment
+// here, freezes nothing and enqueues no job. Call Upload on the result
+// (on any goroutine), then Release.
 func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot, error) {
 	if err := b.ready(); err != nil {
 		return nil, err
@@ -137,28 +140,34 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 			}
 		}
 	}
-	var frozen []frozenState
-	var bufs []*frozenBuffer
-	d := &delta{id: checkpointID}
-	for _, s := range b.order {
-		if s.buf != nil && !s.buf.active.empty() {
-			f := b.freeze(s)
-			frozen = append(frozen, frozenState{s, f})
-			bufs = append(bufs, f)
-			if b.opts.Changelog {
-				f.pinned = true
-				d.states = append(d.states, deltaState{s.meta.Name, f.w})
-			}
-		}
-	}
 	name := fmt.Sprintf("chk-%d-%s", checkpointID, b.instance)
 	snap := &IncrementalSnapshot{
 		b: b, id: checkpointID, localName: name, dir: filepath.Join(b.chkDir, name),
 		kgr: b.kgr, maxPar: b.maxPar, ready: make(chan struct{}), seq: b.cl.seq,
 	}
+	// A changelog checkpoint's segment is what changed since the last
+	// barrier, encoded here; its buffers are drained into RocksDB only
+	// for a materialization (changelog.go).
+	drain := true
+	materialize := false
 	if b.opts.Changelog {
-		b.cl.add(d, b.opts.WriteBufferSize)
+		b.cl.add(b.takeDelta(checkpointID), b.opts.WriteBufferSize)
 		snap.plan = b.plan(checkpointID)
+		if snap.plan != nil {
+			materialize = b.cl.mat == nil && time.Since(b.cl.lastMat) >= b.opts.MaterializeInterval
+			drain = materialize
+		}
+	}
+	var frozen []frozenState
+	var bufs []*frozenBuffer
+	if drain {
+		for _, s := range b.order {
+			if s.buf != nil && !s.buf.active.empty() {
+				f := b.freeze(s)
+				frozen = append(frozen, frozenState{s, f})
+				bufs = append(bufs, f)
+			}
+		}
 	}
 	if snap.plan != nil {
 		snap.dir = ""
@@ -171,6 +180,13 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		} else {
 			snap.dir, snap.live = "", true
 		}
+	}
+	if !drain {
+		// A changelog checkpoint between materializations: no background
+		// job, RocksDB untouched.
+		close(snap.ready)
+		snap.SyncDuration = time.Since(start)
+		return snap, nil
 	}
 	b.lastCheckpoint = b.enqueue(func() {
 		defer close(snap.ready)
@@ -206,7 +222,7 @@ func (b *Backend) SnapshotIncremental(checkpointID int64) (*IncrementalSnapshot,
 		}
 		snap.LocalDuration = time.Since(jobStart)
 	})
-	if snap.plan != nil && b.cl.mat == nil && time.Since(b.cl.lastMat) >= b.opts.MaterializeInterval {
+	if materialize {
 		b.startMaterialization(checkpointID, bufs)
 	}
 	snap.SyncDuration = time.Since(start)

@@ -196,14 +196,16 @@ type Options struct {
 	TransferThreads int
 	// Changelog makes an incremental checkpoint of value-like states'
 	// writes alone a changelog checkpoint (state.backend.changelog.enabled,
-	// as Flink's changelog state backend): the write buffers frozen at
-	// its barrier go to checkpoint storage as they are, beside the files
-	// of an earlier RocksDB checkpoint (the materialization), instead of
-	// a memtable flush and a RocksDB checkpoint on its critical path
-	// (changelog.go). A materialization is taken in the background every
-	// MaterializeInterval; any other write into RocksDB (list and map
-	// states, new states, a spilled buffer) makes the next checkpoint a
-	// materialization. Default false, as Flink.
+	// as Flink's changelog state backend): what the write buffers record
+	// as changed since the last barrier goes to checkpoint storage as a
+	// segment, beside the files of an earlier RocksDB checkpoint (the
+	// materialization), and RocksDB is not written at the checkpoint: the
+	// buffers keep accumulating across barriers until one fills or a
+	// materialization drains them (changelog.go). A materialization is
+	// taken in the background every MaterializeInterval; any other write
+	// into RocksDB (list and map states, new states, a read of a whole
+	// state) makes the next checkpoint a materialization. Default false,
+	// as Flink.
 	Changelog bool
 	// MaterializeInterval is how often a changelog backend takes a
 	// RocksDB checkpoint in the background, which later changelog

@@ -22,7 +22,8 @@ var ErrValueTooLarge = errors.New("value too large for a write buffer")
 // background writes (writeJob) carry into RocksDB while the task still
 // reads them (RocksDB's active and immutable memtables). A buffer is
 // frozen when it fills (a spill, at most one full one at a time) and at
-// every checkpoint's barrier (the checkpoint's drain).
+// every checkpoint's barrier (the checkpoint's drain), or, with changelog
+// checkpoints, only at a materialization's barrier (changelog.go).
 type cfBuffer struct {
 	active *writeBuffer
 	frozen []*frozenBuffer // oldest first; reads look newest first
@@ -32,6 +33,10 @@ type cfBuffer struct {
 	// already in RocksDB, which reads look into after the frozen buffers
 	// and before RocksDB (nil for TTL states). See mergeClean.
 	clean *writeBuffer
+	// carry: with changelog checkpoints, segment sections of the entries
+	// spilled since the last barrier before any segment held them, which
+	// the next barrier's segment starts with (carryOver, takeDelta).
+	carry []byte
 }
 
 // frozenBuffer is a write buffer no longer written, on its way into
@@ -42,12 +47,14 @@ type frozenBuffer struct {
 	w    *writeBuffer
 	done chan struct{}
 	err  error
-	// pinned: a changelog delta holds w, so its memory is never reused.
-	pinned bool
 }
 
-func newCFBuffer(cache bool) *cfBuffer {
+// newCFBuffer returns the buffers of a state: with a read cache if cache,
+// with write buffers that track their changes if track (changelog
+// checkpoints).
+func newCFBuffer(cache, track bool) *cfBuffer {
 	wb := &cfBuffer{active: newWriteBuffer()}
+	wb.active.track = track
 	if cache {
 		wb.clean = newWriteBuffer()
 	}
@@ -145,7 +152,7 @@ func (b *Backend) seal(s *cfState) error {
 	if s.buf.active.empty() {
 		return nil
 	}
-	b.cl.directWrite() // no changelog segment carries a spilled buffer
+	b.carryOver(s) // the next segment carries what it spills
 	f := b.freeze(s)
 	path := b.spillPath()
 	b.enqueue(func() {
@@ -172,6 +179,7 @@ func (b *Backend) freeze(s *cfState) *frozenBuffer {
 	wb.active, wb.spare = wb.spare, nil
 	if wb.active == nil {
 		wb.active = newWriteBuffer()
+		wb.active.track = f.w.track
 	}
 	return f
 }
@@ -215,7 +223,7 @@ func (b *Backend) prune(s *cfState) error {
 			break
 		}
 		b.mergeClean(s, f.w)
-		if wb.spare == nil && !f.pinned {
+		if wb.spare == nil {
 			f.w.reset()
 			wb.spare = f.w
 		}
@@ -306,9 +314,9 @@ const smallDrain = 1 << 20
 // checkpoint into s's column family, on the checkpoint's background job:
 // one that lists the live files next (liveFiles, or RocksDB's checkpoint
 // with local recovery; both flush the memtables), or a changelog
-// checkpoint, whose segment carries the buffer and which flushes nothing
-// (through the memtable, each drain was a skiplist insert of every entry
-// and a flush of its own after it). It is always an SST
+// checkpoint's materialization, which takes a RocksDB checkpoint after it
+// (a changelog checkpoint between materializations drains nothing). It
+// is always an SST
 // file that RocksDB ingests (spill), however small: the memtable and its
 // flush would build the same SST file (the column family's table options
 // and compression) after a skiplist insert of every entry and a hand-off
@@ -318,8 +326,7 @@ const smallDrain = 1 << 20
 // states wrote into it directly), and one SST file per state is what the
 // flush would have made too. At 20 K records/s with 100 ms checkpoints
 // the background job took 3.1-4.2 ms (p50) through the memtable and 1.9
-// this way; a changelog checkpoint of 2500 keys costs about 1.5 ms of CPU
-// less (docs/performance.md).
+// this way (docs/performance.md).
 func (b *Backend) drainForCheckpoint(s *cfState, w *writeBuffer) error {
 	return b.spill(s, w, b.spillPath())
 }

@@ -26,18 +26,26 @@ import (
 // new entry, the slot moves to it and the old one is marked stale, so
 // that sorted can walk the arena in order rather than follow the slots. Nothing is ever removed: a
 // deletion is an entry too, as it must shadow the value in RocksDB.
+//
+// A buffer that tracks its changes (a changelog backend's, changelog.go)
+// also lists the entries written since the last appendDirty: the top bit
+// of vcap (dirtyBit) marks an entry listed in dirty, so that an entry
+// written many times between two barriers is listed once.
 type writeBuffer struct {
 	arena []byte
 	slots []uint64
 	mask  uint64
 	n     int // entries
 	seed  maphash.Seed
+	track bool
+	dirty []uint64 // offsets of the entries written since appendDirty, if track
 }
 
 const (
 	entryHeader = 12
 	deadBit     = 1 << 31
 	staleBit    = 1 << 31
+	dirtyBit    = 1 << 31 // in vcap
 	offBits     = 40
 	offMask     = 1<<offBits - 1
 	minSlots    = 1 << 10
@@ -59,6 +67,7 @@ func (w *writeBuffer) reset() {
 	w.arena = w.arena[:0]
 	w.slots, w.mask = nil, 0
 	w.n = 0
+	w.dirty = w.dirty[:0]
 }
 
 func (w *writeBuffer) entryKey(off uint64) []byte {
@@ -132,9 +141,13 @@ func (w *writeBuffer) set(key, value []byte, dead bool) {
 		off := w.slots[i]&offMask - 1
 		e := w.arena[off:]
 		klen := uint64(binary.LittleEndian.Uint32(e))
-		if uint32(len(value)) <= binary.LittleEndian.Uint32(e[4:]) {
+		if vcap := binary.LittleEndian.Uint32(e[4:]); uint32(len(value)) <= vcap&^dirtyBit {
 			binary.LittleEndian.PutUint32(e[8:], vlen)
 			copy(e[entryHeader+klen:], value)
+			if w.track && vcap&dirtyBit == 0 {
+				binary.LittleEndian.PutUint32(e[4:], vcap|dirtyBit)
+				w.dirty = append(w.dirty, off)
+			}
 			return
 		}
 		binary.LittleEndian.PutUint32(e, uint32(klen)|staleBit)
@@ -142,8 +155,13 @@ func (w *writeBuffer) set(key, value []byte, dead bool) {
 		w.n++
 	}
 	off := uint64(len(w.arena))
+	vcap := uint32(len(value))
+	if w.track {
+		vcap |= dirtyBit
+		w.dirty = append(w.dirty, off)
+	}
 	w.arena = binary.LittleEndian.AppendUint32(w.arena, uint32(len(key)))
-	w.arena = binary.LittleEndian.AppendUint32(w.arena, uint32(len(value)))
+	w.arena = binary.LittleEndian.AppendUint32(w.arena, vcap)
 	w.arena = binary.LittleEndian.AppendUint32(w.arena, vlen)
 	w.arena = append(append(w.arena, key...), value...)
 	w.slots[i] = h>>offBits<<offBits | (off + 1)
@@ -173,12 +191,42 @@ func (w *writeBuffer) each(fn func(key, value []byte, dead bool)) {
 	for off := uint64(0); off < uint64(len(w.arena)); {
 		h := w.arena[off : off+entryHeader]
 		klen := binary.LittleEndian.Uint32(h)
-		next := off + entryHeader + uint64(klen&^staleBit) + uint64(binary.LittleEndian.Uint32(h[4:]))
+		next := off + entryHeader + uint64(klen&^staleBit) + uint64(binary.LittleEndian.Uint32(h[4:])&^dirtyBit)
 		if klen&staleBit == 0 {
 			fn(w.entry(off))
 		}
 		off = next
 	}
+}
+
+// appendDirty appends to out, in a changelog segment's encoding
+// (changelog.go), a section of state name holding the entries written
+// since the last call (none if there are none), and unmarks them: the
+// next call holds only what is written after this one. A tracking
+// buffer's only.
+func (w *writeBuffer) appendDirty(out []byte, name string) []byte {
+	n := 0
+	for _, off := range w.dirty {
+		if binary.LittleEndian.Uint32(w.arena[off:])&staleBit == 0 {
+			n++
+		}
+	}
+	if n > 0 {
+		out = binary.AppendUvarint(out, uint64(len(name)))
+		out = append(out, name...)
+		out = binary.AppendUvarint(out, uint64(n))
+		for _, off := range w.dirty {
+			h := w.arena[off:]
+			if binary.LittleEndian.Uint32(h)&staleBit != 0 {
+				continue // superseded: its key's newer entry is listed too
+			}
+			binary.LittleEndian.PutUint32(h[4:], binary.LittleEndian.Uint32(h[4:])&^dirtyBit)
+			k, v, dead := w.entry(off)
+			out = appendSegmentEntry(out, k, v, dead)
+		}
+	}
+	w.dirty = w.dirty[:0]
+	return out
 }
 
 // sortKey is an entry to sort: the first 16 bytes of its key (big
@@ -198,7 +246,7 @@ func (w *writeBuffer) sorted() []uint64 {
 	for off := uint64(0); off < uint64(len(w.arena)); {
 		h := w.arena[off : off+entryHeader]
 		klen := binary.LittleEndian.Uint32(h)
-		next := off + entryHeader + uint64(klen&^staleBit) + uint64(binary.LittleEndian.Uint32(h[4:]))
+		next := off + entryHeader + uint64(klen&^staleBit) + uint64(binary.LittleEndian.Uint32(h[4:])&^dirtyBit)
 		if klen&staleBit == 0 {
 			clear(p[:])
 			copy(p[:], w.arena[off+entryHeader:off+entryHeader+uint64(klen)])
