@@ -61,7 +61,18 @@ func TestAutoscalerScalesKeyedJobUpAndDown(t *testing.T) {
 		t.Fatalf("the source runs at %d; datagen does not rescale and the autoscaler should keep it at 1", up[0])
 	}
 	heavy.Store(false)
-	await(t, "the autoscaler to scale the count down", func() bool { return job.Graph().Parallelism()[count] == 1 })
+	var last autoscaler.Evaluation // the decision last seen, logged if the scale-down never comes
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the autoscaler's last decision seen: %s; rescales %+v", last, job.RescaleHistory())
+		}
+	})
+	await(t, "the autoscaler to scale the count down", func() bool {
+		if d := autoscaler.Of(job); d != nil {
+			last = d.LastDecision()
+		}
+		return job.Graph().Parallelism()[count] == 1
+	})
 	await(t, "the scale-down to end", func() bool {
 		h := job.RescaleHistory()
 		return len(h) > 0 && h[len(h)-1].Outcome != ""
