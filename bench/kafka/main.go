@@ -108,7 +108,7 @@ func main() {
 	flag.StringVar(&rates, "rates", "20000,100000", "steady input rates of the latency runs, records/s, comma separated")
 	flag.IntVar(&c.parallelism, "parallelism", 2, "parallelism of the job")
 	flag.StringVar(&c.backend, "backend", "rocksdb", "state backend of the job (state.backend.type)")
-	flag.BoolVar(&c.changelog, "changelog", false, "RocksDB changelog checkpoints (state.backend.changelog.enabled, off by default as in the engine): each checkpoint uploads the write buffers frozen at its barrier beside the last materialization")
+	flag.BoolVar(&c.changelog, "changelog", false, "RocksDB changelog checkpoints (state.backend.changelog.enabled, off by default as in the engine): each checkpoint uploads what changed since the last barrier beside the last materialization, and writes nothing into RocksDB")
 	flag.DurationVar(&c.duration, "duration", 60*time.Second, "how long each latency run is measured, after the warm-up")
 	flag.DurationVar(&c.warmup, "warmup", 30*time.Second, "how long each latency run produces before it is measured")
 	flag.IntVar(&c.repeat, "repeat", 3, "rounds of the throughput runs (the table shows medians and ranges)")
