@@ -346,32 +346,25 @@ func (c Config) Budget() (Budget, error) {
 // DefaultGoLimit is the default budget's Go limit (before the task heap
 // bounds it) for a process of slots task slots (0: 2):
 // DefaultGoLimitBase plus DefaultGoLimitPerSlot a slot, 32 MiB for two.
-func DefaultGoLimit(slots int) int64 {
-	if slots <= 0 {
-		slots = 2
-	}
-	return DefaultGoLimitBase + int64(slots)*DefaultGoLimitPerSlot
-}
+func DefaultGoLimit(slots int) int64 { return slotsLimit(slots, DefaultGoLimitPerSlot) }
 
 // DefaultHeapGoLimit is DefaultGoLimit for a process whose keyed state
 // is on the Go heap (Config.HeapState): DefaultGoLimitBase plus
 // DefaultGoLimitPerHeapSlot a slot (0: 2), 38 MiB for two.
-func DefaultHeapGoLimit(slots int) int64 {
-	if slots <= 0 {
-		slots = 2
-	}
-	return DefaultGoLimitBase + int64(slots)*DefaultGoLimitPerHeapSlot
-}
+func DefaultHeapGoLimit(slots int) int64 { return slotsLimit(slots, DefaultGoLimitPerHeapSlot) }
 
 // DefaultHeapOnlyGoLimit is DefaultHeapGoLimit for a program that links
 // no state backend but the heap one (Config.HeapOnlyProgram):
 // DefaultGoLimitBase plus DefaultGoLimitPerHeapOnlySlot a slot (0: 2),
 // 46 MiB for two.
-func DefaultHeapOnlyGoLimit(slots int) int64 {
+func DefaultHeapOnlyGoLimit(slots int) int64 { return slotsLimit(slots, DefaultGoLimitPerHeapOnlySlot) }
+
+// slotsLimit is DefaultGoLimitBase plus perSlot for each of slots (0: 2).
+func slotsLimit(slots int, perSlot int64) int64 {
 	if slots <= 0 {
 		slots = 2
 	}
-	return DefaultGoLimitBase + int64(slots)*DefaultGoLimitPerHeapOnlySlot
+	return DefaultGoLimitBase + int64(slots)*perSlot
 }
 
 // Share is n-th part of total, at least least.
